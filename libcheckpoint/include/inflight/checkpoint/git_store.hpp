@@ -1,0 +1,140 @@
+// The git side of checkpoints: a local cache repository that holds snapshot
+// commits, and a remote (the results repo) that branches are pushed to,
+// listed, fetched and deleted from. Synchronous; every call may block on the
+// network, so callers bound network calls with a deadline of their own.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace inflight::checkpoint {
+
+// What went wrong, as far as a caller must tell apart (exit codes, fencing).
+enum class GitErrorKind {
+  other,         // anything else: exit 1
+  unreachable,   // connection refused, DNS, TLS, timeout: exit 3
+  auth,          // credentials refused: exit 3
+  rejected,      // the server refused a ref update (not fast-forward, hook): fencing
+  not_found,     // no such branch or object: exit 4
+  hostile_tree,  // a tree that would write outside its run dir, or is too big
+};
+
+class GitError : public std::runtime_error {
+ public:
+  GitError(GitErrorKind kind, const std::string& message)
+      : std::runtime_error(message), kind_(kind) {}
+  GitErrorKind kind() const { return kind_; }
+
+ private:
+  GitErrorKind kind_;
+};
+
+struct RemoteConfig {
+  std::string url;
+  std::string username;
+  std::string token;  // secret: never in a message
+  std::filesystem::path ssh_key;
+  std::filesystem::path ssh_known_hosts;
+  std::filesystem::path ca_file;
+};
+
+// Metadata written into each checkpoint commit (SPEC §4).
+struct CheckpointInfo {
+  std::string run_id;
+  int attempt = 0;
+  std::string reason;  // shutdown | periodic | manual | claim
+  std::string pod;
+  std::uint64_t records = 0;
+};
+
+struct RemoteBranch {
+  std::string ref;  // refs/heads/inflight/<pod>/<run-id>
+  std::string oid;  // hex
+};
+
+struct CommitSummary {
+  std::string oid;
+  std::int64_t time = 0;  // seconds since the epoch
+  std::string message;    // the whole message, trailers included
+};
+
+// Must exist (once per process) before any other call here.
+class GitLibrary {
+ public:
+  GitLibrary();
+  ~GitLibrary();
+  GitLibrary(const GitLibrary&) = delete;
+  GitLibrary& operator=(const GitLibrary&) = delete;
+};
+
+// A bare repository on local disk that holds snapshot objects and the
+// fetched tips of branches; created on first use.
+class CacheRepo {
+ public:
+  explicit CacheRepo(const std::filesystem::path& path);
+  ~CacheRepo();
+  CacheRepo(CacheRepo&&) noexcept;
+  CacheRepo& operator=(CacheRepo&&) noexcept;
+
+  const std::filesystem::path& path() const;
+  struct Impl;
+  Impl& impl();
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Builds snapshot commits of one run dir. Keeps a stat cache between calls so
+// that an unchanged file is never read again.
+class RunSnapshotter {
+ public:
+  RunSnapshotter(CacheRepo& repo, std::vector<std::string> exclude_globs);
+  ~RunSnapshotter();
+  RunSnapshotter(RunSnapshotter&&) noexcept;
+
+  // A commit of run_dir whose parent is `parent` (none for the first), or
+  // nullopt when the tree equals the parent's tree.
+  std::optional<std::string> snapshot(const std::filesystem::path& run_dir, const CheckpointInfo& info,
+                                      const std::optional<std::string>& parent);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class RemoteStore {
+ public:
+  RemoteStore(CacheRepo& repo, RemoteConfig config);
+  ~RemoteStore();
+
+  std::vector<RemoteBranch> list(const std::string& prefix = "refs/heads/inflight/");
+  // Fetches `ref` into the cache repo and returns its tip.
+  std::string fetch(const std::string& ref);
+  // Fast-forward only; a rejected ref throws GitError(rejected).
+  void push(const std::string& ref, const std::string& oid);
+  void remove(const std::string& ref);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Writes the tree of `commit` into run_dir, refusing anything that would land
+// outside it or exceed max_bytes (GitError(hostile_tree)); reassembles
+// chunked files.
+void materialize(CacheRepo& repo, const std::string& commit, const std::filesystem::path& run_dir,
+                 std::uint64_t max_bytes);
+
+// The contents of one file of a commit's run dir (e.g. run-params.json), if present.
+std::optional<std::string> read_file_at(CacheRepo& repo, const std::string& commit,
+                                        const std::string& path);
+
+// First-parent history from `commit`, newest first.
+std::vector<CommitSummary> history(CacheRepo& repo, const std::string& commit);
+
+}  // namespace inflight::checkpoint
