@@ -73,7 +73,10 @@ class GitLibrary {
 };
 
 // A bare repository on local disk that holds snapshot objects and the
-// fetched tips of branches; created on first use.
+// fetched tips of branches; created (with its parent dirs) on first use.
+// One CacheRepo, and everything built on it, belongs to one thread at a time
+// (libgit2 repository handles are not thread-safe); threads that work in
+// parallel each open their own CacheRepo on the same path.
 class CacheRepo {
  public:
   explicit CacheRepo(const std::filesystem::path& path);
@@ -89,18 +92,37 @@ class CacheRepo {
   std::unique_ptr<Impl> impl_;
 };
 
+// What the last snapshot() had to do; lets callers and tests see that the
+// stat cache spared unchanged files from being read.
+struct SnapshotStats {
+  std::uint64_t files_unchanged = 0;  // stat matched the cache: not opened
+  std::uint64_t files_read = 0;       // opened and (partly) hashed
+  std::uint64_t bytes_read = 0;       // file content read from disk
+};
+
 // Builds snapshot commits of one run dir. Keeps a stat cache between calls so
-// that an unchanged file is never read again.
+// that an unchanged file is never read again, and stores files over 64 KiB as
+// trees of 32 KiB chunk blobs (`<name>.inflight-chunks/000000`, ...) so that
+// appending to a big file costs objects proportional to the append.
 class RunSnapshotter {
  public:
+  // exclude_globs are fnmatch patterns matched against each entry's base name
+  // and its path relative to the run dir.
   RunSnapshotter(CacheRepo& repo, std::vector<std::string> exclude_globs);
   ~RunSnapshotter();
   RunSnapshotter(RunSnapshotter&&) noexcept;
 
   // A commit of run_dir whose parent is `parent` (none for the first), or
-  // nullopt when the tree equals the parent's tree.
-  std::optional<std::string> snapshot(const std::filesystem::path& run_dir, const CheckpointInfo& info,
+  // nullopt when the tree equals the parent's tree, unless info.reason is
+  // "claim": a claim commit is always created.
+  std::optional<std::string> snapshot(const std::filesystem::path& run_dir,
+                                      const CheckpointInfo& info,
                                       const std::optional<std::string>& parent);
+
+  // Entries the last snapshot() left out because they are neither regular
+  // files nor directories (symlinks, sockets, ...), one message each.
+  const std::vector<std::string>& warnings() const;
+  const SnapshotStats& last_stats() const;
 
  private:
   struct Impl;
@@ -117,7 +139,10 @@ class RemoteStore {
   std::string fetch(const std::string& ref);
   // Fast-forward only; a rejected ref throws GitError(rejected).
   void push(const std::string& ref, const std::string& oid);
+  // Deletes the remote branch; a refused deletion throws GitError(rejected).
   void remove(const std::string& ref);
+  // The remote URL with any password removed, for messages and logs.
+  const std::string& display_url() const;
 
  private:
   struct Impl;

@@ -1,0 +1,31 @@
+// Files of a run directory that inflight itself reads or writes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string_view>
+
+namespace inflight::checkpoint {
+
+// Temp file beside the target, fsync, rename over it, fsync the directory:
+// a reader sees the old or the new content, never a mix.
+void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+
+// Drops a last line that lacks its newline (a record torn by a kill);
+// returns how many bytes were dropped.
+std::uint64_t repair_torn_line(const std::filesystem::path& progress_file);
+
+// Counts complete lines of an append-only file, reading only what was
+// appended since the last call.
+class RecordCounter {
+ public:
+  std::uint64_t count(const std::filesystem::path& progress_file);
+
+ private:
+  off_t scanned_ = 0;
+  std::uint64_t lines_ = 0;
+};
+
+}  // namespace inflight::checkpoint

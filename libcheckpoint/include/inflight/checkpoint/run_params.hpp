@@ -1,0 +1,50 @@
+// run-params.json (SPEC §3): what a run is, kept in its run dir and carried in
+// every checkpoint, so any instance can run its next attempt.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace inflight::checkpoint {
+
+using OrderedJson = nlohmann::ordered_json;
+
+struct AttemptRecord {
+  int attempt = 0;
+  std::string pod;
+  std::string started_at;
+  std::optional<std::string> ended_at;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<std::string> outcome;  // unset while the attempt runs
+};
+
+struct RunParams {
+  std::string run_id;
+  OrderedJson request = OrderedJson::object();
+  OrderedJson child = OrderedJson::object();  // the template as configured
+  std::vector<std::string> argv;
+  std::string cwd;
+  std::string origin_pod;
+  std::string created_at;
+  std::vector<AttemptRecord> attempts;
+  // Set once the run is over for good (succeeded, failed, cancelled), so that
+  // no later start resumes it.
+  std::optional<std::string> final_status;
+};
+
+inline constexpr const char* kRunParamsFile = "run-params.json";
+
+OrderedJson to_json(const RunParams& params);
+// Throws std::runtime_error naming the field that is missing or malformed.
+RunParams run_params_from_json(const OrderedJson& json);
+
+// Temp file, fsync, rename, fsync of the directory.
+void write_run_params(const std::filesystem::path& run_dir, const RunParams& params);
+// nullopt when the run dir has no run-params.json; throws when it is malformed.
+std::optional<RunParams> read_run_params(const std::filesystem::path& run_dir);
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,23 @@
+#pragma once
+
+#include <filesystem>
+
+#include "git_handle.hpp"
+#include "inflight/checkpoint/git_store.hpp"
+
+namespace inflight::checkpoint {
+
+struct CacheRepo::Impl {
+  std::filesystem::path path;
+  RepositoryHandle repo;
+};
+
+// Opens the bare repository at `path`, creating it and its parents if absent.
+RepositoryHandle open_or_init_bare(const std::filesystem::path& path);
+
+// The libgit2 repository behind a CacheRepo.
+inline git_repository* raw_repo(CacheRepo& repo) {
+  return repo.impl().repo.get();
+}
+
+}  // namespace inflight::checkpoint

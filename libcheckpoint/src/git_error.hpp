@@ -1,0 +1,26 @@
+// Turns libgit2's (code, thread-local last error) pair into a GitError.
+// Must run on the thread that made the failing call, right after it.
+#pragma once
+
+#include <string>
+
+#include "inflight/checkpoint/git_store.hpp"
+
+namespace inflight::checkpoint {
+
+// Whether the failing call talked to a remote: only then do network, TLS,
+// SSH and OS failures mean "unreachable" rather than a local problem.
+enum class GitCallScope { local, network };
+
+GitErrorKind classify_git_error(int code, int error_class, GitCallScope scope);
+
+[[noreturn]] void throw_git_error(int code, const std::string& context,
+                                  GitCallScope scope = GitCallScope::local);
+
+// Throws when code < 0; `context` says what was being done, e.g. "open cache repo /x".
+inline void git_check(int code, const std::string& context,
+                      GitCallScope scope = GitCallScope::local) {
+  if (code < 0) throw_git_error(code, context, scope);
+}
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,45 @@
+#include "repo_objects.hpp"
+
+#include "git_error.hpp"
+#include "oid_text.hpp"
+
+namespace inflight::checkpoint {
+
+CommitHandle lookup_commit(git_repository* repo, const git_oid& oid) {
+  git_commit* raw = nullptr;
+  git_check(git_commit_lookup(&raw, repo, &oid), "find commit " + oid_hex(oid));
+  return CommitHandle(raw);
+}
+
+CommitHandle lookup_commit(git_repository* repo, const std::string& hex) {
+  return lookup_commit(repo, parse_oid(hex));
+}
+
+TreeHandle tree_of(const git_commit* commit) {
+  git_tree* raw = nullptr;
+  git_check(git_commit_tree(&raw, commit), "read tree of " + oid_hex(*git_commit_id(commit)));
+  return TreeHandle(raw);
+}
+
+TreeHandle lookup_tree(git_repository* repo, const git_oid& oid) {
+  git_tree* raw = nullptr;
+  git_check(git_tree_lookup(&raw, repo, &oid), "find tree " + oid_hex(oid));
+  return TreeHandle(raw);
+}
+
+git_oid empty_tree(git_repository* repo) {
+  git_treebuilder* raw = nullptr;
+  git_check(git_treebuilder_new(&raw, repo, nullptr), "create tree");
+  const TreeBuilderHandle builder(raw);
+  git_oid oid;
+  git_check(git_treebuilder_write(&oid, builder.get()), "write empty tree");
+  return oid;
+}
+
+OdbHandle open_odb(git_repository* repo) {
+  git_odb* raw = nullptr;
+  git_check(git_repository_odb(&raw, repo), "open object database");
+  return OdbHandle(raw);
+}
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,18 @@
+// Lookups that every reader of the cache repo needs, failing with a GitError
+// that names the object.
+#pragma once
+
+#include <string>
+
+#include "git_handle.hpp"
+
+namespace inflight::checkpoint {
+
+CommitHandle lookup_commit(git_repository* repo, const git_oid& oid);
+CommitHandle lookup_commit(git_repository* repo, const std::string& hex);
+TreeHandle tree_of(const git_commit* commit);
+TreeHandle lookup_tree(git_repository* repo, const git_oid& oid);
+git_oid empty_tree(git_repository* repo);
+OdbHandle open_odb(git_repository* repo);
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,93 @@
+#include "inflight/checkpoint/run_dir.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "inflight/fd.hpp"
+
+namespace inflight::checkpoint {
+
+namespace {
+
+[[noreturn]] void throw_errno(const std::string& what) {
+  throw std::system_error(errno, std::generic_category(), what);
+}
+
+void write_all(int fd, std::string_view data, const std::string& what) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno("write " + what);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
+  const auto temp = path.parent_path() / ("." + path.filename().string() + ".tmp");
+  {
+    Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd) throw_errno("open " + temp.string());
+    write_all(fd.get(), content, temp.string());
+    if (::fsync(fd.get()) != 0) throw_errno("fsync " + temp.string());
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) throw_errno("rename " + temp.string());
+  Fd dir(::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir || ::fsync(dir.get()) != 0) throw_errno("fsync " + path.parent_path().string());
+}
+
+std::uint64_t repair_torn_line(const std::filesystem::path& progress_file) {
+  Fd fd(::open(progress_file.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) {
+    if (errno == ENOENT) return 0;
+    throw_errno("open " + progress_file.string());
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw_errno("stat " + progress_file.string());
+  // Scan backwards for the last newline, one block at a time.
+  std::array<char, 4096> block{};
+  off_t end = st.st_size;
+  while (end > 0) {
+    const off_t start = std::max<off_t>(0, end - static_cast<off_t>(block.size()));
+    const ssize_t n = ::pread(fd.get(), block.data(), end - start, start);
+    if (n != end - start) throw_errno("read " + progress_file.string());
+    const auto* hit = static_cast<const char*>(::memrchr(block.data(), '\n', n));
+    if (hit != nullptr) {
+      end = start + (hit - block.data()) + 1;
+      break;
+    }
+    end = start;
+  }
+  if (end == st.st_size) return 0;
+  if (::ftruncate(fd.get(), end) != 0 || ::fsync(fd.get()) != 0)
+    throw_errno("truncate " + progress_file.string());
+  return static_cast<std::uint64_t>(st.st_size - end);
+}
+
+std::uint64_t RecordCounter::count(const std::filesystem::path& progress_file) {
+  Fd fd(::open(progress_file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return lines_ = scanned_ = 0;
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return lines_;
+  if (st.st_size < scanned_) lines_ = scanned_ = 0;  // rewritten from scratch
+  std::array<char, 65536> block{};
+  while (scanned_ < st.st_size) {
+    const ssize_t n = ::pread(fd.get(), block.data(), block.size(), scanned_);
+    if (n <= 0) break;
+    lines_ += static_cast<std::uint64_t>(std::count(block.data(), block.data() + n, '\n'));
+    scanned_ += n;
+  }
+  return lines_;
+}
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,172 @@
+#include <fnmatch.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "cache_repo_impl.hpp"
+#include "chunked_file.hpp"
+#include "git_error.hpp"
+#include "oid_text.hpp"
+#include "repo_objects.hpp"
+#include "stored_file.hpp"
+
+namespace inflight::checkpoint {
+
+namespace fs = std::filesystem;
+
+struct RunSnapshotter::Impl {
+  CacheRepo& repo;
+  std::vector<std::string> exclude_globs;
+  fs::path run_dir;  // the dir the stat cache describes
+  std::map<std::string, StoredFile> stat_cache;
+  std::map<std::string, StoredFile> seen_now;  // becomes stat_cache after a snapshot
+  std::vector<std::string> warnings;
+  SnapshotStats stats;
+
+  git_repository* git() { return raw_repo(repo); }
+  bool excluded(const std::string& name, const std::string& relative) const;
+  std::optional<git_oid> write_dir(const fs::path& dir, const std::string& relative);
+  void add_entry(git_treebuilder* tree, const fs::path& dir, const std::string& name,
+                 const std::string& relative);
+  void add_file(git_treebuilder* tree, const std::string& name, const std::string& relative,
+                const fs::path& path, const struct stat& st);
+  git_oid write_root(const fs::path& dir);
+};
+
+namespace {
+
+void insert_entry(git_treebuilder* tree, const std::string& name, const git_oid& oid,
+                  git_filemode_t mode) {
+  git_check(git_treebuilder_insert(nullptr, tree, name.c_str(), &oid, mode), "add " + name);
+}
+
+std::string commit_message(const CheckpointInfo& info) {
+  const std::string attempt = std::to_string(info.attempt);
+  return "inflight checkpoint " + info.run_id + " attempt " + attempt + " (" + info.reason +
+         ")\n\nInflight-Pod: " + info.pod + "\nInflight-Attempt: " + attempt +
+         "\nInflight-Records: " + std::to_string(info.records) + "\n";
+}
+
+git_oid write_commit(git_repository* repo, const git_oid& tree_oid, const git_commit* parent,
+                     const std::string& message) {
+  git_signature* raw_signature = nullptr;
+  git_check(git_signature_now(&raw_signature, "inflight", "inflight@localhost"), "make signature");
+  const SignatureHandle signature(raw_signature);
+  const TreeHandle tree = lookup_tree(repo, tree_oid);
+  const git_commit* parents[] = {parent};
+  git_oid commit;
+  git_check(git_commit_create(&commit, repo, nullptr, signature.get(), signature.get(), nullptr,
+                              message.c_str(), tree.get(), parent != nullptr ? 1 : 0, parents),
+            "write checkpoint commit");
+  return commit;
+}
+
+}  // namespace
+
+bool RunSnapshotter::Impl::excluded(const std::string& name, const std::string& relative) const {
+  for (const auto& glob : exclude_globs) {
+    if (fnmatch(glob.c_str(), name.c_str(), 0) == 0) return true;
+    if (fnmatch(glob.c_str(), relative.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+void RunSnapshotter::Impl::add_file(git_treebuilder* tree, const std::string& name,
+                                    const std::string& relative, const fs::path& path,
+                                    const struct stat& st) {
+  const FileStat seen = file_stat_of(st);
+  const auto cached = stat_cache.find(relative);
+  const StoredFile* previous = cached == stat_cache.end() ? nullptr : &cached->second;
+  StoredFile stored;
+  if (previous != nullptr && previous->stat == seen) {
+    ++stats.files_unchanged;
+    stored = *previous;
+  } else {
+    stored = store_file(git(), path.c_str(), seen, previous, stats);
+  }
+  if (stored.chunked()) {
+    insert_entry(tree, name + std::string(kChunkSuffix), stored.entry, GIT_FILEMODE_TREE);
+  } else {
+    insert_entry(tree, name, stored.entry,
+                 stored.executable() ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB);
+  }
+  seen_now.insert_or_assign(relative, std::move(stored));
+}
+
+void RunSnapshotter::Impl::add_entry(git_treebuilder* tree, const fs::path& dir,
+                                     const std::string& name, const std::string& relative) {
+  const fs::path path = dir / name;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;  // deleted since the directory was listed
+    throw GitError(GitErrorKind::other, "stat " + path.string() + ": " + std::strerror(errno));
+  }
+  if (S_ISREG(st.st_mode)) return add_file(tree, name, relative, path, st);
+  // A real directory with the chunk suffix would be read back as a chunked file.
+  if (S_ISDIR(st.st_mode) && !has_chunk_suffix(name)) {
+    if (const auto sub = write_dir(path, relative))
+      insert_entry(tree, name, *sub, GIT_FILEMODE_TREE);
+    return;
+  }
+  warnings.push_back("skipped " + relative + ": not a regular file or directory");
+}
+
+std::optional<git_oid> RunSnapshotter::Impl::write_dir(const fs::path& dir,
+                                                       const std::string& relative) {
+  git_treebuilder* raw = nullptr;
+  git_check(git_treebuilder_new(&raw, git(), nullptr), "create tree");
+  const TreeBuilderHandle tree(raw);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string entry_relative = relative.empty() ? name : relative + "/" + name;
+    if (!excluded(name, entry_relative)) add_entry(tree.get(), dir, name, entry_relative);
+  }
+  if (ec) throw GitError(GitErrorKind::other, "list " + dir.string() + ": " + ec.message());
+  if (git_treebuilder_entrycount(tree.get()) == 0) return std::nullopt;  // git stores no empty dirs
+  git_oid oid;
+  git_check(git_treebuilder_write(&oid, tree.get()), "write tree " + relative);
+  return oid;
+}
+
+git_oid RunSnapshotter::Impl::write_root(const fs::path& dir) {
+  if (dir != run_dir) stat_cache.clear();
+  run_dir = dir;
+  warnings.clear();
+  stats = {};
+  seen_now.clear();
+  std::optional<git_oid> root = write_dir(dir, "");
+  // Files gone from the run dir leave the cache too.
+  stat_cache = std::move(seen_now);
+  return root ? *root : empty_tree(git());
+}
+
+RunSnapshotter::RunSnapshotter(CacheRepo& repo, std::vector<std::string> exclude_globs)
+    : impl_(std::make_unique<Impl>(Impl{repo, std::move(exclude_globs), {}, {}, {}, {}, {}})) {}
+RunSnapshotter::~RunSnapshotter() = default;
+RunSnapshotter::RunSnapshotter(RunSnapshotter&&) noexcept = default;
+
+std::optional<std::string> RunSnapshotter::snapshot(const fs::path& run_dir,
+                                                    const CheckpointInfo& info,
+                                                    const std::optional<std::string>& parent) {
+  const CommitHandle parent_commit = parent ? lookup_commit(impl_->git(), *parent) : CommitHandle();
+  const git_oid tree = impl_->write_root(run_dir);
+  // A claim is the compare-and-swap token of an ownership change, so it must
+  // be a new commit even when nothing in the run dir changed.
+  if (parent_commit && git_oid_equal(git_commit_tree_id(parent_commit.get()), &tree) &&
+      info.reason != "claim") {
+    return std::nullopt;
+  }
+  return oid_hex(write_commit(impl_->git(), tree, parent_commit.get(), commit_message(info)));
+}
+
+const std::vector<std::string>& RunSnapshotter::warnings() const {
+  return impl_->warnings;
+}
+const SnapshotStats& RunSnapshotter::last_stats() const {
+  return impl_->stats;
+}
+
+}  // namespace inflight::checkpoint

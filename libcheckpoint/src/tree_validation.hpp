@@ -1,0 +1,21 @@
+#pragma once
+
+#include <git2.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace inflight::checkpoint {
+
+// The file name an entry is written under: a chunk tree's name without its
+// suffix, anything else unchanged.
+std::string target_name(const git_tree_entry* entry);
+
+// Walks the whole tree of a checkpoint before anything is written and throws
+// GitError(hostile_tree), naming the path and the rule, when an entry could
+// land outside the run dir (bad names, symlinks, gitlinks), two entries would
+// write the same file, or the blobs add up to more than max_bytes.
+void validate_run_tree(git_repository* repo, const git_tree* tree, std::uint64_t max_bytes);
+
+}  // namespace inflight::checkpoint
