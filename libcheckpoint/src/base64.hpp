@@ -1,0 +1,12 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace inflight::checkpoint {
+
+// Standard base64 with optional '=' padding; nullopt on any other character.
+std::optional<std::string> decode_base64(std::string_view text);
+
+}  // namespace inflight::checkpoint

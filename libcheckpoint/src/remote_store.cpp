@@ -1,0 +1,180 @@
+#include <mutex>
+
+#include "cache_repo_impl.hpp"
+#include "git_error.hpp"
+#include "oid_text.hpp"
+#include "remote_callbacks.hpp"
+#include "remote_url.hpp"
+
+namespace inflight::checkpoint {
+
+namespace {
+
+constexpr std::string_view kFetchedPrefix = "refs/inflight-fetched/";
+constexpr std::string_view kLocalPrefix = "refs/inflight-local/";
+
+// The CA bundle is a process-wide libgit2 setting; set it before the first
+// connection and again only if another store names another file.
+void use_ca_file(const std::filesystem::path& ca_file) {
+  static std::mutex mutex;
+  static std::filesystem::path current;
+  if (ca_file.empty()) return;
+  const std::lock_guard lock(mutex);
+  if (ca_file == current) return;
+  git_check(git_libgit2_opts(GIT_OPT_SET_SSL_CERT_LOCATIONS, ca_file.c_str(), nullptr),
+            "load CA file " + ca_file.string());
+  current = ca_file;
+}
+
+// `refs/heads/inflight/p/r` -> `inflight/p/r`, the name under our own namespaces.
+std::string short_name(const std::string& ref) {
+  for (const std::string_view prefix : {"refs/heads/", "refs/"}) {
+    if (ref.starts_with(prefix)) return ref.substr(prefix.size());
+  }
+  return ref;
+}
+
+void require_valid_ref(const std::string& ref) {
+  int valid = 0;
+  if (git_reference_name_is_valid(&valid, ref.c_str()) < 0 || valid == 0 ||
+      !ref.starts_with("refs/")) {
+    git_error_clear();
+    throw GitError(GitErrorKind::other, "not a valid ref name: '" + ref + "'");
+  }
+}
+
+git_proxy_options environment_proxy() {
+  git_proxy_options proxy = GIT_PROXY_OPTIONS_INIT;
+  proxy.type = GIT_PROXY_AUTO;  // honours http.proxy and the *_proxy variables
+  return proxy;
+}
+
+}  // namespace
+
+struct RemoteStore::Impl {
+  CacheRepo& repo;
+  RemoteConfig config;
+  RemoteLocation location;
+
+  git_repository* git() { return raw_repo(repo); }
+  RemoteHandle open_remote();
+  void push_refspec(const std::string& refspec, const std::string& doing);
+  void delete_local_ref(const std::string& name);
+};
+
+RemoteHandle RemoteStore::Impl::open_remote() {
+  git_remote* raw = nullptr;
+  git_check(git_remote_create_anonymous(&raw, git(), location.url.c_str()),
+            "use remote " + location.display);
+  return RemoteHandle(raw);
+}
+
+void RemoteStore::Impl::push_refspec(const std::string& refspec, const std::string& doing) {
+  const RemoteHandle remote = open_remote();
+  RemoteCallbacks callbacks(config, location);
+  git_push_options options = GIT_PUSH_OPTIONS_INIT;
+  options.callbacks = callbacks.callbacks();
+  options.proxy_opts = environment_proxy();
+  char* refspecs[] = {const_cast<char*>(refspec.c_str())};
+  const git_strarray specs{refspecs, 1};
+  if (const int rc = git_remote_push(remote.get(), &specs, &options); rc < 0) {
+    callbacks.throw_failure(rc, doing);
+  }
+  // A server-side refusal (hook, denyNonFastForwards) arrives here, with rc 0.
+  callbacks.check_push_accepted(doing);
+}
+
+void RemoteStore::Impl::delete_local_ref(const std::string& name) {
+  git_reference* raw = nullptr;
+  const int rc = git_reference_lookup(&raw, git(), name.c_str());
+  const ReferenceHandle ref(raw);
+  if (rc == GIT_ENOTFOUND) return git_error_clear();
+  git_check(rc, "look up " + name);
+  git_check(git_reference_delete(ref.get()), "delete " + name);
+}
+
+RemoteStore::RemoteStore(CacheRepo& repo, RemoteConfig config)
+    : impl_(std::make_unique<Impl>(Impl{repo, std::move(config), {}})) {
+  impl_->location = parse_remote_url(impl_->config.url);
+  // The default results repo is a local path that exists once we made it.
+  if (impl_->location.local_path && !std::filesystem::exists(*impl_->location.local_path)) {
+    open_or_init_bare(*impl_->location.local_path);
+  }
+  use_ca_file(impl_->config.ca_file);
+}
+
+RemoteStore::~RemoteStore() = default;
+
+const std::string& RemoteStore::display_url() const {
+  return impl_->location.display;
+}
+
+std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix) {
+  const RemoteHandle remote = impl_->open_remote();
+  RemoteCallbacks callbacks(impl_->config, impl_->location);
+  const git_remote_callbacks raw_callbacks = callbacks.callbacks();
+  const git_proxy_options proxy = environment_proxy();
+  if (const int rc =
+          git_remote_connect(remote.get(), GIT_DIRECTION_FETCH, &raw_callbacks, &proxy, nullptr);
+      rc < 0) {
+    callbacks.throw_failure(rc, "connect to");
+  }
+  const git_remote_head** heads = nullptr;
+  std::size_t count = 0;
+  if (const int rc = git_remote_ls(&heads, &count, remote.get()); rc < 0) {
+    callbacks.throw_failure(rc, "list branches of");
+  }
+  std::vector<RemoteBranch> branches;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::string name = heads[i]->name;
+    if (name.starts_with(prefix) && !name.ends_with("^{}")) {
+      branches.push_back(RemoteBranch{name, oid_hex(heads[i]->oid)});
+    }
+  }
+  return branches;
+}
+
+std::string RemoteStore::fetch(const std::string& ref) {
+  require_valid_ref(ref);
+  const std::string local = std::string(kFetchedPrefix) + short_name(ref);
+  // A branch deleted remotely must not be answered from an earlier fetch.
+  impl_->delete_local_ref(local);
+  const RemoteHandle remote = impl_->open_remote();
+  RemoteCallbacks callbacks(impl_->config, impl_->location);
+  git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
+  options.callbacks = callbacks.callbacks();
+  options.proxy_opts = environment_proxy();
+  options.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+  options.update_fetchhead = 0;
+  const std::string refspec = "+" + ref + ":" + local;
+  char* refspecs[] = {const_cast<char*>(refspec.c_str())};
+  const git_strarray specs{refspecs, 1};
+  if (const int rc = git_remote_fetch(remote.get(), &specs, &options, nullptr); rc < 0) {
+    callbacks.throw_failure(rc, "fetch " + ref + " from");
+  }
+  git_oid tip;
+  if (git_reference_name_to_id(&tip, impl_->git(), local.c_str()) < 0) {
+    git_error_clear();
+    throw GitError(GitErrorKind::not_found, "no branch " + ref + " on " + display_url());
+  }
+  return oid_hex(tip);
+}
+
+void RemoteStore::push(const std::string& ref, const std::string& oid) {
+  require_valid_ref(ref);
+  const git_oid target = parse_oid(oid);
+  const std::string local = std::string(kLocalPrefix) + short_name(ref);
+  git_reference* raw = nullptr;
+  git_check(git_reference_create(&raw, impl_->git(), local.c_str(), &target, /*force=*/1, nullptr),
+            "point " + local + " at " + oid);
+  const ReferenceHandle local_ref(raw);
+  // No '+': the push is fast-forward only, so a moved tip fences us out.
+  impl_->push_refspec(local + ":" + ref, "push " + ref + " to");
+}
+
+void RemoteStore::remove(const std::string& ref) {
+  require_valid_ref(ref);
+  impl_->push_refspec(":" + ref, "delete " + ref + " from");
+}
+
+}  // namespace inflight::checkpoint
