@@ -1,0 +1,207 @@
+#include <chrono>
+
+#include "background_process.hpp"
+#include "checkpoint_test_support.hpp"
+
+namespace inflight::checkpoint::testing {
+namespace {
+
+const std::string kRef = "refs/heads/inflight/pod-a/r-1";
+
+GitErrorKind kind_of(const std::function<void()>& call, std::string* message = nullptr) {
+  try {
+    call();
+  } catch (const GitError& error) {
+    if (message != nullptr) *message = error.what();
+    return error.kind();
+  }
+  ADD_FAILURE() << "expected a GitError";
+  return GitErrorKind::other;
+}
+
+class RemoteStoreTest : public CheckpointTest {
+ protected:
+  void SetUp() override {
+    run("git init -q --bare '" + remote_path().string() + "'");
+    repo_.emplace(cache_path());
+    snapshotter_.emplace(*repo_, std::vector<std::string>{});
+  }
+  fs::path remote_path() const { return temp_.path() / "results.git"; }
+  RemoteConfig config(const std::string& url) const {
+    return RemoteConfig{url, "", "", {}, {}, {}};
+  }
+
+  std::string checkpoint(const std::string& content,
+                         const std::optional<std::string>& parent = std::nullopt) {
+    write_file(run_dir() / "index.jsonl", content);
+    return *snapshotter_->snapshot(run_dir(), CheckpointInfo{"r-1", 1, "manual", "pod-a", 1},
+                                   parent);
+  }
+
+  std::optional<CacheRepo> repo_;
+  std::optional<RunSnapshotter> snapshotter_;
+};
+
+TEST_F(RemoteStoreTest, PushListFetchRemoveRoundTrip) {
+  RemoteStore store(*repo_, config(remote_path().string()));
+  const std::string first = checkpoint("1\n");
+  store.push(kRef, first);
+  const std::string second = checkpoint("1\n2\n", first);
+  store.push(kRef, second);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), second);
+
+  const auto branches = store.list();
+  ASSERT_EQ(branches.size(), 1u);
+  EXPECT_EQ(branches[0].ref, kRef);
+  EXPECT_EQ(branches[0].oid, second);
+  EXPECT_TRUE(store.list("refs/heads/other/").empty());
+
+  CacheRepo elsewhere(temp_.path() / "other-cache.git");
+  RemoteStore other(elsewhere, config(remote_path().string()));
+  EXPECT_EQ(other.fetch(kRef), second);
+  EXPECT_EQ(history(elsewhere, second).size(), 2u);
+  EXPECT_EQ(read_file_at(elsewhere, second, "index.jsonl"), "1\n2\n");
+
+  store.remove(kRef);
+  EXPECT_TRUE(store.list().empty());
+  EXPECT_EQ(kind_of([&] { other.fetch(kRef); }), GitErrorKind::not_found);
+}
+
+TEST_F(RemoteStoreTest, FileUrlsAreLocalToo) {
+  RemoteStore store(*repo_, config("file://" + remote_path().string()));
+  const std::string commit = checkpoint("x\n");
+  store.push(kRef, commit);
+  ASSERT_EQ(store.list().size(), 1u);
+  EXPECT_EQ(store.fetch(kRef), commit);
+}
+
+TEST_F(RemoteStoreTest, MissingLocalResultsRepoIsCreatedBare) {
+  const fs::path path = temp_.path() / ".inflight" / "results.git";
+  RemoteStore store(*repo_, config(path.string()));
+  EXPECT_TRUE(store.list().empty());
+  EXPECT_EQ(trimmed(git(path, "rev-parse --is-bare-repository")), "true");
+  store.push(kRef, checkpoint("x\n"));
+  EXPECT_EQ(store.list().size(), 1u);
+}
+
+TEST_F(RemoteStoreTest, FetchOfAMissingBranchIsNotFound) {
+  RemoteStore store(*repo_, config(remote_path().string()));
+  EXPECT_EQ(kind_of([&] { store.fetch("refs/heads/inflight/nobody/r-9"); }),
+            GitErrorKind::not_found);
+}
+
+TEST_F(RemoteStoreTest, PushThatIsNotAFastForwardIsRejected) {
+  RemoteStore store(*repo_, config(remote_path().string()));
+  const std::string first = checkpoint("1\n");
+  store.push(kRef, first);
+  const std::string diverged = checkpoint("other\n");  // no parent: not a descendant
+  EXPECT_EQ(kind_of([&] { store.push(kRef, diverged); }), GitErrorKind::rejected);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), first);
+}
+
+TEST_F(RemoteStoreTest, PushOverATipWeNeverSawIsRejected) {
+  CacheRepo owner_cache(temp_.path() / "owner.git");
+  RunSnapshotter owner(owner_cache, {});
+  write_file(temp_.path() / "owner-run" / "a", "owner");
+  const auto theirs = owner.snapshot(temp_.path() / "owner-run",
+                                     CheckpointInfo{"r-1", 2, "claim", "pod-b", 0}, std::nullopt);
+  RemoteStore(owner_cache, config(remote_path().string())).push(kRef, *theirs);
+
+  RemoteStore store(*repo_, config(remote_path().string()));
+  EXPECT_EQ(kind_of([&] { store.push(kRef, checkpoint("mine\n")); }), GitErrorKind::rejected);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), *theirs);
+}
+
+TEST_F(RemoteStoreTest, UnreachableServerIsUnreachable) {
+  RemoteStore store(*repo_, config("git://127.0.0.1:" + std::to_string(free_port()) + "/x.git"));
+  EXPECT_EQ(kind_of([&] { store.list(); }), GitErrorKind::unreachable);
+}
+
+TEST_F(RemoteStoreTest, MessagesNameTheUrlWithoutPasswordOrToken) {
+  const std::string url_base = "127.0.0.1:" + std::to_string(free_port()) + "/x.git";
+  RemoteConfig secret_config{"https://bob:s3cret@" + url_base, "bob", "tok-123", {}, {}, {}};
+  RemoteStore store(*repo_, secret_config);
+  EXPECT_EQ(store.display_url(), "https://bob@" + url_base);
+  std::string message;
+  EXPECT_EQ(kind_of([&] { store.list(); }, &message), GitErrorKind::unreachable);
+  EXPECT_NE(message.find("https://bob@" + url_base), std::string::npos) << message;
+  EXPECT_EQ(message.find("s3cret"), std::string::npos) << message;
+  EXPECT_EQ(message.find("tok-123"), std::string::npos) << message;
+}
+
+// A real git server, so that server-side refusals (hooks, receive.* config) apply.
+class GitDaemonTest : public RemoteStoreTest {
+ protected:
+  void SetUp() override {
+    RemoteStoreTest::SetUp();
+    daemon_.emplace(std::vector<std::string>{"git", "daemon", "--reuseaddr", "--listen=127.0.0.1",
+                                             "--port=" + std::to_string(port_),
+                                             "--base-path=" + temp_.path().string(), "--export-all",
+                                             "--enable=receive-pack", temp_.path().string()},
+                    port_);
+  }
+  std::string url() const { return "git://127.0.0.1:" + std::to_string(port_) + "/results.git"; }
+
+  int port_ = free_port();
+  std::optional<BackgroundProcess> daemon_;
+};
+
+TEST_F(GitDaemonTest, PushesAndListsOverTheNetwork) {
+  RemoteStore store(*repo_, config(url()));
+  const std::string commit = checkpoint("x\n");
+  store.push(kRef, commit);
+  ASSERT_EQ(store.list().size(), 1u);
+  EXPECT_EQ(store.list()[0].oid, commit);
+  store.remove(kRef);
+  EXPECT_TRUE(store.list().empty());
+}
+
+TEST_F(GitDaemonTest, PreReceiveHookThatDeclinesIsRejected) {
+  write_file(remote_path() / "hooks" / "pre-receive", "#!/bin/sh\necho no >&2\nexit 1\n");
+  fs::permissions(remote_path() / "hooks" / "pre-receive", fs::perms::owner_all);
+  RemoteStore store(*repo_, config(url()));
+  std::string message;
+  EXPECT_EQ(kind_of([&] { store.push(kRef, checkpoint("x\n")); }, &message),
+            GitErrorKind::rejected);
+  EXPECT_NE(message.find(kRef), std::string::npos) << message;
+  EXPECT_NE(message.find("hook declined"), std::string::npos) << message;
+  EXPECT_TRUE(store.list().empty());
+}
+
+TEST_F(GitDaemonTest, DeletionRefusedByTheServerIsRejected) {
+  git(remote_path(), "config receive.denyDeletes true");
+  RemoteStore store(*repo_, config(url()));
+  store.push(kRef, checkpoint("x\n"));
+  EXPECT_EQ(kind_of([&] { store.remove(kRef); }), GitErrorKind::rejected);
+  EXPECT_EQ(store.list().size(), 1u);
+}
+
+// An HTTP server that refuses every request with 401, to see auth give up fast.
+TEST_F(RemoteStoreTest, RefusedCredentialsEndQuicklyAsAuth) {
+  const int port = free_port();
+  const std::string server =
+      "import http.server\n"
+      "class H(http.server.BaseHTTPRequestHandler):\n"
+      "  def do_GET(self):\n"
+      "    self.send_response(401)\n"
+      "    self.send_header('WWW-Authenticate', 'Basic realm=\"x\"')\n"
+      "    self.send_header('Content-Length', '0')\n"
+      "    self.end_headers()\n"
+      "  def log_message(self, *a): pass\n"
+      "http.server.HTTPServer(('127.0.0.1', " +
+      std::to_string(port) + "), H).serve_forever()\n";
+  const BackgroundProcess http({"python3", "-c", server}, port);
+  RemoteStore store(
+      *repo_,
+      RemoteConfig{
+          "http://127.0.0.1:" + std::to_string(port) + "/r.git", "", "tok-123", {}, {}, {}});
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  EXPECT_EQ(kind_of([&] { store.list(); }, &message), GitErrorKind::auth);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(message.find("tok-123"), std::string::npos) << message;
+  EXPECT_NE(message.find("authentication to http://127.0.0.1"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace inflight::checkpoint::testing
