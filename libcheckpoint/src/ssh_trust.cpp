@@ -1,6 +1,5 @@
 #include "inflight/checkpoint/ssh_trust.hpp"
 
-#include <fnmatch.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -56,6 +55,28 @@ bool hashed_host_matches(const std::string& field, const std::string& name) {
   return std::string(reinterpret_cast<const char*>(digest), digest_len) == *hash;
 }
 
+// OpenSSH host patterns know only '*' and '?'; brackets are literal, as in
+// `[host]:port`, so fnmatch would misread them.
+bool wildcard_matches(std::string_view pattern, std::string_view name) {
+  std::size_t p = 0, n = 0, star = std::string_view::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
 bool pattern_list_matches(const std::string& patterns, const std::string& name) {
   bool matched = false;
   std::istringstream list(patterns);
@@ -64,7 +85,7 @@ bool pattern_list_matches(const std::string& patterns, const std::string& name) 
     if (negated) pattern.erase(0, 1);
     std::transform(pattern.begin(), pattern.end(), pattern.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (fnmatch(pattern.c_str(), name.c_str(), 0) != 0) continue;
+    if (!wildcard_matches(pattern, name)) continue;
     if (negated) return false;
     matched = true;
   }
