@@ -1,0 +1,31 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <map>
+#include <string>
+
+#include "inflight/supervisor/settings.hpp"
+
+namespace inflight::app {
+
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUnreachable = 3;
+inline constexpr int kExitNotFound = 4;
+
+// Registers every subcommand and runs the one that was parsed.
+class CommandLine {
+ public:
+  explicit CommandLine(CLI::App& app);
+  int run();
+
+ private:
+  // Registers `flags` as string options of `command`, collected into values_.
+  void add_settings(CLI::App* command, const std::vector<FlagSpec>& flags);
+  OptionSources sources(CLI::App* command) const;
+
+  CLI::App* serve_ = nullptr;
+  std::map<CLI::App*, std::map<std::string, std::string>> values_;
+};
+
+}  // namespace inflight::app

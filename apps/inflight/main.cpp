@@ -1,0 +1,45 @@
+// inflight: eval-run supervisor. Parses the command line and hands over to
+// the libraries; every fatal error is caught here, once.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "commands.hpp"
+#include "inflight/supervisor/child_template.hpp"
+#include "inflight/supervisor/log.hpp"
+#include "inflight/supervisor/settings.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"inflight: keeps eval runs alive across pod restarts"};
+  app.set_version_flag("--version", std::string("inflight ") + INFLIGHT_VERSION);
+  app.require_subcommand(1);
+  auto* help = app.add_subcommand("help", "show this help");
+  inflight::app::CommandLine command_line(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return inflight::app::kExitUsage;
+  }
+  if (help->parsed()) {
+    std::cout << app.help();
+    return 0;
+  }
+  try {
+    return command_line.run();
+  } catch (const inflight::UsageError& e) {
+    std::cerr << "inflight: " << e.what() << "\n";
+    return inflight::app::kExitUsage;
+  } catch (const inflight::ConfigError& e) {
+    std::cerr << "inflight: config: " << e.what() << "\n";
+    return inflight::app::kExitUsage;
+  } catch (const std::exception& e) {
+    inflight::log::error("fatal", {{"error", e.what()}});
+    return inflight::app::kExitFailure;
+  }
+}

@@ -1,0 +1,74 @@
+// What the supervisor needs from the checkpoint store, and no more. Every call
+// completes asynchronously on the supervisor's io_context and honours its
+// deadline, so a hung git server can never hold the event loop.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inflight/checkpoint/run_params.hpp"
+#include "inflight/supervisor/clock.hpp"
+
+namespace inflight {
+
+struct CheckpointRequest {
+  std::string run_id;
+  std::filesystem::path run_dir;
+  std::string origin_pod;
+  int attempt = 0;
+  std::string reason;  // shutdown | periodic | manual | claim
+  std::uint64_t records = 0;
+};
+
+struct CheckpointResult {
+  bool landed = false;
+  bool fenced = false;  // another instance owns the run: stop touching it
+  std::string branch;
+  std::optional<std::string> commit;  // none when nothing changed
+  std::string error;
+};
+
+// A run taken over from the store, materialised into its run dir.
+struct RestoredRun {
+  std::filesystem::path dir;
+  checkpoint::RunParams params;
+  std::string branch;
+};
+
+class CheckpointPort {
+ public:
+  virtual ~CheckpointPort() = default;
+
+  virtual void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
+                    std::function<void(CheckpointResult)> done) = 0;
+  // The run is over: its branch is no longer needed.
+  virtual void release(const std::string& run_id, const std::string& origin_pod,
+                       SteadyClock::time_point deadline, std::function<void()> done) = 0;
+  // Claims and materialises the runs the store holds; `local` are the
+  // resumable runs found on local disk, for the local-versus-branch rule.
+  virtual void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
+                       std::function<void(std::vector<RestoredRun>)> done) = 0;
+};
+
+// Until git checkpoints are configured: runs stay on local disk only.
+class LocalOnlyCheckpoints final : public CheckpointPort {
+ public:
+  void save(const CheckpointRequest&, SteadyClock::time_point,
+            std::function<void(CheckpointResult)> done) override {
+    done(CheckpointResult{.landed = true, .branch = "", .commit = std::nullopt, .error = ""});
+  }
+  void release(const std::string&, const std::string&, SteadyClock::time_point,
+               std::function<void()> done) override {
+    done();
+  }
+  void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point,
+               std::function<void(std::vector<RestoredRun>)> done) override {
+    done(local);
+  }
+};
+
+}  // namespace inflight

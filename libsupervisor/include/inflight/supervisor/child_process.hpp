@@ -1,0 +1,29 @@
+// Starting an eval child: its own process group, a clean signal mask, default
+// signal dispositions, stdin from /dev/null and stdout+stderr to one fd.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace inflight {
+
+struct ChildSpec {
+  std::vector<std::string> argv;
+  std::filesystem::path cwd;
+  std::vector<std::string> env;  // NAME=value
+  int output_fd = -1;
+};
+
+// Returns the child's pid, which is also its process group id. Throws
+// std::system_error when the program cannot be started (not found, not
+// executable): the error is that of the failed exec.
+pid_t spawn_child(boost::asio::io_context& io, const ChildSpec& spec);
+
+// Signals a whole process group; a group that is already gone is not an error.
+void signal_group(pid_t pgid, int signal);
+
+}  // namespace inflight

@@ -1,0 +1,38 @@
+// Every child of this process is reaped here: watched children have their
+// native wait status delivered to a handler, anything else (an orphan that was
+// reparented to us as subreaper or PID 1) is reaped and counted.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+
+namespace inflight {
+
+class ChildReaper {
+ public:
+  using ExitHandler = std::function<void(int wait_status)>;
+
+  explicit ChildReaper(boost::asio::io_context& io);
+
+  // Call right after spawning, before returning to the event loop.
+  void watch(pid_t pid, ExitHandler on_exit);
+  std::uint64_t orphans_reaped() const { return orphans_reaped_; }
+
+  // Makes orphaned descendants ours to reap (no-op as PID 1, which gets them anyway).
+  static void become_subreaper();
+
+ private:
+  void arm();
+  void reap_all();
+
+  boost::asio::signal_set sigchld_;
+  std::unordered_map<pid_t, ExitHandler> watched_;
+  std::uint64_t orphans_reaped_ = 0;
+};
+
+}  // namespace inflight

@@ -1,0 +1,99 @@
+// The child template (SPEC §2): how a run request becomes an argv. No shell is
+// involved anywhere; every value lands in exactly one argv element.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace inflight {
+
+using OrderedJson = nlohmann::ordered_json;
+
+// A bad config; `key` is the dotted path of the offending key.
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(std::string key, const std::string& message)
+      : std::runtime_error(key + ": " + message), key_(std::move(key)) {}
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+};
+
+// A request that the template refuses; `param` names the offending param.
+struct ParamError {
+  std::string param;
+  std::string message;
+};
+
+enum class ParamType { string, integer, array };
+
+struct ValueRule {
+  ParamType type = ParamType::string;
+  std::optional<std::regex> pattern;
+  std::optional<std::int64_t> min;
+  std::optional<std::int64_t> max;
+  bool allow_dash = false;
+};
+
+struct ParamSpec {
+  std::string name;
+  ValueRule rule;
+  ValueRule item_rule;  // for arrays
+  bool required = false;
+  std::optional<OrderedJson> default_value;
+};
+
+struct OptionalGroup {
+  std::string param;
+  std::vector<std::string> args;
+};
+
+struct RenderContext {
+  std::string run_id;
+  std::string output_dir;  // absolute
+  int attempt = 1;
+  bool resume = false;
+};
+
+class ChildTemplate {
+ public:
+  // Throws ConfigError naming the key (under `child.`) that is wrong.
+  static ChildTemplate parse(const OrderedJson& child);
+  // The built-in template: inflight-demo-eval with `tests` and `test_ms`.
+  static ChildTemplate demo(const std::string& demo_binary);
+
+  // nullopt when the request is acceptable, else the first param at fault.
+  std::optional<ParamError> validate(const OrderedJson& request) const;
+  std::vector<std::string> render(const OrderedJson& request, const RenderContext& context) const;
+
+  const OrderedJson& source() const { return source_; }
+  const std::string& cwd() const { return cwd_; }
+  const std::vector<std::pair<std::string, std::string>>& env() const { return env_; }
+  const std::string& progress_file() const { return progress_file_; }
+
+ private:
+  const ParamSpec* find_param(const std::string& name) const;
+  bool always_present(const std::string& name) const;
+  void check_consistency() const;
+  void check_placeholders(const std::vector<std::string>& args, const std::string& where,
+                          const std::string& group_param) const;
+  OrderedJson with_defaults(const OrderedJson& request) const;
+
+  OrderedJson source_;
+  std::vector<std::string> argv_;
+  std::vector<OptionalGroup> optional_;
+  std::vector<std::string> resume_argv_;
+  std::string cwd_ = ".";
+  std::vector<std::pair<std::string, std::string>> env_;
+  std::vector<ParamSpec> params_;
+  std::string progress_file_;
+};
+
+}  // namespace inflight

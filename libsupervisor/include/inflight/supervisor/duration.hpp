@@ -1,0 +1,17 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace inflight {
+
+using Duration = std::chrono::milliseconds;
+
+// Parses `250ms`, `30s`, `5m`, `2h`, `7d` or a bare `0`; nullopt when malformed.
+std::optional<Duration> parse_duration(std::string_view text);
+
+std::string format_duration(Duration d);
+
+}  // namespace inflight

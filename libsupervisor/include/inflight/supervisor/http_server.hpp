@@ -1,0 +1,42 @@
+// A small HTTP/1.1 server on the supervisor's io_context (Boost.Beast):
+// keep-alive, a body limit, and a deadline on every read and write so that a
+// silent client cannot hold a connection forever.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/http.hpp>
+#include <functional>
+
+namespace inflight {
+
+using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
+using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
+
+// Refusals the server answers itself, before a handler sees the request.
+struct HttpRefusals {
+  std::function<HttpResponse(unsigned version)> too_large;
+  std::function<HttpResponse(unsigned version)> malformed;
+};
+
+class HttpServer {
+ public:
+  using Handler = std::function<HttpResponse(const HttpRequest&)>;
+
+  static constexpr std::size_t kBodyLimit = 1 << 20;
+
+  // Throws boost::system::system_error when the address cannot be bound.
+  HttpServer(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& endpoint,
+             Handler handler, HttpRefusals refusals);
+
+  boost::asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
+
+ private:
+  void accept();
+
+  boost::asio::ip::tcp::acceptor acceptor_;
+  Handler handler_;
+  HttpRefusals refusals_;
+};
+
+}  // namespace inflight

@@ -1,0 +1,20 @@
+// Runs left on local disk by an earlier instance (a persistent volume).
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include "inflight/supervisor/checkpoint_port.hpp"
+
+namespace inflight {
+
+// Run dirs under runs_dir whose run is not over: the last attempt was
+// interrupted, crashed or never recorded its end, or no attempt started.
+std::vector<RestoredRun> find_resumable_runs(const std::filesystem::path& runs_dir);
+
+// Makes a restored run dir ready for its next attempt: a torn last record of
+// the progress file is dropped, and an attempt that never recorded its end
+// (its instance died) is marked crashed.
+void prepare_for_resume(RestoredRun& run);
+
+}  // namespace inflight

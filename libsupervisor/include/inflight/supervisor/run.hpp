@@ -1,0 +1,61 @@
+// One run: an eval with one id, executed in one or more attempts (SPEC §3).
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "inflight/checkpoint/run_dir.hpp"
+#include "inflight/checkpoint/run_params.hpp"
+#include "inflight/supervisor/child_template.hpp"
+#include "inflight/supervisor/outcome.hpp"
+
+namespace inflight {
+
+enum class RunStatus { queued, starting, running, stopping, succeeded, failed, cancelled, interrupted };
+
+std::string_view to_string(RunStatus status);
+inline constexpr RunStatus kAllRunStatuses[] = {
+    RunStatus::queued,    RunStatus::starting, RunStatus::running,   RunStatus::stopping,
+    RunStatus::succeeded, RunStatus::failed,   RunStatus::cancelled, RunStatus::interrupted};
+
+bool is_final(RunStatus status);
+
+struct CheckpointState {
+  std::string branch;
+  std::optional<std::string> last_at;
+  std::optional<std::string> last_commit;
+};
+
+struct Run {
+  Run(std::string id, std::filesystem::path dir, checkpoint::RunParams params, ChildTemplate child,
+      boost::asio::io_context& io)
+      : id(std::move(id)),
+        dir(std::move(dir)),
+        params(std::move(params)),
+        child(std::move(child)),
+        stop_timer(io) {}
+
+  std::string id;
+  std::filesystem::path dir;
+  checkpoint::RunParams params;
+  ChildTemplate child;  // parsed from params.child, the template the run started with
+  RunStatus status = RunStatus::queued;
+  StopCause stop_cause = StopCause::none;
+  bool resume_next = false;  // the next attempt continues a checkpoint
+  std::optional<pid_t> pgid;  // while a child runs; the leader's pid
+  std::optional<std::string> finished_at;
+  std::optional<int> exit_code;
+  checkpoint::RecordCounter records;
+  CheckpointState checkpoint;
+  boost::asio::steady_timer stop_timer;  // escalates a stop to SIGKILL
+
+  int attempts() const { return static_cast<int>(params.attempts.size()); }
+  std::uint64_t record_count();
+};
+
+}  // namespace inflight

@@ -1,0 +1,87 @@
+// Runs and their children: submit, queue, start attempts, classify exits,
+// stop. All of it happens on one io_context; nothing here blocks.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inflight/supervisor/checkpoint_port.hpp"
+#include "inflight/supervisor/child_reaper.hpp"
+#include "inflight/supervisor/child_template.hpp"
+#include "inflight/supervisor/duration.hpp"
+#include "inflight/supervisor/run.hpp"
+
+namespace inflight {
+
+struct SupervisorSettings {
+  std::filesystem::path runs_dir;
+  std::string pod_name;
+  int max_concurrent = 4;
+  int max_attempts = 3;
+  Duration stop_grace{2000};  // between SIGTERM and SIGKILL when a run is stopped
+  Duration network_timeout{60000};
+};
+
+enum class Phase { restoring, ready, shutting_down };
+
+struct SubmitResult {
+  int http_status = 202;
+  Run* run = nullptr;
+  std::string error_code;  // set when refused
+  std::string message;
+};
+
+class RunSupervisor {
+ public:
+  RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper, CheckpointPort& checkpoints,
+                SupervisorSettings settings, ChildTemplate default_child);
+
+  SubmitResult submit(const OrderedJson& body);
+  Run* find(const std::string& id);
+  const std::vector<std::unique_ptr<Run>>& runs() const { return runs_; }
+  void stop(Run& run);
+
+  // A run found on disk or in the store, to be resumed once restore is done.
+  void adopt(checkpoint::RunParams params, std::filesystem::path dir, std::string branch);
+  void finish_restore();
+
+  Phase phase() const { return phase_; }
+  // Shutdown: refuses new runs, keeps queued ones unstarted, SIGTERMs every group.
+  void begin_shutdown();
+  void kill_remaining();
+  int live_children() const;
+  // Called after every child exit (the shutdown plan listens here).
+  void on_child_exit(std::function<void()> listener) { exit_listener_ = std::move(listener); }
+
+  const std::map<Outcome, std::uint64_t>& attempts_by_outcome() const { return outcomes_; }
+  const SupervisorSettings& settings() const { return settings_; }
+
+ private:
+  Run& add_run(std::string id, checkpoint::RunParams params, ChildTemplate child);
+  void start_queued();
+  void start_attempt(Run& run);
+  void on_exit(Run& run, int wait_status);
+  void settle(Run& run, Outcome outcome);
+  void finish(Run& run, RunStatus status);
+  std::vector<std::string> child_environment(const ChildTemplate& child) const;
+
+  boost::asio::io_context& io_;
+  ChildReaper& reaper_;
+  CheckpointPort& checkpoints_;
+  SupervisorSettings settings_;
+  ChildTemplate default_child_;
+  Phase phase_ = Phase::restoring;
+  std::vector<std::unique_ptr<Run>> runs_;
+  std::deque<Run*> queue_;
+  std::map<Outcome, std::uint64_t> outcomes_;
+  std::function<void()> exit_listener_;
+};
+
+}  // namespace inflight

@@ -1,0 +1,50 @@
+// SIGTERM or SIGINT to serve (SPEC §8): refuse new runs, SIGTERM every group,
+// wait for the children or the flush window, SIGKILL the rest, checkpoint every
+// interrupted run within the grace period, then report the exit code.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <functional>
+
+#include "inflight/supervisor/checkpoint_port.hpp"
+#include "inflight/supervisor/duration.hpp"
+#include "inflight/supervisor/run_supervisor.hpp"
+
+namespace inflight {
+
+class ShutdownPlan {
+ public:
+  ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor, CheckpointPort& checkpoints,
+               Duration grace_period, Duration flush_window, std::function<void(int)> done);
+
+  // The first signal starts the shutdown; a second skips what is left of the flush window.
+  void on_signal(int signal);
+
+ private:
+  enum class Stage { idle, flushing, killing, checkpointing, done };
+
+  void begin();
+  void on_child_exit();
+  void end_flush();
+  void checkpoint_all();
+  void checkpoint_next();
+  void on_checkpointed(Run& run, const CheckpointResult& result);
+  void finish(int exit_code);
+
+  RunSupervisor& supervisor_;
+  CheckpointPort& checkpoints_;
+  Duration grace_period_;
+  Duration flush_window_;
+  std::function<void(int)> done_;
+  Stage stage_ = Stage::idle;
+  SteadyClock::time_point deadline_;
+  boost::asio::steady_timer flush_timer_;
+  boost::asio::steady_timer grace_timer_;
+  std::deque<Run*> to_checkpoint_;
+  int in_flight_ = 0;
+  bool all_landed_ = true;
+};
+
+}  // namespace inflight

@@ -1,0 +1,164 @@
+// One attempt of a run: render its argv, record it, start the child, and
+// settle the run when the child's exit is reaped.
+#include <fcntl.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
+
+#include "inflight/fd.hpp"
+#include "inflight/supervisor/child_process.hpp"
+#include "inflight/supervisor/log.hpp"
+#include "inflight/supervisor/run_supervisor.hpp"
+
+extern char** environ;
+
+namespace inflight {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string join(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& arg : argv) out += (out.empty() ? "" : " ") + arg;
+  return out;
+}
+
+// console.log collects every attempt's output, each behind a header line.
+Fd open_console_log(const fs::path& dir, const std::string& header) {
+  const auto path = dir / "console.log";
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd) throw std::system_error(errno, std::generic_category(), "open " + path.string());
+  [[maybe_unused]] auto n = ::write(fd.get(), header.data(), header.size());
+  return fd;
+}
+
+// `${NAME}` is a reference to this instance's environment, resolved late so
+// that secrets never reach run-params.json or a checkpoint.
+std::string resolve_env_value(const std::string& value) {
+  if (value.size() < 3 || value.rfind("${", 0) != 0 || value.back() != '}') return value;
+  const auto name = value.substr(2, value.size() - 3);
+  const char* found = std::getenv(name.c_str());
+  return found ? found : "";
+}
+
+}  // namespace
+
+std::vector<std::string> RunSupervisor::child_environment(const ChildTemplate& child) const {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    // The supervisor's own settings hold secrets (tokens) that a child never needs.
+    if (std::strncmp(*entry, "INFLIGHT_", 9) == 0) continue;
+    env.emplace_back(*entry);
+  }
+  for (const auto& [name, value] : child.env()) {
+    std::erase_if(env, [&](const std::string& e) { return e.rfind(name + "=", 0) == 0; });
+    env.push_back(name + "=" + resolve_env_value(value));
+  }
+  return env;
+}
+
+void RunSupervisor::start_attempt(Run& run) {
+  const int attempt = run.attempts() + 1;
+  run.status = RunStatus::starting;
+  run.stop_cause = StopCause::none;
+  const RenderContext context{run.id, fs::absolute(run.dir).string(), attempt, run.resume_next};
+  run.params.argv = run.child.render(run.params.request, context);
+  run.params.cwd = fs::absolute(run.child.cwd()).lexically_normal().string();
+  run.params.attempts.push_back(
+      {attempt, settings_.pod_name, iso8601_utc(SystemClock::now()), {}, {}, {}, {}});
+  run.finished_at.reset();
+  run.exit_code.reset();
+  checkpoint::write_run_params(run.dir, run.params);
+
+  const auto header = "=== inflight attempt " + std::to_string(attempt) + " on " +
+                      settings_.pod_name + " at " + run.params.attempts.back().started_at + ": " +
+                      join(run.params.argv) + "\n";
+  Fd console = open_console_log(run.dir, header);
+  try {
+    const pid_t pid = spawn_child(
+        io_, {run.params.argv, run.params.cwd, child_environment(run.child), console.get()});
+    run.pgid = pid;
+    run.status = RunStatus::running;
+    reaper_.watch(pid, [this, &run](int wait_status) { on_exit(run, wait_status); });
+    log::info("attempt started", {{"run_id", run.id}, {"attempt", attempt}, {"pid", pid}});
+  } catch (const std::system_error& e) {
+    const std::string message = "inflight: cannot start " + run.params.argv.front() + ": " +
+                                e.code().message() + "\n";
+    [[maybe_unused]] auto n = ::write(console.get(), message.data(), message.size());
+    log::error("attempt could not start", {{"run_id", run.id}, {"error", e.code().message()}});
+    auto& record = run.params.attempts.back();
+    record.ended_at = iso8601_utc(SystemClock::now());
+    record.exit_code = 127;
+    run.exit_code = 127;
+    settle(run, Outcome::failed);
+  }
+}
+
+void RunSupervisor::on_exit(Run& run, int wait_status) {
+  const auto status = decode_wait_status(wait_status);
+  const auto outcome = classify(status, run.stop_cause);
+  run.stop_timer.cancel();
+  // The leader is gone; whatever it left in its group goes with it.
+  signal_group(*run.pgid, SIGKILL);
+  run.pgid.reset();
+  auto& record = run.params.attempts.back();
+  record.ended_at = iso8601_utc(SystemClock::now());
+  record.exit_code = status.exit_code;
+  record.signal = status.signal;
+  run.exit_code = status.exit_code;
+  log::info("attempt ended", {{"run_id", run.id},
+                              {"attempt", record.attempt},
+                              {"exit_code", status.exit_code ? OrderedJson(*status.exit_code) : nullptr},
+                              {"signal", status.signal ? OrderedJson(*status.signal) : nullptr},
+                              {"outcome", to_string(outcome)}});
+  settle(run, outcome);
+  if (exit_listener_) exit_listener_();
+  start_queued();
+}
+
+void RunSupervisor::settle(Run& run, Outcome outcome) {
+  ++outcomes_[outcome];
+  run.params.attempts.back().outcome = std::string(to_string(outcome));
+  switch (outcome) {
+    case Outcome::succeeded:
+    case Outcome::failed:
+    case Outcome::cancelled:
+      finish(run, outcome == Outcome::succeeded ? RunStatus::succeeded
+                  : outcome == Outcome::failed  ? RunStatus::failed
+                                                : RunStatus::cancelled);
+      checkpoints_.release(run.id, run.params.origin_pod,
+                           SteadyClock::now() + settings_.network_timeout, [] {});
+      break;
+    case Outcome::interrupted:
+      run.status = RunStatus::interrupted;
+      run.finished_at = iso8601_utc(SystemClock::now());
+      break;
+    case Outcome::crashed:
+      if (phase_ == Phase::shutting_down) {
+        run.status = RunStatus::interrupted;
+      } else if (run.attempts() < settings_.max_attempts) {
+        // A signal nobody here sent (OOM killer, a stray kill): resume at once.
+        run.status = RunStatus::queued;
+        run.resume_next = true;
+        queue_.push_front(&run);
+      } else {
+        log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
+                   {{"run_id", run.id}, {"attempts", run.attempts()}});
+        finish(run, RunStatus::failed);
+      }
+      break;
+  }
+  checkpoint::write_run_params(run.dir, run.params);
+}
+
+void RunSupervisor::finish(Run& run, RunStatus status) {
+  run.status = status;
+  run.finished_at = iso8601_utc(SystemClock::now());
+  run.params.final_status = std::string(to_string(status));
+}
+
+}  // namespace inflight

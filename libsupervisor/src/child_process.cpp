@@ -1,0 +1,66 @@
+#include "inflight/supervisor/child_process.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/process/v2/environment.hpp>
+#include <boost/process/v2/process.hpp>
+#include <boost/process/v2/start_dir.hpp>
+#include <boost/process/v2/stdio.hpp>
+#include <cerrno>
+#include <system_error>
+
+namespace inflight {
+
+namespace bp = boost::process::v2;
+
+namespace {
+
+// Runs in the forked child before exec: the state a fresh program expects,
+// whatever the supervisor has blocked or handled.
+struct CleanChildState {
+  template <typename Launcher>
+  bp::error_code on_exec_setup(Launcher&, const bp::filesystem::path&, const char* const*&) {
+    if (::setpgid(0, 0) != 0) return {errno, bp::system_category()};
+    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    return {};
+  }
+
+  // The launcher would call exit(), running the supervisor's atexit handlers
+  // and flushing its stdio buffers a second time; leave without them.
+  template <typename Launcher>
+  void on_exec_error(Launcher&, const bp::filesystem::path&, const char* const*&,
+                     const bp::error_code&) {
+    ::_exit(127);
+  }
+};
+
+bp::filesystem::path resolve_program(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  auto found = bp::environment::find_executable(program);
+  if (found.empty()) throw std::system_error(ENOENT, std::generic_category(), program);
+  return found;
+}
+
+}  // namespace
+
+pid_t spawn_child(boost::asio::io_context& io, const ChildSpec& spec) {
+  const auto program = resolve_program(spec.argv.front());
+  const std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
+  bp::process child(io, program, args, bp::process_start_dir{spec.cwd.string()},
+                    bp::process_environment{spec.env},
+                    bp::process_stdio{nullptr, spec.output_fd, spec.output_fd}, CleanChildState{});
+  // The reaper owns the wait; the handle must not kill the child when it goes.
+  const pid_t pid = child.id();
+  child.detach();
+  return pid;
+}
+
+void signal_group(pid_t pgid, int signal) {
+  if (pgid > 1) ::kill(-pgid, signal);
+}
+
+}  // namespace inflight

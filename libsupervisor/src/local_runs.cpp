@@ -1,0 +1,59 @@
+#include "inflight/supervisor/local_runs.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+#include "inflight/checkpoint/run_dir.hpp"
+#include "inflight/supervisor/log.hpp"
+#include "inflight/supervisor/outcome.hpp"
+#include "run_id.hpp"
+
+namespace inflight {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_resumable(const checkpoint::RunParams& params) {
+  if (params.final_status) return false;
+  if (params.attempts.empty()) return true;
+  const auto& last = params.attempts.back().outcome;
+  if (!last) return true;
+  const auto outcome = outcome_from_string(*last);
+  return outcome && is_resumable(*outcome);
+}
+
+}  // namespace
+
+std::vector<RestoredRun> find_resumable_runs(const fs::path& runs_dir) {
+  std::vector<RestoredRun> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(runs_dir, ec)) {
+    const auto name = entry.path().filename().string();
+    if (!entry.is_directory() || entry.is_symlink() || !is_valid_run_id(name)) continue;
+    try {
+      auto params = checkpoint::read_run_params(entry.path());
+      if (!params || params->run_id != name || !is_resumable(*params)) continue;
+      found.push_back({entry.path(), std::move(*params), ""});
+    } catch (const std::exception& e) {
+      log::warn("run dir skipped", {{"dir", entry.path().string()}, {"error", e.what()}});
+    }
+  }
+  // Oldest first, so restored runs keep their submission order in the queue.
+  std::sort(found.begin(), found.end(), [](const RestoredRun& a, const RestoredRun& b) {
+    return std::tie(a.params.created_at, a.params.run_id) <
+           std::tie(b.params.created_at, b.params.run_id);
+  });
+  return found;
+}
+
+void prepare_for_resume(RestoredRun& run) {
+  auto& attempts = run.params.attempts;
+  if (!attempts.empty() && !attempts.back().outcome) attempts.back().outcome = "crashed";
+  const auto progress = run.params.child.value("progress_file", std::string());
+  if (progress.empty()) return;
+  if (const auto dropped = checkpoint::repair_torn_line(run.dir / progress))
+    log::info("dropped a torn last record", {{"run_id", run.params.run_id}, {"bytes", dropped}});
+}
+
+}  // namespace inflight

@@ -1,0 +1,157 @@
+#include "inflight/supervisor/run_supervisor.hpp"
+
+#include <csignal>
+#include <system_error>
+
+#include "inflight/supervisor/child_process.hpp"
+#include "inflight/supervisor/log.hpp"
+#include "run_id.hpp"
+
+namespace inflight {
+
+namespace fs = std::filesystem;
+
+RunSupervisor::RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper,
+                             CheckpointPort& checkpoints, SupervisorSettings settings,
+                             ChildTemplate default_child)
+    : io_(io),
+      reaper_(reaper),
+      checkpoints_(checkpoints),
+      settings_(std::move(settings)),
+      default_child_(std::move(default_child)) {}
+
+Run* RunSupervisor::find(const std::string& id) {
+  for (auto& run : runs_)
+    if (run->id == id) return run.get();
+  return nullptr;
+}
+
+Run& RunSupervisor::add_run(std::string id, checkpoint::RunParams params, ChildTemplate child) {
+  auto dir = settings_.runs_dir / id;
+  runs_.push_back(std::make_unique<Run>(std::move(id), std::move(dir), std::move(params),
+                                        std::move(child), io_));
+  return *runs_.back();
+}
+
+SubmitResult RunSupervisor::submit(const OrderedJson& body) {
+  if (!body.is_object())
+    return {400, nullptr, "invalid_request", "the request body must be a JSON object"};
+  OrderedJson request = body;
+  std::string id;
+  if (request.contains("id")) {
+    if (!request["id"].is_string() || !is_valid_run_id(request["id"].get<std::string>()))
+      return {400, nullptr, "invalid_param",
+              "id: must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}"};
+    id = request["id"].get<std::string>();
+    request.erase("id");
+    if (Run* existing = find(id)) return {200, existing, "", ""};
+  } else {
+    id = generate_run_id();
+  }
+  if (auto problem = default_child_.validate(request))
+    return {400, nullptr, "invalid_param", problem->param + ": " + problem->message};
+
+  const auto dir = settings_.runs_dir / id;
+  std::error_code ec;
+  fs::create_directories(settings_.runs_dir, ec);
+  if (!fs::create_directory(dir, ec)) {
+    if (ec) return {500, nullptr, "internal", "cannot create " + dir.string() + ": " + ec.message()};
+    return {409, nullptr, "run_exists",
+            "run dir " + dir.string() + " already exists and belongs to no active run"};
+  }
+  checkpoint::RunParams params;
+  params.run_id = id;
+  params.request = request;
+  params.child = default_child_.source();
+  params.origin_pod = settings_.pod_name;
+  params.created_at = iso8601_utc(SystemClock::now());
+  // What the first attempt will run, shown while the run is queued.
+  params.argv = default_child_.render(request, {id, fs::absolute(dir).string(), 1, false});
+  params.cwd = fs::absolute(default_child_.cwd()).lexically_normal().string();
+  checkpoint::write_run_params(dir, params);
+  Run& run = add_run(id, std::move(params), default_child_);
+  run.checkpoint.branch = "inflight/" + settings_.pod_name + "/" + id;
+  queue_.push_back(&run);
+  log::info("run queued", {{"run_id", id}});
+  start_queued();
+  return {202, &run, "", ""};
+}
+
+void RunSupervisor::stop(Run& run) {
+  if (run.status == RunStatus::queued) {
+    std::erase(queue_, &run);
+    finish(run, RunStatus::cancelled);
+    checkpoint::write_run_params(run.dir, run.params);
+    return;
+  }
+  if (!run.pgid || run.stop_cause != StopCause::none) return;
+  run.stop_cause = StopCause::cancel;
+  run.status = RunStatus::stopping;
+  signal_group(*run.pgid, SIGTERM);
+  run.stop_timer.expires_after(settings_.stop_grace);
+  run.stop_timer.async_wait([&run](const boost::system::error_code& ec) {
+    if (!ec && run.pgid) signal_group(*run.pgid, SIGKILL);
+  });
+  log::info("run stopping", {{"run_id", run.id}});
+}
+
+void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::string branch) {
+  ChildTemplate child = ChildTemplate::parse(params.child);
+  std::string id = params.run_id;
+  const bool started_before = !params.attempts.empty();
+  Run& run = add_run(std::move(id), std::move(params), std::move(child));
+  run.dir = std::move(dir);
+  run.checkpoint.branch = std::move(branch);
+  if (run.attempts() >= settings_.max_attempts) {
+    log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
+               {{"run_id", run.id}, {"attempts", run.attempts()}});
+    finish(run, RunStatus::failed);
+    checkpoint::write_run_params(run.dir, run.params);
+    return;
+  }
+  run.resume_next = started_before;
+  queue_.push_back(&run);
+  log::info("run restored", {{"run_id", run.id}, {"attempts", run.attempts()}});
+}
+
+void RunSupervisor::finish_restore() {
+  if (phase_ != Phase::restoring) return;
+  phase_ = Phase::ready;
+  start_queued();
+}
+
+void RunSupervisor::start_queued() {
+  if (phase_ != Phase::ready) return;
+  while (!queue_.empty() && live_children() < settings_.max_concurrent) {
+    Run* run = queue_.front();
+    queue_.pop_front();
+    start_attempt(*run);
+  }
+}
+
+int RunSupervisor::live_children() const {
+  int live = 0;
+  for (const auto& run : runs_) live += run->pgid.has_value();
+  return live;
+}
+
+void RunSupervisor::begin_shutdown() {
+  phase_ = Phase::shutting_down;
+  for (Run* run : queue_) run->status = RunStatus::interrupted;
+  queue_.clear();
+  for (auto& run : runs_) {
+    if (!run->pgid) continue;
+    if (run->stop_cause == StopCause::none) {
+      run->stop_cause = StopCause::shutdown;
+      run->status = RunStatus::stopping;
+    }
+    signal_group(*run->pgid, SIGTERM);
+  }
+}
+
+void RunSupervisor::kill_remaining() {
+  for (auto& run : runs_)
+    if (run->pgid) signal_group(*run->pgid, SIGKILL);
+}
+
+}  // namespace inflight

@@ -1,0 +1,110 @@
+#include "inflight/supervisor/serve.hpp"
+
+#include <unistd.h>
+
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <fstream>
+
+#include "inflight/checkpoint/run_dir.hpp"
+#include "inflight/supervisor/api_routes.hpp"
+#include "inflight/supervisor/local_runs.hpp"
+#include "inflight/supervisor/log.hpp"
+#include "inflight/supervisor/shutdown_plan.hpp"
+
+namespace inflight {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The previous instance's shutdown duration, kept for /metrics.
+const char* kLastShutdownFile = ".last-shutdown-seconds";
+
+std::optional<double> read_last_shutdown(const fs::path& runs_dir) {
+  std::ifstream in(runs_dir / kLastShutdownFile);
+  double seconds = 0;
+  if (in >> seconds) return seconds;
+  return std::nullopt;
+}
+
+ChildTemplate default_child(const ServeSettings& settings) {
+  if (settings.child) return ChildTemplate::parse(*settings.child);
+  const auto self = fs::read_symlink("/proc/self/exe");
+  return ChildTemplate::demo((self.parent_path() / "inflight-demo-eval").string());
+}
+
+SupervisorSettings supervisor_settings(const ServeSettings& s) {
+  return {fs::absolute(s.store.runs_dir).lexically_normal(), s.store.pod_name, s.max_concurrent,
+          s.store.max_attempts, s.flush_window, s.store.git_timeout};
+}
+
+void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, const ServeSettings& s) {
+  auto local = find_resumable_runs(supervisor.settings().runs_dir);
+  checkpoints.restore(local, SteadyClock::now() + s.store.git_timeout,
+                      [&supervisor](std::vector<RestoredRun> runs) {
+                        for (auto& run : runs) {
+                          try {
+                            prepare_for_resume(run);
+                            supervisor.adopt(std::move(run.params), run.dir, run.branch);
+                          } catch (const std::exception& e) {
+                            log::error("run not restored",
+                                       {{"dir", run.dir.string()}, {"error", e.what()}});
+                          }
+                        }
+                        supervisor.finish_restore();
+                        log::info("ready", {{"restored", runs.size()}});
+                      });
+}
+
+}  // namespace
+
+int serve(const ServeSettings& settings, const CheckpointPortFactory& make_checkpoints) {
+  const auto child = default_child(settings);
+  fs::create_directories(settings.store.runs_dir);
+  boost::asio::io_context io;
+  ChildReaper::become_subreaper();
+  ChildReaper reaper(io);
+  auto checkpoints = make_checkpoints(io);
+  RunSupervisor supervisor(io, reaper, *checkpoints, supervisor_settings(settings), child);
+  ApiRoutes api(supervisor, reaper,
+                {settings.api_token, read_last_shutdown(settings.store.runs_dir)});
+  const boost::asio::ip::tcp::endpoint endpoint(
+      boost::asio::ip::make_address(settings.listen_host), settings.listen_port);
+  HttpServer server(
+      io, endpoint, [&api](const HttpRequest& r) { return api.handle(r); }, api.refusals());
+  const auto bound = server.local_endpoint();
+  log::info("listening", {{"address", bound.address().to_string() + ":" +
+                                          std::to_string(bound.port())},
+                          {"pod", settings.store.pod_name}});
+
+  int exit_code = 0;
+  SteadyClock::time_point shutdown_started;
+  ShutdownPlan plan(io, supervisor, *checkpoints, settings.grace_period, settings.flush_window,
+                    [&](int code) {
+                      exit_code = code;
+                      const std::chrono::duration<double> took =
+                          SteadyClock::now() - shutdown_started;
+                      checkpoint::write_file_atomically(
+                          settings.store.runs_dir / kLastShutdownFile,
+                          std::to_string(took.count()) + "\n");
+                      log::info("shutdown complete",
+                                {{"exit_code", code}, {"seconds", took.count()}});
+                      io.stop();
+                    });
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  std::function<void()> await_signal = [&] {
+    signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+      if (ec) return;
+      if (shutdown_started == SteadyClock::time_point{}) shutdown_started = SteadyClock::now();
+      plan.on_signal(signal);
+      await_signal();
+    });
+  };
+  await_signal();
+  boost::asio::post(io, [&] { restore(supervisor, *checkpoints, settings); });
+  io.run();
+  return exit_code;
+}
+
+}  // namespace inflight

@@ -1,0 +1,102 @@
+#include "inflight/supervisor/shutdown_plan.hpp"
+
+#include <csignal>
+
+#include "inflight/supervisor/log.hpp"
+
+namespace inflight {
+
+namespace {
+
+// Pushes at once; a small bound keeps a slow server from being flooded.
+constexpr int kParallelCheckpoints = 4;
+
+}  // namespace
+
+ShutdownPlan::ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor,
+                           CheckpointPort& checkpoints, Duration grace_period,
+                           Duration flush_window, std::function<void(int)> done)
+    : supervisor_(supervisor),
+      checkpoints_(checkpoints),
+      grace_period_(grace_period),
+      flush_window_(flush_window),
+      done_(std::move(done)),
+      flush_timer_(io),
+      grace_timer_(io) {}
+
+void ShutdownPlan::on_signal(int signal) {
+  log::info("shutdown signal", {{"signal", signal}});
+  if (stage_ == Stage::idle) return begin();
+  if (stage_ == Stage::flushing) end_flush();
+}
+
+void ShutdownPlan::begin() {
+  deadline_ = SteadyClock::now() + grace_period_;
+  grace_timer_.expires_at(deadline_);
+  grace_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stage_ == Stage::done) return;
+    log::error("grace period over before every checkpoint landed");
+    finish(1);
+  });
+  supervisor_.on_child_exit([this] { on_child_exit(); });
+  supervisor_.begin_shutdown();
+  stage_ = Stage::flushing;
+  if (supervisor_.live_children() == 0) return end_flush();
+  flush_timer_.expires_after(std::min(flush_window_, grace_period_));
+  flush_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && stage_ == Stage::flushing) end_flush();
+  });
+}
+
+void ShutdownPlan::on_child_exit() {
+  if (supervisor_.live_children() > 0) return;
+  if (stage_ == Stage::flushing || stage_ == Stage::killing) checkpoint_all();
+}
+
+void ShutdownPlan::end_flush() {
+  flush_timer_.cancel();
+  stage_ = Stage::killing;
+  if (supervisor_.live_children() == 0) return checkpoint_all();
+  log::warn("flush window over; killing what is left", {{"children", supervisor_.live_children()}});
+  supervisor_.kill_remaining();
+}
+
+void ShutdownPlan::checkpoint_all() {
+  stage_ = Stage::checkpointing;
+  for (const auto& run : supervisor_.runs())
+    if (run->status == RunStatus::interrupted) to_checkpoint_.push_back(run.get());
+  if (to_checkpoint_.empty()) return finish(0);
+  for (int i = 0; i < kParallelCheckpoints && !to_checkpoint_.empty(); ++i) checkpoint_next();
+}
+
+void ShutdownPlan::checkpoint_next() {
+  Run& run = *to_checkpoint_.front();
+  to_checkpoint_.pop_front();
+  ++in_flight_;
+  const CheckpointRequest request{run.id,        run.dir,           run.params.origin_pod,
+                                  run.attempts(), "shutdown", run.record_count()};
+  checkpoints_.save(request, deadline_,
+                    [this, &run](CheckpointResult result) { on_checkpointed(run, result); });
+}
+
+void ShutdownPlan::on_checkpointed(Run& run, const CheckpointResult& result) {
+  if (stage_ == Stage::done) return;
+  --in_flight_;
+  if (!result.landed) {
+    all_landed_ = false;
+    log::error("checkpoint not pushed; the run stays on local disk",
+               {{"run_id", run.id}, {"error", result.error}});
+  }
+  if (!to_checkpoint_.empty()) return checkpoint_next();
+  if (in_flight_ == 0) finish(all_landed_ ? 0 : 1);
+}
+
+void ShutdownPlan::finish(int exit_code) {
+  if (stage_ == Stage::done) return;
+  stage_ = Stage::done;
+  flush_timer_.cancel();
+  grace_timer_.cancel();
+  done_(exit_code);
+}
+
+}  // namespace inflight
