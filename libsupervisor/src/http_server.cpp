@@ -2,6 +2,7 @@
 
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
+#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -36,7 +37,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
         ec == boost::asio::error::connection_reset || ec == boost::asio::error::eof)
       return close();
-    if (ec == http::error::body_limit) return write(refusals_.too_large(11), false);
+    if (ec == http::error::body_limit) {
+      draining_ = true;
+      return write(refusals_.too_large(11), false);
+    }
     if (ec) return write(refusals_.malformed(11), false);
     auto request = parser_->release();
     const bool keep_alive = request.keep_alive();
@@ -50,9 +54,23 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     stream_.expires_after(kIoDeadline);
     http::async_write(stream_, response_, [self = shared_from_this(), keep_alive](
                                               beast::error_code ec, std::size_t) {
+      if (!ec && self->draining_) return self->drain();
       if (ec || !keep_alive) return self->close();
       self->read();
     });
+  }
+
+  // After refusing an oversized body, reads and drops the rest of it, so the
+  // client can finish sending and then read the refusal instead of a reset.
+  void drain() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::seconds(5));
+    stream_.async_read_some(boost::asio::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (ec) return self->close();
+                              self->drain();
+                            });
   }
 
   void close() {
@@ -64,6 +82,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpResponse response_;
+  bool draining_ = false;
+  std::array<char, 65536> discard_{};
   const HttpServer::Handler& handler_;
   const HttpRefusals& refusals_;
 };

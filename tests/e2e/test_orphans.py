@@ -1,0 +1,17 @@
+"""Orphans left by a child are reaped by serve as child subreaper."""
+from pathlib import Path
+
+from conftest import metric, process_exists, script_child, wait_for, write_config, zombies_of
+
+
+def test_orphan_left_by_a_child_is_reaped(serve_factory, tmp_path):
+    config = write_config(tmp_path / "config.json", script_child("orphaner.py"))
+    serve = serve_factory("--config", config)
+    serve.wait_ready()
+    run_id = serve.submit()
+    serve.wait_status(run_id, "succeeded")
+    orphan = int((tmp_path / ".inflight" / "runs" / run_id / "orphan").read_text())
+    wait_for(lambda: metric(serve, "inflight_orphans_reaped_total") >= 1, 10, "the orphan reaped")
+    assert not process_exists(orphan)
+    assert not Path(f"/proc/{orphan}").exists(), "the orphan is still a zombie"
+    assert zombies_of(serve.proc.pid) == []

@@ -1,0 +1,70 @@
+"""SPEC §5 (local half): a restart on the same runs dir resumes interrupted runs."""
+import json
+import signal
+from collections import Counter
+
+from conftest import index_ids, run_params, wait_for
+
+
+def interrupt_three_runs(serve_factory, tmp_path, tests=12):
+    serve = serve_factory()
+    serve.wait_ready()
+    ids = [serve.submit(tests=tests, test_ms=100) for _ in range(3)]
+    runs = tmp_path / ".inflight" / "runs"
+    wait_for(lambda: all((runs / i / "index.jsonl").exists() and len(index_ids(runs / i)) >= 2
+                         for i in ids), 20, "each run to record two tests")
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit() == 0
+    return ids, runs
+
+
+def test_restart_resumes_every_interrupted_run_and_each_test_runs_once(serve_factory, tmp_path):
+    ids, runs = interrupt_three_runs(serve_factory, tmp_path)
+    for run_id in ids:
+        assert run_params(runs / run_id)["attempts"][0]["outcome"] == "interrupted"
+        assert 2 <= len(index_ids(runs / run_id)) < 12
+    serve = serve_factory()
+    serve.wait_ready()
+    for run_id in ids:
+        status = serve.wait_status(run_id, "succeeded")
+        assert status["attempt"] == 2
+        recorded = index_ids(runs / run_id)
+        assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 13)]
+        assert max(Counter(recorded).values()) == 1
+        params = run_params(runs / run_id)
+        assert params["argv"][-1] == "--resume"
+        assert [a["outcome"] for a in params["attempts"]] == ["interrupted", "succeeded"]
+        assert (runs / run_id / "console.log").read_text().count("=== inflight attempt") == 2
+
+
+def test_torn_last_line_is_dropped_before_resume(serve_factory, tmp_path):
+    ids, runs = interrupt_three_runs(serve_factory, tmp_path)
+    torn = runs / ids[0] / "index.jsonl"
+    with torn.open("a") as f:
+        f.write('{"test_id":"t999","sco')
+    serve = serve_factory()
+    serve.wait_status(ids[0], "succeeded")
+    lines = torn.read_text().splitlines()
+    assert all(json.loads(line) for line in lines)
+    assert len(lines) == 12
+
+
+def test_run_at_max_attempts_is_marked_failed_not_relaunched(serve_factory, tmp_path):
+    ids, runs = interrupt_three_runs(serve_factory, tmp_path)
+    serve = serve_factory("--max-attempts", "1")
+    serve.wait_ready()
+    for run_id in ids:
+        status = serve.status(run_id)
+        assert status["status"] == "failed" and status["attempt"] == 1
+        assert run_params(runs / run_id)["final_status"] == "failed"
+    assert not any(e.get("msg") == "attempt started" for e in serve.events())
+
+
+def test_readyz_is_ready_only_after_restore(serve_factory, tmp_path):
+    ids, _ = interrupt_three_runs(serve_factory, tmp_path)
+    serve = serve_factory()
+    serve.wait_ready()
+    restored = [e["run_id"] for e in serve.events() if e.get("msg") == "run restored"]
+    ready_at = next(i for i, e in enumerate(serve.events()) if e.get("msg") == "ready")
+    assert sorted(restored) == sorted(ids)
+    assert all(i < ready_at for i, e in enumerate(serve.events()) if e.get("msg") == "run restored")

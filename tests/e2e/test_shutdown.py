@@ -1,0 +1,82 @@
+"""SPEC §8: shutdown with stubborn, prompt and repeated signals."""
+import signal
+import time
+
+from conftest import (DEMO, index_ids, process_exists, script_child, wait_for, write_config)
+
+
+def start_stubborn(serve_factory, tmp_path, *args):
+    config = write_config(tmp_path / "config.json", script_child("stubborn.py"))
+    serve = serve_factory("--config", config, *args)
+    serve.wait_ready()
+    run_id = serve.submit()
+    run_dir = tmp_path / ".inflight" / "runs" / run_id
+    pids = wait_for(lambda: (run_dir / "pids").exists() and (run_dir / "pids").read_text().split(),
+                    10, "the stubborn child to start")
+    return serve, [int(p) for p in pids]
+
+
+def test_child_ignoring_sigterm_is_killed_after_flush_window_with_its_grandchild(serve_factory, tmp_path):
+    serve, (child, grandchild) = start_stubborn(serve_factory, tmp_path, "--flush-window", "1s")
+    started = time.monotonic()
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit(timeout=10) == 0
+    took = time.monotonic() - started
+    assert 1.0 <= took < 2.0, f"shutdown took {took:.2f}s with a 1s flush window"
+    wait_for(lambda: not process_exists(child) and not process_exists(grandchild), 5,
+             "child and grandchild to be gone")
+    assert any(e.get("msg", "").startswith("flush window over") for e in serve.events())
+
+
+def test_second_signal_skips_the_rest_of_the_flush_window(serve_factory, tmp_path):
+    serve, (child, _) = start_stubborn(serve_factory, tmp_path, "--flush-window", "30s")
+    started = time.monotonic()
+    serve.signal(signal.SIGTERM)
+    serve.wait_log(lambda e: e.get("msg") == "shutdown signal", 5)
+    serve.signal(signal.SIGINT)
+    assert serve.wait_exit(timeout=10) == 0
+    assert time.monotonic() - started < 5
+    wait_for(lambda: not process_exists(child), 5, "child to be gone")
+
+
+def test_prompt_children_end_the_flush_window_early(serve_factory, tmp_path):
+    serve = serve_factory("--flush-window", "20s")
+    serve.wait_ready()
+    ids = [serve.submit(tests=1000, test_ms=1000) for _ in range(3)]
+    for run_id in ids:
+        serve.wait_status(run_id, "running")
+    started = time.monotonic()
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit(timeout=25) == 0
+    assert time.monotonic() - started < 3, "shutdown waited for the flush window"
+    shutdown = [e for e in serve.events() if e.get("msg") == "shutdown complete"]
+    assert shutdown and shutdown[0]["exit_code"] == 0
+
+
+def test_sigint_is_handled_as_sigterm_and_runs_end_interrupted(serve_factory, tmp_path):
+    serve = serve_factory()
+    serve.wait_ready()
+    run_id = serve.submit(tests=1000, test_ms=200)
+    serve.wait_status(run_id, "running")
+    run_dir = tmp_path / ".inflight" / "runs" / run_id
+    wait_for(lambda: (run_dir / "index.jsonl").exists() and index_ids(run_dir), 10, "a record")
+    serve.signal(signal.SIGINT)
+    assert serve.wait_exit(timeout=10) == 0
+    ended = [e for e in serve.events() if e.get("msg") == "attempt ended"]
+    assert ended[-1]["outcome"] == "interrupted"
+    assert ended[-1]["exit_code"] == 143
+
+
+def test_shutdown_refuses_new_runs_and_readyz(serve_factory, tmp_path):
+    serve, _ = start_stubborn(serve_factory, tmp_path, "--flush-window", "3s")
+    serve.signal(signal.SIGTERM)
+    serve.wait_log(lambda e: e.get("msg") == "shutdown signal", 5)
+    ready = serve.get("/readyz")
+    assert ready.status == 503
+    refused = serve.post("/api/eval/run", {})
+    assert refused.status == 503
+    assert refused.json()["error"] == "shutting_down"
+    assert "Retry-After" in refused.headers
+    assert serve.get("/healthz").status == 200
+    assert serve.wait_exit(timeout=10) == 0
+    assert DEMO.exists()
