@@ -1,0 +1,125 @@
+#include "inflight/checkpoint/checkpoint_store.hpp"
+
+#include <git2.h>
+
+#include <regex>
+
+#include "cache_repo_impl.hpp"
+#include "inflight/checkpoint/run_dir.hpp"
+#include "oid_text.hpp"
+
+namespace inflight::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view kBranchPrefix = "refs/heads/inflight/";
+
+// The tip this cache last pushed to `ref` (RemoteStore::push records it).
+std::optional<std::string> last_pushed(CacheRepo& cache, const std::string& ref) {
+  const std::string local = "refs/inflight-local/" + ref.substr(std::string("refs/heads/").size());
+  git_oid oid;
+  if (git_reference_name_to_id(&oid, raw_repo(cache), local.c_str()) != 0) {
+    git_error_clear();
+    return std::nullopt;
+  }
+  return oid_hex(oid);
+}
+
+// `refs/heads/inflight/<pod>/<run-id>` → {pod, run-id}, when well-formed.
+std::optional<std::pair<std::string, std::string>> parse_branch(const std::string& ref) {
+  static const std::regex kShape("^([^/]+)/([A-Za-z0-9][A-Za-z0-9._-]{0,63})$");
+  if (!ref.starts_with(kBranchPrefix)) return std::nullopt;
+  std::smatch m;
+  const std::string rest = ref.substr(kBranchPrefix.size());
+  if (!std::regex_match(rest, m, kShape)) return std::nullopt;
+  return std::pair{m[1].str(), m[2].str()};
+}
+
+std::uint64_t records_of(const RunParams& params, const fs::path& dir) {
+  const auto progress = params.child.value("progress_file", std::string());
+  return progress.empty() ? 0 : RecordCounter().count(dir / progress);
+}
+
+}  // namespace
+
+std::string branch_ref(const std::string& origin_pod, const std::string& run_id) {
+  return std::string(kBranchPrefix) + origin_pod + "/" + run_id;
+}
+
+CheckpointStore::CheckpointStore(StoreConfig config)
+    : config_(std::move(config)), cache_(config_.cache_dir), remote_(cache_, config_.remote) {}
+
+std::optional<std::string> CheckpointStore::save(const fs::path& run_dir,
+                                                 const std::string& origin_pod,
+                                                 const CheckpointInfo& info) {
+  const auto ref = branch_ref(origin_pod, info.run_id);
+  auto [it, inserted] = snapshotters_.try_emplace(run_dir.string(), cache_, config_.exclude_globs);
+  const auto commit = it->second.snapshot(run_dir, info, last_pushed(cache_, ref));
+  if (commit) remote_.push(ref, *commit);
+  return commit;
+}
+
+void CheckpointStore::release(const std::string& origin_pod, const std::string& run_id) {
+  remote_.remove(branch_ref(origin_pod, run_id));
+}
+
+std::vector<ClaimedRun> CheckpointStore::restore(
+    const fs::path& runs_dir, const std::string& pod,
+    const std::map<std::string, std::size_t>& local_attempts, std::vector<std::string>& problems) {
+  std::vector<ClaimedRun> claimed;
+  for (const auto& branch : remote_.list(std::string(kBranchPrefix))) {
+    try {
+      if (auto run = claim(branch, runs_dir, pod, local_attempts)) claimed.push_back(std::move(*run));
+    } catch (const GitError& e) {
+      if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
+      problems.push_back(branch.ref + ": " + e.what());
+    } catch (const std::exception& e) {
+      problems.push_back(branch.ref + ": " + e.what());
+    }
+  }
+  return claimed;
+}
+
+std::optional<ClaimedRun> CheckpointStore::claim(
+    const RemoteBranch& branch, const fs::path& runs_dir, const std::string& pod,
+    const std::map<std::string, std::size_t>& local_attempts) {
+  const auto names = parse_branch(branch.ref);
+  if (!names) throw std::runtime_error("not an inflight/<pod>/<run-id> branch");
+  const auto& run_id = names->second;
+  const auto tip = remote_.fetch(branch.ref);
+  const auto text = read_file_at(cache_, tip, kRunParamsFile);
+  if (!text) throw std::runtime_error("the checkpoint has no run-params.json");
+  auto params = run_params_from_json(OrderedJson::parse(*text));
+  if (params.run_id != run_id) throw std::runtime_error("run-params.json names another run");
+  if (params.final_status) return std::nullopt;  // kept for inspection only
+
+  const auto local = local_attempts.find(run_id);
+  const bool branch_wins = local == local_attempts.end() || params.attempts.size() > local->second;
+  const auto dir = runs_dir / run_id;
+  // The branch copy is materialised beside the run dir and moved in only once
+  // the claim landed, so a lost claim or a hostile tree leaves nothing behind.
+  const auto staging = runs_dir / (".restore-" + run_id);
+  fs::remove_all(staging);
+  const auto claim_from = branch_wins ? staging : dir;
+  if (branch_wins) materialize(cache_, tip, staging, config_.restore_max_bytes);
+  try {
+    const CheckpointInfo info{run_id, static_cast<int>(params.attempts.size()), "claim", pod,
+                              records_of(params, claim_from)};
+    const auto commit = RunSnapshotter(cache_, config_.exclude_globs).snapshot(claim_from, info, tip);
+    remote_.push(branch.ref, *commit);
+  } catch (...) {
+    fs::remove_all(staging);
+    throw;
+  }
+  if (branch_wins) {
+    fs::remove_all(dir);
+    fs::rename(staging, dir);
+  } else if (auto local_params = read_run_params(dir)) {
+    params = std::move(*local_params);
+  }
+  return ClaimedRun{std::move(params), dir, branch.ref};
+}
+
+}  // namespace inflight::checkpoint

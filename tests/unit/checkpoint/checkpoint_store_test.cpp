@@ -1,0 +1,127 @@
+#include "inflight/checkpoint/checkpoint_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include "checkpoint_test_support.hpp"
+#include "inflight/checkpoint/run_params.hpp"
+
+namespace inflight::checkpoint::testing {
+namespace {
+
+class CheckpointStoreTest : public CheckpointTest {
+ protected:
+  fs::path remote() const { return temp_.path() / "results.git"; }
+
+  StoreConfig config(const std::string& name) const {
+    return {temp_.path() / (name + "-cache.git"), {remote().string(), "", "", {}, {}, {}}, {}, 1 << 20};
+  }
+
+  // A run dir as serve leaves it after an interrupted attempt.
+  fs::path make_run(const fs::path& runs, const std::string& id, int attempts) const {
+    const auto dir = runs / id;
+    fs::create_directories(dir);
+    RunParams params;
+    params.run_id = id;
+    params.child = {{"argv", {"x"}}, {"progress_file", "index.jsonl"}};
+    params.origin_pod = "pod-a";
+    params.created_at = "2026-11-21T10:00:00Z";
+    for (int n = 1; n <= attempts; ++n)
+      params.attempts.push_back({n, "pod-a", "t", "t", 143, {}, "interrupted"});
+    write_run_params(dir, params);
+    write_file(dir / "index.jsonl", "{\"test_id\":\"t001\"}\n{\"test_id\":\"t002\"}\n");
+    return dir;
+  }
+
+  CheckpointInfo info(const std::string& id, const std::string& reason = "shutdown") const {
+    return {id, 1, reason, "pod-a", 2};
+  }
+};
+
+TEST_F(CheckpointStoreTest, SavePushesToTheRunBranchAndSkipsAnUnchangedDir) {
+  CheckpointStore store(config("a"));
+  const auto dir = make_run(temp_.path() / "runs", "r1", 1);
+  const auto first = store.save(dir, "pod-a", info("r1"));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1")), *first);
+  EXPECT_FALSE(store.save(dir, "pod-a", info("r1", "periodic")).has_value());
+  append_file(dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  const auto second = store.save(dir, "pod-a", info("r1", "periodic"));
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1^")), *first);
+}
+
+TEST_F(CheckpointStoreTest, RestoreClaimsAndMaterialisesOnAnEmptyDisk) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+
+  CheckpointStore other(config("b"));
+  std::vector<std::string> problems;
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  const auto claimed = other.restore(runs_b, "pod-b", {}, problems);
+  EXPECT_TRUE(problems.empty());
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].dir, runs_b / "r1");
+  EXPECT_EQ(claimed[0].params.attempts.size(), 1u);
+  EXPECT_EQ(read_file(runs_b / "r1" / "index.jsonl"), read_file(dir / "index.jsonl"));
+  const auto message = git(remote(), "log -1 --format=%B refs/heads/inflight/pod-a/r1");
+  EXPECT_NE(message.find("inflight checkpoint r1 attempt 1 (claim)"), std::string::npos);
+  EXPECT_NE(message.find("Inflight-Pod: pod-b"), std::string::npos);
+  EXPECT_FALSE(fs::exists(runs_b / ".restore-r1"));
+}
+
+TEST_F(CheckpointStoreTest, LocalCopyWithMoreAttemptsWinsButTheBranchIsStillClaimed) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+  const auto runs = temp_.path() / "runs-local";
+  make_run(runs, "r1", 2);
+  write_file(runs / "r1" / "local-only", "kept");
+  std::vector<std::string> problems;
+  const auto claimed = CheckpointStore(config("b")).restore(runs, "pod-b", {{"r1", 2}}, problems);
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].params.attempts.size(), 2u);
+  EXPECT_EQ(read_file(runs / "r1" / "local-only"), "kept");
+  EXPECT_NE(git(remote(), "log -1 --format=%s refs/heads/inflight/pod-a/r1").find("(claim)"),
+            std::string::npos);
+}
+
+TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
+  CheckpointStore store(config("a"));
+  const auto runs = temp_.path() / "runs-a";
+  const auto done = make_run(runs, "done", 1);
+  auto params = *read_run_params(done);
+  params.final_status = "failed";
+  write_run_params(done, params);
+  store.save(done, "pod-a", info("done"));
+  store.save(make_run(runs, "gone", 1), "pod-a", info("gone"));
+  store.release("pod-a", "gone");
+  EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/gone"), "");
+  std::vector<std::string> problems;
+  const auto empty = temp_.path() / "runs-b";
+  fs::create_directories(empty);
+  EXPECT_TRUE(CheckpointStore(config("b")).restore(empty, "pod-b", {}, problems).empty());
+  EXPECT_FALSE(fs::exists(empty / "done"));
+}
+
+TEST_F(CheckpointStoreTest, HostileBranchIsRefusedAndTheOthersStillRestore) {
+  const auto runs = temp_.path() / "runs-a";
+  CheckpointStore(config("a")).save(make_run(runs, "good", 1), "pod-a", info("good"));
+  const auto blob = trimmed(run("printf x | git -C " + remote().string() + " hash-object -w --stdin"));
+  const auto tree = trimmed(run("printf '100644 blob " + blob + "\\t..\\n' | git -C " +
+                                remote().string() + " mktree --missing"));
+  const auto commit = trimmed(git(remote(), "commit-tree " + tree + " -m hostile"));
+  git(remote(), "update-ref refs/heads/inflight/pod-x/evil " + commit);
+  std::vector<std::string> problems;
+  const auto target = temp_.path() / "runs-b";
+  fs::create_directories(target);
+  const auto claimed = CheckpointStore(config("b")).restore(target, "pod-b", {}, problems);
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].params.run_id, "good");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("inflight/pod-x/evil"), std::string::npos);
+  EXPECT_FALSE(fs::exists(target / "evil"));
+  EXPECT_FALSE(fs::exists(temp_.path() / "x"));
+}
+
+}  // namespace
+}  // namespace inflight::checkpoint::testing
