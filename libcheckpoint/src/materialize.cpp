@@ -12,7 +12,7 @@
 #include "git_error.hpp"
 #include "repo_objects.hpp"
 #include "tree_validation.hpp"
-#include "unique_fd.hpp"
+#include "inflight/fd.hpp"
 
 namespace inflight::checkpoint {
 
@@ -22,14 +22,14 @@ namespace {
   throw GitError(GitErrorKind::other, what + " " + path + ": " + std::strerror(errno));
 }
 
-UniqueFd open_dir_at(int parent, const std::string& name, const std::string& path) {
-  UniqueFd dir(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+Fd open_dir_at(int parent, const std::string& name, const std::string& path) {
+  Fd dir(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir) fail("open directory", path);
   return dir;
 }
 
 // Whatever is in the way (a file, a symlink) is removed rather than followed.
-UniqueFd make_dir_at(int parent, const std::string& name, const std::string& path) {
+Fd make_dir_at(int parent, const std::string& name, const std::string& path) {
   struct stat st {};
   if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
       ::unlinkat(parent, name.c_str(), 0) != 0) {
@@ -64,7 +64,7 @@ class TreeWriter {
       } else if (has_chunk_suffix(git_tree_entry_name(entry))) {
         chunked_file(dir, name, path, entry);
       } else {
-        const UniqueFd sub = make_dir_at(dir, name, path);
+        const Fd sub = make_dir_at(dir, name, path);
         directory(sub.get(), lookup_tree(repo_, *git_tree_entry_id(entry)).get(), path + "/");
       }
     }
@@ -77,7 +77,7 @@ class TreeWriter {
     git_check(git_blob_lookup(&raw, repo_, git_tree_entry_id(entry)), "read " + path);
     const BlobHandle blob(raw);
     const bool executable = git_tree_entry_filemode(entry) == GIT_FILEMODE_BLOB_EXECUTABLE;
-    const UniqueFd file = create_file(dir, name, path, executable);
+    const Fd file = create_file(dir, name, path, executable);
     write_all(file.get(), git_blob_rawcontent(blob.get()),
               static_cast<std::size_t>(git_blob_rawsize(blob.get())), path);
   }
@@ -85,18 +85,18 @@ class TreeWriter {
   void chunked_file(int dir, const std::string& name, const std::string& path,
                     const git_tree_entry* entry) {
     const TreeHandle chunks = lookup_tree(repo_, *git_tree_entry_id(entry));
-    const UniqueFd file = create_file(dir, name, path, false);
+    const Fd file = create_file(dir, name, path, false);
     for_each_chunk(repo_, chunks.get(), [&](const void* data, std::size_t size) {
       write_all(file.get(), data, size, path);
     });
   }
 
   // Replaces any existing entry, so a planted symlink is never written through.
-  static UniqueFd create_file(int dir, const std::string& name, const std::string& path,
+  static Fd create_file(int dir, const std::string& name, const std::string& path,
                               bool executable) {
     if (::unlinkat(dir, name.c_str(), 0) != 0 && errno != ENOENT) fail("replace", path);
     const mode_t mode = executable ? 0755 : 0644;
-    UniqueFd file(
+    Fd file(
         ::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
     if (!file) fail("create", path);
     // The mode is the checkpoint's, whatever the umask.
@@ -107,11 +107,11 @@ class TreeWriter {
   git_repository* repo_;
 };
 
-UniqueFd open_run_dir(const std::filesystem::path& run_dir) {
+Fd open_run_dir(const std::filesystem::path& run_dir) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw GitError(GitErrorKind::other, "create " + run_dir.string() + ": " + ec.message());
-  UniqueFd dir(::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  Fd dir(::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir) fail("open run dir", run_dir.string());
   return dir;
 }
@@ -123,7 +123,7 @@ void materialize(CacheRepo& repo, const std::string& commit, const std::filesyst
   git_repository* git = raw_repo(repo);
   const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
   validate_run_tree(git, tree.get(), max_bytes);
-  const UniqueFd dir = open_run_dir(run_dir);
+  const Fd dir = open_run_dir(run_dir);
   TreeWriter(git).directory(dir.get(), tree.get(), "");
 }
 
