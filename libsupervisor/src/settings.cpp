@@ -93,6 +93,12 @@ OrderedJson OptionSources::load_config_file(const std::filesystem::path& path) {
     if (key != "child" && std::none_of(kStoreFlags.begin(), kStoreFlags.end(), known) &&
         std::none_of(kServeFlags.begin(), kServeFlags.end(), known))
       throw UsageError("config file " + path.string() + ": unknown key " + key);
+    // A null or boolean would otherwise be read as the text "null" or "true".
+    const auto is_string = [](const OrderedJson& item) { return item.is_string(); };
+    if (key != "child" && !value.is_string() && !value.is_number() &&
+        !(value.is_array() && std::all_of(value.begin(), value.end(), is_string)))
+      throw UsageError("config file " + path.string() + ": key " + key +
+                       " must be a string, a number or an array of strings");
   }
   return json;
 }
