@@ -1,7 +1,7 @@
 #include "chunked_file.hpp"
 
 #include <algorithm>
-#include <cstdio>
+#include <string>
 
 #include "git_error.hpp"
 #include "git_handle.hpp"
@@ -9,9 +9,8 @@
 namespace inflight::checkpoint {
 
 std::string chunk_name(std::size_t index) {
-  char name[16];
-  std::snprintf(name, sizeof name, "%06zu", index);
-  return name;
+  const auto digits = std::to_string(index);
+  return std::string(digits.size() < 6 ? 6 - digits.size() : 0, '0') + digits;
 }
 
 bool is_chunk_name(std::string_view name) {
