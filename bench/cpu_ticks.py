@@ -1,0 +1,225 @@
+#!/usr/bin/python3
+"""CPU used by `inflight serve` while it supervises 50 running children.
+
+Starts `inflight serve --max-concurrent 50`, submits 50 demo runs
+(tests=99999, test_ms=1000: each child would run for ~28 h), waits until the
+API reports all 50 `running` and every child has written its start line to
+console.log, then stops touching serve and reads utime+stime of serve from
+/proc/PID/stat at t0 and after the window (default 60 s; env
+BENCH_CPU_WINDOW or --window). Also reads the on-CPU nanoseconds from
+/proc/PID/schedstat and the context switches (wake-ups) from
+/proc/PID/status, which resolve far below one tick.
+
+Baseline, same window: the same counters summed over the 50 children
+(children of serve found by ppid in /proc/*/stat). Each child wakes once per
+second to append a record, so it is the cost of the events themselves.
+Goal: serve uses only what the children's events need (no polling): ~0 ticks.
+
+Then SIGTERMs serve and waits for it to exit. No pass/fail assertion.
+"""
+import argparse
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def bin_dir():
+    build = os.environ.get("INFLIGHT_BUILD_DIR", os.path.join(REPO, "build-bench"))
+    return os.path.join(build, "bin")
+
+
+def stat_fields(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()  # fields[0] is field 3 (state)
+
+
+def cpu(pid):
+    """(utime+stime ticks, on-CPU ns, context switches) of one process."""
+    fields = stat_fields(pid)
+    ticks = int(fields[11]) + int(fields[12])  # utime (14), stime (15)
+    with open(f"/proc/{pid}/schedstat") as f:
+        ns = int(f.read().split()[0])
+    switches = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"):
+                switches += int(value)
+    return ticks, ns, switches
+
+
+def children_of(ppid):
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if int(stat_fields(name)[1]) == ppid:  # field 4: ppid
+                pids.append(int(name))
+        except (OSError, IndexError, ValueError):
+            pass  # exited while scanning
+    return sorted(pids)
+
+
+def wait_for(predicate, timeout, what, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+def http(port, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, None
+    except OSError:
+        return None, None
+
+
+class Serve:
+    """`inflight serve` in a temp cwd; stderr JSON lines are read by a thread."""
+
+    def __init__(self, extra_args=()):
+        self.tmp = tempfile.mkdtemp(prefix="inflight-bench-")
+        self.runs_dir = os.path.join(self.tmp, "runs")
+        self.lines = queue.Queue()
+        self.log = []
+        self.proc = subprocess.Popen(
+            [os.path.join(bin_dir(), "inflight"), "serve", "--listen", "127.0.0.1:0",
+             "--runs-dir", self.runs_dir, "--log-format", "json", *extra_args],
+            cwd=self.tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        self.port = self._wait_listening(timeout=10)
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _wait_listening(self, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            if line is None:
+                raise RuntimeError("serve exited before listening: " + "".join(self.log))
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("msg") == "listening":
+                return int(entry["address"].rsplit(":", 1)[1])
+
+    def stop(self, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def started(runs_dir, run_id):
+    try:
+        with open(os.path.join(runs_dir, run_id, "console.log")) as f:
+            return " tests, " in f.read()
+    except OSError:
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--window", type=float,
+                    default=float(os.environ.get("BENCH_CPU_WINDOW", "60")))
+    ap.add_argument("--runs", type=int, default=50)
+    args = ap.parse_args()
+    n = args.runs
+
+    serve = Serve(["--max-concurrent", str(n)])
+    child_pids = []
+    try:
+        pid = serve.proc.pid
+        wait_for(lambda: http(serve.port, "GET", "/readyz")[0] == 200, 10, "/readyz 200")
+        ids = []
+        for i in range(n):
+            code, body = http(serve.port, "POST", "/api/eval/run",
+                              {"id": f"cpu-{i:02d}", "tests": 99999, "test_ms": 1000})
+            if code != 202:
+                raise RuntimeError(f"submit {i}: HTTP {code} {body}")
+            ids.append(body["id"])
+
+        def all_running():
+            code, body = http(serve.port, "GET", "/api/eval/runs")
+            return code == 200 and sum(r["status"] == "running" for r in body["runs"]) == n
+        wait_for(all_running, 30, f"all {n} runs running", interval=0.2)
+        wait_for(lambda: all(started(serve.runs_dir, i) for i in ids), 30,
+                 "every child's start line in console.log", interval=0.1)
+        child_pids = children_of(pid)
+        if len(child_pids) != n:
+            raise RuntimeError(f"expected {n} children of serve, found {len(child_pids)}")
+
+        # t0: no more requests to serve from here on
+        s0 = cpu(pid)
+        c0 = {c: cpu(c) for c in child_pids}
+        t0 = time.monotonic()
+        time.sleep(args.window)  # the measuring window itself
+        s1 = cpu(pid)
+        c1 = {c: cpu(c) for c in child_pids}
+        elapsed = time.monotonic() - t0
+        still = children_of(pid)
+    finally:
+        t_term = time.monotonic()
+        code = serve.stop()
+        t_exit = time.monotonic()
+        shutil.rmtree(serve.tmp, ignore_errors=True)
+
+    d = lambda a, b, k: b[k] - a[k]
+    serve_ticks, serve_ns, serve_sw = (d(s0, s1, k) for k in range(3))
+    child_ticks = sum(d(c0[c], c1[c], 0) for c in child_pids)
+    child_ns = sum(d(c0[c], c1[c], 1) for c in child_pids)
+    child_sw = sum(d(c0[c], c1[c], 2) for c in child_pids)
+
+    print(f"cpu_ticks: inflight serve supervising {n} running children, "
+          f"window {elapsed:.1f} s, CLK_TCK={CLK_TCK}")
+    print(f"  serve:            {serve_ticks} ticks ({serve_ticks / elapsed:.3f} ticks/s), "
+          f"{serve_ns / 1e6:.3f} ms on CPU, {serve_sw} context switches "
+          f"({serve_sw / elapsed:.2f}/s)")
+    print(f"  {n} children (sum): {child_ticks} ticks ({child_ticks / elapsed:.3f} ticks/s), "
+          f"{child_ns / 1e6:.3f} ms on CPU, {child_sw} context switches "
+          f"({child_sw / elapsed:.2f}/s)")
+    print(f"  children still alive at end of window: {len(still)}/{n}")
+    print(f"  serve exit after SIGTERM: code {code} in {t_exit - t_term:.3f} s")
+    print("  goal: serve ~0 ticks (only what the children's events need, no polling)")
+    ratio_ticks = (f"{serve_ticks / child_ticks:.3f}" if child_ticks
+                   else f"n/a (children used 0 ticks; serve {serve_ticks})")
+    print(f"RATIO serve_ticks/children_ticks = {ratio_ticks}")
+    print(f"RATIO serve_cpu_ns/children_cpu_ns = {serve_ns / child_ns:.4f}" if child_ns
+          else "RATIO serve_cpu_ns/children_cpu_ns = n/a")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

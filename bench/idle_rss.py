@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""Idle resident memory of `inflight serve`.
+
+Starts `inflight serve`, waits until /readyz answers 200, reads VmRSS (and
+VmHWM) from /proc/PID/status, then again after IDLE_SECONDS idle seconds
+(default 3; env BENCH_IDLE_SECONDS or --idle-seconds). During the idle window
+it also counts the CPU ticks and context switches serve uses (there is no
+traffic, so anything but 0 means serve wakes up by itself).
+
+Baseline, measured the same way in the same run: a trivial process
+(`/usr/bin/sleep`). Reference: agentv serve idles at 88-107 MB; goal <= 8 MB.
+
+Prints RSS in MB, the ratio to the 8 MB goal and the ratio to the baseline.
+No pass/fail assertion on the figures.
+"""
+import argparse
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+GOAL_MB = 8.0
+AGENTV_IDLE_MB = (88, 107)
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def bin_dir():
+    build = os.environ.get("INFLIGHT_BUILD_DIR", os.path.join(REPO, "build-bench"))
+    return os.path.join(build, "bin")
+
+
+def status_fields(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            out[key] = value.strip()
+    return out
+
+
+def kb(value):  # "5420 kB" -> 5420
+    return int(value.split()[0])
+
+
+def cpu(pid):
+    """(utime+stime ticks, on-CPU ns from schedstat, ctx switches) of pid."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    with open(f"/proc/{pid}/schedstat") as f:
+        ns = int(f.read().split()[0])
+    st = status_fields(pid)
+    switches = kb(st["voluntary_ctxt_switches"]) + kb(st["nonvoluntary_ctxt_switches"])
+    return ticks, ns, switches
+
+
+def proc_state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def wait_for(predicate, timeout, what, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+def http_status(port, path):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
+class Serve:
+    """`inflight serve` in a temp cwd; stderr JSON lines are read by a thread."""
+
+    def __init__(self, extra_args=()):
+        self.tmp = tempfile.mkdtemp(prefix="inflight-bench-")
+        self.lines = queue.Queue()
+        self.log = []
+        self.proc = subprocess.Popen(
+            [os.path.join(bin_dir(), "inflight"), "serve", "--listen", "127.0.0.1:0",
+             "--runs-dir", os.path.join(self.tmp, "runs"), "--log-format", "json",
+             *extra_args],
+            cwd=self.tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        self.port = self._wait_listening(timeout=10)
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _wait_listening(self, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            if line is None:
+                raise RuntimeError("serve exited before listening: " + "".join(self.log))
+            self.log.append(line)
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("msg") == "listening":
+                return int(entry["address"].rsplit(":", 1)[1])
+
+    def stop(self, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return self.proc.returncode
+
+
+def measure_baseline(idle):
+    proc = subprocess.Popen(["/usr/bin/sleep", str(int(idle) + 10)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        # measured once it has exec'd and blocks in its nanosleep (state S),
+        # i.e. after the dynamic loader and libc start-up are done
+        wait_for(lambda: os.readlink(f"/proc/{proc.pid}/exe").endswith("/sleep")
+                 and proc_state(proc.pid) == "S", 5, "sleep to block in nanosleep")
+        first = kb(status_fields(proc.pid)["VmRSS"])
+        time.sleep(idle)
+        later = kb(status_fields(proc.pid)["VmRSS"])
+    finally:
+        proc.kill()
+        proc.wait()
+    return first, later
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--idle-seconds", type=float,
+                    default=float(os.environ.get("BENCH_IDLE_SECONDS", "3")))
+    args = ap.parse_args()
+
+    serve = Serve()
+    try:
+        pid = serve.proc.pid
+        wait_for(lambda: http_status(serve.port, "/readyz") == 200, 10, "/readyz 200")
+        st = status_fields(pid)
+        rss_ready, hwm_ready = kb(st["VmRSS"]), kb(st["VmHWM"])
+        threads = int(st["Threads"])
+        c0 = cpu(pid)
+        time.sleep(args.idle_seconds)  # the idle window is the measurement
+        c1 = cpu(pid)
+        st = status_fields(pid)
+        rss_idle, hwm_idle = kb(st["VmRSS"]), kb(st["VmHWM"])
+    finally:
+        code = serve.stop()
+
+    base_first, base_idle = measure_baseline(args.idle_seconds)
+
+    mb = lambda k: k / 1024.0
+    print("idle_rss: inflight serve resident memory")
+    print(f"  {'serve at ready:':<27}VmRSS {mb(rss_ready):6.2f} MB  (VmHWM {mb(hwm_ready):.2f} MB, "
+          f"{threads} threads)")
+    print(f"  {f'serve after {args.idle_seconds:g}s idle:':<27}VmRSS {mb(rss_idle):6.2f} MB  "
+          f"(VmHWM {mb(hwm_idle):.2f} MB)")
+    print(f"  {'serve CPU while idle:':<27}{c1[0] - c0[0]} ticks, {(c1[1] - c0[1]) / 1e6:.3f} ms on CPU, "
+          f"{c1[2] - c0[2]} context switches")
+    print(f"  {'baseline /usr/bin/sleep:':<27}VmRSS {mb(base_first):6.2f} MB, after {args.idle_seconds:g}s "
+          f"{mb(base_idle):.2f} MB")
+    print(f"  reference: agentv serve idles at {AGENTV_IDLE_MB[0]}-{AGENTV_IDLE_MB[1]} MB; "
+          f"goal <= {GOAL_MB:g} MB")
+    print(f"  serve exit code after SIGTERM: {code}")
+    print(f"RATIO serve_idle_rss/goal = {mb(rss_idle) / GOAL_MB:.3f}")
+    print(f"RATIO serve_idle_rss/sleep_rss = {rss_idle / base_idle:.2f}")
+    print(f"RATIO serve_idle_rss/agentv_idle_rss = {mb(rss_idle) / AGENTV_IDLE_MB[1]:.3f}"
+          f"-{mb(rss_idle) / AGENTV_IDLE_MB[0]:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds inflight + inflight-demo-eval (RelWithDebInfo, build-bench/) if needed
+# and runs every benchmark in bench/. Each prints its figures and RATIO lines;
+# none asserts absolute timings. Takes ~75 s (cpu_ticks measures for 60 s).
+#   INFLIGHT_BUILD_DIR  build dir (default <repo>/build-bench)
+#   BENCH_CPU_WINDOW    cpu_ticks window in seconds (default 60)
+#   BENCH_REPS          shutdown_latency repetitions (default 5)
+#   BENCH_IDLE_SECONDS  idle_rss idle window (default 3)
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+build="${INFLIGHT_BUILD_DIR:-$repo/build-bench}"
+export INFLIGHT_BUILD_DIR="$build"
+
+if [[ ! -f "$build/build.ninja" ]]; then
+  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS=-Wno-error=format-truncation
+fi
+if ! ninja -C "$build" -j1 inflight inflight-demo-eval; then
+  if [[ -x "$build/bin/inflight" && -x "$build/bin/inflight-demo-eval" ]]; then
+    echo "run_all.sh: build failed; benchmarking the binaries already in $build/bin" >&2
+  else
+    exit 1
+  fi
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"  # serve is started from temp cwds; keep this one out of the repo
+status=0
+for b in idle_rss cpu_ticks shutdown_latency; do
+  echo "== $b"
+  /usr/bin/python3 "$repo/bench/$b.py" || { echo "$b: FAILED (exit $?)"; status=1; }
+  echo
+done
+exit $status

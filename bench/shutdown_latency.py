@@ -1,0 +1,296 @@
+#!/usr/bin/python3
+"""SIGTERM-to-exit latency of `inflight serve` with 20 children that exit promptly.
+
+serve: start `inflight serve --max-concurrent 20`, submit 20 demo runs
+(tests=99999, test_ms=1000), wait until the API reports all 20 `running` and
+every child has written its start line ("N tests, M already done") to its
+console.log, send SIGTERM and time until serve has exited (pidfd readable,
+then waitpid).
+
+Baseline, same run: 20 `inflight-demo-eval --output DIR --tests 99999
+--test-ms 1000` launched directly (no supervisor); wait until each has written
+its start line on stdout, SIGTERM all of them at once, time until the last one
+has exited (pidfd readable, then waitpid). That is the slowest child's own
+exit time, which serve cannot beat; serve's figure also includes its own exit.
+
+Also timed, as a reference for reading the serve figure: N serial atomic
+file writes with fsync (what serve does per ended attempt, SPEC 3).
+
+Repetitions alternate serve/baseline (default 5; env BENCH_REPS or --reps);
+medians are reported. Goal: serve/baseline <= 1.2. No pass/fail assertion.
+"""
+import argparse
+import json
+import os
+import queue
+import select
+import selectors
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOAL = 1.2
+
+
+def bin_dir():
+    build = os.environ.get("INFLIGHT_BUILD_DIR", os.path.join(REPO, "build-bench"))
+    return os.path.join(build, "bin")
+
+
+def wait_for(predicate, timeout, what, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+def http(port, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, None
+    except OSError:
+        return None, None
+
+
+def wait_exits(procs, timeout):
+    """Blocks until every process has exited (pidfds, no polling) and reaps it.
+    Returns the monotonic time at which the last one was reaped."""
+    fds = {os.pidfd_open(p.pid): p for p in procs}
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    deadline = time.monotonic() + timeout
+    last = None
+    try:
+        while fds:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{len(fds)} process(es) still alive after {timeout}s")
+            for fd, _ in poller.poll(remaining * 1000):
+                p = fds.pop(fd)
+                poller.unregister(fd)
+                os.close(fd)
+                p.wait()  # already exited: waitpid returns at once
+                last = time.monotonic()
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return last
+
+
+class Serve:
+    """`inflight serve` in a temp cwd; stderr JSON lines are read by a thread."""
+
+    def __init__(self, extra_args=()):
+        self.tmp = tempfile.mkdtemp(prefix="inflight-bench-")
+        self.runs_dir = os.path.join(self.tmp, "runs")
+        self.lines = queue.Queue()
+        self.log = []
+        self.proc = subprocess.Popen(
+            [os.path.join(bin_dir(), "inflight"), "serve", "--listen", "127.0.0.1:0",
+             "--runs-dir", self.runs_dir, "--log-format", "json", *extra_args],
+            cwd=self.tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        self.port = self._wait_listening(timeout=10)
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _wait_listening(self, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            if line is None:
+                raise RuntimeError("serve exited before listening: " + "".join(self.log))
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("msg") == "listening":
+                return int(entry["address"].rsplit(":", 1)[1])
+
+    def logged(self, msg):
+        for line in list(self.log):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("msg") == msg:
+                return entry
+        return None
+
+    def cleanup(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def started(runs_dir, run_id):
+    try:
+        with open(os.path.join(runs_dir, run_id, "console.log")) as f:
+            return " tests, " in f.read()
+    except OSError:
+        return False
+
+
+def measure_serve(n, timeout):
+    serve = Serve(["--max-concurrent", str(n)])
+    try:
+        wait_for(lambda: http(serve.port, "GET", "/readyz")[0] == 200, 10, "/readyz 200")
+        ids = []
+        for i in range(n):
+            code, body = http(serve.port, "POST", "/api/eval/run",
+                              {"id": f"sd-{i:02d}", "tests": 99999, "test_ms": 1000})
+            if code != 202:
+                raise RuntimeError(f"submit {i}: HTTP {code} {body}")
+            ids.append(body["id"])
+
+        def all_running():
+            code, body = http(serve.port, "GET", "/api/eval/runs")
+            return code == 200 and sum(r["status"] == "running" for r in body["runs"]) == n
+        wait_for(all_running, 30, f"all {n} runs running", interval=0.1)
+        wait_for(lambda: all(started(serve.runs_dir, i) for i in ids), 30,
+                 "every child's start line in console.log", interval=0.05)
+
+        t0 = time.monotonic()
+        serve.proc.send_signal(signal.SIGTERM)
+        t1 = wait_exits([serve.proc], timeout)
+        serve.lines.get(timeout=5)  # let the reader drain stderr up to EOF
+        done = serve.logged("shutdown complete") or {}
+        return t1 - t0, serve.proc.returncode, done.get("seconds")
+    finally:
+        serve.cleanup()
+
+
+def measure_baseline(n, timeout):
+    tmp = tempfile.mkdtemp(prefix="inflight-bench-base-")
+    demo = os.path.join(bin_dir(), "inflight-demo-eval")
+    procs = []
+    try:
+        for i in range(n):
+            procs.append(subprocess.Popen(
+                [demo, "--output", os.path.join(tmp, f"b-{i:02d}"), "--tests", "99999",
+                 "--test-ms", "1000"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+        # wait for each start line on stdout (event-driven, with a deadline)
+        sel = selectors.DefaultSelector()
+        bufs = {}
+        for p in procs:
+            os.set_blocking(p.stdout.fileno(), False)
+            sel.register(p.stdout, selectors.EVENT_READ, p)
+            bufs[p] = b""
+        pending = set(procs)
+        deadline = time.monotonic() + 30
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{len(pending)} demo children wrote no start line")
+            for key, _ in sel.select(remaining):
+                p = key.data
+                chunk = os.read(p.stdout.fileno(), 4096)
+                bufs[p] += chunk
+                if b" tests, " in bufs[p] or not chunk:
+                    if not chunk and b" tests, " not in bufs[p]:
+                        raise RuntimeError(f"demo child {p.pid} exited before starting")
+                    sel.unregister(p.stdout)
+                    pending.discard(p)
+        sel.close()
+
+        t0 = time.monotonic()
+        for p in procs:
+            os.kill(p.pid, signal.SIGTERM)
+        t1 = wait_exits(procs, timeout)
+        codes = sorted({p.returncode for p in procs})
+        return t1 - t0, codes
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure_durable_writes(n):
+    """Reference for interpreting serve's figure: n atomic run-params.json
+    updates done serially the way SPEC 3 requires (write temp, fsync, rename,
+    fsync dir), which serve does once per ended attempt."""
+    tmp = tempfile.mkdtemp(prefix="inflight-bench-fsync-")
+    try:
+        dirs = []
+        for i in range(n):
+            dirs.append(os.path.join(tmp, f"r-{i:02d}"))
+            os.mkdir(dirs[-1])
+        data = b"x" * 1200  # about the size of a run-params.json
+        t0 = time.monotonic()
+        for d in dirs:
+            part = os.path.join(d, ".run-params.json.tmp")
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            os.write(fd, data)
+            os.fsync(fd)
+            os.close(fd)
+            os.rename(part, os.path.join(d, "run-params.json"))
+            dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+            os.fsync(dfd)
+            os.close(dfd)
+        return time.monotonic() - t0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", "5")))
+    ap.add_argument("--children", type=int, default=20)
+    args = ap.parse_args()
+    n = args.children
+
+    serve_s, base_s, sync_s = [], [], []
+    print(f"shutdown_latency: SIGTERM -> exit, {n} children, {args.reps} repetitions")
+    for rep in range(1, args.reps + 1):
+        s, code, internal = measure_serve(n, timeout=60)
+        b, codes = measure_baseline(n, timeout=60)
+        w = measure_durable_writes(n)
+        serve_s.append(s)
+        base_s.append(b)
+        sync_s.append(w)
+        internal_ms = f"{internal * 1000:.2f} ms" if internal is not None else "n/a"
+        print(f"  rep {rep}: serve {s * 1000:8.2f} ms (exit {code}, its own 'shutdown complete' "
+              f"says {internal_ms})   baseline {b * 1000:7.2f} ms (exit codes {codes})   "
+              f"{n} serial fsync'd writes {w * 1000:7.2f} ms")
+    ms, mb = statistics.median(serve_s), statistics.median(base_s)
+    print(f"  median serve:    {ms * 1000:.2f} ms   (min {min(serve_s) * 1000:.2f}, "
+          f"max {max(serve_s) * 1000:.2f})")
+    print(f"  median baseline: {mb * 1000:.2f} ms   (min {min(base_s) * 1000:.2f}, "
+          f"max {max(base_s) * 1000:.2f})")
+    mw = statistics.median(sync_s)
+    print(f"  median of {n} serial atomic fsync'd file writes (reference, not the baseline): "
+          f"{mw * 1000:.2f} ms   (min {min(sync_s) * 1000:.2f}, max {max(sync_s) * 1000:.2f})")
+    print(f"  goal: serve/baseline <= {GOAL}")
+    print(f"RATIO serve/baseline (medians) = {ms / mb:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
