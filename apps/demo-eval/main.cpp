@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   bool resume = false;
   app.add_option("--output", output, "run directory")->required();
   app.add_option("--tests", tests, "number of tests")->check(CLI::Range(0, 99999));
-  app.add_option("--test-ms", test_ms, "duration of one test in ms")->check(CLI::Range(0, 86400000));
+  app.add_option("--test-ms", test_ms, "duration of one test in ms")
+      ->check(CLI::Range(0, 86400000));
   app.add_flag("--resume", resume, "skip tests already in index.jsonl");
   CLI11_PARSE(app, argc, argv);
 
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
   const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (resume ? 0 : O_TRUNC);
   const int fd = ::open(index.c_str(), flags, 0644);
   if (fd < 0) {
-    std::cerr << "inflight-demo-eval: cannot open " << index << ": " << std::strerror(errno) << "\n";
+    std::cerr << "inflight-demo-eval: cannot open " << index << ": " << std::strerror(errno)
+              << "\n";
     return 1;
   }
   std::cout << "inflight-demo-eval: " << tests << " tests, " << done.size() << " already done"

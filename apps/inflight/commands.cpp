@@ -6,14 +6,16 @@
 namespace inflight::app {
 
 CommandLine::CommandLine(CLI::App& app) {
-  serve_ = app.add_subcommand("serve", "run the HTTP API, supervise eval children, checkpoint them");
+  serve_ =
+      app.add_subcommand("serve", "run the HTTP API, supervise eval children, checkpoint them");
   add_settings(serve_, kStoreFlags);
   add_settings(serve_, kServeFlags);
 }
 
 void CommandLine::add_settings(CLI::App* command, const std::vector<FlagSpec>& flags) {
   auto& values = values_[command];
-  for (const auto& flag : flags) command->add_option(std::string("--") + flag.name, values[flag.name], flag.help);
+  for (const auto& flag : flags)
+    command->add_option(std::string("--") + flag.name, values[flag.name], flag.help);
 }
 
 OptionSources CommandLine::sources(CLI::App* command) const {
@@ -31,9 +33,8 @@ int CommandLine::run() {
   if (serve_->parsed()) {
     const auto settings = read_serve_settings(sources(serve_));
     log::set_format(settings.store.log_format);
-    return serve(settings, [](boost::asio::io_context&) {
-      return std::make_unique<LocalOnlyCheckpoints>();
-    });
+    return serve(settings,
+                 [](boost::asio::io_context&) { return std::make_unique<LocalOnlyCheckpoints>(); });
   }
   return kExitUsage;
 }

@@ -71,7 +71,8 @@ std::vector<ClaimedRun> CheckpointStore::restore(
   std::vector<ClaimedRun> claimed;
   for (const auto& branch : remote_.list(std::string(kBranchPrefix))) {
     try {
-      if (auto run = claim(branch, runs_dir, pod, local_attempts)) claimed.push_back(std::move(*run));
+      if (auto run = claim(branch, runs_dir, pod, local_attempts))
+        claimed.push_back(std::move(*run));
     } catch (const GitError& e) {
       if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
       problems.push_back(branch.ref + ": " + e.what());
@@ -107,7 +108,8 @@ std::optional<ClaimedRun> CheckpointStore::claim(
   try {
     const CheckpointInfo info{run_id, static_cast<int>(params.attempts.size()), "claim", pod,
                               records_of(params, claim_from)};
-    const auto commit = RunSnapshotter(cache_, config_.exclude_globs).snapshot(claim_from, info, tip);
+    const auto commit =
+        RunSnapshotter(cache_, config_.exclude_globs).snapshot(claim_from, info, tip);
     remote_.push(branch.ref, *commit);
   } catch (...) {
     fs::remove_all(staging);

@@ -10,9 +10,9 @@
 #include "cache_repo_impl.hpp"
 #include "chunked_file.hpp"
 #include "git_error.hpp"
+#include "inflight/fd.hpp"
 #include "repo_objects.hpp"
 #include "tree_validation.hpp"
-#include "inflight/fd.hpp"
 
 namespace inflight::checkpoint {
 
@@ -93,7 +93,7 @@ class TreeWriter {
 
   // Replaces any existing entry, so a planted symlink is never written through.
   static Fd create_file(int dir, const std::string& name, const std::string& path,
-                              bool executable) {
+                        bool executable) {
     if (::unlinkat(dir, name.c_str(), 0) != 0 && errno != ENOENT) fail("replace", path);
     const mode_t mode = executable ? 0755 : 0644;
     Fd file(

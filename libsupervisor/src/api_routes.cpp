@@ -108,7 +108,8 @@ HttpResponse ApiRoutes::handle(const HttpRequest& request) {
   const auto path = target.substr(0, target.find('?'));
   if (path == "/healthz") return json_response(http::status::ok, request.version(), {{"ok", true}});
   if (path == "/readyz") {
-    if (supervisor_.phase() != Phase::ready) return unavailable(request.version(), supervisor_.phase());
+    if (supervisor_.phase() != Phase::ready)
+      return unavailable(request.version(), supervisor_.phase());
     return json_response(http::status::ok, request.version(), {{"ready", true}});
   }
   if (!authorized(request))
@@ -123,9 +124,9 @@ HttpResponse ApiRoutes::route(const HttpRequest& request) {
   const auto method = request.method();
   const auto version = request.version();
   auto wrong_method = [&] {
-    return error_response(http::status::method_not_allowed, version, "method_not_allowed",
-                          std::string(request.method_string()) + " is not allowed on " +
-                              std::string(path));
+    return error_response(
+        http::status::method_not_allowed, version, "method_not_allowed",
+        std::string(request.method_string()) + " is not allowed on " + std::string(path));
   };
   if (path == "/metrics") return method == http::verb::get ? metrics(version) : wrong_method();
   if (path == "/api/eval/run") return method == http::verb::post ? submit(request) : wrong_method();
@@ -156,8 +157,8 @@ HttpResponse ApiRoutes::submit(const HttpRequest& request) {
                           "the request body is not valid JSON");
   const auto result = supervisor_.submit(body);
   if (!result.run)
-    return error_response(static_cast<http::status>(result.http_status), version,
-                          result.error_code, result.message);
+    return error_response(static_cast<http::status>(result.http_status), version, result.error_code,
+                          result.message);
   const auto status = static_cast<http::status>(result.http_status);
   if (status == http::status::ok) return json_response(status, version, status_json(*result.run));
   return json_response(status, version,

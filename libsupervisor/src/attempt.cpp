@@ -86,8 +86,8 @@ void RunSupervisor::start_attempt(Run& run) {
     reaper_.watch(pid, [this, &run](int wait_status) { on_exit(run, wait_status); });
     log::info("attempt started", {{"run_id", run.id}, {"attempt", attempt}, {"pid", pid}});
   } catch (const std::system_error& e) {
-    const std::string message = "inflight: cannot start " + run.params.argv.front() + ": " +
-                                e.code().message() + "\n";
+    const std::string message =
+        "inflight: cannot start " + run.params.argv.front() + ": " + e.code().message() + "\n";
     [[maybe_unused]] auto n = ::write(console.get(), message.data(), message.size());
     log::error("attempt could not start", {{"run_id", run.id}, {"error", e.code().message()}});
     auto& record = run.params.attempts.back();
@@ -110,11 +110,12 @@ void RunSupervisor::on_exit(Run& run, int wait_status) {
   record.exit_code = status.exit_code;
   record.signal = status.signal;
   run.exit_code = status.exit_code;
-  log::info("attempt ended", {{"run_id", run.id},
-                              {"attempt", record.attempt},
-                              {"exit_code", status.exit_code ? OrderedJson(*status.exit_code) : nullptr},
-                              {"signal", status.signal ? OrderedJson(*status.signal) : nullptr},
-                              {"outcome", to_string(outcome)}});
+  log::info("attempt ended",
+            {{"run_id", run.id},
+             {"attempt", record.attempt},
+             {"exit_code", status.exit_code ? OrderedJson(*status.exit_code) : nullptr},
+             {"signal", status.signal ? OrderedJson(*status.signal) : nullptr},
+             {"outcome", to_string(outcome)}});
   settle(run, outcome);
   if (exit_listener_) exit_listener_();
   start_queued();

@@ -15,7 +15,9 @@ ChildReaper::ChildReaper(boost::asio::io_context& io) : sigchld_(io, SIGCHLD) {
   reap_all();
 }
 
-void ChildReaper::watch(pid_t pid, ExitHandler on_exit) { watched_[pid] = std::move(on_exit); }
+void ChildReaper::watch(pid_t pid, ExitHandler on_exit) {
+  watched_[pid] = std::move(on_exit);
+}
 
 void ChildReaper::become_subreaper() {
   if (::getpid() == 1) return;

@@ -42,7 +42,8 @@ ParamType parse_type(const OrderedJson& value, const std::string& where, bool it
   if (name == "string") return ParamType::string;
   if (name == "integer") return ParamType::integer;
   if (name == "array" && !item) return ParamType::array;
-  throw ConfigError(where, "must be " + std::string(item ? "string or integer" : "string, integer or array"));
+  throw ConfigError(
+      where, "must be " + std::string(item ? "string or integer" : "string, integer or array"));
 }
 
 ValueRule parse_rule(const OrderedJson& spec, const std::string& where, bool item) {
@@ -60,7 +61,8 @@ ValueRule parse_rule(const OrderedJson& spec, const std::string& where, bool ite
   if (spec.contains("min")) rule.min = integer_field(spec["min"], where + ".min");
   if (spec.contains("max")) rule.max = integer_field(spec["max"], where + ".max");
   if (spec.contains("allow_dash")) {
-    if (!spec["allow_dash"].is_boolean()) throw ConfigError(where + ".allow_dash", "must be a boolean");
+    if (!spec["allow_dash"].is_boolean())
+      throw ConfigError(where + ".allow_dash", "must be a boolean");
     rule.allow_dash = spec["allow_dash"].get<bool>();
   }
   return rule;
@@ -72,8 +74,8 @@ bool is_param_name(const std::string& name) {
 }
 
 ParamSpec parse_param(const std::string& name, const OrderedJson& spec, const std::string& where) {
-  require_known_keys(spec, where,
-                     {"type", "required", "pattern", "min", "max", "allow_dash", "default", "items"});
+  require_known_keys(
+      spec, where, {"type", "required", "pattern", "min", "max", "allow_dash", "default", "items"});
   if (!is_param_name(name) || name == "id" ||
       std::count(kBuiltinPlaceholders.begin(), kBuiltinPlaceholders.end(), name))
     throw ConfigError(where, "is not a usable param name");
@@ -86,7 +88,8 @@ ParamSpec parse_param(const std::string& name, const OrderedJson& spec, const st
   }
   if (param.rule.type == ParamType::array) {
     if (!spec.contains("items")) throw ConfigError(where + ".items", "is required for an array");
-    require_known_keys(spec["items"], where + ".items", {"type", "pattern", "min", "max", "allow_dash"});
+    require_known_keys(spec["items"], where + ".items",
+                       {"type", "pattern", "min", "max", "allow_dash"});
     param.item_rule = parse_rule(spec["items"], where + ".items", true);
   } else if (spec.contains("items")) {
     throw ConfigError(where + ".items", "is only for arrays");
@@ -140,11 +143,13 @@ bool ChildTemplate::always_present(const std::string& name) const {
   return p && p->rule.type != ParamType::array && (p->required || p->default_value);
 }
 
-void ChildTemplate::check_placeholders(const std::vector<std::string>& args, const std::string& where,
+void ChildTemplate::check_placeholders(const std::vector<std::string>& args,
+                                       const std::string& where,
                                        const std::string& group_param) const {
   for (const auto& arg : args) {
     for (const auto& name : placeholder_names(arg)) {
-      const bool builtin = std::count(kBuiltinPlaceholders.begin(), kBuiltinPlaceholders.end(), name);
+      const bool builtin =
+          std::count(kBuiltinPlaceholders.begin(), kBuiltinPlaceholders.end(), name);
       if (builtin || name == group_param || always_present(name)) continue;
       throw ConfigError(where, find_param(name)
                                    ? "{" + name + "} may be absent; use it in its optional group"

@@ -1,8 +1,8 @@
 #include "inflight/supervisor/http_server.hpp"
 
+#include <array>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
-#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -26,10 +26,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     parser_.emplace();
     parser_->body_limit(HttpServer::kBodyLimit);
     stream_.expires_after(kIoDeadline);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->on_read(ec);
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
  private:
@@ -52,12 +51,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     response.prepare_payload();
     response_ = std::move(response);
     stream_.expires_after(kIoDeadline);
-    http::async_write(stream_, response_, [self = shared_from_this(), keep_alive](
-                                              beast::error_code ec, std::size_t) {
-      if (!ec && self->draining_) return self->drain();
-      if (ec || !keep_alive) return self->close();
-      self->read();
-    });
+    http::async_write(stream_, response_,
+                      [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
+                        if (!ec && self->draining_) return self->drain();
+                        if (ec || !keep_alive) return self->close();
+                        self->read();
+                      });
   }
 
   // After refusing an oversized body, reads and drops the rest of it, so the

@@ -37,9 +37,8 @@ std::string text_line(Level level, std::string_view message, const nlohmann::jso
 }
 
 std::string json_line(Level level, std::string_view message, const nlohmann::json& fields) {
-  nlohmann::ordered_json line{{"time", iso8601_utc(SystemClock::now())},
-                              {"level", level_name(level)},
-                              {"msg", message}};
+  nlohmann::ordered_json line{
+      {"time", iso8601_utc(SystemClock::now())}, {"level", level_name(level)}, {"msg", message}};
   if (fields.is_object())
     for (const auto& [key, value] : fields.items()) line[key] = value;
   return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -47,9 +46,13 @@ std::string json_line(Level level, std::string_view message, const nlohmann::jso
 
 }  // namespace
 
-void set_format(Format format) { g_format = format; }
+void set_format(Format format) {
+  g_format = format;
+}
 
-Format default_format() { return ::isatty(STDERR_FILENO) ? Format::text : Format::json; }
+Format default_format() {
+  return ::isatty(STDERR_FILENO) ? Format::text : Format::json;
+}
 
 void write(Level level, std::string_view message, const nlohmann::json& fields) {
   const auto line = g_format == Format::json ? json_line(level, message, fields)

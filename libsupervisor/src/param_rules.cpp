@@ -22,7 +22,8 @@ std::optional<std::string> check_string(const ValueRule& rule, const OrderedJson
 
 std::optional<std::string> check_integer(const ValueRule& rule, const OrderedJson& value) {
   if (!value.is_number_integer()) return "must be an integer";
-  if (value.is_number_unsigned() && value.get<std::uint64_t>() > INT64_MAX) return "is out of range";
+  if (value.is_number_unsigned() && value.get<std::uint64_t>() > INT64_MAX)
+    return "is out of range";
   const auto n = value.get<std::int64_t>();
   if (rule.min && n < *rule.min) return "must be at least " + std::to_string(*rule.min);
   if (rule.max && n > *rule.max) return "must be at most " + std::to_string(*rule.max);

@@ -6,7 +6,9 @@ namespace inflight {
 
 namespace {
 
-bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 // Calls on_text for literal runs and on_name for placeholders.
 void scan(const std::string& text, const std::function<void(const std::string&)>& on_text,

@@ -5,8 +5,9 @@
 namespace inflight {
 
 std::string_view to_string(RunStatus status) {
-  static constexpr std::array<std::string_view, 8> kNames{
-      "queued", "starting", "running", "stopping", "succeeded", "failed", "cancelled", "interrupted"};
+  static constexpr std::array<std::string_view, 8> kNames{"queued",    "starting",   "running",
+                                                          "stopping",  "succeeded",  "failed",
+                                                          "cancelled", "interrupted"};
   return kNames[static_cast<std::size_t>(status)];
 }
 

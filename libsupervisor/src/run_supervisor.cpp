@@ -40,8 +40,7 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   std::string id;
   if (request.contains("id")) {
     if (!request["id"].is_string() || !is_valid_run_id(request["id"].get<std::string>()))
-      return {400, nullptr, "invalid_param",
-              "id: must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}"};
+      return {400, nullptr, "invalid_param", "id: must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}"};
     id = request["id"].get<std::string>();
     request.erase("id");
     if (Run* existing = find(id)) return {200, existing, "", ""};
@@ -55,7 +54,8 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   std::error_code ec;
   fs::create_directories(settings_.runs_dir, ec);
   if (!fs::create_directory(dir, ec)) {
-    if (ec) return {500, nullptr, "internal", "cannot create " + dir.string() + ": " + ec.message()};
+    if (ec)
+      return {500, nullptr, "internal", "cannot create " + dir.string() + ": " + ec.message()};
     return {409, nullptr, "run_exists",
             "run dir " + dir.string() + " already exists and belongs to no active run"};
   }

@@ -35,26 +35,30 @@ ChildTemplate default_child(const ServeSettings& settings) {
 }
 
 SupervisorSettings supervisor_settings(const ServeSettings& s) {
-  return {fs::absolute(s.store.runs_dir).lexically_normal(), s.store.pod_name, s.max_concurrent,
-          s.store.max_attempts, s.flush_window, s.store.git_timeout};
+  return {fs::absolute(s.store.runs_dir).lexically_normal(),
+          s.store.pod_name,
+          s.max_concurrent,
+          s.store.max_attempts,
+          s.flush_window,
+          s.store.git_timeout};
 }
 
 void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, const ServeSettings& s) {
   auto local = find_resumable_runs(supervisor.settings().runs_dir);
-  checkpoints.restore(local, SteadyClock::now() + s.store.git_timeout,
-                      [&supervisor](std::vector<RestoredRun> runs) {
-                        for (auto& run : runs) {
-                          try {
-                            prepare_for_resume(run);
-                            supervisor.adopt(std::move(run.params), run.dir, run.branch);
-                          } catch (const std::exception& e) {
-                            log::error("run not restored",
-                                       {{"dir", run.dir.string()}, {"error", e.what()}});
-                          }
-                        }
-                        supervisor.finish_restore();
-                        log::info("ready", {{"restored", runs.size()}});
-                      });
+  checkpoints.restore(
+      local, SteadyClock::now() + s.store.git_timeout,
+      [&supervisor](std::vector<RestoredRun> runs) {
+        for (auto& run : runs) {
+          try {
+            prepare_for_resume(run);
+            supervisor.adopt(std::move(run.params), run.dir, run.branch);
+          } catch (const std::exception& e) {
+            log::error("run not restored", {{"dir", run.dir.string()}, {"error", e.what()}});
+          }
+        }
+        supervisor.finish_restore();
+        log::info("ready", {{"restored", runs.size()}});
+      });
 }
 
 }  // namespace
@@ -69,29 +73,26 @@ int serve(const ServeSettings& settings, const CheckpointPortFactory& make_check
   RunSupervisor supervisor(io, reaper, *checkpoints, supervisor_settings(settings), child);
   ApiRoutes api(supervisor, reaper,
                 {settings.api_token, read_last_shutdown(settings.store.runs_dir)});
-  const boost::asio::ip::tcp::endpoint endpoint(
-      boost::asio::ip::make_address(settings.listen_host), settings.listen_port);
+  const boost::asio::ip::tcp::endpoint endpoint(boost::asio::ip::make_address(settings.listen_host),
+                                                settings.listen_port);
   HttpServer server(
       io, endpoint, [&api](const HttpRequest& r) { return api.handle(r); }, api.refusals());
   const auto bound = server.local_endpoint();
-  log::info("listening", {{"address", bound.address().to_string() + ":" +
-                                          std::to_string(bound.port())},
-                          {"pod", settings.store.pod_name}});
+  log::info("listening",
+            {{"address", bound.address().to_string() + ":" + std::to_string(bound.port())},
+             {"pod", settings.store.pod_name}});
 
   int exit_code = 0;
   SteadyClock::time_point shutdown_started;
-  ShutdownPlan plan(io, supervisor, *checkpoints, settings.grace_period, settings.flush_window,
-                    [&](int code) {
-                      exit_code = code;
-                      const std::chrono::duration<double> took =
-                          SteadyClock::now() - shutdown_started;
-                      checkpoint::write_file_atomically(
-                          settings.store.runs_dir / kLastShutdownFile,
-                          std::to_string(took.count()) + "\n");
-                      log::info("shutdown complete",
-                                {{"exit_code", code}, {"seconds", took.count()}});
-                      io.stop();
-                    });
+  ShutdownPlan plan(
+      io, supervisor, *checkpoints, settings.grace_period, settings.flush_window, [&](int code) {
+        exit_code = code;
+        const std::chrono::duration<double> took = SteadyClock::now() - shutdown_started;
+        checkpoint::write_file_atomically(settings.store.runs_dir / kLastShutdownFile,
+                                          std::to_string(took.count()) + "\n");
+        log::info("shutdown complete", {{"exit_code", code}, {"seconds", took.count()}});
+        io.stop();
+      });
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   std::function<void()> await_signal = [&] {
     signals.async_wait([&](const boost::system::error_code& ec, int signal) {

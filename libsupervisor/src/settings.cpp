@@ -166,10 +166,14 @@ StoreSettings read_store_settings(const OptionSources& sources) {
   s.restore_max_bytes = sources.integer("restore-max-bytes", 1ll << 30, 1, INT64_MAX);
   s.max_attempts = sources.integer("max-attempts", 3, 1, 1000);
   const auto format = sources.text("log-format", "");
-  if (format == "text") s.log_format = log::Format::text;
-  else if (format == "json") s.log_format = log::Format::json;
-  else if (format.empty()) s.log_format = log::default_format();
-  else throw UsageError("--log-format: '" + format + "' is not text or json");
+  if (format == "text")
+    s.log_format = log::Format::text;
+  else if (format == "json")
+    s.log_format = log::Format::json;
+  else if (format.empty())
+    s.log_format = log::default_format();
+  else
+    throw UsageError("--log-format: '" + format + "' is not text or json");
   return s;
 }
 
@@ -185,7 +189,8 @@ void read_listen(const OptionSources& sources, ServeSettings& s) {
     if (ec != std::errc{} || rest != end) port = -1;
   }
   std::string host = colon == std::string::npos ? "" : listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   boost::system::error_code ec;
   const auto address = boost::asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
   if (port < 0 || port > 65535 || ec)

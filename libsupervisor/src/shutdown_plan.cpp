@@ -73,7 +73,7 @@ void ShutdownPlan::checkpoint_next() {
   Run& run = *to_checkpoint_.front();
   to_checkpoint_.pop_front();
   ++in_flight_;
-  const CheckpointRequest request{run.id,        run.dir,           run.params.origin_pod,
+  const CheckpointRequest request{run.id,         run.dir,    run.params.origin_pod,
                                   run.attempts(), "shutdown", run.record_count()};
   checkpoints_.save(request, deadline_,
                     [this, &run](CheckpointResult result) { on_checkpointed(run, result); });

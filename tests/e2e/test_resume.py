@@ -64,6 +64,7 @@ def test_readyz_is_ready_only_after_restore(serve_factory, tmp_path):
     ids, _ = interrupt_three_runs(serve_factory, tmp_path)
     serve = serve_factory()
     serve.wait_ready()
+    serve.wait_log(lambda e: e.get("msg") == "ready", 10)
     restored = [e["run_id"] for e in serve.events() if e.get("msg") == "run restored"]
     ready_at = next(i for i, e in enumerate(serve.events()) if e.get("msg") == "ready")
     assert sorted(restored) == sorted(ids)

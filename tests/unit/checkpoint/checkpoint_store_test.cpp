@@ -13,7 +13,8 @@ class CheckpointStoreTest : public CheckpointTest {
   fs::path remote() const { return temp_.path() / "results.git"; }
 
   StoreConfig config(const std::string& name) const {
-    return {temp_.path() / (name + "-cache.git"), {remote().string(), "", "", {}, {}, {}}, {}, 1 << 20};
+    return {
+        temp_.path() / (name + "-cache.git"), {remote().string(), "", "", {}, {}, {}}, {}, 1 << 20};
   }
 
   // A run dir as serve leaves it after an interrupted attempt.
@@ -106,7 +107,8 @@ TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
 TEST_F(CheckpointStoreTest, HostileBranchIsRefusedAndTheOthersStillRestore) {
   const auto runs = temp_.path() / "runs-a";
   CheckpointStore(config("a")).save(make_run(runs, "good", 1), "pod-a", info("good"));
-  const auto blob = trimmed(run("printf x | git -C " + remote().string() + " hash-object -w --stdin"));
+  const auto blob =
+      trimmed(run("printf x | git -C " + remote().string() + " hash-object -w --stdin"));
   const auto tree = trimmed(run("printf '100644 blob " + blob + "\\t..\\n' | git -C " +
                                 remote().string() + " mktree --missing"));
   const auto commit = trimmed(git(remote(), "commit-tree " + tree + " -m hostile"));

@@ -16,8 +16,8 @@ TEST(ParseDuration, AcceptsEveryUnit) {
 }
 
 TEST(ParseDuration, RefusesMalformedText) {
-  for (const char* bad : {"", "s", "30", "-1s", "1.5s", "30 s", "30sec", "1w", "99999999999999999d",
-                          "ms", "1s2"})
+  for (const char* bad :
+       {"", "s", "30", "-1s", "1.5s", "30 s", "30sec", "1w", "99999999999999999d", "ms", "1s2"})
     EXPECT_FALSE(parse_duration(bad).has_value()) << bad;
 }
 

@@ -11,7 +11,7 @@
 namespace inflight {
 
 struct ApiSettings {
-  std::string api_token;  // empty: no token required
+  std::string api_token;                        // empty: no token required
   std::optional<double> last_shutdown_seconds;  // of the previous instance
 };
 

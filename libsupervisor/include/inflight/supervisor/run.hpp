@@ -16,7 +16,16 @@
 
 namespace inflight {
 
-enum class RunStatus { queued, starting, running, stopping, succeeded, failed, cancelled, interrupted };
+enum class RunStatus {
+  queued,
+  starting,
+  running,
+  stopping,
+  succeeded,
+  failed,
+  cancelled,
+  interrupted
+};
 
 std::string_view to_string(RunStatus status);
 inline constexpr RunStatus kAllRunStatuses[] = {
@@ -46,7 +55,7 @@ struct Run {
   ChildTemplate child;  // parsed from params.child, the template the run started with
   RunStatus status = RunStatus::queued;
   StopCause stop_cause = StopCause::none;
-  bool resume_next = false;  // the next attempt continues a checkpoint
+  bool resume_next = false;   // the next attempt continues a checkpoint
   std::optional<pid_t> pgid;  // while a child runs; the leader's pid
   std::optional<std::string> finished_at;
   std::optional<int> exit_code;

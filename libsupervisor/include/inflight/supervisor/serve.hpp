@@ -1,9 +1,8 @@
 #pragma once
 
+#include <boost/asio/io_context.hpp>
 #include <functional>
 #include <memory>
-
-#include <boost/asio/io_context.hpp>
 
 #include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/settings.hpp"
