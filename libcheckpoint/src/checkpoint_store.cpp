@@ -3,6 +3,7 @@
 #include <git2.h>
 
 #include <regex>
+#include <set>
 
 #include "cache_repo_impl.hpp"
 #include "inflight/checkpoint/run_dir.hpp"
@@ -65,22 +66,45 @@ void CheckpointStore::release(const std::string& origin_pod, const std::string& 
   remote_.remove(branch_ref(origin_pod, run_id));
 }
 
-std::vector<ClaimedRun> CheckpointStore::restore(
-    const fs::path& runs_dir, const std::string& pod,
-    const std::map<std::string, std::size_t>& local_attempts, std::vector<std::string>& problems) {
-  std::vector<ClaimedRun> claimed;
+RestoreReport CheckpointStore::restore(const fs::path& runs_dir, const std::string& pod,
+                                      const std::map<std::string, std::size_t>& local_attempts) {
+  RestoreReport report;
+  std::set<std::string> on_remote;
   for (const auto& branch : remote_.list(std::string(kBranchPrefix))) {
+    const auto names = parse_branch(branch.ref);
+    if (names) on_remote.insert(names->second);
     try {
       if (auto run = claim(branch, runs_dir, pod, local_attempts))
-        claimed.push_back(std::move(*run));
+        report.claimed.push_back(std::move(*run));
     } catch (const GitError& e) {
       if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
-      problems.push_back(branch.ref + ": " + e.what());
+      if (e.kind() == GitErrorKind::rejected && names) report.lost.push_back(names->second);
+      report.problems.push_back(branch.ref + ": " + e.what());
     } catch (const std::exception& e) {
-      problems.push_back(branch.ref + ": " + e.what());
+      report.problems.push_back(branch.ref + ": " + e.what());
     }
   }
-  return claimed;
+  for (const auto& [run_id, attempts] : local_attempts) {
+    if (!on_remote.count(run_id)) push_local_run(runs_dir / run_id, pod, report);
+  }
+  return report;
+}
+
+// A run that only this disk holds (its shutdown push failed, or it never had
+// one) gets its branch now, which also claims it.
+void CheckpointStore::push_local_run(const fs::path& dir, const std::string& pod,
+                                     RestoreReport& report) {
+  try {
+    auto params = read_run_params(dir);
+    if (!params) return;
+    const CheckpointInfo info{params->run_id, static_cast<int>(params->attempts.size()), "claim",
+                              pod, records_of(*params, dir)};
+    save(dir, params->origin_pod, info);
+    report.claimed.push_back({*params, dir, branch_ref(params->origin_pod, params->run_id)});
+  } catch (const GitError& e) {
+    if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
+    report.problems.push_back(dir.string() + ": " + e.what());
+  }
 }
 
 std::optional<ClaimedRun> CheckpointStore::claim(

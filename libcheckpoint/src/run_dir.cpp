@@ -33,15 +33,18 @@ void write_all(int fd, std::string_view data, const std::string& what) {
 
 }  // namespace
 
-void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
+void write_file_atomically(const std::filesystem::path& path, std::string_view content,
+                           Durability durability) {
   const auto temp = path.parent_path() / ("." + path.filename().string() + ".tmp");
   {
     Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (!fd) throw_errno("open " + temp.string());
     write_all(fd.get(), content, temp.string());
-    if (::fsync(fd.get()) != 0) throw_errno("fsync " + temp.string());
+    if (durability == Durability::synced && ::fsync(fd.get()) != 0)
+      throw_errno("fsync " + temp.string());
   }
   if (::rename(temp.c_str(), path.c_str()) != 0) throw_errno("rename " + temp.string());
+  if (durability == Durability::atomic) return;
   Fd dir(::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir || ::fsync(dir.get()) != 0) throw_errno("fsync " + path.parent_path().string());
 }

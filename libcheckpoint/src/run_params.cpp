@@ -81,8 +81,9 @@ RunParams run_params_from_json(const OrderedJson& json) {
   }
 }
 
-void write_run_params(const std::filesystem::path& run_dir, const RunParams& params) {
-  write_file_atomically(run_dir / kRunParamsFile, to_json(params).dump(2) + "\n");
+void write_run_params(const std::filesystem::path& run_dir, const RunParams& params,
+                      Durability durability) {
+  write_file_atomically(run_dir / kRunParamsFile, to_json(params).dump(2) + "\n", durability);
 }
 
 std::optional<RunParams> read_run_params(const std::filesystem::path& run_dir) {

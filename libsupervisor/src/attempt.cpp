@@ -79,8 +79,9 @@ void RunSupervisor::start_attempt(Run& run) {
                       join(run.params.argv) + "\n";
   Fd console = open_console_log(run.dir, header);
   try {
-    const pid_t pid = spawn_child(
-        io_, {run.params.argv, run.params.cwd, child_environment(run.child), console.get()});
+    const pid_t pid = spawn_child(io_, {run.params.argv, run.params.cwd,
+                                        child_environment(run.child), -1, console.get(),
+                                        console.get()});
     run.pgid = pid;
     run.status = RunStatus::running;
     reaper_.watch(pid, [this, &run](int wait_status) { on_exit(run, wait_status); });
@@ -153,7 +154,12 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
       }
       break;
   }
-  checkpoint::write_run_params(run.dir, run.params);
+  // At shutdown every child ends at once, and a durable write each would
+  // serialise fsyncs on the event loop. Both the old and the new run-params
+  // make the run resumable, so an atomic rename is enough there.
+  checkpoint::write_run_params(run.dir, run.params,
+                               phase_ == Phase::shutting_down ? checkpoint::Durability::atomic
+                                                              : checkpoint::Durability::synced);
 }
 
 void RunSupervisor::finish(Run& run, RunStatus status) {

@@ -1,5 +1,6 @@
 #include "inflight/supervisor/child_process.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,6 +10,8 @@
 #include <boost/process/v2/stdio.hpp>
 #include <cerrno>
 #include <system_error>
+
+#include "inflight/fd.hpp"
 
 namespace inflight {
 
@@ -50,9 +53,15 @@ bp::filesystem::path resolve_program(const std::string& program) {
 pid_t spawn_child(boost::asio::io_context& io, const ChildSpec& spec) {
   const auto program = resolve_program(spec.argv.front());
   const std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
+  Fd null_input;
+  int input = spec.stdin_fd;
+  if (input < 0) {
+    null_input = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    input = null_input.get();
+  }
   bp::process child(io, program, args, bp::process_start_dir{spec.cwd.string()},
                     bp::process_environment{spec.env},
-                    bp::process_stdio{nullptr, spec.output_fd, spec.output_fd}, CleanChildState{});
+                    bp::process_stdio{input, spec.stdout_fd, spec.stderr_fd}, CleanChildState{});
   // The reaper owns the wait; the handle must not kill the child when it goes.
   const pid_t pid = child.id();
   child.detach();

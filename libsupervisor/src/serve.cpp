@@ -89,7 +89,8 @@ int serve(const ServeSettings& settings, const CheckpointPortFactory& make_check
         exit_code = code;
         const std::chrono::duration<double> took = SteadyClock::now() - shutdown_started;
         checkpoint::write_file_atomically(settings.store.runs_dir / kLastShutdownFile,
-                                          std::to_string(took.count()) + "\n");
+                                          std::to_string(took.count()) + "\n",
+                                          checkpoint::Durability::atomic);
         log::info("shutdown complete", {{"exit_code", code}, {"seconds", took.count()}});
         io.stop();
       });

@@ -56,11 +56,11 @@ TEST_F(CheckpointStoreTest, RestoreClaimsAndMaterialisesOnAnEmptyDisk) {
   CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
 
   CheckpointStore other(config("b"));
-  std::vector<std::string> problems;
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
-  const auto claimed = other.restore(runs_b, "pod-b", {}, problems);
-  EXPECT_TRUE(problems.empty());
+  const auto report = other.restore(runs_b, "pod-b", {});
+  const auto& claimed = report.claimed;
+  EXPECT_TRUE(report.problems.empty());
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_EQ(claimed[0].dir, runs_b / "r1");
   EXPECT_EQ(claimed[0].params.attempts.size(), 1u);
@@ -77,8 +77,7 @@ TEST_F(CheckpointStoreTest, LocalCopyWithMoreAttemptsWinsButTheBranchIsStillClai
   const auto runs = temp_.path() / "runs-local";
   make_run(runs, "r1", 2);
   write_file(runs / "r1" / "local-only", "kept");
-  std::vector<std::string> problems;
-  const auto claimed = CheckpointStore(config("b")).restore(runs, "pod-b", {{"r1", 2}}, problems);
+  const auto claimed = CheckpointStore(config("b")).restore(runs, "pod-b", {{"r1", 2}}).claimed;
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_EQ(claimed[0].params.attempts.size(), 2u);
   EXPECT_EQ(read_file(runs / "r1" / "local-only"), "kept");
@@ -97,10 +96,9 @@ TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
   store.save(make_run(runs, "gone", 1), "pod-a", info("gone"));
   store.release("pod-a", "gone");
   EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/gone"), "");
-  std::vector<std::string> problems;
   const auto empty = temp_.path() / "runs-b";
   fs::create_directories(empty);
-  EXPECT_TRUE(CheckpointStore(config("b")).restore(empty, "pod-b", {}, problems).empty());
+  EXPECT_TRUE(CheckpointStore(config("b")).restore(empty, "pod-b", {}).claimed.empty());
   EXPECT_FALSE(fs::exists(empty / "done"));
 }
 
@@ -113,16 +111,39 @@ TEST_F(CheckpointStoreTest, HostileBranchIsRefusedAndTheOthersStillRestore) {
                                 remote().string() + " mktree --missing"));
   const auto commit = trimmed(git(remote(), "commit-tree " + tree + " -m hostile"));
   git(remote(), "update-ref refs/heads/inflight/pod-x/evil " + commit);
-  std::vector<std::string> problems;
   const auto target = temp_.path() / "runs-b";
   fs::create_directories(target);
-  const auto claimed = CheckpointStore(config("b")).restore(target, "pod-b", {}, problems);
+  const auto report = CheckpointStore(config("b")).restore(target, "pod-b", {});
+  const auto& claimed = report.claimed;
+  const auto& problems = report.problems;
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_EQ(claimed[0].params.run_id, "good");
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("inflight/pod-x/evil"), std::string::npos);
   EXPECT_FALSE(fs::exists(target / "evil"));
   EXPECT_FALSE(fs::exists(temp_.path() / "x"));
+}
+
+TEST_F(CheckpointStoreTest, LocalRunWithoutABranchGetsOneAtRestore) {
+  const auto runs = temp_.path() / "runs";
+  make_run(runs, "only-local", 1);
+  const auto report = CheckpointStore(config("a")).restore(runs, "pod-a", {{"only-local", 1}});
+  ASSERT_EQ(report.claimed.size(), 1u);
+  EXPECT_EQ(report.claimed[0].branch, "refs/heads/inflight/pod-a/only-local");
+  const auto subject = git(remote(), "log -1 --format=%s refs/heads/inflight/pod-a/only-local");
+  EXPECT_NE(subject.find("(claim)"), std::string::npos);
+}
+
+TEST_F(CheckpointStoreTest, UnreachableRemoteThrowsAsUnreachable) {
+  auto unreachable = config("a");
+  unreachable.remote.url = "git://127.0.0.1:1/results.git";
+  CheckpointStore store(unreachable);
+  try {
+    store.restore(temp_.path(), "pod-a", {});
+    FAIL() << "expected an error";
+  } catch (const GitError& e) {
+    EXPECT_EQ(e.kind(), GitErrorKind::unreachable);
+  }
 }
 
 }  // namespace

@@ -31,6 +31,12 @@ struct ClaimedRun {
   std::string branch;  // refs/heads/inflight/…
 };
 
+struct RestoreReport {
+  std::vector<ClaimedRun> claimed;  // ours now, ready to resume
+  std::vector<std::string> lost;    // run ids another instance claimed first
+  std::vector<std::string> problems;  // one line per branch that could not be used
+};
+
 class CheckpointStore {
  public:
   explicit CheckpointStore(StoreConfig config);
@@ -45,16 +51,18 @@ class CheckpointStore {
   // Claims every unfinished run on `inflight/*` by pushing a claim commit on
   // the fetched tip, and materialises those whose branch copy beats the local
   // one (`local_attempts`: attempts of each resumable local run dir). A claim
-  // that is rejected means another instance took the run: it is skipped.
-  // Problems with single branches are collected, not thrown.
-  std::vector<ClaimedRun> restore(const std::filesystem::path& runs_dir, const std::string& pod,
-                                  const std::map<std::string, std::size_t>& local_attempts,
-                                  std::vector<std::string>& problems);
+  // that is rejected means another instance took the run: it is lost. Local
+  // runs with no branch get one. Problems with single branches are
+  // collected; an unreachable remote or refused credentials throw.
+  RestoreReport restore(const std::filesystem::path& runs_dir, const std::string& pod,
+                        const std::map<std::string, std::size_t>& local_attempts);
 
   RemoteStore& remote() { return remote_; }
   CacheRepo& cache() { return cache_; }
 
  private:
+  void push_local_run(const std::filesystem::path& dir, const std::string& pod,
+                      RestoreReport& report);
   std::optional<ClaimedRun> claim(const RemoteBranch& branch, const std::filesystem::path& runs_dir,
                                   const std::string& pod,
                                   const std::map<std::string, std::size_t>& local_attempts);

@@ -9,9 +9,15 @@
 
 namespace inflight::checkpoint {
 
-// Temp file beside the target, fsync, rename over it, fsync the directory:
-// a reader sees the old or the new content, never a mix.
-void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+enum class Durability {
+  synced,  // fsync the file and its directory before returning
+  atomic,  // rename only: a crash may keep the old content, never a mix
+};
+
+// Temp file beside the target, renamed over it: a reader sees the old or the
+// new content, never a mix.
+void write_file_atomically(const std::filesystem::path& path, std::string_view content,
+                           Durability durability = Durability::synced);
 
 // Drops a last line that lacks its newline (a record torn by a kill);
 // returns how many bytes were dropped.

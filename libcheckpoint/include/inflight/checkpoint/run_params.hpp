@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "inflight/checkpoint/run_dir.hpp"
+
 namespace inflight::checkpoint {
 
 using OrderedJson = nlohmann::ordered_json;
@@ -42,8 +44,9 @@ OrderedJson to_json(const RunParams& params);
 // Throws std::runtime_error naming the field that is missing or malformed.
 RunParams run_params_from_json(const OrderedJson& json);
 
-// Temp file, fsync, rename, fsync of the directory.
-void write_run_params(const std::filesystem::path& run_dir, const RunParams& params);
+// Temp file, fsync, rename, fsync of the directory (unless `atomic` suffices).
+void write_run_params(const std::filesystem::path& run_dir, const RunParams& params,
+                      Durability durability = Durability::synced);
 // nullopt when the run dir has no run-params.json; throws when it is malformed.
 std::optional<RunParams> read_run_params(const std::filesystem::path& run_dir);
 

@@ -1,5 +1,5 @@
-// Starting an eval child: its own process group, a clean signal mask, default
-// signal dispositions, stdin from /dev/null and stdout+stderr to one fd.
+// Starting a child process: its own process group, a clean signal mask and
+// default signal dispositions, whatever the supervisor blocks or handles.
 #pragma once
 
 #include <sys/types.h>
@@ -15,7 +15,9 @@ struct ChildSpec {
   std::vector<std::string> argv;
   std::filesystem::path cwd;
   std::vector<std::string> env;  // NAME=value
-  int output_fd = -1;
+  int stdin_fd = -1;              // -1: /dev/null
+  int stdout_fd = -1;
+  int stderr_fd = -1;
 };
 
 // Returns the child's pid, which is also its process group id. Throws
