@@ -1,5 +1,6 @@
 #include "commands.hpp"
 
+#include "inflight/supervisor/checkpoint_agent.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/serve.hpp"
 
@@ -10,6 +11,8 @@ CommandLine::CommandLine(CLI::App& app) {
       app.add_subcommand("serve", "run the HTTP API, supervise eval children, checkpoint them");
   add_settings(serve_, kStoreFlags);
   add_settings(serve_, kServeFlags);
+  // Internal: serve runs every git network step through it (no group: hidden).
+  agent_ = app.add_subcommand("checkpoint-agent", "")->group("");
 }
 
 void CommandLine::add_settings(CLI::App* command, const std::vector<FlagSpec>& flags) {
@@ -33,9 +36,9 @@ int CommandLine::run() {
   if (serve_->parsed()) {
     const auto settings = read_serve_settings(sources(serve_));
     log::set_format(settings.store.log_format);
-    return serve(settings,
-                 [](boost::asio::io_context&) { return std::make_unique<LocalOnlyCheckpoints>(); });
+    return serve(settings);
   }
+  if (agent_->parsed()) return run_checkpoint_agent();
   return kExitUsage;
 }
 

@@ -25,6 +25,7 @@ class CommandLine {
   OptionSources sources(CLI::App* command) const;
 
   CLI::App* serve_ = nullptr;
+  CLI::App* agent_ = nullptr;
   std::map<CLI::App*, std::map<std::string, std::string>> values_;
 };
 

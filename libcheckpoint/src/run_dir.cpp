@@ -77,6 +77,28 @@ std::uint64_t repair_torn_line(const std::filesystem::path& progress_file) {
   return static_cast<std::uint64_t>(st.st_size - end);
 }
 
+std::uint64_t stat_signature(const std::filesystem::path& run_dir) {
+  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  auto mix = [&hash](const void* data, std::size_t size) {
+    for (std::size_t i = 0; i < size; ++i) {
+      hash ^= static_cast<const unsigned char*>(data)[i];
+      hash *= 1099511628211ull;
+    }
+  };
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(run_dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const auto name = it->path().string();
+    mix(name.data(), name.size());
+    const std::int64_t fields[] = {st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                                   static_cast<std::int64_t>(st.st_ino)};
+    mix(fields, sizeof fields);
+  }
+  return hash;
+}
+
 std::uint64_t RecordCounter::count(const std::filesystem::path& progress_file) {
   Fd fd(::open(progress_file.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return lines_ = scanned_ = 0;

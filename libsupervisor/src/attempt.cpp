@@ -79,9 +79,9 @@ void RunSupervisor::start_attempt(Run& run) {
                       join(run.params.argv) + "\n";
   Fd console = open_console_log(run.dir, header);
   try {
-    const pid_t pid = spawn_child(io_, {run.params.argv, run.params.cwd,
-                                        child_environment(run.child), -1, console.get(),
-                                        console.get()});
+    const pid_t pid =
+        spawn_child(io_, {run.params.argv, run.params.cwd, child_environment(run.child), -1,
+                          console.get(), console.get()});
     run.pgid = pid;
     run.status = RunStatus::running;
     reaper_.watch(pid, [this, &run](int wait_status) { on_exit(run, wait_status); });
@@ -132,8 +132,7 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
       finish(run, outcome == Outcome::succeeded ? RunStatus::succeeded
                   : outcome == Outcome::failed  ? RunStatus::failed
                                                 : RunStatus::cancelled);
-      checkpoints_.release(run.id, run.params.origin_pod,
-                           SteadyClock::now() + settings_.network_timeout, [] {});
+      release_checkpoint(run);
       break;
     case Outcome::interrupted:
       run.status = RunStatus::interrupted;

@@ -1,8 +1,5 @@
 #include "inflight/supervisor/local_runs.hpp"
 
-#include <algorithm>
-#include <tuple>
-
 #include "inflight/checkpoint/run_dir.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/outcome.hpp"
@@ -39,11 +36,6 @@ std::vector<RestoredRun> find_resumable_runs(const fs::path& runs_dir) {
       log::warn("run dir skipped", {{"dir", entry.path().string()}, {"error", e.what()}});
     }
   }
-  // Oldest first, so restored runs keep their submission order in the queue.
-  std::sort(found.begin(), found.end(), [](const RestoredRun& a, const RestoredRun& b) {
-    return std::tie(a.params.created_at, a.params.run_id) <
-           std::tie(b.params.created_at, b.params.run_id);
-  });
   return found;
 }
 

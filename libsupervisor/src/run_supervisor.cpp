@@ -18,7 +18,8 @@ RunSupervisor::RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper,
       reaper_(reaper),
       checkpoints_(checkpoints),
       settings_(std::move(settings)),
-      default_child_(std::move(default_child)) {}
+      default_child_(std::move(default_child)),
+      periodic_timer_(io) {}
 
 Run* RunSupervisor::find(const std::string& id) {
   for (auto& run : runs_)
@@ -101,7 +102,8 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
   const bool started_before = !params.attempts.empty();
   Run& run = add_run(std::move(id), std::move(params), std::move(child));
   run.dir = std::move(dir);
-  run.checkpoint.branch = std::move(branch);
+  run.checkpoint.branch =
+      branch.empty() ? "inflight/" + run.params.origin_pod + "/" + run.id : std::move(branch);
   if (run.attempts() >= settings_.max_attempts) {
     log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
                {{"run_id", run.id}, {"attempts", run.attempts()}});

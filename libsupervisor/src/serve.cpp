@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <fstream>
+#include <tuple>
 
 #include "inflight/checkpoint/run_dir.hpp"
 #include "inflight/supervisor/api_routes.hpp"
+#include "inflight/supervisor/checkpoint_agent.hpp"
 #include "inflight/supervisor/local_runs.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/shutdown_plan.hpp"
@@ -47,7 +50,12 @@ void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, const Serve
   auto local = find_resumable_runs(supervisor.settings().runs_dir);
   checkpoints.restore(
       local, SteadyClock::now() + s.store.git_timeout,
-      [&supervisor](std::vector<RestoredRun> runs) {
+      [&supervisor, &s](std::vector<RestoredRun> runs) {
+        // Oldest first, so restored runs keep their submission order in the queue.
+        std::sort(runs.begin(), runs.end(), [](const RestoredRun& a, const RestoredRun& b) {
+          return std::tie(a.params.created_at, a.params.run_id) <
+                 std::tie(b.params.created_at, b.params.run_id);
+        });
         for (auto& run : runs) {
           try {
             prepare_for_resume(run);
@@ -57,20 +65,23 @@ void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, const Serve
           }
         }
         supervisor.finish_restore();
+        supervisor.start_periodic_checkpoints(s.checkpoint_interval);
         log::info("ready", {{"restored", runs.size()}});
       });
 }
 
 }  // namespace
 
-int serve(const ServeSettings& settings, const CheckpointPortFactory& make_checkpoints) {
+int serve(const ServeSettings& settings) {
   const auto child = default_child(settings);
   fs::create_directories(settings.store.runs_dir);
   boost::asio::io_context io;
   ChildReaper::become_subreaper();
   ChildReaper reaper(io);
-  auto checkpoints = make_checkpoints(io);
-  RunSupervisor supervisor(io, reaper, *checkpoints, supervisor_settings(settings), child);
+  const auto supervised = supervisor_settings(settings);
+  auto checkpoints =
+      std::make_unique<AgentCheckpoints>(io, reaper, settings.store, supervised.runs_dir);
+  RunSupervisor supervisor(io, reaper, *checkpoints, supervised, child);
   ApiRoutes api(supervisor, reaper,
                 {settings.api_token, read_last_shutdown(settings.store.runs_dir)});
   const boost::asio::ip::tcp::endpoint endpoint(boost::asio::ip::make_address(settings.listen_host),
@@ -84,16 +95,15 @@ int serve(const ServeSettings& settings, const CheckpointPortFactory& make_check
 
   int exit_code = 0;
   SteadyClock::time_point shutdown_started;
-  ShutdownPlan plan(
-      io, supervisor, *checkpoints, settings.grace_period, settings.flush_window, [&](int code) {
-        exit_code = code;
-        const std::chrono::duration<double> took = SteadyClock::now() - shutdown_started;
-        checkpoint::write_file_atomically(settings.store.runs_dir / kLastShutdownFile,
-                                          std::to_string(took.count()) + "\n",
-                                          checkpoint::Durability::atomic);
-        log::info("shutdown complete", {{"exit_code", code}, {"seconds", took.count()}});
-        io.stop();
-      });
+  ShutdownPlan plan(io, supervisor, settings.grace_period, settings.flush_window, [&](int code) {
+    exit_code = code;
+    const std::chrono::duration<double> took = SteadyClock::now() - shutdown_started;
+    checkpoint::write_file_atomically(settings.store.runs_dir / kLastShutdownFile,
+                                      std::to_string(took.count()) + "\n",
+                                      checkpoint::Durability::atomic);
+    log::info("shutdown complete", {{"exit_code", code}, {"seconds", took.count()}});
+    io.stop();
+  });
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   std::function<void()> await_signal = [&] {
     signals.async_wait([&](const boost::system::error_code& ec, int signal) {

@@ -14,10 +14,9 @@ constexpr int kParallelCheckpoints = 4;
 }  // namespace
 
 ShutdownPlan::ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor,
-                           CheckpointPort& checkpoints, Duration grace_period,
-                           Duration flush_window, std::function<void(int)> done)
+                           Duration grace_period, Duration flush_window,
+                           std::function<void(int)> done)
     : supervisor_(supervisor),
-      checkpoints_(checkpoints),
       grace_period_(grace_period),
       flush_window_(flush_window),
       done_(std::move(done)),
@@ -64,7 +63,7 @@ void ShutdownPlan::end_flush() {
 void ShutdownPlan::checkpoint_all() {
   stage_ = Stage::checkpointing;
   for (const auto& run : supervisor_.runs())
-    if (run->status == RunStatus::interrupted) to_checkpoint_.push_back(run.get());
+    if (run->status == RunStatus::interrupted && !run->fenced) to_checkpoint_.push_back(run.get());
   if (to_checkpoint_.empty()) return finish(0);
   for (int i = 0; i < kParallelCheckpoints && !to_checkpoint_.empty(); ++i) checkpoint_next();
 }
@@ -73,10 +72,9 @@ void ShutdownPlan::checkpoint_next() {
   Run& run = *to_checkpoint_.front();
   to_checkpoint_.pop_front();
   ++in_flight_;
-  const CheckpointRequest request{run.id,         run.dir,    run.params.origin_pod,
-                                  run.attempts(), "shutdown", run.record_count()};
-  checkpoints_.save(request, deadline_,
-                    [this, &run](CheckpointResult result) { on_checkpointed(run, result); });
+  supervisor_.checkpoint(run, "shutdown", deadline_, [this, &run](const CheckpointResult& result) {
+    on_checkpointed(run, result);
+  });
 }
 
 void ShutdownPlan::on_checkpointed(Run& run, const CheckpointResult& result) {

@@ -43,6 +43,7 @@ def test_torn_last_line_is_dropped_before_resume(serve_factory, tmp_path):
     with torn.open("a") as f:
         f.write('{"test_id":"t999","sco')
     serve = serve_factory()
+    serve.wait_ready()
     serve.wait_status(ids[0], "succeeded")
     lines = torn.read_text().splitlines()
     assert all(json.loads(line) for line in lines)

@@ -24,6 +24,8 @@ class Fd {
   Fd& operator=(const Fd&) = delete;
 
   int get() const { return fd_; }
+  // Hands the descriptor to a new owner.
+  int release() { return std::exchange(fd_, -1); }
   explicit operator bool() const { return fd_ >= 0; }
   void reset() {
     if (fd_ >= 0) ::close(fd_);

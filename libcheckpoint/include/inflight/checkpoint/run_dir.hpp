@@ -23,6 +23,11 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
 // returns how many bytes were dropped.
 std::uint64_t repair_torn_line(const std::filesystem::path& progress_file);
 
+// A fingerprint of the run dir's metadata (names, sizes, mtimes, inodes of
+// its regular files): equal fingerprints mean nothing to checkpoint, found
+// without reading any file's content.
+std::uint64_t stat_signature(const std::filesystem::path& run_dir);
+
 // Counts complete lines of an append-only file, reading only what was
 // appended since the last call.
 class RecordCounter {

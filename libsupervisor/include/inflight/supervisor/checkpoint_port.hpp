@@ -54,21 +54,4 @@ class CheckpointPort {
                        std::function<void(std::vector<RestoredRun>)> done) = 0;
 };
 
-// Until git checkpoints are configured: runs stay on local disk only.
-class LocalOnlyCheckpoints final : public CheckpointPort {
- public:
-  void save(const CheckpointRequest&, SteadyClock::time_point,
-            std::function<void(CheckpointResult)> done) override {
-    done(CheckpointResult{.landed = true, .branch = "", .commit = std::nullopt, .error = ""});
-  }
-  void release(const std::string&, const std::string&, SteadyClock::time_point,
-               std::function<void()> done) override {
-    done();
-  }
-  void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point,
-               std::function<void(std::vector<RestoredRun>)> done) override {
-    done(local);
-  }
-};
-
 }  // namespace inflight

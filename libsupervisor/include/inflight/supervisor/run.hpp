@@ -4,7 +4,9 @@
 #include <sys/types.h>
 
 #include <boost/asio/steady_timer.hpp>
+#include <deque>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,7 +63,12 @@ struct Run {
   std::optional<int> exit_code;
   checkpoint::RecordCounter records;
   CheckpointState checkpoint;
-  boost::asio::steady_timer stop_timer;  // escalates a stop to SIGKILL
+  bool fenced = false;  // another instance owns the run: never touch it again
+  // Store operations of this run, one at a time, so that a periodic push, the
+  // shutdown push and the branch deletion never race each other.
+  std::deque<std::function<void()>> store_ops;
+  std::optional<std::uint64_t> saved_signature;  // stat_signature of the last checkpoint
+  boost::asio::steady_timer stop_timer;          // escalates a stop to SIGKILL
 
   int attempts() const { return static_cast<int>(params.attempts.size()); }
   std::uint64_t record_count();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -60,6 +61,13 @@ class RunSupervisor {
   // Called after every child exit (the shutdown plan listens here).
   void on_child_exit(std::function<void()> listener) { exit_listener_ = std::move(listener); }
 
+  // Checkpoints the run through the store, after any store operation of the
+  // run still under way.
+  void checkpoint(Run& run, const std::string& reason, SteadyClock::time_point deadline,
+                  std::function<void(const CheckpointResult&)> done);
+  // Every `interval`, checkpoints the running runs whose files changed.
+  void start_periodic_checkpoints(Duration interval);
+
   const std::map<Outcome, std::uint64_t>& attempts_by_outcome() const { return outcomes_; }
   const SupervisorSettings& settings() const { return settings_; }
 
@@ -71,6 +79,12 @@ class RunSupervisor {
   void settle(Run& run, Outcome outcome);
   void finish(Run& run, RunStatus status);
   std::vector<std::string> child_environment(const ChildTemplate& child) const;
+  void enqueue_store_op(Run& run, std::function<void()> op);
+  void store_op_done(Run& run);
+  void release_checkpoint(Run& run);
+  void record_checkpoint(Run& run, const CheckpointResult& result);
+  void fence(Run& run);
+  void periodic_tick();
 
   boost::asio::io_context& io_;
   ChildReaper& reaper_;
@@ -82,6 +96,7 @@ class RunSupervisor {
   std::deque<Run*> queue_;
   std::map<Outcome, std::uint64_t> outcomes_;
   std::function<void()> exit_listener_;
+  boost::asio::steady_timer periodic_timer_;
 };
 
 }  // namespace inflight

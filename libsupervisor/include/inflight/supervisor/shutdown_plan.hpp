@@ -16,8 +16,8 @@ namespace inflight {
 
 class ShutdownPlan {
  public:
-  ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor, CheckpointPort& checkpoints,
-               Duration grace_period, Duration flush_window, std::function<void(int)> done);
+  ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor, Duration grace_period,
+               Duration flush_window, std::function<void(int)> done);
 
   // The first signal starts the shutdown; a second skips what is left of the flush window.
   void on_signal(int signal);
@@ -34,7 +34,6 @@ class ShutdownPlan {
   void finish(int exit_code);
 
   RunSupervisor& supervisor_;
-  CheckpointPort& checkpoints_;
   Duration grace_period_;
   Duration flush_window_;
   std::function<void(int)> done_;

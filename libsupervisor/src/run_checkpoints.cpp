@@ -1,0 +1,110 @@
+// The store side of runs: checkpoints one at a time per run, periodic
+// checkpoints of changed run dirs, branch release, and fencing.
+#include <csignal>
+
+#include "inflight/checkpoint/run_dir.hpp"
+#include "inflight/supervisor/child_process.hpp"
+#include "inflight/supervisor/log.hpp"
+#include "inflight/supervisor/run_supervisor.hpp"
+
+namespace inflight {
+
+void RunSupervisor::enqueue_store_op(Run& run, std::function<void()> op) {
+  run.store_ops.push_back(std::move(op));
+  if (run.store_ops.size() == 1) run.store_ops.front()();
+}
+
+void RunSupervisor::store_op_done(Run& run) {
+  run.store_ops.pop_front();
+  if (!run.store_ops.empty()) run.store_ops.front()();
+}
+
+void RunSupervisor::checkpoint(Run& run, const std::string& reason,
+                               SteadyClock::time_point deadline,
+                               std::function<void(const CheckpointResult&)> done) {
+  enqueue_store_op(run, [this, &run, reason, deadline, done = std::move(done)] {
+    if (run.fenced) {
+      done(CheckpointResult{.landed = false,
+                            .fenced = true,
+                            .branch = run.checkpoint.branch,
+                            .commit = std::nullopt,
+                            .error = "another instance owns the run"});
+      return store_op_done(run);
+    }
+    const CheckpointRequest request{run.id,         run.dir, run.params.origin_pod,
+                                    run.attempts(), reason,  run.record_count()};
+    checkpoints_.save(request, deadline, [this, &run, done](CheckpointResult result) {
+      record_checkpoint(run, result);
+      done(result);
+      store_op_done(run);
+    });
+  });
+}
+
+void RunSupervisor::release_checkpoint(Run& run) {
+  enqueue_store_op(run, [this, &run] {
+    if (run.fenced) return store_op_done(run);
+    checkpoints_.release(run.id, run.params.origin_pod,
+                         SteadyClock::now() + settings_.network_timeout,
+                         [this, &run] { store_op_done(run); });
+  });
+}
+
+void RunSupervisor::record_checkpoint(Run& run, const CheckpointResult& result) {
+  if (result.fenced) return fence(run);
+  if (!result.landed) {
+    log::warn("checkpoint not pushed", {{"run_id", run.id}, {"error", result.error}});
+    return;
+  }
+  if (!result.commit) return;
+  run.checkpoint.last_commit = result.commit;
+  run.checkpoint.last_at = iso8601_utc(SystemClock::now());
+  log::info("checkpoint pushed",
+            {{"run_id", run.id}, {"branch", run.checkpoint.branch}, {"commit", *result.commit}});
+}
+
+// A rejected fast-forward means another instance claimed the run: it owns the
+// branch now, and this instance must not write to the run again.
+void RunSupervisor::fence(Run& run) {
+  if (run.fenced) return;
+  run.fenced = true;
+  log::error("another instance owns this run (its checkpoint push was rejected); stopping it here",
+             {{"run_id", run.id}, {"branch", run.checkpoint.branch}});
+  std::erase(queue_, &run);
+  if (!run.pgid) {
+    if (!is_final(run.status)) run.status = RunStatus::interrupted;
+    return;
+  }
+  run.stop_cause = StopCause::shutdown;
+  run.status = RunStatus::stopping;
+  signal_group(*run.pgid, SIGTERM);
+  run.stop_timer.expires_after(settings_.stop_grace);
+  run.stop_timer.async_wait([&run](const boost::system::error_code& ec) {
+    if (!ec && run.pgid) signal_group(*run.pgid, SIGKILL);
+  });
+}
+
+void RunSupervisor::start_periodic_checkpoints(Duration interval) {
+  if (interval <= Duration::zero()) return;
+  periodic_timer_.expires_after(interval);
+  periodic_timer_.async_wait([this, interval](const boost::system::error_code& ec) {
+    if (ec || phase_ == Phase::shutting_down) return;
+    periodic_tick();
+    start_periodic_checkpoints(interval);
+  });
+}
+
+void RunSupervisor::periodic_tick() {
+  for (auto& owned : runs_) {
+    Run& run = *owned;
+    if (run.status != RunStatus::running || run.fenced || !run.store_ops.empty()) continue;
+    const auto signature = checkpoint::stat_signature(run.dir);
+    if (signature == run.saved_signature) continue;
+    checkpoint(run, "periodic", SteadyClock::now() + settings_.network_timeout,
+               [&run, signature](const CheckpointResult& result) {
+                 if (result.landed) run.saved_signature = signature;
+               });
+  }
+}
+
+}  // namespace inflight
