@@ -187,15 +187,16 @@ void AgentCheckpoints::release(const std::string& run_id, const std::string& ori
 
 void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
                                SteadyClock::time_point deadline,
-                               std::function<void(std::vector<RestoredRun>)> done) {
+                               std::function<void(RestoreResult)> done) {
   OrderedJson attempts = OrderedJson::object();
   for (const auto& run : local) attempts[run.params.run_id] = run.params.attempts.size();
   call({{"op", "restore"}, {"runs_dir", runs_dir_.string()}, {"pod", pod_}, {"local", attempts}},
        deadline, [local, done = std::move(done)](const OrderedJson& r) {
          if (!r["ok"].get<bool>()) {
+           if (r.value("kind", "") == "auth") return done({local, r["error"].get<std::string>()});
            log::error("restore from the results repo failed; resuming local runs only",
                       {{"error", r["error"]}});
-           return done(local);
+           return done({local, std::nullopt});
          }
          for (const auto& problem : r["problems"])
            log::warn("checkpoint not restored", {{"error", problem}});
@@ -215,7 +216,7 @@ void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
          }
          for (const auto& run : local)
            if (!taken.count(run.params.run_id)) runs.push_back(run);
-         done(std::move(runs));
+         done({std::move(runs), std::nullopt});
        });
 }
 

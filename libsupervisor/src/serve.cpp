@@ -6,6 +6,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <tuple>
 
 #include "inflight/checkpoint/run_dir.hpp"
@@ -46,11 +47,14 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           s.store.git_timeout};
 }
 
-void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, const ServeSettings& s) {
+void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, const ServeSettings& s,
+             std::function<void(const std::string&)> on_refused) {
   auto local = find_resumable_runs(supervisor.settings().runs_dir);
   checkpoints.restore(
       local, SteadyClock::now() + s.store.git_timeout,
-      [&supervisor, &s](std::vector<RestoredRun> runs) {
+      [&supervisor, &s, on_refused](RestoreResult result) {
+        if (result.refused) return on_refused(*result.refused);
+        auto& runs = result.runs;
         // Oldest first, so restored runs keep their submission order in the queue.
         std::sort(runs.begin(), runs.end(), [](const RestoredRun& a, const RestoredRun& b) {
           return std::tie(a.params.created_at, a.params.run_id) <
@@ -114,7 +118,14 @@ int serve(const ServeSettings& settings) {
     });
   };
   await_signal();
-  boost::asio::post(io, [&] { restore(supervisor, *checkpoints, settings); });
+  boost::asio::post(io, [&] {
+    restore(supervisor, *checkpoints, settings, [&](const std::string& error) {
+      log::error("the results repo refused our credentials; fix them and start again",
+                 {{"error", error}});
+      exit_code = 3;
+      io.stop();
+    });
+  });
   io.run();
   return exit_code;
 }

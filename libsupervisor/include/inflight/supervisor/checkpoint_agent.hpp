@@ -30,7 +30,7 @@ class AgentCheckpoints final : public CheckpointPort {
   void release(const std::string& run_id, const std::string& origin_pod,
                SteadyClock::time_point deadline, std::function<void()> done) override;
   void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
-               std::function<void(std::vector<RestoredRun>)> done) override;
+               std::function<void(RestoreResult)> done) override;
 
  private:
   void call(OrderedJson request, SteadyClock::time_point deadline,

@@ -39,6 +39,13 @@ struct RestoredRun {
   std::string branch;
 };
 
+// What start-up restore found. `refused` is set when the results repo refused
+// our credentials: a configuration error that no retry will fix.
+struct RestoreResult {
+  std::vector<RestoredRun> runs;
+  std::optional<std::string> refused;
+};
+
 class CheckpointPort {
  public:
   virtual ~CheckpointPort() = default;
@@ -51,7 +58,7 @@ class CheckpointPort {
   // Claims and materialises the runs the store holds; `local` are the
   // resumable runs found on local disk, for the local-versus-branch rule.
   virtual void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
-                       std::function<void(std::vector<RestoredRun>)> done) = 0;
+                       std::function<void(RestoreResult)> done) = 0;
 };
 
 }  // namespace inflight

@@ -1,0 +1,216 @@
+"""SPEC §4, §5 and §8 step 4: checkpoints in git over every transport."""
+import json
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import INFLIGHT, index_ids, run_params, wait_for
+from git_servers import *  # noqa: F401,F403 (fixtures)
+
+
+def interrupted_runs(serve_factory, workdir, server, count=2, tests=12, extra=()):
+    """Pod A: `count` runs interrupted part-way and checkpointed at shutdown."""
+    workdir.mkdir(exist_ok=True)
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", server.url, *server.flags,
+                          *extra, workdir=workdir)
+    serve.wait_ready()
+    ids = [serve.submit(tests=tests, test_ms=100) for _ in range(count)]
+    runs = workdir / ".inflight" / "runs"
+    wait_for(lambda: all((runs / i / "index.jsonl").exists() and len(index_ids(runs / i)) >= 2
+                         for i in ids), 30, "each run to record two tests")
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit(timeout=60) == 0, "".join(serve.lines)
+    return ids, runs
+
+
+def show(bare, branch, path):
+    return subprocess.run(["git", "-C", str(bare), "show", f"{branch}:{path}"],
+                          capture_output=True, check=True).stdout
+
+
+def test_full_story_over_every_transport(serve_factory, tmp_path, git_server):
+    ids, runs_a = interrupted_runs(serve_factory, tmp_path / "pod-a", git_server)
+    refs = branches(git_server.bare)
+    assert sorted(refs) == sorted(f"refs/heads/inflight/pod-a/{i}" for i in ids)
+    for run_id in ids:
+        ref = f"refs/heads/inflight/pod-a/{run_id}"
+        assert show(git_server.bare, ref, "index.jsonl") == (runs_a / run_id / "index.jsonl").read_bytes()
+        assert show(git_server.bare, ref, "run-params.json") == (runs_a / run_id / "run-params.json").read_bytes()
+        message = git(git_server.bare, "log", "-1", "--format=%B", ref)
+        assert message.startswith(f"inflight checkpoint {run_id} attempt 1 (shutdown)")
+        assert "Inflight-Pod: pod-a" in message and "Inflight-Attempt: 1" in message
+
+    pod_b = tmp_path / "pod-b"
+    pod_b.mkdir()
+    serve = serve_factory("--pod-name", "pod-b", "--results-repo", git_server.url,
+                          *git_server.flags, workdir=pod_b)
+    serve.wait_ready()
+    runs_b = pod_b / ".inflight" / "runs"
+    for run_id in ids:
+        status = serve.wait_status(run_id, "succeeded", timeout=60)
+        assert status["attempt"] == 2
+        recorded = index_ids(runs_b / run_id)
+        assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 13)]
+        assert max(Counter(recorded).values()) == 1
+        assert run_params(runs_b / run_id)["argv"][-1] == "--resume"
+    wait_for(lambda: branches(git_server.bare) == {}, 30, "the branches to be deleted")
+    token = getattr(git_server, "token", None)
+    if token:
+        assert not any(token in line for line in serve.lines)
+
+
+def test_refused_credentials_exit_3_quickly_without_the_token(serve_factory, tmp_path, http_git):
+    started = time.monotonic()
+    r = subprocess.run([str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--results-repo",
+                        http_git.url, *http_git.wrong_flags], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 3, r.stderr
+    assert time.monotonic() - started < 10
+    assert "credentials" in r.stderr
+    bad_token = http_git.wrong_flags[http_git.wrong_flags.index("--git-token") + 1]
+    assert bad_token not in r.stderr + r.stdout
+
+
+def test_refused_ssh_key_exits_3(serve_factory, tmp_path, ssh_git):
+    r = subprocess.run([str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--results-repo",
+                        ssh_git.url, *ssh_git.wrong_flags], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 3, r.stderr
+
+
+def test_hung_server_at_shutdown_exits_1_within_grace_then_local_restore_pushes(
+        serve_factory, tmp_path, hung_server, bare_repo):
+    serve = serve_factory("--results-repo", hung_server.git_url, "--git-timeout", "1s",
+                          "--grace-period", "3s", "--flush-window", "1s")
+    serve.wait_ready(timeout=20)
+    run_id = serve.submit(tests=200, test_ms=100)
+    serve.wait_status(run_id, "running")
+    started = time.monotonic()
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit(timeout=15) == 1
+    assert time.monotonic() - started < 4.5, "shutdown overran the grace period"
+
+    again = serve_factory("--results-repo", bare_repo.url, *bare_repo.flags)
+    again.wait_ready()
+    assert again.wait_status(run_id, "running")["attempt"] == 2
+    wait_for(lambda: f"refs/heads/inflight/{again_pod(again)}/{run_id}" in branches(bare_repo.bare),
+             10, "the locally kept run to be pushed")
+
+
+def again_pod(serve):
+    return next(e["pod"] for e in serve.events() if e.get("msg") == "listening")
+
+
+def test_push_declined_by_the_server_is_reported_and_exits_1(serve_factory, tmp_path, git_daemon):
+    hook = git_daemon.bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'results repo is frozen' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    serve = serve_factory("--results-repo", git_daemon.url)
+    serve.wait_ready()
+    run_id = serve.submit(tests=200, test_ms=100)
+    serve.wait_status(run_id, "running")
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit(timeout=30) == 1
+    assert branches(git_daemon.bare) == {}
+    assert any(e.get("run_id") == run_id and "another instance" in e.get("msg", "")
+               for e in serve.events())
+
+
+def test_two_instances_resume_each_run_exactly_once(serve_factory, tmp_path, git_daemon):
+    ids, _ = interrupted_runs(serve_factory, tmp_path / "pod-a", git_daemon, count=6, tests=20,
+                              extra=("--max-concurrent", "6"))
+    assert len(branches(git_daemon.bare)) == 6
+    pods = []
+    for name in ("pod-b", "pod-c"):
+        (tmp_path / name).mkdir()
+        pods.append(serve_factory("--pod-name", name, "--results-repo", git_daemon.url,
+                                  "--max-concurrent", "6", workdir=tmp_path / name))
+    for pod in pods:
+        pod.wait_ready()
+        pod.wait_log(lambda e: e.get("msg") == "ready", 10)
+    started = Counter()
+    for pod in pods:
+        for e in pod.events():
+            if e.get("msg") == "attempt started":
+                started[e["run_id"]] += 1
+    assert sorted(started) == sorted(ids) and set(started.values()) == {1}, \
+        started
+    for run_id in ids:
+        owner = next(p for p in pods if any(e.get("msg") == "attempt started" and
+                                              e["run_id"] == run_id for e in p.events()))
+        owner.wait_status(run_id, "succeeded", timeout=60)
+        for other in pods:
+            if other is not owner:
+                assert not (other.workdir / ".inflight" / "runs" / run_id).exists()
+
+
+def craft_branch(bare, ref, entries):
+    """A commit whose root tree holds `entries` (mode, type, name, content or sha)."""
+    lines = []
+    for mode, kind, name, value in entries:
+        sha = value if kind != "blob" else subprocess.run(
+            ["git", "-C", str(bare), "hash-object", "-w", "--stdin"], input=value.encode(),
+            capture_output=True, check=True).stdout.decode().strip()
+        lines.append(f"{mode} {kind} {sha}\t{name}")
+    tree = subprocess.run(["git", "-C", str(bare), "mktree", "--missing"],
+                          input="\n".join(lines) + "\n", capture_output=True, text=True,
+                          check=True).stdout.strip()
+    commit = git(bare, "commit-tree", tree, "-m", "crafted").strip()
+    git(bare, "update-ref", ref, commit)
+
+
+@pytest.mark.parametrize("entry", [
+    ("100644", "blob", "..", "x"),
+    ("120000", "blob", "escape", "/etc/passwd"),
+    ("160000", "commit", "module", "0123456789012345678901234567890123456789"),
+    ("100644", "blob", ".git", "x"),
+])
+def test_hostile_branch_is_refused_and_the_others_restore(serve_factory, tmp_path, bare_repo, entry):
+    ids, _ = interrupted_runs(serve_factory, tmp_path / "pod-a", bare_repo, count=1, tests=4)
+    params = json.dumps({"version": 1, "run_id": "evil", "request": {}, "child": {"argv": ["x"]},
+                         "argv": ["x"], "cwd": "/", "origin_pod": "pod-x", "created_at": "t",
+                         "attempts": []})
+    craft_branch(bare_repo.bare, "refs/heads/inflight/pod-x/evil",
+                 [("100644", "blob", "run-params.json", params), entry])
+    pod_b = tmp_path / "pod-b"
+    pod_b.mkdir()
+    serve = serve_factory("--results-repo", bare_repo.url, workdir=pod_b)
+    serve.wait_ready()
+    serve.wait_status(ids[0], "succeeded", timeout=60)
+    assert serve.get("/api/eval/status/evil").status == 404
+    runs = pod_b / ".inflight" / "runs"
+    assert sorted(p.name for p in runs.iterdir() if not p.name.startswith(".")) == ids
+    assert not (runs / "evil").exists() and not (runs / ".restore-evil").exists()
+    assert any(e.get("msg") == "checkpoint not restored" and "evil" in e.get("error", "")
+               for e in serve.events())
+
+
+def test_sigkill_loses_at_most_one_interval(serve_factory, tmp_path, git_daemon):
+    pod_a = tmp_path / "pod-a"
+    pod_a.mkdir()
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--checkpoint-interval", "1s", workdir=pod_a)
+    serve.wait_ready()
+    run_id = serve.submit(tests=60, test_ms=100)
+    ref = f"refs/heads/inflight/pod-a/{run_id}"
+    wait_for(lambda: ref in branches(git_daemon.bare) and
+             len(show(git_daemon.bare, ref, "index.jsonl").splitlines()) >= 10, 30,
+             "a periodic checkpoint with ten records")
+    serve.proc.kill()
+    serve.wait_exit()
+    subprocess.run(["pkill", "-KILL", "-f", str(pod_a / ".inflight" / "runs")])
+    local = len(index_ids(pod_a / ".inflight" / "runs" / run_id))
+    pushed = len(show(git_daemon.bare, ref, "index.jsonl").splitlines())
+    assert local - pushed <= 1000 // 100 + 1, f"lost {local - pushed} records, more than 1 s of work"
+
+    pod_b = tmp_path / "pod-b"
+    pod_b.mkdir()
+    again = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
+    again.wait_ready()
+    again.wait_status(run_id, "succeeded", timeout=60)
+    recorded = index_ids(pod_b / ".inflight" / "runs" / run_id)
+    assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 61)]
