@@ -1,6 +1,6 @@
 #include "commands.hpp"
 
-#include "inflight/supervisor/checkpoint_agent.hpp"
+#include "inflight/supervisor/agent_client.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/serve.hpp"
 

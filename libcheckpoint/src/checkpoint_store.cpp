@@ -67,11 +67,13 @@ void CheckpointStore::release(const std::string& origin_pod, const std::string& 
 }
 
 RestoreReport CheckpointStore::restore(const fs::path& runs_dir, const std::string& pod,
-                                      const std::map<std::string, std::size_t>& local_attempts) {
+                                      const std::map<std::string, std::size_t>& local_attempts,
+                                      const std::optional<std::string>& only) {
   RestoreReport report;
   std::set<std::string> on_remote;
   for (const auto& branch : remote_.list(std::string(kBranchPrefix))) {
     const auto names = parse_branch(branch.ref);
+    if (only && (!names || names->second != *only)) continue;
     if (names) on_remote.insert(names->second);
     try {
       if (auto run = claim(branch, runs_dir, pod, local_attempts))
@@ -85,7 +87,7 @@ RestoreReport CheckpointStore::restore(const fs::path& runs_dir, const std::stri
     }
   }
   for (const auto& [run_id, attempts] : local_attempts) {
-    if (!on_remote.count(run_id)) push_local_run(runs_dir / run_id, pod, report);
+    if (!only && !on_remote.count(run_id)) push_local_run(runs_dir / run_id, pod, report);
   }
   return report;
 }

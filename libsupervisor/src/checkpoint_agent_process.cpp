@@ -4,7 +4,7 @@
 #include <map>
 
 #include "inflight/checkpoint/checkpoint_store.hpp"
-#include "inflight/supervisor/checkpoint_agent.hpp"
+#include "inflight/supervisor/agent_client.hpp"
 
 namespace inflight {
 
@@ -60,9 +60,10 @@ OrderedJson release(ck::CheckpointStore& store, const OrderedJson& r) {
 }
 
 OrderedJson restore(ck::CheckpointStore& store, const OrderedJson& r) {
+  const auto only = r.contains("only") ? std::optional(r["only"].get<std::string>()) : std::nullopt;
   const auto report =
       store.restore(r.at("runs_dir").get<std::string>(), r.at("pod").get<std::string>(),
-                    r.at("local").get<std::map<std::string, std::size_t>>());
+                    r.at("local").get<std::map<std::string, std::size_t>>(), only);
   OrderedJson claimed = OrderedJson::array();
   for (const auto& run : report.claimed)
     claimed.push_back(

@@ -54,8 +54,10 @@ class CheckpointStore {
   // that is rejected means another instance took the run: it is lost. Local
   // runs with no branch get one. Problems with single branches are
   // collected; an unreachable remote or refused credentials throw.
+  // `only`, when set, restores that one run and pushes no local run.
   RestoreReport restore(const std::filesystem::path& runs_dir, const std::string& pod,
-                        const std::map<std::string, std::size_t>& local_attempts);
+                        const std::map<std::string, std::size_t>& local_attempts,
+                        const std::optional<std::string>& only = std::nullopt);
 
   RemoteStore& remote() { return remote_; }
   CacheRepo& cache() { return cache_; }

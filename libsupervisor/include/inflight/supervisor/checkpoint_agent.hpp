@@ -1,20 +1,11 @@
-// Checkpoints through a helper process. libgit2 1.5 has no network timeouts,
-// so every git network step runs in `inflight checkpoint-agent`, a process
-// of its own that serve kills when the step's deadline passes. The request is
-// one JSON object on the agent's stdin, the result one JSON object on its
-// stdout; secrets travel that way, never in argv.
+// The checkpoint port of serve: every store operation runs through the agent
+// (agent_client.hpp), bounded by its deadline.
 #pragma once
 
-#include <sys/types.h>
-
-#include <boost/asio/io_context.hpp>
 #include <filesystem>
-#include <functional>
-#include <set>
 
+#include "inflight/supervisor/agent_client.hpp"
 #include "inflight/supervisor/checkpoint_port.hpp"
-#include "inflight/supervisor/child_reaper.hpp"
-#include "inflight/supervisor/settings.hpp"
 
 namespace inflight {
 
@@ -22,8 +13,6 @@ class AgentCheckpoints final : public CheckpointPort {
  public:
   AgentCheckpoints(boost::asio::io_context& io, ChildReaper& reaper, const StoreSettings& store,
                    std::filesystem::path runs_dir);
-  // Kills agents still running: nothing may outlive serve.
-  ~AgentCheckpoints() override;
 
   void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
             std::function<void(CheckpointResult)> done) override;
@@ -33,24 +22,9 @@ class AgentCheckpoints final : public CheckpointPort {
                std::function<void(RestoreResult)> done) override;
 
  private:
-  void call(OrderedJson request, SteadyClock::time_point deadline,
-            std::function<void(const OrderedJson&)> done);
-
-  boost::asio::io_context& io_;
-  ChildReaper& reaper_;
+  AgentClient agent_;
   std::filesystem::path runs_dir_;
   std::string pod_;
-  OrderedJson store_;  // holds the token: never logged
-  std::string display_url_;
-  std::filesystem::path agent_binary_;
-  std::set<pid_t> running_;
 };
-
-// The agent's side: reads a request on stdin, writes the result on stdout;
-// returns the process exit code.
-int run_checkpoint_agent();
-
-// Where serve keeps its local cache repo: beside the runs dir.
-std::filesystem::path cache_repo_path(const std::filesystem::path& runs_dir);
 
 }  // namespace inflight

@@ -1,0 +1,163 @@
+// Spawns one agent per store operation, feeds it the request, collects its
+// answer, and kills it when the deadline passes.
+#include "inflight/supervisor/agent_client.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/readable_pipe.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/writable_pipe.hpp>
+#include <boost/asio/write.hpp>
+#include <csignal>
+#include <memory>
+
+#include "inflight/fd.hpp"
+#include "inflight/supervisor/child_process.hpp"
+
+extern char** environ;
+
+namespace inflight {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// One agent process, from spawn to its answer (or its deadline).
+struct AgentCall : std::enable_shared_from_this<AgentCall> {
+  explicit AgentCall(boost::asio::io_context& io) : input(io), output(io), timer(io) {}
+
+  boost::asio::writable_pipe input;
+  boost::asio::readable_pipe output;
+  boost::asio::steady_timer timer;
+  std::string request;
+  std::string response;
+  std::array<char, 4096> buffer{};
+  bool output_closed = false;
+  bool exited = false;
+  bool timed_out = false;
+  std::string display_url;
+  std::function<void(const OrderedJson&)> done;
+
+  void read() {
+    output.async_read_some(
+        boost::asio::buffer(buffer),
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+          if (ec) {
+            self->output_closed = true;
+            return self->finish_if_complete();
+          }
+          self->response.append(self->buffer.data(), n);
+          self->read();
+        });
+  }
+
+  void finish_if_complete() {
+    if (!output_closed || !exited || !done) return;
+    timer.cancel();
+    auto callback = std::move(done);
+    callback(result());
+  }
+
+  OrderedJson result() const {
+    if (timed_out)
+      return {{"ok", false},
+              {"kind", "deadline"},
+              {"error", "no answer from " + display_url + " before the deadline"}};
+    auto parsed = OrderedJson::parse(response, nullptr, false);
+    if (parsed.is_object() && parsed.contains("ok")) return parsed;
+    return {{"ok", false}, {"kind", "other"}, {"error", "the checkpoint agent gave no answer"}};
+  }
+};
+
+std::string without_password(const std::string& url) {
+  const auto scheme = url.find("://");
+  const auto at = url.find('@', scheme == std::string::npos ? 0 : scheme + 3);
+  if (scheme == std::string::npos || at == std::string::npos) return url;
+  const auto colon = url.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.substr(0, colon) + url.substr(at);
+}
+
+std::pair<Fd, Fd> make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+  return {Fd(fds[0]), Fd(fds[1])};
+}
+
+}  // namespace
+
+fs::path cache_repo_path(const fs::path& runs_dir) {
+  return runs_dir.parent_path() / "cache.git";
+}
+
+AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
+                         const StoreSettings& store, const fs::path& runs_dir)
+    : io_(io),
+      reaper_(reaper),
+      store_({{"cache_dir", cache_repo_path(runs_dir).string()},
+              {"url", store.results_repo},
+              {"username", store.git_username},
+              {"token", store.git_token},
+              {"ssh_key", store.git_ssh_key.string()},
+              {"known_hosts", store.git_ssh_known_hosts.string()},
+              {"ca_file", store.git_ca_file.string()},
+              {"excludes", store.checkpoint_exclude},
+              {"restore_max_bytes", store.restore_max_bytes}}),
+      display_url_(without_password(store.results_repo)),
+      agent_binary_(fs::read_symlink("/proc/self/exe")) {}
+
+AgentClient::~AgentClient() {
+  for (pid_t pid : running_) signal_group(pid, SIGKILL);
+}
+
+void AgentClient::call(OrderedJson request, SteadyClock::time_point deadline,
+                       std::function<void(const OrderedJson&)> done) {
+  request["store"] = store_;
+  auto call = std::make_shared<AgentCall>(io_);
+  call->display_url = display_url_;
+  call->done = std::move(done);
+  call->request = request.dump();
+  auto [stdin_read, stdin_write] = make_pipe();
+  auto [stdout_read, stdout_write] = make_pipe();
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) env.emplace_back(*entry);
+  const pid_t pid = spawn_child(io_, {{agent_binary_.string(), "checkpoint-agent"},
+                                      fs::current_path(),
+                                      env,
+                                      stdin_read.get(),
+                                      stdout_write.get(),
+                                      STDERR_FILENO});
+  running_.insert(pid);
+  call->input.assign(stdin_write.release());
+  call->output.assign(stdout_read.release());
+  boost::asio::async_write(call->input, boost::asio::buffer(call->request),
+                           [call](boost::system::error_code, std::size_t) { call->input.close(); });
+  call->read();
+  call->timer.expires_at(deadline);
+  call->timer.async_wait([call, pid](boost::system::error_code ec) {
+    if (ec || call->exited) return;
+    call->timed_out = true;
+    signal_group(pid, SIGKILL);
+  });
+  reaper_.watch(pid, [this, call, pid](int) {
+    running_.erase(pid);
+    call->exited = true;
+    call->finish_if_complete();
+  });
+}
+
+OrderedJson call_agent(const StoreSettings& store, const fs::path& runs_dir, OrderedJson request,
+                       Duration timeout) {
+  boost::asio::io_context io;
+  ChildReaper reaper(io);
+  AgentClient client(io, reaper, store, runs_dir);
+  OrderedJson result;
+  client.call(std::move(request), SteadyClock::now() + timeout,
+              [&result](const OrderedJson& r) { result = r; });
+  io.run();
+  return result;
+}
+
+}  // namespace inflight
