@@ -1,8 +1,10 @@
 // The agent's side of AgentCheckpoints: one store operation per process.
+#include <chrono>
 #include <iostream>
 #include <iterator>
 #include <map>
 
+#include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/supervisor/agent_client.hpp"
 
@@ -20,6 +22,7 @@ ck::StoreConfig store_config(const OrderedJson& s) {
                    s.value("known_hosts", ""),     s.value("ca_file", "")};
   config.exclude_globs = s.value("excludes", std::vector<std::string>{});
   config.restore_max_bytes = s.value("restore_max_bytes", std::uint64_t{1} << 30);
+  config.claim_lease = std::chrono::seconds(s.value("claim_lease_seconds", 120));
   return config;
 }
 
@@ -71,6 +74,95 @@ OrderedJson restore(ck::CheckpointStore& store, const OrderedJson& r) {
   return {{"ok", true}, {"claimed", claimed}, {"lost", report.lost}, {"problems", report.problems}};
 }
 
+// `refs/heads/inflight/<pod>/<run-id>` → `inflight/<pod>/<run-id>`, as the API shows it.
+std::string short_branch(const std::string& ref) {
+  return ref.substr(std::string_view("refs/heads/").size());
+}
+
+OrderedJson commit_json(const ck::CheckpointCommit& c) {
+  return {{"oid", c.oid},         {"time", c.time}, {"reason", c.reason},
+          {"attempt", c.attempt}, {"pod", c.pod},   {"records", c.records}};
+}
+
+OrderedJson summary_json(const ck::BranchSummary& s) {
+  return {{"run_id", s.name.run_id},   {"origin_pod", s.name.pod}, {"branch", short_branch(s.ref)},
+          {"attempts", s.attempts},    {"time", s.tip.time},       {"records", s.tip.records},
+          {"size_bytes", s.size_bytes}};
+}
+
+OrderedJson list(ck::CheckpointStore& store, const OrderedJson& r) {
+  const auto pod = r.contains("pod") ? std::optional(r["pod"].get<std::string>()) : std::nullopt;
+  const auto listing = ck::list_branches(store.cache(), store.remote(), pod);
+  OrderedJson checkpoints = OrderedJson::array();
+  for (const auto& branch : listing.branches) checkpoints.push_back(summary_json(branch));
+  return {{"ok", true},
+          {"url", store.remote().display_url()},
+          {"checkpoints", checkpoints},
+          {"problems", listing.problems}};
+}
+
+OrderedJson show_branch(ck::CheckpointStore& store, const ck::RemoteBranch& branch) {
+  const auto summary = ck::summarize_branch(store.cache(), store.remote(), branch);
+  OrderedJson history = OrderedJson::array();
+  for (const auto& commit : ck::history(store.cache(), summary.tip.oid))
+    history.push_back(commit_json(ck::describe_commit(commit)));
+  auto result = summary_json(summary);
+  result["ok"] = true;
+  result["tip"] = summary.tip.oid;
+  result["history"] = history;
+  result["run_params"] = summary.run_params ? *summary.run_params : OrderedJson(nullptr);
+  return result;
+}
+
+// One run's branch, searched on every pod: not_found when no pod holds it,
+// ambiguous when several do (the caller then names the branch).
+OrderedJson show(ck::CheckpointStore& store, const OrderedJson& r) {
+  const auto id = r.at("run_id").get<std::string>();
+  const auto found = ck::find_run_branches(store.remote(), id);
+  if (found.empty())
+    throw ck::GitError(ck::GitErrorKind::not_found,
+                       "no checkpoint branch for '" + id + "' on " + store.remote().display_url());
+  if (found.size() == 1) return show_branch(store, found.front());
+  OrderedJson branches = OrderedJson::array();
+  for (const auto& branch : found) branches.push_back(short_branch(branch.ref));
+  return {{"ok", false},
+          {"kind", "ambiguous"},
+          {"error", "'" + id + "' has checkpoints from several pods"},
+          {"branches", branches}};
+}
+
+ck::PruneRequest prune_request(const OrderedJson& r) {
+  ck::PruneRequest request;
+  if (r.contains("older_than_seconds"))
+    request.older_than_seconds = r["older_than_seconds"].get<std::int64_t>();
+  request.run_ids = r.value("run_ids", std::vector<std::string>{});
+  request.all = r.value("all", false);
+  return request;
+}
+
+// Deletes branch by branch, so that a failure in the middle still reports
+// every branch already gone.
+OrderedJson prune(ck::CheckpointStore& store, const OrderedJson& r) {
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  const auto plan = ck::plan_prune(store.cache(), store.remote(), prune_request(r), now);
+  OrderedJson deleted = OrderedJson::array();
+  OrderedJson failed = OrderedJson::array();
+  const bool dry_run = r.value("dry_run", false);
+  for (const auto& ref : plan.refs) {
+    try {
+      if (!dry_run) store.remote().remove(ref);
+      deleted.push_back(short_branch(ref));
+    } catch (const ck::GitError& e) {
+      failed.push_back(
+          {{"branch", short_branch(ref)}, {"kind", kind_name(e.kind())}, {"error", e.what()}});
+    }
+  }
+  return {{"ok", true},       {"url", store.remote().display_url()}, {"deleted", deleted},
+          {"failed", failed}, {"missing", plan.missing_run_ids},     {"problems", plan.problems}};
+}
+
 OrderedJson perform(const OrderedJson& request) {
   ck::GitLibrary library;
   ck::CheckpointStore store(store_config(request.at("store")));
@@ -78,6 +170,9 @@ OrderedJson perform(const OrderedJson& request) {
   if (op == "save") return save(store, request);
   if (op == "release") return release(store, request);
   if (op == "restore") return restore(store, request);
+  if (op == "list") return list(store, request);
+  if (op == "show") return show(store, request);
+  if (op == "prune") return prune(store, request);
   throw std::runtime_error("unknown checkpoint-agent op '" + op + "'");
 }
 
