@@ -2,6 +2,7 @@
 
 #include "inflight/supervisor/agent_client.hpp"
 #include "inflight/supervisor/log.hpp"
+#include "inflight/supervisor/resume.hpp"
 #include "inflight/supervisor/serve.hpp"
 
 namespace inflight::app {
@@ -10,7 +11,16 @@ CommandLine::CommandLine(CLI::App& app) {
   serve_ =
       app.add_subcommand("serve", "run the HTTP API, supervise eval children, checkpoint them");
   add_settings(serve_, kStoreFlags);
+  add_settings(serve_, kRunFlags);
   add_settings(serve_, kServeFlags);
+  resume_ = app.add_subcommand("resume", "restore one run and run it in the foreground");
+  resume_->add_option("target", resume_target_, "RUN_ID or inflight/<pod>/<run-id> branch")
+      ->required();
+  resume_->add_flag("--restore-only", restore_only_, "stop once the run dir is restored");
+  add_settings(resume_, kStoreFlags);
+  add_settings(resume_, kRunFlags);
+  checkpoints_ = std::make_unique<CheckpointsCommand>(
+      app, [this](CLI::App* command) { add_settings(command, kStoreFlags); });
   // Internal: serve runs every git network step through it (no group: hidden).
   agent_ = app.add_subcommand("checkpoint-agent", "")->group("");
 }
@@ -39,6 +49,12 @@ int CommandLine::run() {
     return serve(settings);
   }
   if (agent_->parsed()) return run_checkpoint_agent();
+  if (auto* command = checkpoints_->parsed()) return checkpoints_->run(sources(command));
+  if (resume_->parsed()) {
+    const auto settings = read_resume_settings(sources(resume_));
+    log::set_format(settings.store.log_format);
+    return resume(settings, resume_target_, restore_only_);
+  }
   return kExitUsage;
 }
 

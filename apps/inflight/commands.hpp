@@ -2,7 +2,10 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <memory>
 #include <string>
+
+#include "checkpoints_command.hpp"
 
 #include "inflight/supervisor/settings.hpp"
 
@@ -26,6 +29,10 @@ class CommandLine {
 
   CLI::App* serve_ = nullptr;
   CLI::App* agent_ = nullptr;
+  std::unique_ptr<CheckpointsCommand> checkpoints_;
+  CLI::App* resume_ = nullptr;
+  std::string resume_target_;
+  bool restore_only_ = false;
   std::map<CLI::App*, std::map<std::string, std::string>> values_;
 };
 

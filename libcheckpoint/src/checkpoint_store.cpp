@@ -67,8 +67,8 @@ void CheckpointStore::release(const std::string& origin_pod, const std::string& 
 }
 
 RestoreReport CheckpointStore::restore(const fs::path& runs_dir, const std::string& pod,
-                                      const std::map<std::string, std::size_t>& local_attempts,
-                                      const std::optional<std::string>& only) {
+                                       const std::map<std::string, std::size_t>& local_attempts,
+                                       const std::optional<std::string>& only) {
   RestoreReport report;
   std::set<std::string> on_remote;
   for (const auto& branch : remote_.list(std::string(kBranchPrefix))) {
@@ -109,6 +109,21 @@ void CheckpointStore::push_local_run(const fs::path& dir, const std::string& pod
   }
 }
 
+// Pushing on top of another pod's fresh claim would take the run from an
+// instance that is running it now; both would run it until the next push.
+void CheckpointStore::refuse_live_claim(const std::string& tip, const std::string& pod) {
+  const auto last = history(cache_, tip).front();
+  const auto subject = last.message.substr(0, last.message.find('\n'));
+  const auto pod_at = last.message.find("Inflight-Pod: ");
+  if (!subject.ends_with("(claim)") || pod_at == std::string::npos) return;
+  const auto claimer =
+      last.message.substr(pod_at + 14, last.message.find('\n', pod_at) - pod_at - 14);
+  const auto age = std::chrono::system_clock::now() -
+                   std::chrono::system_clock::from_time_t(static_cast<std::time_t>(last.time));
+  if (claimer != pod && age < config_.claim_lease)
+    throw GitError(GitErrorKind::rejected, "claimed by " + claimer + " moments ago");
+}
+
 std::optional<ClaimedRun> CheckpointStore::claim(
     const RemoteBranch& branch, const fs::path& runs_dir, const std::string& pod,
     const std::map<std::string, std::size_t>& local_attempts) {
@@ -116,6 +131,7 @@ std::optional<ClaimedRun> CheckpointStore::claim(
   if (!names) throw std::runtime_error("not an inflight/<pod>/<run-id> branch");
   const auto& run_id = names->second;
   const auto tip = remote_.fetch(branch.ref);
+  refuse_live_claim(tip, pod);
   const auto text = read_file_at(cache_, tip, kRunParamsFile);
   if (!text) throw std::runtime_error("the checkpoint has no run-params.json");
   auto params = run_params_from_json(OrderedJson::parse(*text));

@@ -50,17 +50,21 @@ void AgentCheckpoints::release(const std::string& run_id, const std::string& ori
 
 void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
                                SteadyClock::time_point deadline,
+                               const std::optional<std::string>& only,
                                std::function<void(RestoreResult)> done) {
   OrderedJson attempts = OrderedJson::object();
   for (const auto& run : local) attempts[run.params.run_id] = run.params.attempts.size();
+  OrderedJson request{
+      {"op", "restore"}, {"runs_dir", runs_dir_.string()}, {"pod", pod_}, {"local", attempts}};
+  if (only) request["only"] = *only;
   agent_.call(
-      {{"op", "restore"}, {"runs_dir", runs_dir_.string()}, {"pod", pod_}, {"local", attempts}},
-      deadline, [local, done = std::move(done)](const OrderedJson& r) {
+      std::move(request), deadline, [local, done = std::move(done)](const OrderedJson& r) {
         if (!r["ok"].get<bool>()) {
-          if (r.value("kind", "") == "auth") return done({local, r["error"].get<std::string>()});
+          const auto error = r["error"].get<std::string>();
+          if (r.value("kind", "") == "auth") return done({local, error, std::nullopt});
           log::error("restore from the results repo failed; resuming local runs only",
-                     {{"error", r["error"]}});
-          return done({local, std::nullopt});
+                     {{"error", error}});
+          return done({local, std::nullopt, error});
         }
         for (const auto& problem : r["problems"])
           log::warn("checkpoint not restored", {{"error", problem}});
@@ -80,7 +84,7 @@ void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
         }
         for (const auto& run : local)
           if (!taken.count(run.params.run_id)) runs.push_back(run);
-        done({std::move(runs), std::nullopt});
+        done({std::move(runs), std::nullopt, std::nullopt});
       });
 }
 

@@ -104,7 +104,9 @@ AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
               {"known_hosts", store.git_ssh_known_hosts.string()},
               {"ca_file", store.git_ca_file.string()},
               {"excludes", store.checkpoint_exclude},
-              {"restore_max_bytes", store.restore_max_bytes}}),
+              {"restore_max_bytes", store.restore_max_bytes},
+              {"claim_lease_seconds",
+               2 * std::chrono::duration_cast<std::chrono::seconds>(store.git_timeout).count()}}),
       display_url_(without_password(store.results_repo)),
       agent_binary_(fs::read_symlink("/proc/self/exe")) {}
 

@@ -12,6 +12,7 @@
 #include "inflight/supervisor/child_process.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/run_supervisor.hpp"
+#include "output_tee.hpp"
 
 extern char** environ;
 
@@ -61,6 +62,20 @@ std::vector<std::string> RunSupervisor::child_environment(const ChildTemplate& c
   return env;
 }
 
+pid_t RunSupervisor::spawn_attempt(Run& run, Fd console) {
+  ChildSpec spec{run.params.argv, run.params.cwd, child_environment(run.child), -1,
+                 console.get(),   console.get()};
+  if (!settings_.echo_output) return spawn_child(io_, spec);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+  Fd read_end(fds[0]);
+  const Fd write_end(fds[1]);
+  spec.stdout_fd = spec.stderr_fd = write_end.get();
+  const pid_t pid = spawn_child(io_, spec);
+  std::make_shared<OutputTee>(io_, std::move(read_end), std::move(console))->start();
+  return pid;
+}
+
 void RunSupervisor::start_attempt(Run& run) {
   const int attempt = run.attempts() + 1;
   run.status = RunStatus::starting;
@@ -79,9 +94,7 @@ void RunSupervisor::start_attempt(Run& run) {
                       join(run.params.argv) + "\n";
   Fd console = open_console_log(run.dir, header);
   try {
-    const pid_t pid =
-        spawn_child(io_, {run.params.argv, run.params.cwd, child_environment(run.child), -1,
-                          console.get(), console.get()});
+    const pid_t pid = spawn_attempt(run, std::move(console));
     run.pgid = pid;
     run.status = RunStatus::running;
     reaper_.watch(pid, [this, &run](int wait_status) { on_exit(run, wait_status); });
@@ -89,7 +102,7 @@ void RunSupervisor::start_attempt(Run& run) {
   } catch (const std::system_error& e) {
     const std::string message =
         "inflight: cannot start " + run.params.argv.front() + ": " + e.code().message() + "\n";
-    [[maybe_unused]] auto n = ::write(console.get(), message.data(), message.size());
+    open_console_log(run.dir, message);
     log::error("attempt could not start", {{"run_id", run.id}, {"error", e.code().message()}});
     auto& record = run.params.attempts.back();
     record.ended_at = iso8601_utc(SystemClock::now());

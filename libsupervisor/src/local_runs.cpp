@@ -1,8 +1,12 @@
 #include "inflight/supervisor/local_runs.hpp"
 
+#include <algorithm>
+#include <tuple>
+
 #include "inflight/checkpoint/run_dir.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/outcome.hpp"
+#include "inflight/supervisor/run_supervisor.hpp"
 #include "run_id.hpp"
 
 namespace inflight {
@@ -46,6 +50,24 @@ void prepare_for_resume(RestoredRun& run) {
   if (progress.empty()) return;
   if (const auto dropped = checkpoint::repair_torn_line(run.dir / progress))
     log::info("dropped a torn last record", {{"run_id", run.params.run_id}, {"bytes", dropped}});
+}
+
+std::size_t adopt_restored(RunSupervisor& supervisor, std::vector<RestoredRun> runs) {
+  std::sort(runs.begin(), runs.end(), [](const RestoredRun& a, const RestoredRun& b) {
+    return std::tie(a.params.created_at, a.params.run_id) <
+           std::tie(b.params.created_at, b.params.run_id);
+  });
+  std::size_t adopted = 0;
+  for (auto& run : runs) {
+    try {
+      prepare_for_resume(run);
+      supervisor.adopt(std::move(run.params), run.dir, run.branch);
+      ++adopted;
+    } catch (const std::exception& e) {
+      log::error("run not restored", {{"dir", run.dir.string()}, {"error", e.what()}});
+    }
+  }
+  return adopted;
 }
 
 }  // namespace inflight

@@ -41,6 +41,13 @@ void RunSupervisor::checkpoint(Run& run, const std::string& reason,
   });
 }
 
+void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {
+  enqueue_store_op(run, [this, &run, done = std::move(done)] {
+    store_op_done(run);
+    done();
+  });
+}
+
 void RunSupervisor::release_checkpoint(Run& run) {
   enqueue_store_op(run, [this, &run] {
     if (run.fenced) return store_op_done(run);

@@ -2,12 +2,10 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <fstream>
 #include <functional>
-#include <tuple>
 
 #include "inflight/checkpoint/run_dir.hpp"
 #include "inflight/supervisor/api_routes.hpp"
@@ -50,28 +48,14 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
 void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, const ServeSettings& s,
              std::function<void(const std::string&)> on_refused) {
   auto local = find_resumable_runs(supervisor.settings().runs_dir);
-  checkpoints.restore(
-      local, SteadyClock::now() + s.store.git_timeout,
-      [&supervisor, &s, on_refused](RestoreResult result) {
-        if (result.refused) return on_refused(*result.refused);
-        auto& runs = result.runs;
-        // Oldest first, so restored runs keep their submission order in the queue.
-        std::sort(runs.begin(), runs.end(), [](const RestoredRun& a, const RestoredRun& b) {
-          return std::tie(a.params.created_at, a.params.run_id) <
-                 std::tie(b.params.created_at, b.params.run_id);
-        });
-        for (auto& run : runs) {
-          try {
-            prepare_for_resume(run);
-            supervisor.adopt(std::move(run.params), run.dir, run.branch);
-          } catch (const std::exception& e) {
-            log::error("run not restored", {{"dir", run.dir.string()}, {"error", e.what()}});
-          }
-        }
-        supervisor.finish_restore();
-        supervisor.start_periodic_checkpoints(s.checkpoint_interval);
-        log::info("ready", {{"restored", runs.size()}});
-      });
+  checkpoints.restore(local, SteadyClock::now() + s.store.git_timeout, std::nullopt,
+                      [&supervisor, &s, on_refused](RestoreResult result) {
+                        if (result.refused) return on_refused(*result.refused);
+                        const auto restored = adopt_restored(supervisor, std::move(result.runs));
+                        supervisor.finish_restore();
+                        supervisor.start_periodic_checkpoints(s.checkpoint_interval);
+                        log::info("ready", {{"restored", restored}});
+                      });
 }
 
 }  // namespace

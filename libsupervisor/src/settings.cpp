@@ -28,13 +28,16 @@ const std::vector<FlagSpec> kStoreFlags{
     {"log-format", "text or json"},
 };
 
+const std::vector<FlagSpec> kRunFlags{
+    {"grace-period", "the whole shutdown budget"},
+    {"flush-window", "how long children get after SIGTERM"},
+    {"checkpoint-interval", "periodic checkpoints; 0 disables"},
+};
+
 const std::vector<FlagSpec> kServeFlags{
     {"listen", "HOST:PORT of the HTTP API"},
     {"api-token", "bearer token required by the API"},
     {"max-concurrent", "runs at once; the rest are queued"},
-    {"grace-period", "the whole shutdown budget"},
-    {"flush-window", "how long children get after SIGTERM"},
-    {"checkpoint-interval", "periodic checkpoints; 0 disables"},
 };
 
 namespace {
@@ -91,6 +94,7 @@ OrderedJson OptionSources::load_config_file(const std::filesystem::path& path) {
   for (const auto& [key, value] : json.items()) {
     const auto known = [&](const FlagSpec& f) { return file_key(f.name) == key; };
     if (key != "child" && std::none_of(kStoreFlags.begin(), kStoreFlags.end(), known) &&
+        std::none_of(kRunFlags.begin(), kRunFlags.end(), known) &&
         std::none_of(kServeFlags.begin(), kServeFlags.end(), known))
       throw UsageError("config file " + path.string() + ": unknown key " + key);
     // A null or boolean would otherwise be read as the text "null" or "true".
@@ -205,14 +209,24 @@ void read_listen(const OptionSources& sources, ServeSettings& s) {
 
 }  // namespace
 
-ServeSettings read_serve_settings(const OptionSources& sources) {
-  ServeSettings s;
+ResumeSettings read_resume_settings(const OptionSources& sources) {
+  ResumeSettings s;
   s.store = read_store_settings(sources);
-  read_listen(sources, s);
-  s.max_concurrent = sources.integer("max-concurrent", 4, 1, 10000);
   s.grace_period = sources.duration("grace-period", Duration(30000));
   s.flush_window = sources.duration("flush-window", Duration(2000));
   s.checkpoint_interval = sources.duration("checkpoint-interval", Duration(30000));
+  return s;
+}
+
+ServeSettings read_serve_settings(const OptionSources& sources) {
+  ServeSettings s;
+  const auto run = read_resume_settings(sources);
+  s.store = run.store;
+  s.grace_period = run.grace_period;
+  s.flush_window = run.flush_window;
+  s.checkpoint_interval = run.checkpoint_interval;
+  read_listen(sources, s);
+  s.max_concurrent = sources.integer("max-concurrent", 4, 1, 10000);
   if (sources.file().is_object() && sources.file().contains("child"))
     s.child = sources.file()["child"];
   return s;

@@ -134,6 +134,24 @@ TEST_F(CheckpointStoreTest, LocalRunWithoutABranchGetsOneAtRestore) {
   EXPECT_NE(subject.find("(claim)"), std::string::npos);
 }
 
+// Regression: a pod that started a little later pushed its claim on top of the
+// first pod's fresh claim, and both ran the run.
+TEST_F(CheckpointStoreTest, FreshClaimOfAnotherPodIsLeftToIt) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+  const auto runs_b = temp_.path() / "runs-b";
+  const auto runs_c = temp_.path() / "runs-c";
+  fs::create_directories(runs_b);
+  fs::create_directories(runs_c);
+  ASSERT_EQ(CheckpointStore(config("b")).restore(runs_b, "pod-b", {}).claimed.size(), 1u);
+  const auto late = CheckpointStore(config("c")).restore(runs_c, "pod-c", {});
+  EXPECT_TRUE(late.claimed.empty());
+  EXPECT_EQ(late.lost, std::vector<std::string>{"r1"});
+  EXPECT_FALSE(fs::exists(runs_c / "r1"));
+  // The claimer itself may claim again (a restart of the same pod).
+  EXPECT_EQ(CheckpointStore(config("b")).restore(runs_b, "pod-b", {}).claimed.size(), 1u);
+}
+
 TEST_F(CheckpointStoreTest, UnreachableRemoteThrowsAsUnreachable) {
   auto unreachable = config("a");
   unreachable.remote.url = "git://127.0.0.1:1/results.git";

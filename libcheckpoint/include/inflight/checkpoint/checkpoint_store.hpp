@@ -4,6 +4,7 @@
 // call may block on the network, so callers bound it with a deadline.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -20,6 +21,9 @@ struct StoreConfig {
   RemoteConfig remote;
   std::vector<std::string> exclude_globs;
   std::uint64_t restore_max_bytes = 1ull << 30;
+  // A branch whose tip is another pod's claim younger than this is that
+  // pod's: it started the run moments ago and has not checkpointed yet.
+  std::chrono::seconds claim_lease{120};
 };
 
 // `refs/heads/inflight/<origin-pod>/<run-id>`
@@ -65,6 +69,7 @@ class CheckpointStore {
  private:
   void push_local_run(const std::filesystem::path& dir, const std::string& pod,
                       RestoreReport& report);
+  void refuse_live_claim(const std::string& tip, const std::string& pod);
   std::optional<ClaimedRun> claim(const RemoteBranch& branch, const std::filesystem::path& runs_dir,
                                   const std::string& pod,
                                   const std::map<std::string, std::size_t>& local_attempts);

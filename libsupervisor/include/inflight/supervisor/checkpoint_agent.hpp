@@ -19,6 +19,7 @@ class AgentCheckpoints final : public CheckpointPort {
   void release(const std::string& run_id, const std::string& origin_pod,
                SteadyClock::time_point deadline, std::function<void()> done) override;
   void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
+               const std::optional<std::string>& only,
                std::function<void(RestoreResult)> done) override;
 
  private:

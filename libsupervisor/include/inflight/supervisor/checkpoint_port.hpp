@@ -44,6 +44,7 @@ struct RestoredRun {
 struct RestoreResult {
   std::vector<RestoredRun> runs;
   std::optional<std::string> refused;
+  std::optional<std::string> unreachable;  // the store could not be asked: local runs only
 };
 
 class CheckpointPort {
@@ -55,9 +56,11 @@ class CheckpointPort {
   // The run is over: its branch is no longer needed.
   virtual void release(const std::string& run_id, const std::string& origin_pod,
                        SteadyClock::time_point deadline, std::function<void()> done) = 0;
-  // Claims and materialises the runs the store holds; `local` are the
-  // resumable runs found on local disk, for the local-versus-branch rule.
+  // Claims and materialises the runs the store holds (`only` that one run);
+  // `local` are the resumable runs found on local disk, for the
+  // local-versus-branch rule.
   virtual void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
+                       const std::optional<std::string>& only,
                        std::function<void(RestoreResult)> done) = 0;
 };
 

@@ -17,4 +17,9 @@ std::vector<RestoredRun> find_resumable_runs(const std::filesystem::path& runs_d
 // (its instance died) is marked crashed.
 void prepare_for_resume(RestoredRun& run);
 
+class RunSupervisor;
+// Prepares and adopts restored runs, oldest first so that they keep their
+// submission order in the queue; returns how many were adopted.
+std::size_t adopt_restored(RunSupervisor& supervisor, std::vector<RestoredRun> runs);
+
 }  // namespace inflight

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "inflight/fd.hpp"
 #include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/child_reaper.hpp"
 #include "inflight/supervisor/child_template.hpp"
@@ -28,6 +29,7 @@ struct SupervisorSettings {
   int max_attempts = 3;
   Duration stop_grace{2000};  // between SIGTERM and SIGKILL when a run is stopped
   Duration network_timeout{60000};
+  bool echo_output = false;  // also copy children's output to stdout
 };
 
 enum class Phase { restoring, ready, shutting_down };
@@ -65,6 +67,8 @@ class RunSupervisor {
   // run still under way.
   void checkpoint(Run& run, const std::string& reason, SteadyClock::time_point deadline,
                   std::function<void(const CheckpointResult&)> done);
+  // Calls `done` once the store operations queued for the run so far are over.
+  void when_store_idle(Run& run, std::function<void()> done);
   // Every `interval`, checkpoints the running runs whose files changed.
   void start_periodic_checkpoints(Duration interval);
 
@@ -75,6 +79,7 @@ class RunSupervisor {
   Run& add_run(std::string id, checkpoint::RunParams params, ChildTemplate child);
   void start_queued();
   void start_attempt(Run& run);
+  pid_t spawn_attempt(Run& run, Fd console);
   void on_exit(Run& run, int wait_status);
   void settle(Run& run, Outcome outcome);
   void finish(Run& run, RunStatus status);

@@ -31,6 +31,8 @@ struct FlagSpec {
 
 // Options of every command that touches the store.
 extern const std::vector<FlagSpec> kStoreFlags;
+// Options of every command that runs children: serve and resume.
+extern const std::vector<FlagSpec> kRunFlags;
 // Options of serve only.
 extern const std::vector<FlagSpec> kServeFlags;
 
@@ -92,7 +94,15 @@ struct ServeSettings {
   std::optional<OrderedJson> child;  // from the config file
 };
 
+struct ResumeSettings {
+  StoreSettings store;
+  Duration grace_period{30000};
+  Duration flush_window{2000};
+  Duration checkpoint_interval{30000};
+};
+
 StoreSettings read_store_settings(const OptionSources& sources);
+ResumeSettings read_resume_settings(const OptionSources& sources);
 // Throws UsageError for a value that cannot work (a bad duration, a public
 // --listen without --api-token); ConfigError for a bad child template.
 ServeSettings read_serve_settings(const OptionSources& sources);

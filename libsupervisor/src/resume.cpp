@@ -1,0 +1,123 @@
+// `inflight resume`: serve's restore, attempt and shutdown machinery for one
+// run in the foreground.
+#include "inflight/supervisor/resume.hpp"
+
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <optional>
+
+#include "inflight/supervisor/checkpoint_agent.hpp"
+#include "inflight/supervisor/local_runs.hpp"
+#include "inflight/supervisor/log.hpp"
+#include "inflight/supervisor/shutdown_plan.hpp"
+#include "run_id.hpp"
+
+namespace inflight {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUnreachable = 3;
+constexpr int kExitNotFound = 4;
+
+// `r-1`, `inflight/pod-a/r-1` or `refs/heads/inflight/pod-a/r-1` → `r-1`.
+std::string run_id_of(const std::string& target) {
+  const auto id = target.substr(target.rfind('/') + 1);
+  const bool branch_form = target.find('/') == std::string::npos ||
+                           target.starts_with("inflight/") ||
+                           target.starts_with("refs/heads/inflight/");
+  if (!branch_form || !is_valid_run_id(id))
+    throw UsageError("'" + target + "' is neither a run id nor an inflight/<pod>/<run-id> branch");
+  return id;
+}
+
+// The exit code the child gave, or the shell's 128+N for a signal.
+int child_exit_code(const Run& run) {
+  if (run.params.attempts.empty()) return kExitFailure;
+  const auto& last = run.params.attempts.back();
+  if (last.exit_code) return *last.exit_code;
+  if (last.signal) return 128 + *last.signal;
+  return kExitFailure;
+}
+
+std::vector<RestoredRun> local_run(const fs::path& runs_dir, const std::string& run_id) {
+  auto runs = find_resumable_runs(runs_dir);
+  std::erase_if(runs, [&](const RestoredRun& r) { return r.params.run_id != run_id; });
+  return runs;
+}
+
+}  // namespace
+
+int resume(const ResumeSettings& s, const std::string& target, bool restore_only) {
+  const auto run_id = run_id_of(target);
+  const auto runs_dir = fs::absolute(s.store.runs_dir).lexically_normal();
+  fs::create_directories(runs_dir);
+  boost::asio::io_context io;
+  ChildReaper::become_subreaper();
+  ChildReaper reaper(io);
+  AgentCheckpoints checkpoints(io, reaper, s.store, runs_dir);
+  const SupervisorSettings supervised{
+      runs_dir,       s.store.pod_name,    1,   s.store.max_attempts,
+      s.flush_window, s.store.git_timeout, true};
+  std::optional<RunSupervisor> supervisor;
+  std::optional<ShutdownPlan> plan;
+  int exit_code = kExitFailure;
+  auto finish = [&](int code) {
+    exit_code = code;
+    io.stop();
+  };
+
+  auto start = [&](RestoredRun restored) {
+    supervisor.emplace(io, reaper, checkpoints, supervised,
+                       ChildTemplate::parse(restored.params.child));
+    if (adopt_restored(*supervisor, {std::move(restored)}) == 0) return finish(kExitFailure);
+    Run& run = *supervisor->find(run_id);
+    if (is_final(run.status)) return finish(kExitFailure);  // out of attempts
+    plan.emplace(io, *supervisor, s.grace_period, s.flush_window,
+                 [&](int code) { finish(code == 0 ? child_exit_code(run) : code); });
+    supervisor->on_child_exit([&] {
+      if (run.status == RunStatus::queued) return;  // a crash being retried
+      supervisor->when_store_idle(run, [&] { finish(child_exit_code(run)); });
+    });
+    supervisor->finish_restore();
+    supervisor->start_periodic_checkpoints(s.checkpoint_interval);
+  };
+
+  checkpoints.restore(
+      local_run(runs_dir, run_id), SteadyClock::now() + s.store.git_timeout, run_id,
+      [&](RestoreResult result) {
+        if (result.refused) {
+          log::error("the results repo refused our credentials", {{"error", *result.refused}});
+          return finish(kExitUnreachable);
+        }
+        if (result.runs.empty()) {
+          log::error(
+              "no checkpoint and no resumable run dir for this run; try `inflight "
+              "checkpoints list`",
+              {{"run_id", run_id}, {"runs_dir", runs_dir.string()}});
+          return finish(result.unreachable ? kExitUnreachable : kExitNotFound);
+        }
+        if (!restore_only) return start(std::move(result.runs.front()));
+        prepare_for_resume(result.runs.front());
+        log::info("restored; the branch is kept",
+                  {{"run_id", run_id}, {"dir", result.runs.front().dir.string()}});
+        finish(0);
+      });
+
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  std::function<void()> await_signal = [&] {
+    signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+      if (ec) return;
+      if (!plan) return finish(128 + signal);  // nothing started yet
+      plan->on_signal(signal);
+      await_signal();
+    });
+  };
+  await_signal();
+  io.run();
+  return exit_code;
+}
+
+}  // namespace inflight
