@@ -1,0 +1,84 @@
+"""SPEC §6 `inflight resume`: manual recovery of one run in the foreground."""
+import signal
+import subprocess
+import threading
+from collections import Counter
+
+from conftest import INFLIGHT, index_ids, run_params, wait_for
+from git_servers import *  # noqa: F401,F403 (fixtures)
+from test_checkpoints import interrupted_runs
+
+
+def resume(workdir, server, *args, timeout=60):
+    return subprocess.run([str(INFLIGHT), "resume", "--log-format", "json", "--pod-name", "ops",
+                           "--results-repo", server.url, *server.flags, *args],
+                          cwd=workdir, capture_output=True, text=True, timeout=timeout)
+
+
+def test_resume_finishes_the_run_elsewhere_and_deletes_its_branch(serve_factory, tmp_path, git_daemon):
+    ids, _ = interrupted_runs(serve_factory, tmp_path / "pod-a", git_daemon, count=2)
+    elsewhere = tmp_path / "ops"
+    elsewhere.mkdir()
+    r = resume(elsewhere, git_daemon, f"inflight/pod-a/{ids[0]}")
+    assert r.returncode == 0, r.stderr
+    assert "all 12 tests done" in r.stdout, "the child's output is streamed"
+    recorded = index_ids(elsewhere / ".inflight" / "runs" / ids[0])
+    assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 13)]
+    assert max(Counter(recorded).values()) == 1
+    assert run_params(elsewhere / ".inflight" / "runs" / ids[0])["argv"][-1] == "--resume"
+    assert sorted(branches(git_daemon.bare)) == [f"refs/heads/inflight/pod-a/{ids[1]}"]
+
+
+def test_restore_only_materialises_and_keeps_the_branch(serve_factory, tmp_path, git_daemon):
+    ids, runs_a = interrupted_runs(serve_factory, tmp_path / "pod-a", git_daemon, count=1)
+    elsewhere = tmp_path / "ops"
+    elsewhere.mkdir()
+    r = resume(elsewhere, git_daemon, ids[0], "--restore-only")
+    assert r.returncode == 0, r.stderr
+    restored = elsewhere / ".inflight" / "runs" / ids[0]
+    assert (restored / "index.jsonl").read_bytes() == (runs_a / ids[0] / "index.jsonl").read_bytes()
+    assert f"refs/heads/inflight/pod-a/{ids[0]}" in branches(git_daemon.bare)
+    assert not any("attempt started" in line for line in r.stderr.splitlines())
+
+
+def test_interrupted_resume_checkpoints_to_the_same_branch_and_a_second_resume_finishes(
+        serve_factory, tmp_path, git_daemon):
+    ids, _ = interrupted_runs(serve_factory, tmp_path / "pod-a", git_daemon, count=1, tests=40)
+    ref = f"refs/heads/inflight/pod-a/{ids[0]}"
+    before = branches(git_daemon.bare)[ref]
+    first = tmp_path / "ops-1"
+    first.mkdir()
+    proc = subprocess.Popen([str(INFLIGHT), "resume", "--log-format", "json", "--pod-name", "ops",
+                             "--results-repo", git_daemon.url, ids[0]], cwd=first,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    wait_for(lambda: any("attempt started" in line for line in lines), 20, "the attempt to start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    after = branches(git_daemon.bare)[ref]
+    assert after != before
+    assert "(shutdown)" in git(git_daemon.bare, "log", "-1", "--format=%s", ref)
+    assert before in git(git_daemon.bare, "rev-list", ref), "the new checkpoint continues the branch"
+
+    second = tmp_path / "ops-2"
+    second.mkdir()
+    r = resume(second, git_daemon, ids[0])
+    assert r.returncode == 0, r.stderr
+    recorded = index_ids(second / ".inflight" / "runs" / ids[0])
+    assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 41)]
+    assert len(run_params(second / ".inflight" / "runs" / ids[0])["attempts"]) == 3
+    assert ref not in branches(git_daemon.bare)
+
+
+def test_resume_of_an_unknown_run_exits_4_and_an_unreachable_remote_exits_3(tmp_path, git_daemon):
+    r = resume(tmp_path, git_daemon, "no-such-run")
+    assert r.returncode == 4
+    assert "checkpoints list" in r.stderr
+    r = subprocess.run([str(INFLIGHT), "resume", "--results-repo", "git://127.0.0.1:1/x.git",
+                        "--git-timeout", "5s", "some-run"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 3, r.stderr
+    assert subprocess.run([str(INFLIGHT), "resume", "bad/../id"], cwd=tmp_path,
+                          capture_output=True).returncode == 2
