@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
     return inflight::app::kExitUsage;
   }
   if (help->parsed()) {
-    std::cout << app.help();
+    // app.help() would describe the `help` subcommand itself once it is parsed.
+    std::cout << app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal);
     return 0;
   }
   try {

@@ -155,6 +155,16 @@ def test_bad_flags_and_env_exit_2(tmp_path):
     assert r.returncode == 2 and "unknown_key" in r.stderr
 
 
+def test_help_and_version(tmp_path):
+    r = run_inflight("help", cwd=tmp_path)
+    assert r.returncode == 0
+    for command in ("serve", "resume", "checkpoints"):
+        assert command in r.stdout
+    assert "checkpoint-agent" not in r.stdout, "the internal agent stays hidden"
+    v = run_inflight("--version", cwd=tmp_path)
+    assert v.returncode == 0 and v.stdout.startswith("inflight ")
+
+
 def test_metrics_are_prometheus_text(serve):
     body = serve.get("/metrics").body
     assert "# TYPE inflight_runs gauge" in body
