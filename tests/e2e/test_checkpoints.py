@@ -214,3 +214,32 @@ def test_sigkill_loses_at_most_one_interval(serve_factory, tmp_path, git_daemon)
     again.wait_status(run_id, "succeeded", timeout=60)
     recorded = index_ids(pod_b / ".inflight" / "runs" / run_id)
     assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 61)]
+
+
+def test_rejected_push_fences_the_old_owner(serve_factory, tmp_path, git_daemon):
+    pod_a = tmp_path / "pod-a"
+    pod_a.mkdir()
+    owner = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--checkpoint-interval", "1s", workdir=pod_a)
+    owner.wait_ready()
+    run_id = owner.submit(tests=80, test_ms=100)
+    ref = f"refs/heads/inflight/pod-a/{run_id}"
+    wait_for(lambda: ref in branches(git_daemon.bare), 20, "a periodic checkpoint")
+
+    pod_b = tmp_path / "pod-b"
+    pod_b.mkdir()
+    taker = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
+    taker.wait_ready()
+    taker.wait_status(run_id, "running")
+    owner.wait_log(lambda e: e.get("run_id") == run_id and "another instance" in e.get("msg", ""), 20)
+    assert owner.wait_status(run_id, "interrupted")["status"] == "interrupted"
+    claimed_tip = branches(git_daemon.bare)[ref]
+    owner.signal(signal.SIGTERM)
+    assert owner.wait_exit(timeout=30) == 0
+    history = git(git_daemon.bare, "log", "--format=%B", ref)
+    assert "Inflight-Pod: pod-a\n" not in history.split("(claim)")[0], \
+        "the fenced pod wrote to the branch after losing it"
+    assert claimed_tip in git(git_daemon.bare, "rev-list", ref)
+    taker.wait_status(run_id, "succeeded", timeout=60)
+    recorded = index_ids(pod_b / ".inflight" / "runs" / run_id)
+    assert sorted(set(recorded)) == [f"t{n:03d}" for n in range(1, 81)]
