@@ -1,9 +1,7 @@
 // The store side of runs: checkpoints one at a time per run, periodic
 // checkpoints of changed run dirs, branch release, and fencing.
-#include <csignal>
 
 #include "inflight/checkpoint/run_dir.hpp"
-#include "inflight/supervisor/child_process.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/run_supervisor.hpp"
 
@@ -82,13 +80,7 @@ void RunSupervisor::fence(Run& run) {
     if (!is_final(run.status)) run.status = RunStatus::interrupted;
     return;
   }
-  run.stop_cause = StopCause::shutdown;
-  run.status = RunStatus::stopping;
-  signal_group(*run.pgid, SIGTERM);
-  run.stop_timer.expires_after(settings_.stop_grace);
-  run.stop_timer.async_wait([&run](const boost::system::error_code& ec) {
-    if (!ec && run.pgid) signal_group(*run.pgid, SIGKILL);
-  });
+  stop_child(run, StopCause::shutdown);
 }
 
 void RunSupervisor::start_periodic_checkpoints(Duration interval) {

@@ -86,14 +86,19 @@ void RunSupervisor::stop(Run& run) {
     return;
   }
   if (!run.pgid || run.stop_cause != StopCause::none) return;
-  run.stop_cause = StopCause::cancel;
+  stop_child(run, StopCause::cancel);
+  log::info("run stopping", {{"run_id", run.id}});
+}
+
+// SIGTERM to the group now, SIGKILL if it is still there after the grace.
+void RunSupervisor::stop_child(Run& run, StopCause cause) {
+  run.stop_cause = cause;
   run.status = RunStatus::stopping;
   signal_group(*run.pgid, SIGTERM);
   run.stop_timer.expires_after(settings_.stop_grace);
   run.stop_timer.async_wait([&run](const boost::system::error_code& ec) {
     if (!ec && run.pgid) signal_group(*run.pgid, SIGKILL);
   });
-  log::info("run stopping", {{"run_id", run.id}});
 }
 
 void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::string branch) {

@@ -79,6 +79,7 @@ class RunSupervisor {
   Run& add_run(std::string id, checkpoint::RunParams params, ChildTemplate child);
   void start_queued();
   void start_attempt(Run& run);
+  void stop_child(Run& run, StopCause cause);
   pid_t spawn_attempt(Run& run, Fd console);
   void on_exit(Run& run, int wait_status);
   void settle(Run& run, Outcome outcome);
