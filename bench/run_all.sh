@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds inflight + inflight-demo-eval (RelWithDebInfo, build-bench/) if needed
 # and runs every benchmark in bench/. Each prints its figures and RATIO lines;
-# none asserts absolute timings. Takes ~75 s (cpu_ticks measures for 60 s).
+# none asserts absolute timings. Takes ~90 s (cpu_ticks measures for 60 s).
+# The checkpoint benchmarks need the git CLI (git daemon) on PATH.
 #   INFLIGHT_BUILD_DIR  build dir (default <repo>/build-bench)
 #   BENCH_CPU_WINDOW    cpu_ticks window in seconds (default 60)
 #   BENCH_REPS          shutdown_latency repetitions (default 5)
 #   BENCH_IDLE_SECONDS  idle_rss idle window (default 3)
+#   BENCH_PUSH_REPS     checkpoint_push repetitions (default 5)
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 build="${INFLIGHT_BUILD_DIR:-$repo/build-bench}"
@@ -15,7 +17,7 @@ if [[ ! -f "$build/build.ninja" ]]; then
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS=-Wno-error=format-truncation
 fi
-if ! ninja -C "$build" -j1 inflight inflight-demo-eval; then
+if ! ninja -C "$build" -j1 inflight inflight-demo-eval tick_nochange_bench; then
   if [[ -x "$build/bin/inflight" && -x "$build/bin/inflight-demo-eval" ]]; then
     echo "run_all.sh: build failed; benchmarking the binaries already in $build/bin" >&2
   else
@@ -27,9 +29,15 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"  # serve is started from temp cwds; keep this one out of the repo
 status=0
-for b in idle_rss cpu_ticks shutdown_latency; do
+for b in idle_rss cpu_ticks shutdown_latency checkpoint_push periodic_bytes; do
   echo "== $b"
   /usr/bin/python3 "$repo/bench/$b.py" || { echo "$b: FAILED (exit $?)"; status=1; }
   echo
 done
+echo "== tick_nochange"
+if [[ -x "$build/bin/tick_nochange_bench" ]]; then
+  "$build/bin/tick_nochange_bench" || { echo "tick_nochange: FAILED (exit $?)"; status=1; }
+else
+  echo "tick_nochange: FAILED ($build/bin/tick_nochange_bench not built)"; status=1
+fi
 exit $status

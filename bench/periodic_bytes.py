@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""Bytes a periodic checkpoint sends after 50 short records were appended.
+
+Run dir: index.jsonl of ~5 MB (~100-byte JSON records, seeded RNG) and
+run-params.json. A byte-counting TCP proxy on 127.0.0.1 sits between the
+pusher and `git daemon` and counts client->server bytes per save.
+
+inflight: save #1 (reason shutdown, the full first checkpoint) with a fresh
+cache dir; append 50 records (~100 bytes each) to index.jsonl; save #2
+(reason periodic) from the same cache dir, each by its own
+`inflight checkpoint-agent` as serve does. Measured: the client->server bytes
+of save #2 (the git:// request line, ref update command and pack). The
+pushed branch is checked: save #2's parent is save #1, and its tree equals
+the run dir (chunks reassembled).
+
+Baseline, same run, through the same proxy to a fresh bare repo: the git CLI
+pushing an identical run dir (init, add, commit, push), then the same 50
+records appended, `git commit -a`, `git push`; its second push is the
+baseline figure (git CLI sends thin packs: the new blob as a delta against
+the one the server has).
+
+Byte counts are deterministic up to commit timestamps, so one measurement
+is made. Goal: sent <= 2 x appended + 64 KiB. No pass/fail assertion.
+"""
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gitbench  # noqa: E402
+
+BRANCH = "refs/heads/inflight/pod-a/r1"
+APPEND_LINES = 50
+PROGRESS_BYTES = 5_000_000
+
+
+def make_progress_dir(path, seed=7):
+    rng = random.Random(seed)
+    os.makedirs(path)
+    lines, n, i = [], 0, 0
+    while n < PROGRESS_BYTES:
+        lines.append(gitbench.progress_line(rng, i))
+        n += len(lines[-1])
+        i += 1
+    with open(os.path.join(path, "index.jsonl"), "w") as f:
+        f.write("".join(lines))
+    with open(os.path.join(path, "run-params.json"), "w") as f:
+        f.write(gitbench.run_params("r1"))
+    return i
+
+
+def append_records(path, first, seed=8):
+    rng = random.Random(seed)
+    text = "".join(gitbench.progress_line(rng, first + k) for k in range(APPEND_LINES))
+    with open(os.path.join(path, "index.jsonl"), "a") as f:
+        f.write(text)
+    return len(text.encode())
+
+
+def measured(proxy, action):
+    """(client->server bytes, server->client bytes, connections, seconds, result) of action()."""
+    up0, down0, conns0 = proxy.settled()
+    t0 = time.monotonic()
+    result = action()
+    elapsed = time.monotonic() - t0
+    up1, down1, conns1 = proxy.settled()
+    return up1 - up0, down1 - down0, conns1 - conns0, elapsed, result
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="inflight-bench-bytes-")
+    daemon = proxy = None
+    try:
+        daemon = gitbench.GitDaemon(os.path.join(tmp, "srv"))
+        proxy = gitbench.ByteProxy(daemon.port)
+        run_dir, git_dir = os.path.join(tmp, "run"), os.path.join(tmp, "run-git")
+        records = make_progress_dir(run_dir)
+        make_progress_dir(git_dir)
+        size = os.path.getsize(os.path.join(run_dir, "index.jsonl"))
+        print(f"periodic_bytes: index.jsonl {size} bytes ({records} records) + run-params.json; "
+              f"git daemon on :{daemon.port}, counting proxy on :{proxy.port}")
+
+        # inflight
+        bare, _ = daemon.new_repo("inflight.git")
+        url = daemon.url("inflight.git", port=proxy.port)
+        cache = os.path.join(tmp, "cache.git")
+        up1, down1, c1, t1, (_, r1) = measured(
+            proxy, lambda: gitbench.agent_save(run_dir, cache, url, reason="shutdown"))
+        appended = append_records(run_dir, records)
+        up2, down2, c2, t2, (_, r2) = measured(
+            proxy, lambda: gitbench.agent_save(run_dir, cache, url, reason="periodic"))
+        if not r1.get("commit") or not r2.get("commit"):
+            raise RuntimeError(f"a save made no commit: {r1} {r2}")
+        parent = gitbench.git(bare, "rev-parse", f"{BRANCH}^").strip()
+        ok, detail = gitbench.tree_matches_dir(bare, BRANCH, run_dir)
+        chunks = [line for line in gitbench.git(bare, "diff-tree", "-r", f"{BRANCH}^",
+                                                BRANCH).splitlines()]
+        print(f"  check: save #2 parent is save #1: {parent == r1['commit']}; tree "
+              f"{'matches' if ok else 'DIFFERS FROM'} the run dir ({detail}); "
+              f"{len(chunks)} changed file(s): "
+              + ", ".join(c.split('\t')[-1] for c in chunks))
+        if parent != r1["commit"] or not ok:
+            return 1
+        # What save #2 pushed: its new objects and their zlib sizes on the server
+        # (a push of < 100 objects is unpacked into loose objects there).
+        listing = gitbench.git(bare, "rev-list", "--objects", f"{BRANCH}^..{BRANCH}")
+        sizes = gitbench.git(bare, "cat-file", "--batch-check=%(objecttype) %(objectsize) "
+                             "%(objectsize:disk) %(rest)", input_text=listing)
+        print("  save #2 new objects (type, size, zlib size, path):")
+        for line in sizes.splitlines():
+            print("    " + line)
+
+        # baseline: the git CLI, same proxy
+        gbare, _ = daemon.new_repo("cli.git")
+        gurl = daemon.url("cli.git", port=proxy.port)
+        gd = ["--git-dir", os.path.join(tmp, "cli-work.git"), "--work-tree", git_dir]
+
+        def first_push():
+            gitbench.git(None, *gd, "init", "-q", "-b", "main")
+            gitbench.git(None, *gd, "add", "-A")
+            gitbench.git(None, *gd, "commit", "-q", "-m", "checkpoint 1")
+            gitbench.git(None, *gd, "push", "-q", gurl, f"main:{BRANCH}")
+
+        gup1, _, _, _, _ = measured(proxy, first_push)
+        gappended = append_records(git_dir, records)
+        gitbench.git(None, *gd, "commit", "-q", "-a", "-m", "checkpoint 2")
+        gup2, gdown2, gc2, _, _ = measured(
+            proxy, lambda: gitbench.git(None, *gd, "push", "-q", gurl, f"main:{BRANCH}"))
+        gok, gdetail = gitbench.tree_matches_dir(gbare, BRANCH, git_dir)
+        assert gappended == appended
+        print(f"  check git CLI: tree {'matches' if gok else 'DIFFERS FROM'} the run dir "
+              f"({gdetail})")
+
+        goal = 2 * appended + 64 * 1024
+        print(f"  appended: {APPEND_LINES} records, {appended} bytes")
+        print(f"  inflight save #1 (full, context): {up1} bytes sent, {down1} received, "
+              f"{c1} connection(s), {t1 * 1000:.0f} ms")
+        print(f"  inflight save #2 (periodic):      {up2} bytes sent, {down2} received, "
+              f"{c2} connection(s), {t2 * 1000:.0f} ms")
+        print(f"  git CLI first push (context):     {gup1} bytes sent")
+        print(f"  git CLI push of the append:       {gup2} bytes sent, {gdown2} received, "
+              f"{gc2} connection(s)")
+        print(f"  goal: sent <= 2 x appended + 64 KiB = {goal} bytes -> "
+              f"{'met' if up2 <= goal else 'MISSED'}")
+        print(f"RATIO inflight sent/appended = {up2 / appended:.2f}")
+        print(f"RATIO git-cli sent/appended = {gup2 / appended:.2f}")
+        print(f"RATIO inflight/git-cli sent = {up2 / gup2:.2f}")
+        return 0
+    finally:
+        if proxy:
+            proxy.close()
+        if daemon:
+            daemon.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
