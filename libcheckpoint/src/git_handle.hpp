@@ -28,5 +28,6 @@ using SignatureHandle = GitHandle<git_signature, git_signature_free>;
 using ReferenceHandle = GitHandle<git_reference, git_reference_free>;
 using RemoteHandle = GitHandle<git_remote, git_remote_free>;
 using OdbObjectHandle = GitHandle<git_odb_object, git_odb_object_free>;
+using ConfigHandle = GitHandle<git_config, git_config_free>;
 
 }  // namespace inflight::checkpoint

@@ -9,12 +9,19 @@ namespace inflight {
 
 void RunSupervisor::enqueue_store_op(Run& run, std::function<void()> op) {
   run.store_ops.push_back(std::move(op));
-  if (run.store_ops.size() == 1) run.store_ops.front()();
+  if (run.store_ops.size() == 1) start_store_op(run);
+}
+
+// The op runs from a local: it may end itself (store_op_done) and start the
+// next one before it returns, which pops its slot in the queue.
+void RunSupervisor::start_store_op(Run& run) {
+  const auto op = std::move(run.store_ops.front());
+  op();
 }
 
 void RunSupervisor::store_op_done(Run& run) {
   run.store_ops.pop_front();
-  if (!run.store_ops.empty()) run.store_ops.front()();
+  if (!run.store_ops.empty()) start_store_op(run);
 }
 
 void RunSupervisor::checkpoint(Run& run, const std::string& reason,

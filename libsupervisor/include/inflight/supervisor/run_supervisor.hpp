@@ -86,6 +86,7 @@ class RunSupervisor {
   void finish(Run& run, RunStatus status);
   std::vector<std::string> child_environment(const ChildTemplate& child) const;
   void enqueue_store_op(Run& run, std::function<void()> op);
+  void start_store_op(Run& run);
   void store_op_done(Run& run);
   void release_checkpoint(Run& run);
   void record_checkpoint(Run& run, const CheckpointResult& result);
