@@ -94,6 +94,26 @@ int report_failure(const OrderedJson& result) {
   return failure.exit_code;
 }
 
+// Run ids without a branch (exit 4) and deletions the remote refused; the
+// branches that were deleted are already printed.
+int report_prune_errors(const OrderedJson& result) {
+  int code = 0;
+  for (const auto& id : result.at("missing")) {
+    std::cerr << "inflight: no checkpoint branch for '" << id.get<std::string>() << "' on "
+              << result.at("url").get<std::string>() << "\n";
+    code = kExitNotFound;
+  }
+  if (code == kExitNotFound) std::cerr << failure_of("not_found").hint << "\n";
+  for (const auto& failed : result.at("failed")) {
+    const auto failure = failure_of(failed.at("kind").get<std::string>());
+    std::cerr << "inflight: could not delete " << failed.at("branch").get<std::string>() << ": "
+              << failed.at("error").get<std::string>() << "\n"
+              << failure.hint << "\n";
+    code = failure.exit_code;
+  }
+  return code;
+}
+
 void warn_problems(const OrderedJson& result) {
   for (const auto& problem : result.value("problems", OrderedJson::array()))
     std::cerr << "inflight: skipped " << problem.get<std::string>() << "\n";
@@ -158,8 +178,21 @@ void print_run(const OrderedJson& run) {
     std::cout << run.at("run_params").dump(2) << "\n";
 }
 
+// One agent call bounded by --git-timeout. Not call_agent(): its loop never
+// ends, because the reaper's SIGCHLD wait keeps the io_context busy; stopping
+// the loop on the answer ends it.
 OrderedJson call(const StoreSettings& store, OrderedJson request) {
-  return call_agent(store, store.runs_dir, std::move(request), store.git_timeout);
+  boost::asio::io_context io;
+  ChildReaper reaper(io);
+  AgentClient client(io, reaper, store, store.runs_dir);
+  OrderedJson result;
+  client.call(std::move(request), SteadyClock::now() + store.git_timeout,
+              [&](const OrderedJson& answer) {
+                result = answer;
+                io.stop();
+              });
+  io.run();
+  return result;
 }
 
 }  // namespace
@@ -254,19 +287,7 @@ int CheckpointsCommand::prune(const StoreSettings& store) const {
     std::cout << (dry_run_ ? "would delete " : "deleted ") << branch.get<std::string>() << "\n";
   if (result.at("deleted").empty())
     std::cout << "nothing to prune on " << result.at("url").get<std::string>() << "\n";
-  int code = 0;
-  for (const auto& id : result.at("missing")) {
-    std::cerr << "inflight: no checkpoint branch for '" << id.get<std::string>() << "' on "
-              << result.at("url").get<std::string>() << "\n";
-    code = kExitNotFound;
-  }
-  if (code == kExitNotFound) std::cerr << failure_of("not_found").hint << "\n";
-  for (const auto& failed : result.at("failed")) {
-    std::cerr << "inflight: could not delete " << failed.at("branch").get<std::string>() << ": "
-              << failed.at("error").get<std::string>() << "\n";
-    code = failure_of(failed.at("kind").get<std::string>()).exit_code;
-  }
-  return code;
+  return report_prune_errors(result);
 }
 
 }  // namespace inflight::app

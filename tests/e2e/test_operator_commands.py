@@ -1,0 +1,176 @@
+"""SPEC §6: `inflight checkpoints list/show/prune` against a real git daemon."""
+import json
+import os
+import re
+import subprocess
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from conftest import INFLIGHT
+from git_servers import *  # noqa: F401,F403 (fixtures)
+from test_checkpoints import interrupted_runs
+
+UNREACHABLE = "git://127.0.0.1:1/x.git"
+
+
+def checkpoints(workdir, *args, repo=None, timeout=60):
+    """`inflight checkpoints ARGS --results-repo REPO`, run from `workdir` with no INFLIGHT_* env."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")}
+    repo_args = ["--results-repo", repo] if repo else []
+    return subprocess.run([str(INFLIGHT), "checkpoints", *args, *repo_args], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def branch_records(bare, run_id):
+    return len(git(bare, "show", f"inflight/pod-a/{run_id}:index.jsonl").splitlines())
+
+
+def branch_bytes(bare, run_id):
+    """Bytes of every blob in the branch's tree (chunks add up to their file)."""
+    listing = git(bare, "ls-tree", "-r", "-l", f"inflight/pod-a/{run_id}")
+    return sum(int(line.split()[3]) for line in listing.splitlines())
+
+
+def refs_of(ids):
+    return {f"refs/heads/inflight/pod-a/{i}" for i in ids}
+
+
+@pytest.fixture
+def three_runs(serve_factory, tmp_path, git_daemon):
+    """Three branches left by a serve shutdown, and an operator's empty work dir."""
+    ids, _ = interrupted_runs(serve_factory, tmp_path / "pod-a", git_daemon, count=3)
+    assert set(branches(git_daemon.bare)) == refs_of(ids)
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    return ids, git_daemon, operator
+
+
+def test_list_json_shows_every_branch_with_its_records(three_runs):
+    ids, server, operator = three_runs
+    r = checkpoints(operator, "list", "--json", repo=server.url)
+    assert r.returncode == 0, r.stderr
+    rows = {c["run_id"]: c for c in json.loads(r.stdout)["checkpoints"]}
+    assert sorted(rows) == sorted(ids)
+    for run_id, row in rows.items():
+        assert row["origin_pod"] == "pod-a"
+        assert row["branch"] == f"inflight/pod-a/{run_id}"
+        assert row["attempts"] == 1
+        assert row["records"] == branch_records(server.bare, run_id) >= 2
+        assert row["size_bytes"] == branch_bytes(server.bare, run_id)
+        when = datetime.strptime(row["last_checkpoint"], "%Y-%m-%dT%H:%M:%SZ")
+        age = datetime.now(timezone.utc).replace(tzinfo=None) - when
+        assert timedelta(seconds=-5) < age < timedelta(minutes=5)
+
+
+def test_list_table_is_aligned_and_filters_by_pod(three_runs):
+    ids, server, operator = three_runs
+    r = checkpoints(operator, "list", repo=server.url)
+    assert r.returncode == 0, r.stderr
+    header, *rows = r.stdout.splitlines()
+    assert header.split("  ")[0] == "RUN ID" and "LAST CHECKPOINT" in header
+    assert len(rows) == 3
+    for row in rows:
+        run_id, pod, attempts, age, records, size = re.split(r"\s{2,}", row)
+        assert run_id in ids and pod == "pod-a" and attempts == "1"
+        assert re.fullmatch(r"\d+[smhd] ago", age)
+        assert int(records) == branch_records(server.bare, run_id)
+        assert re.fullmatch(r"\d+(\.\d)? (B|KiB|MiB)", size)
+        # Aligned: each column starts where its header does.
+        assert row.index(pod) == header.index("POD")
+    r = checkpoints(operator, "list", "--pod", "pod-z", repo=server.url)
+    assert r.returncode == 0
+    assert r.stdout.strip() == f"no checkpoints of pod pod-z on {server.url}"
+
+
+def test_show_prints_branch_history_and_run_params(three_runs):
+    ids, server, operator = three_runs
+    for run_id in ids:
+        tip = git(server.bare, "rev-parse", f"inflight/pod-a/{run_id}").strip()
+        params = json.loads(git(server.bare, "show", f"inflight/pod-a/{run_id}:run-params.json"))
+        r = checkpoints(operator, "show", run_id, "--json", repo=server.url)
+        assert r.returncode == 0, r.stderr
+        shown = json.loads(r.stdout)
+        assert shown["branch"] == f"inflight/pod-a/{run_id}" and shown["tip"] == tip
+        assert shown["run_params"] == params
+        [latest] = shown["history"]
+        assert latest["commit"] == tip and latest["reason"] == "shutdown"
+        assert latest["attempt"] == 1 and latest["pod"] == "pod-a"
+        assert latest["records"] == branch_records(server.bare, run_id)
+
+        text = checkpoints(operator, "show", run_id, repo=server.url)
+        assert text.returncode == 0, text.stderr
+        assert f"inflight/pod-a/{run_id}" in text.stdout and tip in text.stdout
+        assert re.search(r"shutdown\s+1\s+pod-a\s+\d+\s+" + tip[:12], text.stdout)
+        assert f'"run_id": "{run_id}"' in text.stdout
+
+
+def test_show_of_a_missing_run_exits_4_and_says_what_to_try(three_runs):
+    _, server, operator = three_runs
+    r = checkpoints(operator, "show", "no-such-run", repo=server.url)
+    assert r.returncode == 4
+    assert "no-such-run" in r.stderr and "inflight checkpoints list" in r.stderr
+
+
+def age_branch(bare, run_id, *, tip_old):
+    """Adds an old checkpoint to the branch: as its tip, or below a fresh tip."""
+    ref = f"refs/heads/inflight/pod-a/{run_id}"
+    old = {"GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z"}
+    subject = f"inflight checkpoint {run_id} attempt 1 (periodic)"
+    commit = git(bare, "commit-tree", f"{ref}^{{tree}}", "-p", ref, "-m", subject, env=old).strip()
+    if not tip_old:
+        commit = git(bare, "commit-tree", f"{ref}^{{tree}}", "-p", commit, "-m", subject).strip()
+    git(bare, "update-ref", ref, commit)
+
+
+def test_prune_deletes_exactly_what_each_selector_says(three_runs):
+    ids, server, operator = three_runs
+    before = branches(server.bare)
+    r = checkpoints(operator, "prune", "--all", "--dry-run", repo=server.url)
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == sorted(f"would delete inflight/pod-a/{i}" for i in ids)
+    assert branches(server.bare) == before
+
+    r = checkpoints(operator, "prune", "--run-id", ids[0], repo=server.url)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"deleted inflight/pod-a/{ids[0]}"]
+    assert set(branches(server.bare)) == refs_of(ids[1:])
+
+    age_branch(server.bare, ids[1], tip_old=True)
+    age_branch(server.bare, ids[2], tip_old=False)  # old history, fresh last checkpoint
+    r = checkpoints(operator, "prune", "--older-than", "1d", repo=server.url)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"deleted inflight/pod-a/{ids[1]}"]
+    assert set(branches(server.bare)) == refs_of(ids[2:])
+
+    r = checkpoints(operator, "prune", "--all", repo=server.url)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"deleted inflight/pod-a/{ids[2]}"]
+    assert branches(server.bare) == {}
+    r = checkpoints(operator, "list", repo=server.url)
+    assert r.stdout.strip() == f"no checkpoints on {server.url}"
+
+
+def test_prune_of_an_unknown_run_id_exits_4_and_deletes_nothing(three_runs):
+    ids, server, operator = three_runs
+    r = checkpoints(operator, "prune", "--run-id", "no-such-run", repo=server.url)
+    assert r.returncode == 4
+    assert "no-such-run" in r.stderr and "inflight checkpoints list" in r.stderr
+    assert set(branches(server.bare)) == refs_of(ids)
+
+
+@pytest.mark.parametrize("args", [["list"], ["show", "r1"], ["prune", "--all"]])
+def test_unreachable_remote_exits_3(tmp_path, args):
+    r = checkpoints(tmp_path, *args, "--git-timeout", "10s", repo=UNREACHABLE)
+    assert r.returncode == 3, r.stderr
+    assert "127.0.0.1" in r.stderr and "--results-repo" in r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["frobnicate"], [], ["list", "--frobnicate"], ["show"], ["prune"],
+    ["prune", "--all", "--run-id", "r1"], ["prune", "--older-than", "soon"],
+])
+def test_usage_errors_exit_2(tmp_path, args):
+    r = checkpoints(tmp_path, *args, repo=UNREACHABLE)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip()
