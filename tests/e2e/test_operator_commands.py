@@ -174,3 +174,15 @@ def test_usage_errors_exit_2(tmp_path, args):
     r = checkpoints(tmp_path, *args, repo=UNREACHABLE)
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.strip()
+
+
+def test_refused_credentials_exit_3_without_the_token(tmp_path, http_git):
+    r = checkpoints(tmp_path, "list", *http_git.flags, repo=http_git.url)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"no checkpoints on {http_git.url}"
+    r = checkpoints(tmp_path, "list", *http_git.wrong_flags, repo=http_git.url)
+    assert r.returncode == 3, r.stderr
+    assert "--git-token" in r.stderr
+    for flags in (http_git.flags, http_git.wrong_flags):
+        token = flags[flags.index("--git-token") + 1]
+        assert token not in r.stdout + r.stderr
