@@ -3,6 +3,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -186,3 +187,23 @@ def test_refused_credentials_exit_3_without_the_token(tmp_path, http_git):
     for flags in (http_git.flags, http_git.wrong_flags):
         token = flags[flags.index("--git-token") + 1]
         assert token not in r.stdout + r.stderr
+
+
+def test_a_run_id_on_two_pods_asks_for_the_branch(three_runs):
+    ids, server, operator = three_runs
+    tip = git(server.bare, "rev-parse", f"inflight/pod-a/{ids[0]}").strip()
+    git(server.bare, "update-ref", f"refs/heads/inflight/pod-b/{ids[0]}", tip)
+    r = checkpoints(operator, "show", ids[0], repo=server.url)
+    assert r.returncode == 2
+    assert f"inflight/pod-a/{ids[0]}" in r.stderr and f"inflight/pod-b/{ids[0]}" in r.stderr
+    r = checkpoints(operator, "show", f"inflight/pod-b/{ids[0]}", "--json", repo=server.url)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["origin_pod"] == "pod-b"
+
+
+def test_a_hung_remote_exits_3_at_the_deadline(tmp_path, hung_server):
+    started = time.monotonic()
+    r = checkpoints(tmp_path, "list", "--git-timeout", "1s", repo=hung_server.git_url)
+    assert r.returncode == 3, r.stderr
+    assert time.monotonic() - started < 5
+    assert "--git-timeout" in r.stderr
