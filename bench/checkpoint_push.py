@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """First checkpoint push of a 6.3 MB / 1,005-file run dir to a git daemon.
 
-inflight: one `inflight checkpoint-agent` save request (reason shutdown) with a
+inflight: one `inflight-checkpoint-agent` save request (reason shutdown) with a
 fresh cache dir, pushing to a fresh bare repo served by `git daemon` over
 git://127.0.0.1; timed from spawn to exit (snapshot into the cache repo,
 chunking of files > 64 KiB, pack, push).

@@ -4,7 +4,7 @@
 - GitDaemon: `git daemon` on 127.0.0.1, waited for by its "Ready to rumble"
   line with a deadline; one daemon serves many fresh bare repos
 - ByteProxy: a TCP proxy that counts client->server and server->client bytes
-- agent_save: one `inflight checkpoint-agent` save request, timed spawn->exit
+- agent_save: one `inflight-checkpoint-agent` save request, timed spawn->exit
 - git / git_env: the git CLI without user or system config
 - tree_matches_dir: a pushed branch's content equals a dir (chunked files
   reassembled), read back with `git archive`
@@ -315,11 +315,11 @@ class ByteProxy:
 
 
 # --------------------------------------------------------------------------
-# inflight checkpoint-agent
+# inflight-checkpoint-agent
 
 
 def agent_save(run_dir, cache_dir, url, run_id="r1", attempt=1, reason="shutdown", timeout=120):
-    """One save request to a fresh `inflight checkpoint-agent`.
+    """One save request to a fresh `inflight-checkpoint-agent`.
     Returns (seconds from spawn to exit, parsed result)."""
     request = {
         "op": "save", "run_dir": os.path.abspath(run_dir), "origin_pod": "pod-a",
@@ -330,7 +330,7 @@ def agent_save(run_dir, cache_dir, url, run_id="r1", attempt=1, reason="shutdown
     }
     data = json.dumps(request).encode()
     t0 = time.monotonic()
-    proc = subprocess.Popen([os.path.join(bin_dir(), "inflight"), "checkpoint-agent"],
+    proc = subprocess.Popen([os.path.join(bin_dir(), "inflight-checkpoint-agent")],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     out, err = proc.communicate(data, timeout=timeout)

@@ -8,7 +8,7 @@ pusher and `git daemon` and counts client->server bytes per save.
 inflight: save #1 (reason shutdown, the full first checkpoint) with a fresh
 cache dir; append 50 records (~100 bytes each) to index.jsonl; save #2
 (reason periodic) from the same cache dir, each by its own
-`inflight checkpoint-agent` as serve does. Measured: the client->server bytes
+`inflight-checkpoint-agent` as serve does. Measured: the client->server bytes
 of save #2 (the git:// request line, ref update command and pack). The
 pushed branch is checked: save #2's parent is save #1, and its tree equals
 the run dir (chunks reassembled).

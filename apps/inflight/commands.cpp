@@ -1,6 +1,5 @@
 #include "commands.hpp"
 
-#include "inflight/supervisor/agent_client.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/resume.hpp"
 #include "inflight/supervisor/serve.hpp"
@@ -21,8 +20,6 @@ CommandLine::CommandLine(CLI::App& app) {
   add_settings(resume_, kRunFlags);
   checkpoints_ = std::make_unique<CheckpointsCommand>(
       app, [this](CLI::App* command) { add_settings(command, kStoreFlags); });
-  // Internal: serve runs every git network step through it (no group: hidden).
-  agent_ = app.add_subcommand("checkpoint-agent", "")->group("");
 }
 
 void CommandLine::add_settings(CLI::App* command, const std::vector<FlagSpec>& flags) {
@@ -48,7 +45,6 @@ int CommandLine::run() {
     log::set_format(settings.store.log_format);
     return serve(settings);
   }
-  if (agent_->parsed()) return run_checkpoint_agent();
   if (auto* command = checkpoints_->parsed()) return checkpoints_->run(sources(command));
   if (resume_->parsed()) {
     const auto settings = read_resume_settings(sources(resume_));

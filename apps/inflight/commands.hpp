@@ -28,7 +28,6 @@ class CommandLine {
   OptionSources sources(CLI::App* command) const;
 
   CLI::App* serve_ = nullptr;
-  CLI::App* agent_ = nullptr;
   std::unique_ptr<CheckpointsCommand> checkpoints_;
   CLI::App* resume_ = nullptr;
   std::string resume_target_;

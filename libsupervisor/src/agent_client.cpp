@@ -108,7 +108,8 @@ AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
               {"claim_lease_seconds",
                2 * std::chrono::duration_cast<std::chrono::seconds>(store.git_timeout).count()}}),
       display_url_(without_password(store.results_repo)),
-      agent_binary_(fs::read_symlink("/proc/self/exe")) {}
+      agent_binary_(fs::read_symlink("/proc/self/exe").parent_path() /
+                    "inflight-checkpoint-agent") {}
 
 AgentClient::~AgentClient() {
   for (pid_t pid : running_) signal_group(pid, SIGKILL);
@@ -125,7 +126,7 @@ void AgentClient::call(OrderedJson request, SteadyClock::time_point deadline,
   auto [stdout_read, stdout_write] = make_pipe();
   std::vector<std::string> env;
   for (char** entry = environ; *entry != nullptr; ++entry) env.emplace_back(*entry);
-  const pid_t pid = spawn_child(io_, {{agent_binary_.string(), "checkpoint-agent"},
+  const pid_t pid = spawn_child(io_, {{agent_binary_.string()},
                                       fs::current_path(),
                                       env,
                                       stdin_read.get(),

@@ -30,7 +30,8 @@ void ShutdownPlan::on_signal(int signal) {
 }
 
 void ShutdownPlan::begin() {
-  deadline_ = SteadyClock::now() + grace_period_;
+  started_ = SteadyClock::now();
+  deadline_ = started_ + grace_period_;
   grace_timer_.expires_at(deadline_);
   grace_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stage_ == Stage::done) return;
@@ -62,6 +63,8 @@ void ShutdownPlan::end_flush() {
 
 void ShutdownPlan::checkpoint_all() {
   stage_ = Stage::checkpointing;
+  const std::chrono::duration<double> stopping = SteadyClock::now() - started_;
+  log::info("children stopped", {{"seconds", stopping.count()}});
   for (const auto& run : supervisor_.runs())
     if (run->status == RunStatus::interrupted && !run->fenced) to_checkpoint_.push_back(run.get());
   if (to_checkpoint_.empty()) return finish(0);

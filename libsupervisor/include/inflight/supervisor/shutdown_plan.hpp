@@ -38,6 +38,7 @@ class ShutdownPlan {
   Duration flush_window_;
   std::function<void(int)> done_;
   Stage stage_ = Stage::idle;
+  SteadyClock::time_point started_;
   SteadyClock::time_point deadline_;
   boost::asio::steady_timer flush_timer_;
   boost::asio::steady_timer grace_timer_;
