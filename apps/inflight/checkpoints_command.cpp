@@ -178,21 +178,9 @@ void print_run(const OrderedJson& run) {
     std::cout << run.at("run_params").dump(2) << "\n";
 }
 
-// One agent call bounded by --git-timeout. Not call_agent(): its loop never
-// ends, because the reaper's SIGCHLD wait keeps the io_context busy; stopping
-// the loop on the answer ends it.
+// One agent call bounded by --git-timeout.
 OrderedJson call(const StoreSettings& store, OrderedJson request) {
-  boost::asio::io_context io;
-  ChildReaper reaper(io);
-  AgentClient client(io, reaper, store, store.runs_dir);
-  OrderedJson result;
-  client.call(std::move(request), SteadyClock::now() + store.git_timeout,
-              [&](const OrderedJson& answer) {
-                result = answer;
-                io.stop();
-              });
-  io.run();
-  return result;
+  return call_agent(store, store.runs_dir, std::move(request), store.git_timeout);
 }
 
 }  // namespace

@@ -2,10 +2,10 @@
 
 #include <git2.h>
 
-#include <regex>
 #include <set>
 
 #include "cache_repo_impl.hpp"
+#include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/run_dir.hpp"
 #include "oid_text.hpp"
 
@@ -26,16 +26,6 @@ std::optional<std::string> last_pushed(CacheRepo& cache, const std::string& ref)
     return std::nullopt;
   }
   return oid_hex(oid);
-}
-
-// `refs/heads/inflight/<pod>/<run-id>` → {pod, run-id}, when well-formed.
-std::optional<std::pair<std::string, std::string>> parse_branch(const std::string& ref) {
-  static const std::regex kShape("^([^/]+)/([A-Za-z0-9][A-Za-z0-9._-]{0,63})$");
-  if (!ref.starts_with(kBranchPrefix)) return std::nullopt;
-  std::smatch m;
-  const std::string rest = ref.substr(kBranchPrefix.size());
-  if (!std::regex_match(rest, m, kShape)) return std::nullopt;
-  return std::pair{m[1].str(), m[2].str()};
 }
 
 std::uint64_t records_of(const RunParams& params, const fs::path& dir) {
@@ -72,15 +62,15 @@ RestoreReport CheckpointStore::restore(const fs::path& runs_dir, const std::stri
   RestoreReport report;
   std::set<std::string> on_remote;
   for (const auto& branch : remote_.list(std::string(kBranchPrefix))) {
-    const auto names = parse_branch(branch.ref);
-    if (only && (!names || names->second != *only)) continue;
-    if (names) on_remote.insert(names->second);
+    const auto names = parse_branch_ref(branch.ref);
+    if (only && (!names || names->run_id != *only)) continue;
+    if (names) on_remote.insert(names->run_id);
     try {
       if (auto run = claim(branch, runs_dir, pod, local_attempts))
         report.claimed.push_back(std::move(*run));
     } catch (const GitError& e) {
       if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
-      if (e.kind() == GitErrorKind::rejected && names) report.lost.push_back(names->second);
+      if (e.kind() == GitErrorKind::rejected && names) report.lost.push_back(names->run_id);
       report.problems.push_back(branch.ref + ": " + e.what());
     } catch (const std::exception& e) {
       report.problems.push_back(branch.ref + ": " + e.what());
@@ -127,9 +117,9 @@ void CheckpointStore::refuse_live_claim(const std::string& tip, const std::strin
 std::optional<ClaimedRun> CheckpointStore::claim(
     const RemoteBranch& branch, const fs::path& runs_dir, const std::string& pod,
     const std::map<std::string, std::size_t>& local_attempts) {
-  const auto names = parse_branch(branch.ref);
+  const auto names = parse_branch_ref(branch.ref);
   if (!names) throw std::runtime_error("not an inflight/<pod>/<run-id> branch");
-  const auto& run_id = names->second;
+  const auto& run_id = names->run_id;
   const auto tip = remote_.fetch(branch.ref);
   refuse_live_claim(tip, pod);
   const auto text = read_file_at(cache_, tip, kRunParamsFile);

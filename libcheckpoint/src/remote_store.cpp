@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <mutex>
 
 #include "cache_repo_impl.hpp"
@@ -131,6 +132,9 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix) {
       branches.push_back(RemoteBranch{name, oid_hex(heads[i]->oid)});
     }
   }
+  // Servers advertise refs in no promised order; callers and people want one.
+  std::sort(branches.begin(), branches.end(),
+            [](const RemoteBranch& a, const RemoteBranch& b) { return a.ref < b.ref; });
   return branches;
 }
 

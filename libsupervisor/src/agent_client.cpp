@@ -157,8 +157,11 @@ OrderedJson call_agent(const StoreSettings& store, const fs::path& runs_dir, Ord
   ChildReaper reaper(io);
   AgentClient client(io, reaper, store, runs_dir);
   OrderedJson result;
-  client.call(std::move(request), SteadyClock::now() + timeout,
-              [&result](const OrderedJson& r) { result = r; });
+  // The reaper always waits for the next SIGCHLD: the answer ends the loop.
+  client.call(std::move(request), SteadyClock::now() + timeout, [&](const OrderedJson& r) {
+    result = r;
+    io.stop();
+  });
   io.run();
   return result;
 }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "checkpoint_test_support.hpp"
@@ -141,7 +142,10 @@ TEST_F(BranchListingTest, ForeignBranchesAreListedAsFarAsTheyCanBeRead) {
   auto store = remote();
   const auto listing = list_branches(cache_, store);
   ASSERT_EQ(listing.branches.size(), 2u);
-  const auto& bare = listing.branches[1];  // refs come in name order
+  const auto found = std::find_if(listing.branches.begin(), listing.branches.end(),
+                                  [](const auto& b) { return b.name.pod == "pod-x"; });
+  ASSERT_NE(found, listing.branches.end());
+  const auto& bare = *found;
   EXPECT_EQ(bare.name.run_id, "bare");
   EXPECT_FALSE(bare.run_params.has_value());
   EXPECT_EQ(bare.attempts, 0u);
