@@ -163,17 +163,18 @@ def test_git_hangs_against_the_hung_server(hung_server):
                                    start_ssh_git])
 def test_teardown_kills_the_process_group(start, tmp_path):
     with start(tmp_path / "server") as server:
-        pid, port = server.process.proc.pid, server.port
-        assert port_open(port)
+        pid = server.process.proc.pid
+        assert port_open(server.port)
     assert process_gone(pid)
-    assert not port_open(port)
+    # Not asserted: that the port is closed. ctest runs test files in
+    # parallel, and another fixture may already listen on the freed port.
 
 
 def test_teardown_closes_the_hung_server():
     with start_hung_server() as server:
-        port = server.port
-        assert port_open(port)
-    assert not port_open(port)
+        assert port_open(server.port)
+    # The port itself may be taken again at once by a test running in parallel.
+    assert server.listener.fileno() == -1
 
 
 def test_two_servers_of_a_kind_get_different_ports(tmp_path):
