@@ -14,27 +14,15 @@ Prints RSS in MB, the ratio to the 8 MB goal and the ratio to the baseline.
 No pass/fail assertion on the figures.
 """
 import argparse
-import json
 import os
-import queue
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
+
+from serve_process import Serve, http, wait_for
 
 GOAL_MB = 8.0
 AGENTV_IDLE_MB = (88, 107)
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def bin_dir():
-    build = os.environ.get("INFLIGHT_BUILD_DIR", os.path.join(REPO, "build-bench"))
-    return os.path.join(build, "bin")
 
 
 def status_fields(pid):
@@ -67,73 +55,6 @@ def proc_state(pid):
         return f.read().rsplit(")", 1)[1].split()[0]
 
 
-def wait_for(predicate, timeout, what, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-
-
-def http_status(port, path):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return None
-
-
-class Serve:
-    """`inflight serve` in a temp cwd; stderr JSON lines are read by a thread."""
-
-    def __init__(self, extra_args=()):
-        self.tmp = tempfile.mkdtemp(prefix="inflight-bench-")
-        self.lines = queue.Queue()
-        self.log = []
-        self.proc = subprocess.Popen(
-            [os.path.join(bin_dir(), "inflight"), "serve", "--listen", "127.0.0.1:0",
-             "--runs-dir", os.path.join(self.tmp, "runs"), "--log-format", "json",
-             *extra_args],
-            cwd=self.tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True)
-        threading.Thread(target=self._read, daemon=True).start()
-        self.port = self._wait_listening(timeout=10)
-
-    def _read(self):
-        for line in self.proc.stderr:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def _wait_listening(self, timeout):
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            if line is None:
-                raise RuntimeError("serve exited before listening: " + "".join(self.log))
-            self.log.append(line)
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if entry.get("msg") == "listening":
-                return int(entry["address"].rsplit(":", 1)[1])
-
-    def stop(self, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        return self.proc.returncode
-
-
 def measure_baseline(idle):
     proc = subprocess.Popen(["/usr/bin/sleep", str(int(idle) + 10)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
@@ -160,7 +81,7 @@ def main():
     serve = Serve()
     try:
         pid = serve.proc.pid
-        wait_for(lambda: http_status(serve.port, "/readyz") == 200, 10, "/readyz 200")
+        wait_for(lambda: http(serve.port, "GET", "/readyz")[0] == 200, 10, "/readyz 200")
         st = status_fields(pid)
         rss_ready, hwm_ready = kb(st["VmRSS"]), kb(st["VmHWM"])
         threads = int(st["Threads"])

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "checkpoints_command.hpp"
-
 #include "inflight/supervisor/settings.hpp"
 
 namespace inflight::app {

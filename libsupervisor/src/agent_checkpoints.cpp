@@ -57,35 +57,34 @@ void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
   OrderedJson request{
       {"op", "restore"}, {"runs_dir", runs_dir_.string()}, {"pod", pod_}, {"local", attempts}};
   if (only) request["only"] = *only;
-  agent_.call(
-      std::move(request), deadline, [local, done = std::move(done)](const OrderedJson& r) {
-        if (!r["ok"].get<bool>()) {
-          const auto error = r["error"].get<std::string>();
-          if (r.value("kind", "") == "auth") return done({local, error, std::nullopt});
-          log::error("restore from the results repo failed; resuming local runs only",
-                     {{"error", error}});
-          return done({local, std::nullopt, error});
-        }
-        for (const auto& problem : r["problems"])
-          log::warn("checkpoint not restored", {{"error", problem}});
-        std::set<std::string> taken;
-        std::vector<RestoredRun> runs;
-        for (const auto& lost : r["lost"]) {
-          taken.insert(lost.get<std::string>());
-          log::info("run claimed by another instance; left to it", {{"run_id", lost}});
-        }
-        for (const auto& c : r["claimed"]) {
-          const fs::path dir = c["dir"].get<std::string>();
-          auto params = checkpoint::read_run_params(dir);
-          if (!params) continue;
-          taken.insert(params->run_id);
-          // `refs/heads/inflight/…` → `inflight/…`, as statuses show it.
-          runs.push_back({dir, std::move(*params), c["branch"].get<std::string>().substr(11)});
-        }
-        for (const auto& run : local)
-          if (!taken.count(run.params.run_id)) runs.push_back(run);
-        done({std::move(runs), std::nullopt, std::nullopt});
-      });
+  agent_.call(std::move(request), deadline, [local, done = std::move(done)](const OrderedJson& r) {
+    if (!r["ok"].get<bool>()) {
+      const auto error = r["error"].get<std::string>();
+      if (r.value("kind", "") == "auth") return done({local, error, std::nullopt});
+      log::error("restore from the results repo failed; resuming local runs only",
+                 {{"error", error}});
+      return done({local, std::nullopt, error});
+    }
+    for (const auto& problem : r["problems"])
+      log::warn("checkpoint not restored", {{"error", problem}});
+    std::set<std::string> taken;
+    std::vector<RestoredRun> runs;
+    for (const auto& lost : r["lost"]) {
+      taken.insert(lost.get<std::string>());
+      log::info("run claimed by another instance; left to it", {{"run_id", lost}});
+    }
+    for (const auto& c : r["claimed"]) {
+      const fs::path dir = c["dir"].get<std::string>();
+      auto params = checkpoint::read_run_params(dir);
+      if (!params) continue;
+      taken.insert(params->run_id);
+      // `refs/heads/inflight/…` → `inflight/…`, as statuses show it.
+      runs.push_back({dir, std::move(*params), c["branch"].get<std::string>().substr(11)});
+    }
+    for (const auto& run : local)
+      if (!taken.count(run.params.run_id)) runs.push_back(run);
+    done({std::move(runs), std::nullopt, std::nullopt});
+  });
 }
 
 }  // namespace inflight

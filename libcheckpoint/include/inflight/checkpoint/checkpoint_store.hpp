@@ -36,8 +36,8 @@ struct ClaimedRun {
 };
 
 struct RestoreReport {
-  std::vector<ClaimedRun> claimed;  // ours now, ready to resume
-  std::vector<std::string> lost;    // run ids another instance claimed first
+  std::vector<ClaimedRun> claimed;    // ours now, ready to resume
+  std::vector<std::string> lost;      // run ids another instance claimed first
   std::vector<std::string> problems;  // one line per branch that could not be used
 };
 

@@ -15,7 +15,7 @@ struct ChildSpec {
   std::vector<std::string> argv;
   std::filesystem::path cwd;
   std::vector<std::string> env;  // NAME=value
-  int stdin_fd = -1;              // -1: /dev/null
+  int stdin_fd = -1;             // -1: /dev/null
   int stdout_fd = -1;
   int stderr_fd = -1;
 };
