@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from serve_process import Serve
+from serve_process import Serve, bin_dir
 
 GOAL = 1.2
 
