@@ -54,6 +54,27 @@ TEST(RecordCounter, CountsCompleteLinesIncrementally) {
   EXPECT_EQ(counter.count(file), 1u);
 }
 
+// A periodic tick skips the push when this is unchanged, so it must change
+// with every write a checkpoint would carry and stay put otherwise.
+TEST(StatSignature, ChangesWithContentNotWithReads) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "sub");
+  write(dir.path() / "index.jsonl", "a\n");
+  write(dir.path() / "sub" / "result.json", "{}");
+  const auto first = stat_signature(dir.path());
+  EXPECT_EQ(read(dir.path() / "index.jsonl"), "a\n");
+  EXPECT_EQ(stat_signature(dir.path()), first);
+
+  std::ofstream(dir.path() / "index.jsonl", std::ios::app) << "b\n";
+  const auto appended = stat_signature(dir.path());
+  EXPECT_NE(appended, first);
+  write(dir.path() / "sub" / "new.json", "{}");
+  const auto added = stat_signature(dir.path());
+  EXPECT_NE(added, appended);
+  std::filesystem::remove(dir.path() / "sub" / "new.json");
+  EXPECT_NE(stat_signature(dir.path()), added);
+}
+
 TEST(RunParams, RoundTripsThroughTheRunDir) {
   TempDir dir;
   RunParams params;
