@@ -91,8 +91,9 @@ void CheckpointStore::push_local_run(const fs::path& dir, const std::string& pod
     if (!params) return;
     const CheckpointInfo info{params->run_id, static_cast<int>(params->attempts.size()), "claim",
                               pod, records_of(*params, dir)};
-    save(dir, params->origin_pod, info);
-    report.claimed.push_back({*params, dir, branch_ref(params->origin_pod, params->run_id)});
+    const auto commit = save(dir, params->origin_pod, info);
+    report.claimed.push_back(
+        {*params, dir, branch_ref(params->origin_pod, params->run_id), commit.value_or("")});
   } catch (const GitError& e) {
     if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
     report.problems.push_back(dir.string() + ": " + e.what());
@@ -137,12 +138,12 @@ std::optional<ClaimedRun> CheckpointStore::claim(
   fs::remove_all(staging);
   const auto claim_from = branch_wins ? staging : dir;
   if (branch_wins) materialize(cache_, tip, staging, config_.restore_max_bytes);
+  std::string claim_commit;
   try {
     const CheckpointInfo info{run_id, static_cast<int>(params.attempts.size()), "claim", pod,
                               records_of(params, claim_from)};
-    const auto commit =
-        RunSnapshotter(cache_, config_.exclude_globs).snapshot(claim_from, info, tip);
-    remote_.push(branch.ref, *commit);
+    claim_commit = *RunSnapshotter(cache_, config_.exclude_globs).snapshot(claim_from, info, tip);
+    remote_.push(branch.ref, claim_commit);
   } catch (...) {
     fs::remove_all(staging);
     throw;
@@ -153,7 +154,7 @@ std::optional<ClaimedRun> CheckpointStore::claim(
   } else if (auto local_params = read_run_params(dir)) {
     params = std::move(*local_params);
   }
-  return ClaimedRun{std::move(params), dir, branch.ref};
+  return ClaimedRun{std::move(params), dir, branch.ref, claim_commit};
 }
 
 }  // namespace inflight::checkpoint

@@ -79,7 +79,8 @@ void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
       if (!params) continue;
       taken.insert(params->run_id);
       // `refs/heads/inflight/…` → `inflight/…`, as statuses show it.
-      runs.push_back({dir, std::move(*params), c["branch"].get<std::string>().substr(11)});
+      runs.push_back({dir, std::move(*params), c["branch"].get<std::string>().substr(11),
+                      c.value("claim", "")});
     }
     for (const auto& run : local)
       if (!taken.count(run.params.run_id)) runs.push_back(run);

@@ -69,8 +69,10 @@ OrderedJson restore(ck::CheckpointStore& store, const OrderedJson& r) {
                     r.at("local").get<std::map<std::string, std::size_t>>(), only);
   OrderedJson claimed = OrderedJson::array();
   for (const auto& run : report.claimed)
-    claimed.push_back(
-        {{"run_id", run.params.run_id}, {"dir", run.dir.string()}, {"branch", run.branch}});
+    claimed.push_back({{"run_id", run.params.run_id},
+                       {"dir", run.dir.string()},
+                       {"branch", run.branch},
+                       {"claim", run.claim}});
   return {{"ok", true}, {"claimed", claimed}, {"lost", report.lost}, {"problems", report.problems}};
 }
 

@@ -35,7 +35,7 @@ std::vector<RestoredRun> find_resumable_runs(const fs::path& runs_dir) {
     try {
       auto params = checkpoint::read_run_params(entry.path());
       if (!params || params->run_id != name || !is_resumable(*params)) continue;
-      found.push_back({entry.path(), std::move(*params), ""});
+      found.push_back({entry.path(), std::move(*params), "", ""});
     } catch (const std::exception& e) {
       log::warn("run dir skipped", {{"dir", entry.path().string()}, {"error", e.what()}});
     }
@@ -61,7 +61,7 @@ std::size_t adopt_restored(RunSupervisor& supervisor, std::vector<RestoredRun> r
   for (auto& run : runs) {
     try {
       prepare_for_resume(run);
-      supervisor.adopt(std::move(run.params), run.dir, run.branch);
+      supervisor.adopt(std::move(run.params), run.dir, run.branch, run.claim);
       ++adopted;
     } catch (const std::exception& e) {
       log::error("run not restored", {{"dir", run.dir.string()}, {"error", e.what()}});

@@ -101,7 +101,8 @@ void RunSupervisor::stop_child(Run& run, StopCause cause) {
   });
 }
 
-void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::string branch) {
+void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::string branch,
+                          const std::string& claim) {
   ChildTemplate child = ChildTemplate::parse(params.child);
   std::string id = params.run_id;
   const bool started_before = !params.attempts.empty();
@@ -109,6 +110,10 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
   run.dir = std::move(dir);
   run.checkpoint.branch =
       branch.empty() ? "inflight/" + run.params.origin_pod + "/" + run.id : std::move(branch);
+  if (!claim.empty()) {
+    run.checkpoint.last_commit = claim;
+    run.checkpoint.last_at = iso8601_utc(SystemClock::now());
+  }
   if (run.attempts() >= settings_.max_attempts) {
     log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
                {{"run_id", run.id}, {"attempts", run.attempts()}});

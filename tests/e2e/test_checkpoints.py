@@ -53,6 +53,8 @@ def test_full_story_over_every_transport(serve_factory, tmp_path, git_server):
     for run_id in ids:
         status = serve.wait_status(run_id, "succeeded", timeout=60)
         assert status["attempt"] == 2
+        assert len(status["checkpoint"]["last_commit"] or "") == 40, "the claim is shown"
+        assert status["checkpoint"]["branch"] == f"inflight/pod-a/{run_id}"
         recorded = index_ids(runs_b / run_id)
         assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 13)]
         assert max(Counter(recorded).values()) == 1

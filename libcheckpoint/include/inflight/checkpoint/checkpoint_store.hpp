@@ -33,6 +33,7 @@ struct ClaimedRun {
   RunParams params;
   std::filesystem::path dir;
   std::string branch;  // refs/heads/inflight/…
+  std::string claim;   // the claim commit, the branch's tip now
 };
 
 struct RestoreReport {

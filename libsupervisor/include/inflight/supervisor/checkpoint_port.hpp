@@ -37,6 +37,7 @@ struct RestoredRun {
   std::filesystem::path dir;
   checkpoint::RunParams params;
   std::string branch;
+  std::string claim;  // the claim commit, when the run came through the store
 };
 
 // What start-up restore found. `refused` is set when the results repo refused

@@ -52,7 +52,9 @@ class RunSupervisor {
   void stop(Run& run);
 
   // A run found on disk or in the store, to be resumed once restore is done.
-  void adopt(checkpoint::RunParams params, std::filesystem::path dir, std::string branch);
+  // `claim` is the commit that claimed the run's branch, if any.
+  void adopt(checkpoint::RunParams params, std::filesystem::path dir, std::string branch,
+             const std::string& claim);
   void finish_restore();
 
   Phase phase() const { return phase_; }
