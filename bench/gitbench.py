@@ -21,25 +21,10 @@ import tarfile
 import threading
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from serve_process import bin_dir, wait_for
+
 CHUNK_SUFFIX = ".inflight-chunks"
 EXCLUDES = [".env", "*.pem", "*.key", "id_rsa*"]
-
-
-def bin_dir():
-    build = os.environ.get("INFLIGHT_BUILD_DIR", os.path.join(REPO, "build-bench"))
-    return os.path.join(build, "bin")
-
-
-def wait_for(predicate, timeout, what, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 # --------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "inflight/checkpoint/git_store.hpp"
+
 namespace inflight::checkpoint {
 
 namespace {
@@ -84,6 +86,10 @@ RemoteLocation parse_remote_url(const std::string& url) {
   location.local_path = std::filesystem::absolute(url);
   location.url = location.display = location.local_path->string();
   return location;
+}
+
+std::string display_url(const std::string& url) {
+  return parse_remote_url(url).display;
 }
 
 }  // namespace inflight::checkpoint

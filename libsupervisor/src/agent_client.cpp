@@ -13,6 +13,7 @@
 #include <csignal>
 #include <memory>
 
+#include "inflight/checkpoint/git_store.hpp"
 #include "inflight/fd.hpp"
 #include "inflight/supervisor/child_process.hpp"
 
@@ -71,15 +72,6 @@ struct AgentCall : std::enable_shared_from_this<AgentCall> {
   }
 };
 
-std::string without_password(const std::string& url) {
-  const auto scheme = url.find("://");
-  const auto at = url.find('@', scheme == std::string::npos ? 0 : scheme + 3);
-  if (scheme == std::string::npos || at == std::string::npos) return url;
-  const auto colon = url.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon) + url.substr(at);
-}
-
 std::pair<Fd, Fd> make_pipe() {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
@@ -107,7 +99,7 @@ AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
               {"restore_max_bytes", store.restore_max_bytes},
               {"claim_lease_seconds",
                2 * std::chrono::duration_cast<std::chrono::seconds>(store.git_timeout).count()}}),
-      display_url_(without_password(store.results_repo)),
+      display_url_(checkpoint::display_url(store.results_repo)),
       agent_binary_(fs::read_symlink("/proc/self/exe").parent_path() /
                     "inflight-checkpoint-agent") {}
 

@@ -204,7 +204,6 @@ def zombies_of(pid):
 
 def metric(serve, name):
     for line in serve.get("/metrics").body.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            if line.split(" ")[0] == name:
-                return float(line.split(" ")[1])
+        if line.split(" ")[0] == name:
+            return float(line.split(" ")[1])
     return None

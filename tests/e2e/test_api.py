@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from conftest import INFLIGHT, metric, script_child, write_config
+from conftest import INFLIGHT, metric, write_config
 
 TEMPLATE = {
     "argv": ["/usr/bin/python3", "-c", "pass", "{suite_filter}", "--output", "{output_dir}"],

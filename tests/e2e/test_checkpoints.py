@@ -4,7 +4,6 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 

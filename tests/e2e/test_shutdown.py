@@ -2,7 +2,7 @@
 import signal
 import time
 
-from conftest import (DEMO, index_ids, process_exists, script_child, wait_for, write_config)
+from conftest import (index_ids, process_exists, script_child, wait_for, write_config)
 
 
 def start_stubborn(serve_factory, tmp_path, *args):
@@ -79,4 +79,3 @@ def test_shutdown_refuses_new_runs_and_readyz(serve_factory, tmp_path):
     assert "Retry-After" in refused.headers
     assert serve.get("/healthz").status == 200
     assert serve.wait_exit(timeout=10) == 0
-    assert DEMO.exists()

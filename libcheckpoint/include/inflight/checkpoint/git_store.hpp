@@ -63,6 +63,9 @@ struct CommitSummary {
   std::string message;    // the whole message, trailers included
 };
 
+// The results-repo URL as messages may show it: without any password.
+std::string display_url(const std::string& url);
+
 // Must exist (once per process) before any other call here.
 class GitLibrary {
  public:
