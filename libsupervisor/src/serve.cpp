@@ -67,9 +67,8 @@ int serve(const ServeSettings& settings) {
   ChildReaper::become_subreaper();
   ChildReaper reaper(io);
   const auto supervised = supervisor_settings(settings);
-  auto checkpoints =
-      std::make_unique<AgentCheckpoints>(io, reaper, settings.store, supervised.runs_dir);
-  RunSupervisor supervisor(io, reaper, *checkpoints, supervised, child);
+  AgentCheckpoints checkpoints(io, reaper, settings.store, supervised.runs_dir);
+  RunSupervisor supervisor(io, reaper, checkpoints, supervised, child);
   ApiRoutes api(supervisor, reaper,
                 {settings.api_token, read_last_shutdown(settings.store.runs_dir)});
   const boost::asio::ip::tcp::endpoint endpoint(boost::asio::ip::make_address(settings.listen_host),
@@ -103,7 +102,7 @@ int serve(const ServeSettings& settings) {
   };
   await_signal();
   boost::asio::post(io, [&] {
-    restore(supervisor, *checkpoints, settings, [&](const std::string& error) {
+    restore(supervisor, checkpoints, settings, [&](const std::string& error) {
       log::error("the results repo refused our credentials; fix them and start again",
                  {{"error", error}});
       exit_code = 3;
