@@ -66,7 +66,8 @@ void ShutdownPlan::checkpoint_all() {
   const std::chrono::duration<double> stopping = SteadyClock::now() - started_;
   log::info("children stopped", {{"seconds", stopping.count()}});
   for (const auto& run : supervisor_.runs())
-    if (run->status == RunStatus::interrupted && !run->fenced) to_checkpoint_.push_back(run.get());
+    if (run->status == RunStatus::interrupted && !run->fenced && !run->held)
+      to_checkpoint_.push_back(run.get());
   if (to_checkpoint_.empty()) return finish(0);
   for (int i = 0; i < kParallelCheckpoints && !to_checkpoint_.empty(); ++i) checkpoint_next();
 }

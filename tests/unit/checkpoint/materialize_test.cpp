@@ -18,7 +18,7 @@ class MaterializeTest : public CheckpointTest {
   // Asserts a refusal that wrote nothing at all: no run dir, nothing outside.
   void expect_refused(const std::string& commit_oid, std::uint64_t max_bytes, const char* rule) {
     try {
-      materialize(*repo_, commit_oid, run_dir(), max_bytes);
+      materialize(*repo_, commit_oid, run_dir(), {.max_bytes = max_bytes, .max_files = 1000});
       ADD_FAILURE() << "expected hostile_tree for " << rule;
     } catch (const GitError& error) {
       EXPECT_EQ(error.kind(), GitErrorKind::hostile_tree) << error.what();
@@ -37,7 +37,7 @@ TEST_F(MaterializeTest, WritesFilesDirectoriesAndModes) {
   const std::string c = commit(tree({{"100644", "a.txt", blob("ay")},
                                      {"100755", "run.sh", blob("#!/bin/sh\n")},
                                      {"40000", "sub", sub}}));
-  materialize(*repo_, c, run_dir(), 1 << 20);
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
   EXPECT_EQ(read_file(run_dir() / "a.txt"), "ay");
   EXPECT_EQ(read_file(run_dir() / "sub" / "b.txt"), "bee");
   const auto perms = fs::status(run_dir() / "run.sh").permissions();
@@ -54,7 +54,7 @@ TEST_F(MaterializeTest, OverwritesExistingFilesAndNeverFollowsPlantedSymlinks) {
   const std::string c = commit(tree({{"100644", "a.txt", blob("new")},
                                      {"40000", "sub", tree({{"100644", "planted.txt", blob("p")}})},
                                      {"100644", "victim.txt", blob("replaced")}}));
-  materialize(*repo_, c, run_dir(), 1 << 20);
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
   EXPECT_EQ(read_file(run_dir() / "a.txt"), "new");
   EXPECT_EQ(read_file(run_dir() / "victim.txt"), "replaced");
   EXPECT_FALSE(fs::is_symlink(run_dir() / "victim.txt"));
@@ -115,7 +115,7 @@ TEST_F(MaterializeTest, ReassemblesChunkedFiles) {
   const git_oid chunks =
       tree({{"100644", "000000", blob("hello ")}, {"100644", "000001", blob("world")}});
   const std::string c = commit(tree({{"40000", "index.jsonl.inflight-chunks", chunks}}));
-  materialize(*repo_, c, run_dir(), 1 << 20);
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
   EXPECT_EQ(read_file(run_dir() / "index.jsonl"), "hello world");
   EXPECT_EQ(read_file_at(*repo_, c, "index.jsonl"), "hello world");
   EXPECT_EQ(read_file_at(*repo_, c, "missing.json"), std::nullopt);

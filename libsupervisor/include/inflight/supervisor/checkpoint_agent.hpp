@@ -6,13 +6,14 @@
 
 #include "inflight/supervisor/agent_client.hpp"
 #include "inflight/supervisor/checkpoint_port.hpp"
+#include "inflight/supervisor/child_templates.hpp"
 
 namespace inflight {
 
 class AgentCheckpoints final : public CheckpointPort {
  public:
   AgentCheckpoints(boost::asio::io_context& io, ChildReaper& reaper, const StoreSettings& store,
-                   std::filesystem::path runs_dir);
+                   std::filesystem::path runs_dir, const ChildTemplates& templates);
 
   void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
             std::function<void(CheckpointResult)> done) override;
@@ -23,9 +24,12 @@ class AgentCheckpoints final : public CheckpointPort {
                std::function<void(RestoreResult)> done) override;
 
  private:
+  static RestoreResult restore_result(const OrderedJson& r, const std::vector<RestoredRun>& local);
+
   AgentClient agent_;
   std::filesystem::path runs_dir_;
   std::string pod_;
+  const ChildTemplates& templates_;
 };
 
 }  // namespace inflight
