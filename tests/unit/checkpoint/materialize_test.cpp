@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include "checkpoint_test_support.hpp"
 
 namespace inflight::checkpoint::testing {
@@ -62,6 +64,36 @@ TEST_F(MaterializeTest, OverwritesExistingFilesAndNeverFollowsPlantedSymlinks) {
   EXPECT_EQ(read_file(run_dir() / "sub" / "planted.txt"), "p");
   EXPECT_EQ(read_file(outside() / "victim.txt"), "untouched");
   EXPECT_FALSE(fs::exists(outside() / "planted.txt"));
+}
+
+TEST_F(MaterializeTest, RefusesANameThatIsNotUtf8) {
+  expect_refused(commit(tree({{"100644", "ok.txt", blob("x")}, {"100644", "bad\xff", blob("x")}})),
+                 1 << 20, "name is not UTF-8");
+}
+
+TEST_F(MaterializeTest, RefusesMoreFilesThanTheLimitCountingDirectories) {
+  const git_oid x = blob("x");
+  const std::string c = commit(tree({{"100644", "a", x}, {"40000", "d", tree({{"100644", "b", x}})}}));
+  try {
+    materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 2});
+    ADD_FAILURE() << "expected hostile_tree";
+  } catch (const GitError& error) {
+    EXPECT_NE(std::string(error.what()).find("more than 2 files"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(run_dir()));
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 3});
+  EXPECT_EQ(read_file(run_dir() / "d" / "b"), "x");
+}
+
+// Restored files are the creating process's, as any file it writes: its umask applies.
+TEST_F(MaterializeTest, RestoredFilesTakeTheUmask) {
+  const std::string c =
+      commit(tree({{"100644", "a.txt", blob("a")}, {"100755", "run.sh", blob("#!/bin/sh\n")}}));
+  const mode_t old = ::umask(027);
+  materialize(*repo_, c, run_dir(), {});
+  ::umask(old);
+  EXPECT_EQ(fs::status(run_dir() / "a.txt").permissions(), fs::perms(0640));
+  EXPECT_EQ(fs::status(run_dir() / "run.sh").permissions(), fs::perms(0750));
 }
 
 TEST_F(MaterializeTest, RefusesDotDot) {
