@@ -50,15 +50,27 @@ std::optional<std::string> CheckpointStore::save(const fs::path& run_dir,
   return commit;
 }
 
-void CheckpointStore::release(const std::string& origin_pod, const std::string& run_id) {
-  remote_.remove(branch_ref({origin_pod, run_id}));
+void CheckpointStore::release(const fs::path& run_dir, const std::string& origin_pod,
+                              const CheckpointInfo& info) {
+  save(run_dir, origin_pod, info);
+  try {
+    remote_.remove(branch_ref({origin_pod, info.run_id}));
+  } catch (const GitError& e) {
+    if (e.kind() == GitErrorKind::not_found) return;
+    // The final push landed, so the branch is ours: a refused deletion is a
+    // failure to retry, not another owner.
+    if (e.kind() == GitErrorKind::rejected)
+      throw GitError(GitErrorKind::other, std::string("deleting the branch: ") + e.what());
+    throw;
+  }
 }
 
 RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   RestoreReport report;
   auto branches = remote_.list(std::string(kBranchPrefix));
   if (request.only) {
-    std::erase_if(branches, [&](const RemoteBranch& b) { return !branch_matches(b.ref, *request.only); });
+    std::erase_if(branches,
+                  [&](const RemoteBranch& b) { return !branch_matches(b.ref, *request.only); });
     if (branches.size() > 1) {
       for (const auto& branch : branches) report.ambiguous.push_back(short_branch(branch.ref));
       return report;
@@ -130,7 +142,8 @@ CheckpointStore::LocalCopy CheckpointStore::local_copy(const BranchName& name,
   if (const auto it = request.local.find(name.run_id); it != request.local.end()) {
     if (it->second.origin_pod == name.pod) return LocalCopy::resumable;
     throw std::runtime_error("run dir " + dir.string() + " holds the run of pod " +
-                             it->second.origin_pod + " with the same id; this branch is left alone");
+                             it->second.origin_pod +
+                             " with the same id; this branch is left alone");
   }
   std::error_code ec;
   if (fs::symlink_status(dir, ec).type() == fs::file_type::not_found) return LocalCopy::none;

@@ -20,8 +20,21 @@ AgentCheckpoints::AgentCheckpoints(boost::asio::io_context& io, ChildReaper& rea
 
 void AgentCheckpoints::save(const CheckpointRequest& request, SteadyClock::time_point deadline,
                             std::function<void(CheckpointResult)> done) {
-  const auto branch = checkpoint::short_branch(checkpoint::branch_ref({request.origin_pod, request.run_id}));
-  agent_.call({{"op", "save"},
+  store_call("save", request, deadline, std::move(done));
+}
+
+void AgentCheckpoints::release(const CheckpointRequest& request, SteadyClock::time_point deadline,
+                               std::function<void(CheckpointResult)> done) {
+  store_call("release", request, deadline, std::move(done));
+}
+
+// Save and release name the run alike and answer alike.
+void AgentCheckpoints::store_call(const char* op, const CheckpointRequest& request,
+                                  SteadyClock::time_point deadline,
+                                  std::function<void(CheckpointResult)> done) {
+  const auto branch =
+      checkpoint::short_branch(checkpoint::branch_ref({request.origin_pod, request.run_id}));
+  agent_.call({{"op", op},
                {"run_dir", fs::absolute(request.run_dir).string()},
                {"origin_pod", request.origin_pod},
                {"run_id", request.run_id},
@@ -40,19 +53,6 @@ void AgentCheckpoints::save(const CheckpointRequest& request, SteadyClock::time_
               });
 }
 
-void AgentCheckpoints::release(const std::string& run_id, const std::string& origin_pod,
-                               SteadyClock::time_point deadline, std::function<void()> done) {
-  agent_.call(
-      {{"op", "release"}, {"origin_pod", origin_pod}, {"run_id", run_id}}, deadline,
-      [done = std::move(done), run_id](const OrderedJson& r) {
-        if (!r["ok"].get<bool>())
-          log::warn("checkpoint branch not deleted", {{"run_id", run_id}, {"error", r["error"]}});
-        else
-          log::info("checkpoint branch deleted", {{"run_id", run_id}});
-        done();
-      });
-}
-
 void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
                                SteadyClock::time_point deadline,
                                const std::optional<std::string>& only,
@@ -61,8 +61,10 @@ void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
   for (const auto& run : local)
     local_runs[run.params.run_id] = {{"attempts", run.params.attempts.size()},
                                      {"origin_pod", run.params.origin_pod}};
-  OrderedJson request{{"op", "restore"},          {"runs_dir", runs_dir_.string()},
-                      {"pod", pod_},              {"local", local_runs},
+  OrderedJson request{{"op", "restore"},
+                      {"runs_dir", runs_dir_.string()},
+                      {"pod", pod_},
+                      {"local", local_runs},
                       {"children", templates_.sources()}};
   if (only) request["only"] = *only;
   agent_.call(std::move(request), deadline, [local, done = std::move(done)](const OrderedJson& r) {

@@ -33,7 +33,8 @@ std::string join(const std::vector<std::string>& argv) {
 Fd open_console_log(const fs::path& dir, const std::string& header) {
   Fd fd = checkpoint::open_in_run_dir(dir, "console.log", O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (!fd)
-    throw std::system_error(errno, std::generic_category(), "open " + (dir / "console.log").string());
+    throw std::system_error(errno, std::generic_category(),
+                            "open " + (dir / "console.log").string());
   write_all(fd.get(), header, (dir / "console.log").string());
   return fd;
 }
@@ -146,7 +147,6 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
       finish(run, outcome == Outcome::succeeded ? RunStatus::succeeded
                   : outcome == Outcome::failed  ? RunStatus::failed
                                                 : RunStatus::cancelled);
-      release_checkpoint(run);
       break;
     case Outcome::interrupted:
       run.status = RunStatus::interrupted;
@@ -173,6 +173,10 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
   checkpoint::write_run_params(run.dir, run.params,
                                phase_ == Phase::shutting_down ? checkpoint::Durability::atomic
                                                               : checkpoint::Durability::synced);
+  // After the write: the final commit must carry final_status. A run out of
+  // attempts keeps its branch for inspection.
+  if (outcome == Outcome::succeeded || outcome == Outcome::failed || outcome == Outcome::cancelled)
+    release_checkpoint(run);
 }
 
 void RunSupervisor::finish(Run& run, RunStatus status) {

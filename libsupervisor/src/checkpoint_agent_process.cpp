@@ -47,21 +47,21 @@ const char* kind_name(ck::GitErrorKind kind) {
   return "other";
 }
 
+ck::CheckpointInfo checkpoint_info(const OrderedJson& r) {
+  return {r.at("run_id").get<std::string>(), r.at("attempt").get<int>(),
+          r.at("reason").get<std::string>(), r.at("pod").get<std::string>(),
+          r.at("records").get<std::uint64_t>()};
+}
+
 OrderedJson save(ck::CheckpointStore& store, const OrderedJson& r) {
-  const ck::CheckpointInfo info{r.at("run_id").get<std::string>(), r.at("attempt").get<int>(),
-                                r.at("reason").get<std::string>(), r.at("pod").get<std::string>(),
-                                r.at("records").get<std::uint64_t>()};
-  const auto commit =
-      store.save(r.at("run_dir").get<std::string>(), r.at("origin_pod").get<std::string>(), info);
+  const auto commit = store.save(r.at("run_dir").get<std::string>(),
+                                 r.at("origin_pod").get<std::string>(), checkpoint_info(r));
   return {{"ok", true}, {"commit", commit ? OrderedJson(*commit) : OrderedJson(nullptr)}};
 }
 
 OrderedJson release(ck::CheckpointStore& store, const OrderedJson& r) {
-  try {
-    store.release(r.at("origin_pod").get<std::string>(), r.at("run_id").get<std::string>());
-  } catch (const ck::GitError& e) {
-    if (e.kind() != ck::GitErrorKind::not_found) throw;
-  }
+  store.release(r.at("run_dir").get<std::string>(), r.at("origin_pod").get<std::string>(),
+                checkpoint_info(r));
   return {{"ok", true}};
 }
 
@@ -95,9 +95,8 @@ OrderedJson restore(ck::CheckpointStore& store, const OrderedJson& r) {
                        {"claim", run.claim}});
   OrderedJson held = OrderedJson::array();
   for (const auto& run : report.held)
-    held.push_back({{"params", ck::to_json(run.params)},
-                    {"branch", run.branch},
-                    {"reason", run.reason}});
+    held.push_back(
+        {{"params", ck::to_json(run.params)}, {"branch", run.branch}, {"reason", run.reason}});
   return {{"ok", true},
           {"claimed", claimed},
           {"held", held},
@@ -113,9 +112,10 @@ OrderedJson commit_json(const ck::CheckpointCommit& c) {
 }
 
 OrderedJson summary_json(const ck::BranchSummary& s) {
-  return {{"run_id", s.name.run_id},   {"origin_pod", s.name.pod}, {"branch", ck::short_branch(s.ref)},
-          {"attempts", s.attempts},    {"time", s.tip.time},       {"records", s.tip.records},
-          {"size_bytes", s.size_bytes}};
+  return {
+      {"run_id", s.name.run_id},   {"origin_pod", s.name.pod}, {"branch", ck::short_branch(s.ref)},
+      {"attempts", s.attempts},    {"time", s.tip.time},       {"records", s.tip.records},
+      {"size_bytes", s.size_bytes}};
 }
 
 // What a restore by this instance would do with the branch: resume it, hold

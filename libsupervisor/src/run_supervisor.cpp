@@ -3,10 +3,10 @@
 #include <csignal>
 #include <system_error>
 
-#include "inflight/supervisor/child_process.hpp"
-#include "inflight/supervisor/log.hpp"
 #include "inflight/bounded_json.hpp"
 #include "inflight/checkpoint/branch_name.hpp"
+#include "inflight/supervisor/child_process.hpp"
+#include "inflight/supervisor/log.hpp"
 
 namespace inflight {
 
@@ -30,8 +30,7 @@ Run* RunSupervisor::find(const std::string& id) {
 
 Run& RunSupervisor::add_run(std::string id, checkpoint::RunParams params) {
   auto dir = settings_.runs_dir / id;
-  runs_.push_back(
-      std::make_unique<Run>(std::move(id), std::move(dir), std::move(params), io_));
+  runs_.push_back(std::make_unique<Run>(std::move(id), std::move(dir), std::move(params), io_));
   return *runs_.back();
 }
 
@@ -112,7 +111,8 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   checkpoint::write_run_params(dir, params);
   Run& run = add_run(id, std::move(params));
   run.child = child;
-  run.checkpoint.branch = checkpoint::short_branch(checkpoint::branch_ref({settings_.pod_name, id}));
+  run.checkpoint.branch =
+      checkpoint::short_branch(checkpoint::branch_ref({settings_.pod_name, id}));
   queue_.push_back(&run);
   log::info("run queued", {{"run_id", id}});
   start_queued();
@@ -124,6 +124,7 @@ void RunSupervisor::stop(Run& run) {
     std::erase(queue_, &run);
     finish(run, RunStatus::cancelled);
     checkpoint::write_run_params(run.dir, run.params);
+    release_checkpoint(run);  // a restored run has a branch
     return;
   }
   if (!run.pgid || run.stop_cause != StopCause::none) return;
@@ -148,9 +149,10 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
   const bool started_before = !params.attempts.empty();
   Run& run = add_run(std::move(id), std::move(params));
   run.dir = std::move(dir);
-  run.checkpoint.branch = branch.empty() ? checkpoint::short_branch(checkpoint::branch_ref(
-                                               {run.params.origin_pod, run.id}))
-                                         : std::move(branch);
+  run.checkpoint.branch =
+      branch.empty()
+          ? checkpoint::short_branch(checkpoint::branch_ref({run.params.origin_pod, run.id}))
+          : std::move(branch);
   if (!claim.empty()) {
     run.checkpoint.last_commit = claim;
     run.checkpoint.last_at = iso8601_utc(SystemClock::now());
@@ -164,8 +166,12 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
     return;
   }
   run.resume_next = started_before;
-  queue_.push_back(&run);
   log::info("run restored", {{"run_id", run.id}, {"attempts", run.attempts()}});
+  // Restored after a shutdown signal: claimed, so pushed back before exit.
+  if (phase_ == Phase::shutting_down)
+    run.status = RunStatus::interrupted;
+  else
+    queue_.push_back(&run);
 }
 
 void RunSupervisor::hold(checkpoint::RunParams params, std::string branch,

@@ -154,6 +154,8 @@ def test_serve_restores_the_legitimate_runs_and_only_holds_or_refuses_the_hostil
     assert serve.get("/healthz").status == 200
 
     # What an operator sees of them: one row each, the held ones saying why.
+    wait_for(lambda: not {b"refs/heads/inflight/pod-a/legit", b"refs/heads/inflight/pod-a/liar"}
+             & set(refs(bare)), 30, "the finished runs' branches to be deleted")
     listed = subprocess.run([str(INFLIGHT), "checkpoints", "list", "--json", "--results-repo",
                              bare_repo.url, "--config", config(pod_b)], cwd=pod_b,
                             capture_output=True, text=True, timeout=120)
@@ -183,8 +185,9 @@ def test_one_run_id_under_two_pods_is_restored_once_and_the_other_branch_is_kept
     # pod-a's copy ran (ref order), alone in its dir; pod-c's branch is untouched.
     assert all_tests_once(runs / "nightly-1", count=6)
     assert run_params(runs / "nightly-1")["origin_pod"] == "pod-a"
+    wait_for(lambda: b"refs/heads/inflight/pod-a/nightly-1" not in refs(bare), 30,
+             "the finished run's branch to be deleted")
     after = refs(bare)
-    assert b"refs/heads/inflight/pod-a/nightly-1" not in after
     assert after[b"refs/heads/inflight/pod-c/nightly-1"] == before[b"refs/heads/inflight/pod-c/nightly-1"]
     assert any("already restored from another pod's branch" in e.get("error", "")
                for e in serve.events() if e.get("msg") == "checkpoint not restored")

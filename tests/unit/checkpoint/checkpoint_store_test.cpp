@@ -25,8 +25,8 @@ class CheckpointStoreTest : public CheckpointTest {
     return {.refusal = std::nullopt, .progress_file = "index.jsonl"};
   }
 
-  static RestoreReport restore(CheckpointStore&& store, const fs::path& runs, const std::string& pod,
-                               std::map<std::string, LocalRun> local = {},
+  static RestoreReport restore(CheckpointStore&& store, const fs::path& runs,
+                               const std::string& pod, std::map<std::string, LocalRun> local = {},
                                RunJudge judge = accept) {
     return store.restore({.runs_dir = runs,
                           .pod = pod,
@@ -96,8 +96,8 @@ TEST_F(CheckpointStoreTest, LocalCopyWithMoreAttemptsWinsButTheBranchIsStillClai
   make_run(runs, "r1", 2);
   write_file(runs / "r1" / "local-only", "kept");
   const auto claimed = restore(CheckpointStore(config("b")), runs, "pod-b",
-                                 {{"r1", {.attempts = 2, .origin_pod = "pod-a"}}})
-                             .claimed;
+                               {{"r1", {.attempts = 2, .origin_pod = "pod-a"}}})
+                           .claimed;
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_EQ(claimed[0].params.attempts.size(), 2u);
   EXPECT_EQ(read_file(runs / "r1" / "local-only"), "kept");
@@ -113,8 +113,9 @@ TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
   params.final_status = "failed";
   write_run_params(done, params);
   store.save(done, "pod-a", info("done"));
-  store.save(make_run(runs, "gone", 1), "pod-a", info("gone"));
-  store.release("pod-a", "gone");
+  const auto gone = make_run(runs, "gone", 1);
+  store.save(gone, "pod-a", info("gone"));
+  store.release(gone, "pod-a", info("gone", "final"));
   EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/gone"), "");
   const auto empty = temp_.path() / "runs-b";
   fs::create_directories(empty);

@@ -52,7 +52,7 @@ using RunJudge = std::function<RunVerdict(const RunParams&)>;
 
 struct RestoreRequest {
   std::filesystem::path runs_dir;
-  std::string pod;  // this instance
+  std::string pod;                        // this instance
   std::map<std::string, LocalRun> local;  // by run id
   RunJudge judge;
   // A run id or branch: restore only that run, push no local run.
@@ -67,12 +67,12 @@ struct HeldRun {
 };
 
 struct RestoreReport {
-  std::vector<ClaimedRun> claimed;    // ours now, ready to resume
-  std::vector<HeldRun> held;          // refused by the judge, left alone
-  std::vector<std::string> lost;      // run ids another instance claimed first
-  std::vector<std::string> released;  // branches of finished runs, deleted
+  std::vector<ClaimedRun> claimed;     // ours now, ready to resume
+  std::vector<HeldRun> held;           // refused by the judge, left alone
+  std::vector<std::string> lost;       // run ids another instance claimed first
+  std::vector<std::string> released;   // branches of finished runs, deleted
   std::vector<std::string> ambiguous;  // with `only`: every branch it names, when several
-  std::vector<std::string> problems;  // one line per branch that could not be used
+  std::vector<std::string> problems;   // one line per branch that could not be used
 };
 
 class CheckpointStore {
@@ -84,7 +84,12 @@ class CheckpointStore {
   // push throws GitError(rejected): another instance owns the run.
   std::optional<std::string> save(const std::filesystem::path& run_dir,
                                   const std::string& origin_pod, const CheckpointInfo& info);
-  void release(const std::string& origin_pod, const std::string& run_id);
+  // The run is over: a last commit carrying its final run-params.json, then
+  // the branch is deleted. A crash or a failure between the two leaves a
+  // branch that every restore deletes instead of running. A rejected push
+  // throws GitError(rejected): the branch is another instance's, untouched.
+  void release(const std::filesystem::path& run_dir, const std::string& origin_pod,
+               const CheckpointInfo& info);
 
   // Claims every unfinished run on `inflight/*` that the judge accepts by
   // pushing a claim commit on the fetched tip, and materialises those whose

@@ -17,13 +17,15 @@ class AgentCheckpoints final : public CheckpointPort {
 
   void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
             std::function<void(CheckpointResult)> done) override;
-  void release(const std::string& run_id, const std::string& origin_pod,
-               SteadyClock::time_point deadline, std::function<void()> done) override;
+  void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
+               std::function<void(CheckpointResult)> done) override;
   void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
                const std::optional<std::string>& only,
                std::function<void(RestoreResult)> done) override;
 
  private:
+  void store_call(const char* op, const CheckpointRequest& request,
+                  SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done);
   static RestoreResult restore_result(const OrderedJson& r, const std::vector<RestoredRun>& local);
 
   AgentClient agent_;

@@ -21,7 +21,7 @@ struct CheckpointRequest {
   std::filesystem::path run_dir;
   std::string origin_pod;
   int attempt = 0;
-  std::string reason;  // shutdown | periodic | manual | claim
+  std::string reason;  // shutdown | periodic | manual | claim | final
   std::uint64_t records = 0;
 };
 
@@ -57,9 +57,12 @@ class CheckpointPort {
 
   virtual void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
                     std::function<void(CheckpointResult)> done) = 0;
-  // The run is over: its branch is no longer needed.
-  virtual void release(const std::string& run_id, const std::string& origin_pod,
-                       SteadyClock::time_point deadline, std::function<void()> done) = 0;
+  // The run is over: its final state is pushed first (so that no restore
+  // runs it again, even when the deletion fails or never happens), then its
+  // branch is deleted. `landed` means both happened; `fenced`, that another
+  // instance owns the branch and it was left alone.
+  virtual void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
+                       std::function<void(CheckpointResult)> done) = 0;
   // Claims and materialises the runs the store holds that this instance's
   // templates accept (`only`: that one run id or branch); `local` are the
   // resumable runs found on local disk, for the local-versus-branch rule.

@@ -66,6 +66,9 @@ struct Run {
   checkpoint::RecordCounter records;
   CheckpointState checkpoint;
   bool fenced = false;  // another instance owns the run: never touch it again
+  // The run is over but its branch is not yet deleted (the remote failed):
+  // retried by periodic ticks and at shutdown, which reports it.
+  bool release_pending = false;
   // Store operations of this run, one at a time, so that a periodic push, the
   // shutdown push and the branch deletion never race each other.
   std::deque<std::function<void()>> store_ops;

@@ -74,6 +74,9 @@ class RunSupervisor {
                   std::function<void(const CheckpointResult&)> done);
   // Calls `done` once the store operations queued for the run so far are over.
   void when_store_idle(Run& run, std::function<void()> done);
+  // Pushes the finished run's final state and deletes its branch (again, after
+  // a failure), after any store operation of the run still under way.
+  void release_checkpoint(Run& run);
   // Every `interval`, checkpoints the running runs whose files changed.
   void start_periodic_checkpoints(Duration interval);
 
@@ -94,7 +97,6 @@ class RunSupervisor {
   void enqueue_store_op(Run& run, std::function<void()> op);
   void start_store_op(Run& run);
   void store_op_done(Run& run);
-  void release_checkpoint(Run& run);
   void record_checkpoint(Run& run, const CheckpointResult& result);
   void fence(Run& run);
   void periodic_tick();
