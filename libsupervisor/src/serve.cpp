@@ -1,3 +1,5 @@
+// `inflight serve`: restore, then the HTTP API and the supervised children
+// until a signal starts the shutdown plan.
 #include "inflight/supervisor/serve.hpp"
 
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include "inflight/supervisor/local_runs.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/shutdown_plan.hpp"
+#include "inflight/supervisor/sibling_binaries.hpp"
 
 namespace inflight {
 
@@ -32,8 +35,10 @@ std::optional<double> read_last_shutdown(const fs::path& runs_dir) {
 
 ChildTemplate default_child(const ServeSettings& settings) {
   if (settings.child) return ChildTemplate::parse(*settings.child);
-  const auto self = fs::read_symlink("/proc/self/exe");
-  return ChildTemplate::demo((self.parent_path() / "inflight-demo-eval").string());
+  // Missing, it keeps the build-tree place, where `cmake --build` puts it.
+  const auto demo =
+      find_sibling_binary(kDemoChildName).value_or(sibling_binary_places(kDemoChildName).front());
+  return ChildTemplate::demo(demo.string());
 }
 
 SupervisorSettings supervisor_settings(const ServeSettings& s) {

@@ -1,3 +1,5 @@
+// Reads every option from its flag, INFLIGHT_* variable, config key or
+// default, and refuses values that cannot work before anything starts.
 #include "inflight/supervisor/settings.hpp"
 
 #include <unistd.h>
@@ -58,7 +60,10 @@ std::string scalar_text(const OrderedJson& value) {
   if (value.is_string()) return value.get<std::string>();
   if (value.is_array()) {
     std::string joined;
-    for (const auto& item : value) joined += (joined.empty() ? "" : ",") + scalar_text(item);
+    for (const auto& item : value) {
+      if (!joined.empty()) joined += ',';
+      joined += scalar_text(item);
+    }
     return joined;
   }
   return value.dump();
