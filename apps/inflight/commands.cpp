@@ -1,8 +1,10 @@
+// Turns the parsed command line into settings and runs the chosen command.
 #include "commands.hpp"
 
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/resume.hpp"
 #include "inflight/supervisor/serve.hpp"
+#include "inflight/supervisor/sibling_binaries.hpp"
 
 namespace inflight::app {
 
@@ -40,6 +42,9 @@ OptionSources CommandLine::sources(CLI::App* command) const {
 }
 
 int CommandLine::run() {
+  // Every command runs its git steps in the agent: a missing one stops it
+  // now (exit 2), not at its first network step.
+  checkpoint_agent_binary();
   if (serve_->parsed()) {
     const auto settings = read_serve_settings(sources(serve_));
     log::set_format(settings.store.log_format);

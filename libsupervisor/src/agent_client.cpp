@@ -16,6 +16,7 @@
 #include "inflight/checkpoint/git_store.hpp"
 #include "inflight/fd.hpp"
 #include "inflight/supervisor/child_process.hpp"
+#include "inflight/supervisor/sibling_binaries.hpp"
 
 extern char** environ;
 
@@ -106,8 +107,7 @@ AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
               {"claim_lease_seconds",
                2 * std::chrono::duration_cast<std::chrono::seconds>(store.git_timeout).count()}}),
       display_url_(checkpoint::display_url(store.results_repo)),
-      agent_binary_(fs::read_symlink("/proc/self/exe").parent_path() /
-                    "inflight-checkpoint-agent") {}
+      agent_binary_(checkpoint_agent_binary()) {}
 
 AgentClient::~AgentClient() {
   for (pid_t pid : running_) signal_group(pid, SIGKILL);

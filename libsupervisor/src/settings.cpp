@@ -1,3 +1,5 @@
+// Reads every option from its flag, INFLIGHT_* variable, config key or
+// default, and refuses values that cannot work before anything starts.
 #include "inflight/supervisor/settings.hpp"
 
 #include <unistd.h>
@@ -11,6 +13,7 @@
 
 #include "inflight/bounded_json.hpp"
 #include "inflight/checkpoint/branch_name.hpp"
+#include "inflight/supervisor/sibling_binaries.hpp"
 
 namespace inflight {
 
@@ -62,7 +65,10 @@ std::string scalar_text(const OrderedJson& value) {
   if (value.is_string()) return value.get<std::string>();
   if (value.is_array()) {
     std::string joined;
-    for (const auto& item : value) joined += (joined.empty() ? "" : ",") + scalar_text(item);
+    for (const auto& item : value) {
+      if (!joined.empty()) joined += ',';
+      joined += scalar_text(item);
+    }
     return joined;
   }
   return value.dump();
@@ -175,8 +181,8 @@ StoreSettings read_store_settings(const OptionSources& sources) {
   s.git_timeout = sources.duration("git-timeout", Duration(60000));
   s.checkpoint_exclude = sources.list("checkpoint-exclude", ".env,*.pem,*.key,id_rsa*");
   s.restore_limits = {
-      .max_bytes = static_cast<std::uint64_t>(
-          sources.integer("restore-max-bytes", 1ll << 30, 1, INT64_MAX)),
+      .max_bytes =
+          static_cast<std::uint64_t>(sources.integer("restore-max-bytes", 1ll << 30, 1, INT64_MAX)),
       .max_files =
           static_cast<std::uint64_t>(sources.integer("restore-max-files", 100000, 1, INT64_MAX))};
   s.max_attempts = sources.integer("max-attempts", 3, 1, 1000);
@@ -221,8 +227,10 @@ void read_listen(const OptionSources& sources, ServeSettings& s) {
 }  // namespace
 
 ChildTemplates read_child_templates(const OptionSources& sources) {
-  const auto self = std::filesystem::read_symlink("/proc/self/exe");
-  return ChildTemplates::from_config(sources.file(), self.parent_path() / "inflight-demo-eval");
+  // Missing, it keeps the build-tree place, where `cmake --build` puts it.
+  const auto demo =
+      find_sibling_binary(kDemoChildName).value_or(sibling_binary_places(kDemoChildName).front());
+  return ChildTemplates::from_config(sources.file(), demo);
 }
 
 ResumeSettings read_resume_settings(const OptionSources& sources) {

@@ -54,14 +54,14 @@ def http(method, url, body=None, headers=None, timeout=10):
 class Serve:
     """One `inflight serve` process with its stderr collected line by line."""
 
-    def __init__(self, workdir, args=(), env=None):
+    def __init__(self, workdir, args=(), env=None, binary=INFLIGHT):
         self.workdir = Path(workdir)
         self.lines = []
         self.changed = threading.Condition()
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")}
         full_env.update(env or {})
         self.proc = subprocess.Popen(
-            [str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--log-format", "json", *args],
+            [str(binary), "serve", "--listen", "127.0.0.1:0", "--log-format", "json", *args],
             cwd=self.workdir, env=full_env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -145,8 +145,8 @@ class Serve:
 def serve_factory(tmp_path):
     started = []
 
-    def start(*args, workdir=None, env=None):
-        s = Serve(workdir or tmp_path, args, env)
+    def start(*args, workdir=None, env=None, binary=INFLIGHT):
+        s = Serve(workdir or tmp_path, args, env, binary)
         started.append(s)
         return s
 

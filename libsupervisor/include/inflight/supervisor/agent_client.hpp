@@ -1,9 +1,8 @@
-// Runs git store operations in `inflight-checkpoint-agent` (installed next to
-// `inflight`), a process of its
-// own per operation. libgit2 1.5 has no network timeouts, so the agent is
-// killed when the operation's deadline passes. The request is one JSON object
-// on the agent's stdin, the result one JSON object on its stdout: secrets
-// travel that way, never in argv.
+// Runs git store operations in `inflight-checkpoint-agent` (found by
+// sibling_binaries.hpp), a process of its own per operation. libgit2 1.5 has
+// no network timeouts, so the agent is killed when the operation's deadline
+// passes. The request is one JSON object on the agent's stdin, the result one
+// JSON object on its stdout: secrets travel that way, never in argv.
 #pragma once
 
 #include <sys/types.h>
