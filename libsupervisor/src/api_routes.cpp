@@ -161,9 +161,12 @@ HttpResponse ApiRoutes::submit(const HttpRequest& request) {
     return error_response(http::status::bad_request, version, "invalid_json",
                           "the request body is " + error);
   const auto result = supervisor_.submit(*body);
-  if (!result.run)
-    return error_response(static_cast<http::status>(result.http_status), version, result.error_code,
-                          result.message);
+  if (!result.run) {
+    auto response = error_response(static_cast<http::status>(result.http_status), version,
+                                   result.error_code, result.message);
+    if (result.http_status == 503) response.set(http::field::retry_after, "5");
+    return response;
+  }
   const auto status = static_cast<http::status>(result.http_status);
   if (status == http::status::ok) return json_response(status, version, status_json(*result.run));
   return json_response(status, version,

@@ -89,7 +89,12 @@ void RunSupervisor::start_attempt(Run& run) {
       {attempt, settings_.pod_name, iso8601_utc(SystemClock::now()), {}, {}, {}, {}});
   run.finished_at.reset();
   run.exit_code.reset();
-  checkpoint::write_run_params(run.dir, run.params);
+  try {
+    checkpoint::write_run_params(run.dir, run.params);
+  } catch (...) {
+    run.params.attempts.pop_back();  // never started
+    throw;
+  }
 
   const auto header = "=== inflight attempt " + std::to_string(attempt) + " on " +
                       settings_.pod_name + " at " + run.params.attempts.back().started_at + ": " +
@@ -170,9 +175,15 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
   // At shutdown every child ends at once, and a durable write each would
   // serialise fsyncs on the event loop. Both the old and the new run-params
   // make the run resumable, so an atomic rename is enough there.
-  checkpoint::write_run_params(run.dir, run.params,
-                               phase_ == Phase::shutting_down ? checkpoint::Durability::atomic
-                                                              : checkpoint::Durability::synced);
+  try {
+    checkpoint::write_run_params(run.dir, run.params,
+                                 phase_ == Phase::shutting_down ? checkpoint::Durability::atomic
+                                                                : checkpoint::Durability::synced);
+  } catch (const std::exception& e) {
+    // The outcome stays in memory (status, metrics); the file keeps the
+    // attempt without its end, which a restore reads as crashed: resumable.
+    log::error("run-params.json not updated", {{"run_id", run.id}, {"error", e.what()}});
+  }
   // After the write: the final commit must carry final_status. A run out of
   // attempts keeps its branch for inspection.
   if (outcome == Outcome::succeeded || outcome == Outcome::failed || outcome == Outcome::cancelled)

@@ -2,10 +2,13 @@
 
 #include <array>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
+
+#include "inflight/supervisor/log.hpp"
 
 namespace inflight {
 
@@ -16,13 +19,39 @@ using tcp = boost::asio::ip::tcp;
 namespace {
 
 constexpr auto kIoDeadline = std::chrono::seconds(30);
+// Accepting again at once after EMFILE would spin: the pending connection
+// stays in the backlog until a descriptor is free.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(250);
+
+// Where refused bodies are drained to: read and dropped, so one buffer for
+// every session (one thread) instead of 64 KiB each.
+std::array<char, 16384> discard_buffer;
+
+// Counts a live session for the connection cap for as long as it exists.
+class SessionSlot {
+ public:
+  explicit SessionSlot(std::shared_ptr<std::size_t> live) : live_(std::move(live)) { ++*live_; }
+  ~SessionSlot() { --*live_; }
+  SessionSlot(const SessionSlot&) = delete;
+  SessionSlot& operator=(const SessionSlot&) = delete;
+
+ private:
+  std::shared_ptr<std::size_t> live_;
+};
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket socket, const HttpServer::Handler& handler, const HttpRefusals& refusals)
-      : stream_(std::move(socket)), handler_(handler), refusals_(refusals) {}
+  HttpSession(tcp::socket socket, const HttpServer::Handler& handler, const HttpRefusals& refusals,
+              std::shared_ptr<std::size_t> live)
+      : stream_(std::move(socket)),
+        handler_(handler),
+        refusals_(refusals),
+        slot_(std::move(live)) {}
 
   void read() {
+    // An idle keep-alive connection holds no buffer: what the last request
+    // needed is given back.
+    buffer_.shrink_to_fit();
     parser_.emplace();
     parser_->body_limit(HttpServer::kBodyLimit);
     stream_.expires_after(kIoDeadline);
@@ -65,7 +94,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.expires_after(std::chrono::seconds(5));
-    stream_.async_read_some(boost::asio::buffer(discard_),
+    stream_.async_read_some(boost::asio::buffer(discard_buffer),
                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
                               if (ec) return self->close();
                               self->drain();
@@ -82,16 +111,36 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpResponse response_;
   bool draining_ = false;
-  std::array<char, 65536> discard_{};
   const HttpServer::Handler& handler_;
   const HttpRefusals& refusals_;
+  SessionSlot slot_;
 };
+
+// Over --max-connections: a fixed 503 and the connection is closed, without
+// reading the request.
+void refuse_connection(tcp::socket socket) {
+  static const std::string kResponse =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+      "Retry-After: 1\r\nConnection: close\r\nContent-Length: 89\r\n\r\n"
+      "{\"error\": \"too_many_connections\", \"message\": \"too many open connections; retry "
+      "shortly\"}\n";
+  auto owned = std::make_shared<tcp::socket>(std::move(socket));
+  boost::asio::async_write(*owned, boost::asio::buffer(kResponse),
+                           [owned](beast::error_code, std::size_t) {
+                             beast::error_code ignored;
+                             owned->shutdown(tcp::socket::shutdown_both, ignored);
+                           });
+}
 
 }  // namespace
 
 HttpServer::HttpServer(boost::asio::io_context& io, const tcp::endpoint& endpoint, Handler handler,
-                       HttpRefusals refusals)
-    : acceptor_(io), handler_(std::move(handler)), refusals_(std::move(refusals)) {
+                       HttpRefusals refusals, std::size_t max_connections)
+    : acceptor_(io),
+      retry_timer_(io),
+      handler_(std::move(handler)),
+      refusals_(std::move(refusals)),
+      max_connections_(max_connections) {
   acceptor_.open(endpoint.protocol());
   acceptor_.set_option(boost::asio::socket_base::reuse_address(true));
   acceptor_.bind(endpoint);
@@ -102,8 +151,24 @@ HttpServer::HttpServer(boost::asio::io_context& io, const tcp::endpoint& endpoin
 void HttpServer::accept() {
   acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == boost::asio::error::operation_aborted) return;
-    if (!ec) std::make_shared<HttpSession>(std::move(socket), handler_, refusals_)->read();
+    if (ec) return back_off(ec);
+    accept_failing_ = false;
+    if (*live_ >= max_connections_)
+      refuse_connection(std::move(socket));
+    else
+      std::make_shared<HttpSession>(std::move(socket), handler_, refusals_, live_)->read();
     accept();
+  });
+}
+
+// Out of descriptors (or memory): logged once per episode, retried on a timer.
+void HttpServer::back_off(const boost::system::error_code& ec) {
+  if (!accept_failing_)
+    log::error("cannot accept connections; retrying", {{"error", ec.message()}});
+  accept_failing_ = true;
+  retry_timer_.expires_after(kAcceptBackoff);
+  retry_timer_.async_wait([this](const boost::system::error_code& timer) {
+    if (!timer) accept();
   });
 }
 

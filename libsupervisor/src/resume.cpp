@@ -6,12 +6,13 @@
 #include <csignal>
 #include <optional>
 
+#include "inflight/bounded_json.hpp"
+#include "inflight/checkpoint/branch_name.hpp"
 #include "inflight/supervisor/checkpoint_agent.hpp"
+#include "inflight/supervisor/event_loop.hpp"
 #include "inflight/supervisor/local_runs.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/shutdown_plan.hpp"
-#include "inflight/bounded_json.hpp"
-#include "inflight/checkpoint/branch_name.hpp"
 
 namespace inflight {
 
@@ -66,9 +67,14 @@ int resume(const ResumeSettings& s, const std::string& target, bool restore_only
   ChildReaper::become_subreaper();
   ChildReaper reaper(io);
   AgentCheckpoints checkpoints(io, reaper, s.store, runs_dir, s.children);
-  const SupervisorSettings supervised{
-      runs_dir,       s.store.pod_name,    1,   s.store.max_attempts,
-      s.flush_window, s.store.git_timeout, true};
+  const SupervisorSettings supervised{.runs_dir = runs_dir,
+                                      .pod_name = s.store.pod_name,
+                                      .max_concurrent = 1,
+                                      .max_attempts = s.store.max_attempts,
+                                      .max_queued = 1,
+                                      .stop_grace = s.flush_window,
+                                      .network_timeout = s.store.git_timeout,
+                                      .echo_output = true};
   std::optional<RunSupervisor> supervisor;
   std::optional<ShutdownPlan> plan;
   int exit_code = kExitFailure;
@@ -135,7 +141,7 @@ int resume(const ResumeSettings& s, const std::string& target, bool restore_only
     });
   };
   await_signal();
-  io.run();
+  run_event_loop(io);
   return exit_code;
 }
 

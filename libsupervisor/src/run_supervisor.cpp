@@ -80,6 +80,9 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
     child_name = request["child"].get<std::string>();
     request.erase("child");
   }
+  if (static_cast<int>(queue_.size()) >= settings_.max_queued)
+    return {503, nullptr, "queue_full",
+            std::to_string(queue_.size()) + " runs are queued already (--max-queued); retry later"};
   const ChildTemplate* child = templates_.find(child_name);
   if (!child)
     return {400, nullptr, "invalid_param",
@@ -108,7 +111,14 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   // What the first attempt will run, shown while the run is queued.
   params.argv = child->render(request, {id, fs::absolute(dir).string(), 1, false});
   params.cwd = fs::absolute(child->cwd()).lexically_normal().string();
-  checkpoint::write_run_params(dir, params);
+  try {
+    checkpoint::write_run_params(dir, params);
+  } catch (const std::exception& e) {
+    fs::remove_all(dir, ec);  // nothing started: a retry finds the id free
+    log::error("run not accepted: its run dir cannot be written",
+               {{"run_id", id}, {"error", e.what()}});
+    return {500, nullptr, "write_failed", std::string("cannot write run-params.json: ") + e.what()};
+  }
   Run& run = add_run(id, std::move(params));
   run.child = child;
   run.checkpoint.branch =
@@ -192,12 +202,21 @@ void RunSupervisor::finish_restore() {
   start_queued();
 }
 
+// An attempt that cannot even be prepared (its run dir cannot be written: a
+// full disk) leaves the run interrupted, as it is on disk, for shutdown to
+// checkpoint and a later start to resume: nothing of it is lost.
 void RunSupervisor::start_queued() {
   if (phase_ != Phase::ready) return;
   while (!queue_.empty() && live_children() < settings_.max_concurrent) {
     Run* run = queue_.front();
     queue_.pop_front();
-    start_attempt(*run);
+    try {
+      start_attempt(*run);
+    } catch (const std::exception& e) {
+      log::error("attempt not started; the run stays interrupted",
+                 {{"run_id", run->id}, {"error", e.what()}});
+      run->status = RunStatus::interrupted;
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include "inflight/checkpoint/run_dir.hpp"
 #include "inflight/supervisor/api_routes.hpp"
 #include "inflight/supervisor/checkpoint_agent.hpp"
+#include "inflight/supervisor/event_loop.hpp"
 #include "inflight/supervisor/local_runs.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/shutdown_plan.hpp"
@@ -33,12 +34,14 @@ std::optional<double> read_last_shutdown(const fs::path& runs_dir) {
 }
 
 SupervisorSettings supervisor_settings(const ServeSettings& s) {
-  return {fs::absolute(s.store.runs_dir).lexically_normal(),
-          s.store.pod_name,
-          s.max_concurrent,
-          s.store.max_attempts,
-          s.flush_window,
-          s.store.git_timeout};
+  return {.runs_dir = fs::absolute(s.store.runs_dir).lexically_normal(),
+          .pod_name = s.store.pod_name,
+          .max_concurrent = s.max_concurrent,
+          .max_attempts = s.store.max_attempts,
+          .max_queued = s.max_queued,
+          .stop_grace = s.flush_window,
+          .network_timeout = s.store.git_timeout,
+          .echo_output = false};
 }
 
 // A shutdown signal during restore lets it finish (the plan waits), so the
@@ -77,7 +80,8 @@ int serve(const ServeSettings& settings) {
   const boost::asio::ip::tcp::endpoint endpoint(boost::asio::ip::make_address(settings.listen_host),
                                                 settings.listen_port);
   HttpServer server(
-      io, endpoint, [&api](const HttpRequest& r) { return api.handle(r); }, api.refusals());
+      io, endpoint, [&api](const HttpRequest& r) { return api.handle(r); }, api.refusals(),
+      static_cast<std::size_t>(settings.max_connections));
   const auto bound = server.local_endpoint();
   log::info("listening",
             {{"address", bound.address().to_string() + ":" + std::to_string(bound.port())},
@@ -88,11 +92,15 @@ int serve(const ServeSettings& settings) {
   ShutdownPlan plan(io, supervisor, settings.grace_period, settings.flush_window, [&](int code) {
     exit_code = code;
     const std::chrono::duration<double> took = SteadyClock::now() - shutdown_started;
-    checkpoint::write_file_atomically(settings.store.runs_dir / kLastShutdownFile,
-                                      std::to_string(took.count()) + "\n",
-                                      checkpoint::Durability::atomic);
-    log::info("shutdown complete", {{"exit_code", code}, {"seconds", took.count()}});
     io.stop();
+    log::info("shutdown complete", {{"exit_code", code}, {"seconds", took.count()}});
+    try {  // only for /metrics of the next start: a full disk must not hold the exit
+      checkpoint::write_file_atomically(settings.store.runs_dir / kLastShutdownFile,
+                                        std::to_string(took.count()) + "\n",
+                                        checkpoint::Durability::atomic);
+    } catch (const std::exception& e) {
+      log::warn("shutdown duration not recorded", {{"error", e.what()}});
+    }
   });
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   std::function<void()> await_signal = [&] {
@@ -112,7 +120,7 @@ int serve(const ServeSettings& settings) {
       io.stop();
     });
   });
-  io.run();
+  run_event_loop(io);
   return exit_code;
 }
 

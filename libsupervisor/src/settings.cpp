@@ -45,6 +45,8 @@ const std::vector<FlagSpec> kServeFlags{
     {"listen", "HOST:PORT of the HTTP API"},
     {"api-token", "bearer token required by the API"},
     {"max-concurrent", "runs at once; the rest are queued"},
+    {"max-queued", "queued runs at most; beyond it submits get 503 queue_full"},
+    {"max-connections", "open HTTP connections at most; beyond it 503"},
 };
 
 namespace {
@@ -253,6 +255,8 @@ ServeSettings read_serve_settings(const OptionSources& sources) {
   s.children = run.children;
   read_listen(sources, s);
   s.max_concurrent = sources.integer("max-concurrent", 4, 1, 10000);
+  s.max_queued = sources.integer("max-queued", 1000, 0, 1000000);
+  s.max_connections = sources.integer("max-connections", 256, 1, 100000);
   return s;
 }
 

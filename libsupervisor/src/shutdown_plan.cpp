@@ -1,5 +1,6 @@
 #include "inflight/supervisor/shutdown_plan.hpp"
 
+#include <algorithm>
 #include <csignal>
 
 #include "inflight/supervisor/log.hpp"
@@ -89,6 +90,9 @@ void ShutdownPlan::checkpoint_all() {
     ++in_flight_;
     supervisor_.when_store_idle(run, [this, &run] { on_released(run); });
   }
+  // Runs that had started hold paid-for work: they go first.
+  std::stable_partition(to_checkpoint_.begin(), to_checkpoint_.end(),
+                        [](const Run* run) { return run->attempts() > 0; });
   for (int i = 0; i < kParallelCheckpoints && !to_checkpoint_.empty(); ++i) checkpoint_next();
   finish_when_idle();
 }

@@ -5,8 +5,10 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/http.hpp>
 #include <functional>
+#include <memory>
 
 namespace inflight {
 
@@ -26,17 +28,24 @@ class HttpServer {
   static constexpr std::size_t kBodyLimit = 1 << 20;
 
   // Throws boost::system::system_error when the address cannot be bound.
+  // Beyond `max_connections` open connections, new ones get a 503.
   HttpServer(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& endpoint,
-             Handler handler, HttpRefusals refusals);
+             Handler handler, HttpRefusals refusals, std::size_t max_connections);
 
   boost::asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
 
  private:
   void accept();
+  void back_off(const boost::system::error_code& ec);
 
   boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer retry_timer_;
   Handler handler_;
   HttpRefusals refusals_;
+  std::size_t max_connections_;
+  // Shared with the sessions, which may outlive the server at teardown.
+  std::shared_ptr<std::size_t> live_ = std::make_shared<std::size_t>(0);
+  bool accept_failing_ = false;
 };
 
 }  // namespace inflight

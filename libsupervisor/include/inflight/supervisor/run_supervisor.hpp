@@ -27,6 +27,7 @@ struct SupervisorSettings {
   std::string pod_name;
   int max_concurrent = 4;
   int max_attempts = 3;
+  int max_queued = 1000;
   Duration stop_grace{2000};  // between SIGTERM and SIGKILL when a run is stopped
   Duration network_timeout{60000};
   bool echo_output = false;  // also copy children's output to stdout

@@ -88,6 +88,8 @@ struct ServeSettings {
   unsigned short listen_port = 3117;
   std::string api_token;
   int max_concurrent = 4;
+  int max_queued = 1000;
+  int max_connections = 256;
   Duration grace_period{30000};
   Duration flush_window{2000};
   Duration checkpoint_interval{30000};

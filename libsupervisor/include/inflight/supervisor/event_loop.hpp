@@ -1,0 +1,15 @@
+// serve and resume are one Asio event loop each. Handlers catch the failures
+// they expect (a request, a write, a peer) and turn them into an answer or a
+// marked run; whatever still escapes one handler is logged here and the loop
+// goes on, so that no handler can take the supervisor down before it has
+// checkpointed every run.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+
+namespace inflight {
+
+// Runs `io` until it is stopped or out of work.
+void run_event_loop(boost::asio::io_context& io);
+
+}  // namespace inflight

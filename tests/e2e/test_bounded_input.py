@@ -1,0 +1,124 @@
+"""Nothing from outside takes serve down: deep JSON, floods of connections and
+submits, descriptor exhaustion, a full runs volume. Each test checks that serve
+still answers and that what it holds is not lost."""
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import INFLIGHT, http, script_child, wait_for, write_config
+from git_servers import *  # noqa: F401,F403 (fixtures)
+
+
+def test_deeply_nested_bodies_are_refused_and_serve_goes_on(serve_factory):
+    serve = serve_factory()
+    serve.wait_ready()
+    for body in ('{"tests":' + "[" * 100000, '{"tests":' + "[" * 70 + "]" * 70 + ', "x": 1}'):
+        r = serve.post("/api/eval/run", body.encode())
+        assert r.status == 400, r.body
+        assert "nested deeper than 64" in r.json()["message"]
+    assert serve.get("/healthz").status == 200
+    assert serve.submit(tests=1, test_ms=1)
+
+
+def test_a_full_queue_answers_503_queue_full_with_retry_after(serve_factory):
+    serve = serve_factory("--max-concurrent", "1", "--max-queued", "2")
+    serve.wait_ready()
+    ids = [serve.submit(tests=100, test_ms=100) for _ in range(3)]  # 1 running, 2 queued
+    r = serve.post("/api/eval/run", {"tests": 1})
+    assert r.status == 503 and r.json()["error"] == "queue_full", r.body
+    assert r.headers.get("Retry-After")
+    serve.post(f"/api/eval/run/{ids[1]}/stop")
+    assert serve.post("/api/eval/run", {"tests": 1}).status == 202
+
+
+def test_connections_beyond_the_cap_get_503_and_idle_ones_cost_little(serve_factory):
+    serve = serve_factory("--max-connections", "20")
+    serve.wait_ready()
+    host, port = serve.url.removeprefix("http://").split(":")
+    idle = [socket.create_connection((host, int(port))) for _ in range(20)]
+    wait_for(lambda: serve.get("/healthz", timeout=2).status == 503, 10, "the cap to be reached")
+    extra = socket.create_connection((host, int(port)))
+    extra.settimeout(5)
+    assert extra.recv(1024).startswith(b"HTTP/1.1 503")
+    for s in idle + [extra]:
+        s.close()
+    wait_for(lambda: serve.get("/healthz", timeout=2).status == 200, 10, "connections to free up")
+
+
+def rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_ticks(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_out_of_descriptors_backs_off_and_recovers(tmp_path):
+    """At EMFILE the accept loop waits on a timer instead of spinning."""
+    limit = 64
+    proc = subprocess.Popen(
+        [str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--log-format", "json"],
+        cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")},
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
+    try:
+        address = json.loads(proc.stderr.readline())["address"]
+        url = "http://" + address
+        wait_for(lambda: http("GET", url + "/readyz", timeout=2).status == 200, 30, "readyz")
+        host, port = address.split(":")
+        held = []
+        for _ in range(limit + 20):
+            try:
+                held.append(socket.create_connection((host, int(port)), timeout=2))
+            except OSError:
+                break
+        before = cpu_ticks(proc.pid)
+        time.sleep(1.0)  # measuring CPU over a second, not waiting for an event
+        assert cpu_ticks(proc.pid) - before < 30, "the accept loop spins"
+        for s in held:
+            s.close()
+        wait_for(lambda: http("GET", url + "/healthz", timeout=2).status == 200, 10, "recovery")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        log = proc.stderr.read()
+        assert log.count("cannot accept connections") == 1, log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_a_full_runs_volume_keeps_serve_up_and_every_run_is_pushed(serve_factory, tmp_path,
+                                                                   git_daemon):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(runs)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        config = write_config(tmp_path / "config.json", script_child("fills_disk.py"))
+        serve = serve_factory("--config", config, "--runs-dir", str(runs), "--results-repo",
+                              git_daemon.url, "--pod-name", "pod-a")
+        serve.wait_ready()
+        first = serve.submit()
+        wait_for(lambda: (runs / first / "full").exists(), 30, "the volume to fill")
+        later = [serve.post("/api/eval/run", {}) for _ in range(3)]
+        assert all(r.status in (202, 500) for r in later), [r.body for r in later]
+        assert serve.get("/healthz").status == 200
+        accepted = [first] + [r.json()["id"] for r in later if r.status == 202]
+        serve.signal(signal.SIGTERM)
+        serve.wait_exit(timeout=60)
+        pushed = branches(git_daemon.bare)
+        for run_id in accepted:
+            assert f"refs/heads/inflight/pod-a/{run_id}" in pushed, "".join(serve.lines)
+    finally:
+        subprocess.run(["umount", "-l", str(runs)])
