@@ -21,6 +21,9 @@ namespace inflight::checkpoint {
 
 namespace {
 
+// Enough of a line's end that a rewrite in place is all but sure to change it.
+constexpr std::size_t kTailBytes = 256;
+
 [[noreturn]] void throw_errno(const std::string& what) {
   throw std::system_error(errno, std::generic_category(), what);
 }
@@ -119,15 +122,28 @@ std::uint64_t RecordCounter::count(const std::filesystem::path& run_dir,
   if (!fd) return lines_ = scanned_ = 0;
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return lines_ = scanned_ = 0;
-  if (st.st_size < scanned_) lines_ = scanned_ = 0;  // rewritten from scratch
+  if (!unchanged_so_far(fd.get(), st)) {
+    lines_ = scanned_ = 0;
+    tail_.clear();
+  }
+  inode_ = st.st_ino;
   std::array<char, 65536> block{};
   while (scanned_ < st.st_size) {
     const ssize_t n = ::pread(fd.get(), block.data(), block.size(), scanned_);
     if (n <= 0) break;
     lines_ += static_cast<std::uint64_t>(std::count(block.data(), block.data() + n, '\n'));
     scanned_ += n;
+    tail_.append(block.data(), static_cast<std::size_t>(n));
+    if (tail_.size() > kTailBytes) tail_.erase(0, tail_.size() - kTailBytes);
   }
   return lines_;
+}
+
+bool RecordCounter::unchanged_so_far(int fd, const struct stat& st) const {
+  if (st.st_ino != inode_ || st.st_size < scanned_) return false;
+  std::string now(tail_.size(), '\0');
+  const off_t at = scanned_ - static_cast<off_t>(tail_.size());
+  return ::pread(fd, now.data(), now.size(), at) == static_cast<ssize_t>(now.size()) && now == tail_;
 }
 
 }  // namespace inflight::checkpoint

@@ -56,6 +56,26 @@ TEST(RecordCounter, CountsCompleteLinesIncrementally) {
   EXPECT_EQ(counter.count(dir.path(), "index.jsonl"), 1u);
 }
 
+// agentv rewrites index.jsonl in place at the end of a run: same inode,
+// truncated, longer lines. The count must be that of the file as it is.
+TEST(RecordCounter, RecountsAFileRewrittenInPlace) {
+  TempDir dir;
+  const auto file = dir.path() / "index.jsonl";
+  std::string short_lines, long_lines;
+  for (int i = 0; i < 20; ++i) {
+    short_lines += "{\"test_id\":\"t" + std::to_string(i) + "\"}\n";
+    long_lines += "{\"test_id\":\"t" + std::to_string(i) + "\",\"score\":1,\"detail\":\"" +
+                  std::string(40, 'x') + "\"}\n";
+  }
+  write(file, short_lines);
+  RecordCounter counter;
+  EXPECT_EQ(counter.count(dir.path(), "index.jsonl"), 20u);
+  { std::ofstream(file, std::ios::in | std::ios::out | std::ios::trunc) << long_lines; }
+  EXPECT_EQ(counter.count(dir.path(), "index.jsonl"), 20u);
+  std::ofstream(file, std::ios::app) << "{\"test_id\":\"t20\"}\n";
+  EXPECT_EQ(counter.count(dir.path(), "index.jsonl"), 21u);
+}
+
 // A periodic tick skips the push when this is unchanged, so it must change
 // with every write a checkpoint would carry and stay put otherwise.
 TEST(StatSignature, ChangesWithContentNotWithReads) {

@@ -1,10 +1,12 @@
 // Files of a run directory that inflight itself reads or writes.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 #include "inflight/fd.hpp"
@@ -38,16 +40,23 @@ std::uint64_t repair_torn_line(const std::filesystem::path& run_dir,
 // without reading any file's content.
 std::uint64_t stat_signature(const std::filesystem::path& run_dir);
 
-// Counts complete lines of an append-only file, reading only what was
-// appended since the last call.
+// Counts complete lines of the progress file, reading only what was appended
+// since the last call. Tools also rewrite the file in place (agentv: same
+// inode, truncated, longer lines), so a rewrite is told by more than the
+// size: another inode, or the last bytes counted no longer where they were,
+// and then the file is counted afresh.
 class RecordCounter {
  public:
   std::uint64_t count(const std::filesystem::path& run_dir,
                       const std::filesystem::path& progress_file);
 
  private:
+  bool unchanged_so_far(int fd, const struct stat& st) const;
+
   off_t scanned_ = 0;
   std::uint64_t lines_ = 0;
+  ino_t inode_ = 0;
+  std::string tail_;  // the last bytes counted, up to kTailBytes
 };
 
 }  // namespace inflight::checkpoint
