@@ -143,7 +143,8 @@ bool RecordCounter::unchanged_so_far(int fd, const struct stat& st) const {
   if (st.st_ino != inode_ || st.st_size < scanned_) return false;
   std::string now(tail_.size(), '\0');
   const off_t at = scanned_ - static_cast<off_t>(tail_.size());
-  return ::pread(fd, now.data(), now.size(), at) == static_cast<ssize_t>(now.size()) && now == tail_;
+  return ::pread(fd, now.data(), now.size(), at) == static_cast<ssize_t>(now.size()) &&
+         now == tail_;
 }
 
 }  // namespace inflight::checkpoint

@@ -41,6 +41,22 @@ struct CleanChildState {
   }
 };
 
+// Blocks every signal for its lifetime; the previous mask comes back after.
+class SignalsBlocked {
+ public:
+  SignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &previous_);
+  }
+  ~SignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  SignalsBlocked(const SignalsBlocked&) = delete;
+  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+
+ private:
+  sigset_t previous_;
+};
+
 bp::filesystem::path resolve_program(const std::string& program) {
   if (program.find('/') != std::string::npos) return program;
   auto found = bp::environment::find_executable(program);
@@ -76,6 +92,10 @@ pid_t spawn_child(boost::asio::io_context& io, const ChildSpec& spec) {
     null_input = Fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     input = null_input.get();
   }
+  // Every signal is blocked from before fork until the child has reset its
+  // mask and dispositions (CleanChildState): until then the child would run
+  // the supervisor's handlers, which write into the supervisor's signal pipe.
+  const SignalsBlocked blocked;
   bp::process child(io, program, args, bp::process_start_dir{spec.cwd.string()},
                     bp::process_environment{spec.env},
                     bp::process_stdio{input, spec.stdout_fd, spec.stderr_fd}, CleanChildState{});
