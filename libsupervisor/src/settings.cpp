@@ -97,7 +97,8 @@ OrderedJson OptionSources::load_config_file(const std::filesystem::path& path) {
   if (json.is_discarded() || !json.is_object())
     throw UsageError("config file " + path.string() + ": not a JSON object");
   for (const auto& [key, value] : json.items()) {
-    const auto known = [&](const FlagSpec& f) { return file_key(f.name) == key; };
+    // An init-capture: clang before 16 cannot capture a structured binding.
+    const auto known = [&key = key](const FlagSpec& f) { return file_key(f.name) == key; };
     if (key != "child" && std::none_of(kStoreFlags.begin(), kStoreFlags.end(), known) &&
         std::none_of(kRunFlags.begin(), kRunFlags.end(), known) &&
         std::none_of(kServeFlags.begin(), kServeFlags.end(), known))
