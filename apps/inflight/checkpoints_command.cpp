@@ -127,16 +127,27 @@ OrderedJson checkpoint_json(const OrderedJson& c) {
           {"attempts", c.at("attempts")},
           {"last_checkpoint", iso_time(c.at("time").get<std::int64_t>())},
           {"records", c.at("records")},
-          {"size_bytes", c.at("size_bytes")}};
+          {"size_bytes", c.at("size_bytes")},
+          {"state", c.value("state", OrderedJson("resumable"))},
+          {"reason", c.value("reason", OrderedJson(nullptr))}};
 }
 
+// The table, then why each branch that will not resume here does not.
 void print_checkpoints(const OrderedJson& checkpoints) {
-  Table rows{{"RUN ID", "POD", "ATTEMPTS", "LAST CHECKPOINT", "RECORDS", "SIZE"}};
-  for (const auto& c : checkpoints)
+  Table rows{{"RUN ID", "POD", "ATTEMPTS", "LAST CHECKPOINT", "RECORDS", "SIZE", "STATE"}};
+  std::vector<std::string> reasons;
+  for (const auto& c : checkpoints) {
     rows.push_back({c.at("run_id").get<std::string>(), c.at("origin_pod").get<std::string>(),
                     c.at("attempts").dump(), relative_age(c.at("time").get<std::int64_t>()),
-                    c.at("records").dump(), human_size(c.at("size_bytes").get<std::uint64_t>())});
+                    c.at("records").dump(), human_size(c.at("size_bytes").get<std::uint64_t>()),
+                    c.at("state").get<std::string>()});
+    if (c.at("reason").is_string())
+      reasons.push_back(c.at("branch").get<std::string>() + ": " + c.at("state").get<std::string>() +
+                        ": " + c.at("reason").get<std::string>());
+  }
   print_table(rows);
+  if (!reasons.empty()) std::cout << "\n";
+  for (const auto& reason : reasons) std::cout << reason << "\n";
 }
 
 OrderedJson history_json(const OrderedJson& history) {
@@ -211,13 +222,13 @@ CLI::App* CheckpointsCommand::parsed() const {
 
 int CheckpointsCommand::run(const OptionSources& sources) const {
   const auto store = read_store_settings(sources);
-  if (list_->parsed()) return list(store);
+  if (list_->parsed()) return list(store, read_child_templates(sources));
   if (show_->parsed()) return show(store);
   return prune(store);
 }
 
-int CheckpointsCommand::list(const StoreSettings& store) const {
-  OrderedJson request{{"op", "list"}};
+int CheckpointsCommand::list(const StoreSettings& store, const ChildTemplates& templates) const {
+  OrderedJson request{{"op", "list"}, {"children", templates.sources()}};
   if (!pod_.empty()) request["pod"] = pod_;
   const auto result = call(store, std::move(request));
   if (!result.value("ok", false)) return report_failure(result);

@@ -26,7 +26,7 @@ class CheckpointsCommand {
   int run(const OptionSources& sources) const;
 
  private:
-  int list(const StoreSettings& store) const;
+  int list(const StoreSettings& store, const ChildTemplates& templates) const;
   int show(const StoreSettings& store) const;
   int prune(const StoreSettings& store) const;
   OrderedJson prune_request() const;

@@ -7,6 +7,7 @@
 
 #include "cache_repo_impl.hpp"
 #include "git_error.hpp"
+#include "inflight/bounded_json.hpp"
 #include "oid_text.hpp"
 #include "repo_objects.hpp"
 
@@ -14,8 +15,6 @@ namespace inflight::checkpoint {
 
 namespace {
 
-constexpr std::string_view kBranchPrefix = "refs/heads/inflight/";
-constexpr std::string_view kHeadsPrefix = "refs/heads/";
 // Deeper trees are not run dirs; the limit also bounds the recursion.
 constexpr int kMaxDepth = 64;
 
@@ -88,11 +87,20 @@ class SizeCounter {
   OdbHandle odb_;
 };
 
-std::optional<OrderedJson> run_params_at(CacheRepo& cache, const std::string& commit) {
+// The tip's run-params.json, parsed within its limits; `problem` says why not.
+std::optional<OrderedJson> run_params_at(CacheRepo& cache, const std::string& commit,
+                                         std::string& problem) {
   const auto text = read_file_at(cache, commit, kRunParamsFile);
-  if (!text) return std::nullopt;
-  auto json = OrderedJson::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object()) return std::nullopt;
+  if (!text) {
+    problem = "the checkpoint has no run-params.json";
+    return std::nullopt;
+  }
+  auto json = parse_bounded_json(*text, {.max_bytes = kMaxRunParamsBytes}, problem);
+  if (json && !json->is_object()) {
+    problem = "run-params.json is not an object";
+    return std::nullopt;
+  }
+  if (!json) problem = "run-params.json: " + problem;
   return json;
 }
 
@@ -120,7 +128,7 @@ void plan_by_age(CacheRepo& cache, RemoteStore& remote, const std::vector<Remote
       if (now - tip.time >= min_age) plan.refs.push_back(branch.ref);
     } catch (const GitError& e) {
       if (is_network_failure(e)) throw;
-      plan.problems.push_back(branch.ref + ": " + e.what());
+      plan.problems.push_back(printable(branch.ref) + ": " + e.what());
     }
   }
 }
@@ -135,15 +143,6 @@ CheckpointCommit describe_commit(const CommitSummary& summary) {
   read_subject(line, commit);
   while (std::getline(lines, line)) read_trailer(line, commit);
   return commit;
-}
-
-std::optional<BranchName> parse_branch_ref(const std::string& ref) {
-  static const std::regex kShape("^([^/]+)/([A-Za-z0-9][A-Za-z0-9._-]{0,63})$");
-  if (!ref.starts_with(kBranchPrefix)) return std::nullopt;
-  std::smatch m;
-  const std::string rest = ref.substr(kBranchPrefix.size());
-  if (!std::regex_match(rest, m, kShape)) return std::nullopt;
-  return BranchName{m[1].str(), m[2].str()};
 }
 
 bool branch_matches(const std::string& ref, const std::string& id) {
@@ -162,12 +161,14 @@ BranchSummary summarize_branch(CacheRepo& cache, RemoteStore& remote, const Remo
   const auto name = parse_branch_ref(branch.ref);
   if (!name) throw GitError(GitErrorKind::other, "not an inflight/<pod>/<run-id> branch");
   const auto tip = remote.fetch(branch.ref);
-  BranchSummary summary{branch.ref,
-                        *name,
-                        describe_commit(commit_summary(cache, tip)),
-                        run_params_at(cache, tip),
-                        0,
-                        run_dir_size(cache, tip)};
+  BranchSummary summary{.ref = branch.ref,
+                        .name = *name,
+                        .tip = describe_commit(commit_summary(cache, tip)),
+                        .run_params = std::nullopt,
+                        .problem = "",
+                        .attempts = 0,
+                        .size_bytes = run_dir_size(cache, tip)};
+  summary.run_params = run_params_at(cache, tip, summary.problem);
   if (summary.run_params && summary.run_params->value("attempts", OrderedJson()).is_array())
     summary.attempts = (*summary.run_params)["attempts"].size();
   return summary;
@@ -183,9 +184,9 @@ BranchListing list_branches(CacheRepo& cache, RemoteStore& remote,
       listing.branches.push_back(summarize_branch(cache, remote, branch));
     } catch (const GitError& e) {
       if (is_network_failure(e)) throw;
-      listing.problems.push_back(branch.ref + ": " + e.what());
+      listing.problems.push_back(printable(branch.ref) + ": " + e.what());
     } catch (const std::exception& e) {
-      listing.problems.push_back(branch.ref + ": " + e.what());
+      listing.problems.push_back(printable(branch.ref) + ": " + e.what());
     }
   }
   return listing;

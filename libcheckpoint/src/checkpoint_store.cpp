@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cache_repo_impl.hpp"
+#include "inflight/bounded_json.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/run_dir.hpp"
 #include "oid_text.hpp"
@@ -15,11 +16,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view kBranchPrefix = "refs/heads/inflight/";
-
 // The tip this cache last pushed to `ref` (RemoteStore::push records it).
 std::optional<std::string> last_pushed(CacheRepo& cache, const std::string& ref) {
-  const std::string local = "refs/inflight-local/" + ref.substr(std::string("refs/heads/").size());
+  const std::string local = "refs/inflight-local/" + short_branch(ref);
   git_oid oid;
   if (git_reference_name_to_id(&oid, raw_repo(cache), local.c_str()) != 0) {
     git_error_clear();
@@ -28,16 +27,15 @@ std::optional<std::string> last_pushed(CacheRepo& cache, const std::string& ref)
   return oid_hex(oid);
 }
 
-std::uint64_t records_of(const RunParams& params, const fs::path& dir) {
-  const auto progress = params.child.value("progress_file", std::string());
-  return progress.empty() ? 0 : RecordCounter().count(dir / progress);
+std::uint64_t records_of(const fs::path& dir, const RunVerdict& verdict) {
+  return verdict.progress_file.empty() ? 0 : RecordCounter().count(dir, verdict.progress_file);
+}
+
+bool is_network_failure(const GitError& e) {
+  return e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth;
 }
 
 }  // namespace
-
-std::string branch_ref(const std::string& origin_pod, const std::string& run_id) {
-  return std::string(kBranchPrefix) + origin_pod + "/" + run_id;
-}
 
 CheckpointStore::CheckpointStore(StoreConfig config)
     : config_(std::move(config)), cache_(config_.cache_dir), remote_(cache_, config_.remote) {}
@@ -45,57 +43,141 @@ CheckpointStore::CheckpointStore(StoreConfig config)
 std::optional<std::string> CheckpointStore::save(const fs::path& run_dir,
                                                  const std::string& origin_pod,
                                                  const CheckpointInfo& info) {
-  const auto ref = branch_ref(origin_pod, info.run_id);
+  const auto ref = branch_ref({origin_pod, info.run_id});
   auto [it, inserted] = snapshotters_.try_emplace(run_dir.string(), cache_, config_.exclude_globs);
   const auto commit = it->second.snapshot(run_dir, info, last_pushed(cache_, ref));
   if (commit) remote_.push(ref, *commit);
   return commit;
 }
 
-void CheckpointStore::release(const std::string& origin_pod, const std::string& run_id) {
-  remote_.remove(branch_ref(origin_pod, run_id));
+void CheckpointStore::release(const fs::path& run_dir, const std::string& origin_pod,
+                              const CheckpointInfo& info) {
+  save(run_dir, origin_pod, info);
+  try {
+    remote_.remove(branch_ref({origin_pod, info.run_id}));
+  } catch (const GitError& e) {
+    if (e.kind() == GitErrorKind::not_found) return;
+    // The final push landed, so the branch is ours: a refused deletion is a
+    // failure to retry, not another owner.
+    if (e.kind() == GitErrorKind::rejected)
+      throw GitError(GitErrorKind::other, std::string("deleting the branch: ") + e.what());
+    throw;
+  }
 }
 
-RestoreReport CheckpointStore::restore(const fs::path& runs_dir, const std::string& pod,
-                                       const std::map<std::string, std::size_t>& local_attempts,
-                                       const std::optional<std::string>& only) {
+RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   RestoreReport report;
-  std::set<std::string> on_remote;
-  for (const auto& branch : remote_.list(std::string(kBranchPrefix))) {
-    const auto names = parse_branch_ref(branch.ref);
-    if (only && (!names || names->run_id != *only)) continue;
-    if (names) on_remote.insert(names->run_id);
-    try {
-      if (auto run = claim(branch, runs_dir, pod, local_attempts))
-        report.claimed.push_back(std::move(*run));
-    } catch (const GitError& e) {
-      if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
-      if (e.kind() == GitErrorKind::rejected && names) report.lost.push_back(names->run_id);
-      report.problems.push_back(branch.ref + ": " + e.what());
-    } catch (const std::exception& e) {
-      report.problems.push_back(branch.ref + ": " + e.what());
+  auto branches = remote_.list(std::string(kBranchPrefix));
+  if (request.only) {
+    std::erase_if(branches,
+                  [&](const RemoteBranch& b) { return !branch_matches(b.ref, *request.only); });
+    if (branches.size() > 1) {
+      for (const auto& branch : branches) report.ambiguous.push_back(short_branch(branch.ref));
+      return report;
     }
   }
-  for (const auto& [run_id, attempts] : local_attempts) {
-    if (!only && !on_remote.count(run_id)) push_local_run(runs_dir / run_id, pod, report);
+  std::set<std::string> taken;     // run ids restored or held from a branch
+  std::set<std::string> branched;  // every ref seen, for the local runs below
+  for (const auto& branch : branches) {
+    branched.insert(branch.ref);
+    try {
+      restore_branch(branch, request, taken, report);
+    } catch (const GitError& e) {
+      if (is_network_failure(e)) throw;
+      const auto name = parse_branch_ref(branch.ref);
+      if (e.kind() == GitErrorKind::rejected && name) report.lost.push_back(name->run_id);
+      report.problems.push_back(printable(branch.ref) + ": " + e.what());
+    } catch (const std::exception& e) {
+      report.problems.push_back(printable(branch.ref) + ": " + e.what());
+    }
   }
+  if (request.only) return report;
+  for (const auto& [run_id, local] : request.local)
+    if (!branched.count(branch_ref({local.origin_pod, run_id})) && !taken.count(run_id))
+      push_local_run(request.runs_dir / run_id, request, report);
   return report;
+}
+
+// One branch, with everything it says checked before anything is claimed or
+// written; whatever it holds, it can only fail itself.
+void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRequest& request,
+                                     std::set<std::string>& taken, RestoreReport& report) {
+  const auto name = parse_branch_ref(branch.ref);
+  if (!name) throw std::runtime_error("not an inflight/<pod>/<run-id> branch");
+  if (taken.count(name->run_id))
+    throw std::runtime_error("run id " + name->run_id +
+                             " is already restored from another pod's branch; this one is left "
+                             "alone (`inflight resume " +
+                             short_branch(branch.ref) + "` where that id is free)");
+  const auto tip = remote_.fetch(branch.ref);
+  const auto text = read_file_at(cache_, tip, kRunParamsFile);
+  if (!text) throw std::runtime_error("the checkpoint has no run-params.json");
+  auto params = run_params_from_text(*text);
+  if (params.run_id != name->run_id || params.origin_pod != name->pod)
+    throw std::runtime_error("run-params.json names run " + params.origin_pod + "/" +
+                             params.run_id + ", not this branch's");
+  const auto local = local_copy(*name, request);
+  if (params.final_status || local == LocalCopy::finished) {
+    remote_.remove(branch.ref);
+    report.released.push_back(short_branch(branch.ref));
+    return;
+  }
+  refuse_live_claim(tip, request.pod);
+  taken.insert(name->run_id);
+  const auto verdict = request.judge(params);
+  if (verdict.refusal) {
+    report.held.push_back({std::move(params), branch.ref, *verdict.refusal});
+    return;
+  }
+  const bool branch_wins =
+      local == LocalCopy::none || params.attempts.size() > request.local.at(name->run_id).attempts;
+  report.claimed.push_back(claim(branch, tip, std::move(params), verdict, branch_wins, request));
+}
+
+// What the run dir of the branch's run id holds. Another origin pod's run of
+// the same id, or anything else that is not this run, keeps the branch out.
+CheckpointStore::LocalCopy CheckpointStore::local_copy(const BranchName& name,
+                                                       const RestoreRequest& request) {
+  const auto dir = request.runs_dir / name.run_id;
+  if (const auto it = request.local.find(name.run_id); it != request.local.end()) {
+    if (it->second.origin_pod == name.pod) return LocalCopy::resumable;
+    throw std::runtime_error("run dir " + dir.string() + " holds the run of pod " +
+                             it->second.origin_pod +
+                             " with the same id; this branch is left alone");
+  }
+  std::error_code ec;
+  if (fs::symlink_status(dir, ec).type() == fs::file_type::not_found) return LocalCopy::none;
+  std::optional<RunParams> params;
+  try {
+    params = read_run_params(dir);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("run dir " + dir.string() + " is in the way: " + e.what());
+  }
+  if (params && params->origin_pod == name.pod && params->final_status) return LocalCopy::finished;
+  throw std::runtime_error("run dir " + dir.string() +
+                           " exists and is not a resumable copy of this run; the branch is left "
+                           "alone");
 }
 
 // A run that only this disk holds (its shutdown push failed, or it never had
 // one) gets its branch now, which also claims it.
-void CheckpointStore::push_local_run(const fs::path& dir, const std::string& pod,
+void CheckpointStore::push_local_run(const fs::path& dir, const RestoreRequest& request,
                                      RestoreReport& report) {
   try {
     auto params = read_run_params(dir);
     if (!params) return;
+    const auto verdict = request.judge(*params);
+    if (verdict.refusal) {
+      report.held.push_back({std::move(*params), "", *verdict.refusal});
+      return;
+    }
     const CheckpointInfo info{params->run_id, static_cast<int>(params->attempts.size()), "claim",
-                              pod, records_of(*params, dir)};
+                              request.pod, records_of(dir, verdict)};
     const auto commit = save(dir, params->origin_pod, info);
-    report.claimed.push_back(
-        {*params, dir, branch_ref(params->origin_pod, params->run_id), commit.value_or("")});
+    auto branch = branch_ref({params->origin_pod, params->run_id});
+    report.claimed.push_back({std::move(*params), dir, std::move(branch), commit.value_or("")});
   } catch (const GitError& e) {
-    if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
+    if (is_network_failure(e)) throw;
     report.problems.push_back(dir.string() + ": " + e.what());
   }
 }
@@ -103,45 +185,27 @@ void CheckpointStore::push_local_run(const fs::path& dir, const std::string& pod
 // Pushing on top of another pod's fresh claim would take the run from an
 // instance that is running it now; both would run it until the next push.
 void CheckpointStore::refuse_live_claim(const std::string& tip, const std::string& pod) {
-  const auto last = history(cache_, tip).front();
-  const auto subject = last.message.substr(0, last.message.find('\n'));
-  const auto pod_at = last.message.find("Inflight-Pod: ");
-  if (!subject.ends_with("(claim)") || pod_at == std::string::npos) return;
-  const auto claimer =
-      last.message.substr(pod_at + 14, last.message.find('\n', pod_at) - pod_at - 14);
+  const auto last = describe_commit(history(cache_, tip).front());
   const auto age = std::chrono::system_clock::now() -
                    std::chrono::system_clock::from_time_t(static_cast<std::time_t>(last.time));
-  if (claimer != pod && age < config_.claim_lease)
-    throw GitError(GitErrorKind::rejected, "claimed by " + claimer + " moments ago");
+  if (last.reason == "claim" && last.pod != pod && age < config_.claim_lease)
+    throw GitError(GitErrorKind::rejected, "claimed by " + last.pod + " moments ago");
 }
 
-std::optional<ClaimedRun> CheckpointStore::claim(
-    const RemoteBranch& branch, const fs::path& runs_dir, const std::string& pod,
-    const std::map<std::string, std::size_t>& local_attempts) {
-  const auto names = parse_branch_ref(branch.ref);
-  if (!names) throw std::runtime_error("not an inflight/<pod>/<run-id> branch");
-  const auto& run_id = names->run_id;
-  const auto tip = remote_.fetch(branch.ref);
-  refuse_live_claim(tip, pod);
-  const auto text = read_file_at(cache_, tip, kRunParamsFile);
-  if (!text) throw std::runtime_error("the checkpoint has no run-params.json");
-  auto params = run_params_from_json(OrderedJson::parse(*text));
-  if (params.run_id != run_id) throw std::runtime_error("run-params.json names another run");
-  if (params.final_status) return std::nullopt;  // kept for inspection only
-
-  const auto local = local_attempts.find(run_id);
-  const bool branch_wins = local == local_attempts.end() || params.attempts.size() > local->second;
-  const auto dir = runs_dir / run_id;
-  // The branch copy is materialised beside the run dir and moved in only once
-  // the claim landed, so a lost claim or a hostile tree leaves nothing behind.
-  const auto staging = runs_dir / (".restore-" + run_id);
+// The branch copy is materialised beside the run dir and moved in only once
+// the claim landed, so a lost claim or a hostile tree leaves nothing behind.
+ClaimedRun CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip,
+                                  RunParams params, const RunVerdict& verdict, bool branch_wins,
+                                  const RestoreRequest& request) {
+  const auto dir = request.runs_dir / params.run_id;
+  const auto staging = request.runs_dir / (".restore-" + params.run_id);
   fs::remove_all(staging);
   const auto claim_from = branch_wins ? staging : dir;
-  if (branch_wins) materialize(cache_, tip, staging, config_.restore_max_bytes);
+  if (branch_wins) materialize(cache_, tip, staging, config_.restore_limits);
   std::string claim_commit;
   try {
-    const CheckpointInfo info{run_id, static_cast<int>(params.attempts.size()), "claim", pod,
-                              records_of(params, claim_from)};
+    const CheckpointInfo info{params.run_id, static_cast<int>(params.attempts.size()), "claim",
+                              request.pod, records_of(claim_from, verdict)};
     claim_commit = *RunSnapshotter(cache_, config_.exclude_globs).snapshot(claim_from, info, tip);
     remote_.push(branch.ref, claim_commit);
   } catch (...) {
@@ -151,10 +215,10 @@ std::optional<ClaimedRun> CheckpointStore::claim(
   if (branch_wins) {
     fs::remove_all(dir);
     fs::rename(staging, dir);
-  } else if (auto local_params = read_run_params(dir)) {
-    params = std::move(*local_params);
+  } else if (auto local = read_run_params(dir)) {
+    params = std::move(*local);
   }
-  return ClaimedRun{std::move(params), dir, branch.ref, claim_commit};
+  return {std::move(params), dir, branch.ref, claim_commit};
 }
 
 }  // namespace inflight::checkpoint

@@ -35,19 +35,8 @@ Fd make_dir_at(int parent, const std::string& name, const std::string& path) {
       ::unlinkat(parent, name.c_str(), 0) != 0) {
     fail("remove", path);
   }
-  if (::mkdirat(parent, name.c_str(), 0755) != 0 && errno != EEXIST) fail("create directory", path);
+  if (::mkdirat(parent, name.c_str(), 0777) != 0 && errno != EEXIST) fail("create directory", path);
   return open_dir_at(parent, name, path);
-}
-
-void write_all(int fd, const void* data, std::size_t size, const std::string& path) {
-  const char* bytes = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, bytes, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail("write", path);
-    bytes += n;
-    size -= static_cast<std::size_t>(n);
-  }
 }
 
 class TreeWriter {
@@ -78,8 +67,10 @@ class TreeWriter {
     const BlobHandle blob(raw);
     const bool executable = git_tree_entry_filemode(entry) == GIT_FILEMODE_BLOB_EXECUTABLE;
     const Fd file = create_file(dir, name, path, executable);
-    write_all(file.get(), git_blob_rawcontent(blob.get()),
-              static_cast<std::size_t>(git_blob_rawsize(blob.get())), path);
+    write_all(file.get(),
+              {static_cast<const char*>(git_blob_rawcontent(blob.get())),
+               static_cast<std::size_t>(git_blob_rawsize(blob.get()))},
+              path);
   }
 
   void chunked_file(int dir, const std::string& name, const std::string& path,
@@ -87,20 +78,19 @@ class TreeWriter {
     const TreeHandle chunks = lookup_tree(repo_, *git_tree_entry_id(entry));
     const Fd file = create_file(dir, name, path, false);
     for_each_chunk(repo_, chunks.get(), [&](const void* data, std::size_t size) {
-      write_all(file.get(), data, size, path);
+      write_all(file.get(), {static_cast<const char*>(data), size}, path);
     });
   }
 
   // Replaces any existing entry, so a planted symlink is never written through.
+  // The mode is the creating process's umask applied, as for any file it writes.
   static Fd create_file(int dir, const std::string& name, const std::string& path,
                         bool executable) {
     if (::unlinkat(dir, name.c_str(), 0) != 0 && errno != ENOENT) fail("replace", path);
-    const mode_t mode = executable ? 0755 : 0644;
+    const mode_t mode = executable ? 0777 : 0666;
     Fd file(
         ::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
     if (!file) fail("create", path);
-    // The mode is the checkpoint's, whatever the umask.
-    if (::fchmod(file.get(), mode) != 0) fail("chmod", path);
     return file;
   }
 
@@ -119,10 +109,10 @@ Fd open_run_dir(const std::filesystem::path& run_dir) {
 }  // namespace
 
 void materialize(CacheRepo& repo, const std::string& commit, const std::filesystem::path& run_dir,
-                 std::uint64_t max_bytes) {
+                 const TreeLimits& limits) {
   git_repository* git = raw_repo(repo);
   const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
-  validate_run_tree(git, tree.get(), max_bytes);
+  validate_run_tree(git, tree.get(), limits);
   const Fd dir = open_run_dir(run_dir);
   TreeWriter(git).directory(dir.get(), tree.get(), "");
 }

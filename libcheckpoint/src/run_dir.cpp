@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "inflight/fd.hpp"
+#include "inflight/fnv1a.hpp"
 
 namespace inflight::checkpoint {
 
@@ -22,15 +23,6 @@ namespace {
 
 [[noreturn]] void throw_errno(const std::string& what) {
   throw std::system_error(errno, std::generic_category(), what);
-}
-
-void write_all(int fd, std::string_view data, const std::string& what) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno("write " + what);
-    data.remove_prefix(static_cast<size_t>(n));
-  }
 }
 
 }  // namespace
@@ -41,7 +33,8 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
   // -O3 report a false -Wrestrict inside operator+.
   const auto temp = path.parent_path() / ("." + path.filename().native() + ".tmp");
   {
-    Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (::unlink(temp.c_str()) != 0 && errno != ENOENT) throw_errno("remove " + temp.string());
+    Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!fd) throw_errno("open " + temp.string());
     write_all(fd.get(), content, temp.string());
     if (durability == Durability::synced && ::fsync(fd.get()) != 0)
@@ -53,14 +46,37 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
   if (!dir || ::fsync(dir.get()) != 0) throw_errno("fsync " + path.parent_path().string());
 }
 
-std::uint64_t repair_torn_line(const std::filesystem::path& progress_file) {
-  Fd fd(::open(progress_file.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+Fd open_in_run_dir(const std::filesystem::path& run_dir, const std::filesystem::path& relative,
+                   int flags, mode_t mode) {
+  Fd dir(::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  const auto last = relative.filename();
+  for (const auto& part : relative.parent_path()) {
+    if (!dir) return dir;
+    if (part == ".." || part == "/") {
+      errno = EINVAL;
+      return Fd();
+    }
+    dir = Fd(::openat(dir.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  }
+  if (!dir) return dir;
+  if (last.empty() || last == "..") {
+    errno = EINVAL;
+    return Fd();
+  }
+  return Fd(::openat(dir.get(), last.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode));
+}
+
+std::uint64_t repair_torn_line(const std::filesystem::path& run_dir,
+                               const std::filesystem::path& progress_file) {
+  // O_NONBLOCK: a FIFO planted under the name must not hold the caller.
+  Fd fd = open_in_run_dir(run_dir, progress_file, O_RDWR | O_NONBLOCK);
   if (!fd) {
     if (errno == ENOENT) return 0;
     throw_errno("open " + progress_file.string());
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw_errno("stat " + progress_file.string());
+  if (!S_ISREG(st.st_mode)) return 0;
   // Scan backwards for the last newline, one block at a time.
   std::array<char, 4096> block{};
   off_t end = st.st_size;
@@ -82,32 +98,27 @@ std::uint64_t repair_torn_line(const std::filesystem::path& progress_file) {
 }
 
 std::uint64_t stat_signature(const std::filesystem::path& run_dir) {
-  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a
-  auto mix = [&hash](const void* data, std::size_t size) {
-    for (std::size_t i = 0; i < size; ++i) {
-      hash ^= static_cast<const unsigned char*>(data)[i];
-      hash *= 1099511628211ull;
-    }
-  };
+  Fnv1a hash;
   std::error_code ec;
   for (std::filesystem::recursive_directory_iterator it(run_dir, ec), end; !ec && it != end;
        it.increment(ec)) {
     struct stat st {};
     if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     const auto name = it->path().string();
-    mix(name.data(), name.size());
+    hash.mix(name);
     const std::int64_t fields[] = {st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
                                    static_cast<std::int64_t>(st.st_ino)};
-    mix(fields, sizeof fields);
+    hash.mix(fields, sizeof fields);
   }
-  return hash;
+  return hash.value();
 }
 
-std::uint64_t RecordCounter::count(const std::filesystem::path& progress_file) {
-  Fd fd(::open(progress_file.c_str(), O_RDONLY | O_CLOEXEC));
+std::uint64_t RecordCounter::count(const std::filesystem::path& run_dir,
+                                   const std::filesystem::path& progress_file) {
+  const Fd fd = open_in_run_dir(run_dir, progress_file, O_RDONLY | O_NONBLOCK);
   if (!fd) return lines_ = scanned_ = 0;
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return lines_;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return lines_ = scanned_ = 0;
   if (st.st_size < scanned_) lines_ = scanned_ = 0;  // rewritten from scratch
   std::array<char, 65536> block{};
   while (scanned_ < st.st_size) {

@@ -4,21 +4,38 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "inflight/bounded_json.hpp"
+#include "inflight/checkpoint/branch_name.hpp"
 #include "inflight/checkpoint/run_dir.hpp"
 
 namespace inflight::checkpoint {
 
 namespace {
 
+// Timestamps, pod names, outcomes: short by nature.
+constexpr std::size_t kMaxShortString = 256;
+
+[[noreturn]] void malformed(const std::string& field, const std::string& problem) {
+  throw std::runtime_error("run-params.json: " + field + " " + problem);
+}
+
 template <typename T>
 OrderedJson optional_json(const std::optional<T>& value) {
   return value ? OrderedJson(*value) : OrderedJson(nullptr);
+}
+
+std::string short_string(const OrderedJson& json, const char* key) {
+  auto text = json.at(key).get<std::string>();
+  if (text.size() > kMaxShortString)
+    malformed(key, "is longer than " + std::to_string(kMaxShortString) + " bytes");
+  return text;
 }
 
 template <typename T>
 std::optional<T> optional_field(const OrderedJson& json, const char* key) {
   const auto it = json.find(key);
   if (it == json.end() || it->is_null()) return std::nullopt;
+  if constexpr (std::is_same_v<T, std::string>) return short_string(json, key);
   return it->get<T>();
 }
 
@@ -33,15 +50,24 @@ OrderedJson attempt_to_json(const AttemptRecord& a) {
 }
 
 AttemptRecord attempt_from_json(const OrderedJson& json) {
-  AttemptRecord a;
-  a.attempt = json.at("attempt").get<int>();
-  a.pod = json.at("pod").get<std::string>();
-  a.started_at = json.at("started_at").get<std::string>();
-  a.ended_at = optional_field<std::string>(json, "ended_at");
-  a.exit_code = optional_field<int>(json, "exit_code");
-  a.signal = optional_field<int>(json, "signal");
-  a.outcome = optional_field<std::string>(json, "outcome");
-  return a;
+  return {.attempt = json.at("attempt").get<int>(),
+          .pod = short_string(json, "pod"),
+          .started_at = short_string(json, "started_at"),
+          .ended_at = optional_field<std::string>(json, "ended_at"),
+          .exit_code = optional_field<int>(json, "exit_code"),
+          .signal = optional_field<int>(json, "signal"),
+          .outcome = optional_field<std::string>(json, "outcome")};
+}
+
+// The fields that name things: a branch or a disk must not smuggle a path or
+// a ref component in through them.
+void check_names(const RunParams& params) {
+  if (!is_valid_run_id(params.run_id)) malformed("run_id", "is not a valid run id");
+  if (!is_valid_pod_name(params.origin_pod))
+    malformed("origin_pod", "cannot be part of a branch name");
+  if (!params.request.is_object()) malformed("request", "is not an object");
+  if (params.attempts.size() > kMaxAttemptRecords)
+    malformed("attempts", "has more than " + std::to_string(kMaxAttemptRecords) + " entries");
 }
 
 }  // namespace
@@ -52,6 +78,8 @@ OrderedJson to_json(const RunParams& params) {
   OrderedJson json{{"version", 1},
                    {"run_id", params.run_id},
                    {"request", params.request},
+                   {"child_name", params.child_name},
+                   {"child_digest", params.child_digest},
                    {"child", params.child},
                    {"argv", params.argv},
                    {"cwd", params.cwd},
@@ -64,21 +92,34 @@ OrderedJson to_json(const RunParams& params) {
 
 RunParams run_params_from_json(const OrderedJson& json) {
   try {
-    if (json.at("version").get<int>() != 1) throw std::runtime_error("unsupported version");
+    if (json.at("version").get<int>() != 1) malformed("version", "is not 1");
     RunParams params;
     params.run_id = json.at("run_id").get<std::string>();
     params.request = json.at("request");
+    // Written before templates had names: the run used the default one.
+    params.child_name = json.contains("child_name") ? short_string(json, "child_name") : "default";
+    params.child_digest = json.contains("child_digest") ? short_string(json, "child_digest") : "";
     params.child = json.at("child");
     params.argv = json.at("argv").get<std::vector<std::string>>();
     params.cwd = json.at("cwd").get<std::string>();
     params.origin_pod = json.at("origin_pod").get<std::string>();
-    params.created_at = json.at("created_at").get<std::string>();
+    params.created_at = short_string(json, "created_at");
+    if (json.at("attempts").size() > kMaxAttemptRecords)
+      malformed("attempts", "has more than " + std::to_string(kMaxAttemptRecords) + " entries");
     for (const auto& a : json.at("attempts")) params.attempts.push_back(attempt_from_json(a));
     params.final_status = optional_field<std::string>(json, "final_status");
+    check_names(params);
     return params;
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(std::string("run-params.json: ") + e.what());
   }
+}
+
+RunParams run_params_from_text(std::string_view text) {
+  std::string error;
+  const auto json = parse_bounded_json(text, {.max_bytes = kMaxRunParamsBytes}, error);
+  if (!json) throw std::runtime_error("run-params.json: " + error);
+  return run_params_from_json(*json);
 }
 
 void write_run_params(const std::filesystem::path& run_dir, const RunParams& params,
@@ -87,14 +128,17 @@ void write_run_params(const std::filesystem::path& run_dir, const RunParams& par
 }
 
 std::optional<RunParams> read_run_params(const std::filesystem::path& run_dir) {
-  std::ifstream in(run_dir / kRunParamsFile);
+  const auto path = run_dir / kRunParamsFile;
+  std::ifstream in(path);
   if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  const auto json = OrderedJson::parse(text.str(), nullptr, false);
-  if (json.is_discarded())
-    throw std::runtime_error((run_dir / kRunParamsFile).string() + ": not valid JSON");
-  return run_params_from_json(json);
+  std::string text(kMaxRunParamsBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  try {
+    return run_params_from_text(text);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path.string() + ": " + e.what());
+  }
 }
 
 }  // namespace inflight::checkpoint

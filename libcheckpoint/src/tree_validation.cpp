@@ -5,6 +5,7 @@
 
 #include "chunked_file.hpp"
 #include "git_error.hpp"
+#include "inflight/bounded_json.hpp"
 #include "git_handle.hpp"
 #include "inflight/checkpoint/git_store.hpp"
 #include "repo_objects.hpp"
@@ -17,7 +18,8 @@ namespace {
 constexpr int kMaxDepth = 64;
 
 [[noreturn]] void refuse(const std::string& path, const std::string& rule) {
-  throw GitError(GitErrorKind::hostile_tree, "refusing checkpoint entry '" + path + "': " + rule);
+  throw GitError(GitErrorKind::hostile_tree,
+                 "refusing checkpoint entry '" + printable(path) + "': " + rule);
 }
 
 bool equals_ignoring_case(std::string_view a, std::string_view b) {
@@ -33,12 +35,13 @@ void check_name(std::string_view name, const std::string& path) {
   if (name.empty() || name == "." || name == "..") refuse(path, "empty, '.' or '..' name");
   if (name.find('/') != std::string_view::npos) refuse(path, "name contains '/'");
   if (equals_ignoring_case(name, ".git")) refuse(path, "'.git' component");
+  if (!is_valid_utf8(name)) refuse(path, "name is not UTF-8");
 }
 
 class TreeValidator {
  public:
-  TreeValidator(git_repository* repo, std::uint64_t max_bytes)
-      : repo_(repo), max_bytes_(max_bytes), odb_(open_odb(repo)) {}
+  TreeValidator(git_repository* repo, const TreeLimits& limits)
+      : repo_(repo), limits_(limits), odb_(open_odb(repo)) {}
 
   void directory(const git_tree* tree, const std::string& prefix, int depth) {
     if (depth > kMaxDepth) refuse(prefix, "nested deeper than " + std::to_string(kMaxDepth));
@@ -46,6 +49,8 @@ class TreeValidator {
     for (std::size_t i = 0; i < git_tree_entrycount(tree); ++i) {
       const git_tree_entry* entry = git_tree_entry_byindex(tree, i);
       const std::string path = prefix + git_tree_entry_name(entry);
+      if (++entries_ > limits_.max_files)
+        refuse(path, "checkpoint has more than " + std::to_string(limits_.max_files) + " files");
       check_name(git_tree_entry_name(entry), path);
       const std::string target = target_name(entry);
       check_name(target, path);
@@ -92,9 +97,9 @@ class TreeValidator {
   void blob(const git_oid& oid, const std::string& path) {
     const std::size_t size = require_type(oid, GIT_OBJECT_BLOB, path);
     total_ += size;
-    if (total_ > max_bytes_) {
-      refuse(path,
-             "checkpoint is larger than the limit of " + std::to_string(max_bytes_) + " bytes");
+    if (total_ > limits_.max_bytes) {
+      refuse(path, "checkpoint is larger than the limit of " + std::to_string(limits_.max_bytes) +
+                       " bytes");
     }
   }
 
@@ -107,9 +112,10 @@ class TreeValidator {
   }
 
   git_repository* repo_;
-  std::uint64_t max_bytes_;
+  TreeLimits limits_;
   OdbHandle odb_;
   std::uint64_t total_ = 0;
+  std::uint64_t entries_ = 0;
 };
 
 }  // namespace
@@ -122,8 +128,8 @@ std::string target_name(const git_tree_entry* entry) {
   return std::string(name);
 }
 
-void validate_run_tree(git_repository* repo, const git_tree* tree, std::uint64_t max_bytes) {
-  TreeValidator(repo, max_bytes).directory(tree, "", 0);
+void validate_run_tree(git_repository* repo, const git_tree* tree, const TreeLimits& limits) {
+  TreeValidator(repo, limits).directory(tree, "", 0);
 }
 
 }  // namespace inflight::checkpoint

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "inflight/checkpoint/git_store.hpp"
+
 namespace inflight::checkpoint {
 
 // The file name an entry is written under: a chunk tree's name without its
@@ -14,8 +16,9 @@ std::string target_name(const git_tree_entry* entry);
 
 // Walks the whole tree of a checkpoint before anything is written and throws
 // GitError(hostile_tree), naming the path and the rule, when an entry could
-// land outside the run dir (bad names, symlinks, gitlinks), two entries would
-// write the same file, or the blobs add up to more than max_bytes.
-void validate_run_tree(git_repository* repo, const git_tree* tree, std::uint64_t max_bytes);
+// land outside the run dir (bad names, names that are not UTF-8, symlinks,
+// gitlinks), two entries would write the same file, or the tree is over its
+// limits of bytes and files.
+void validate_run_tree(git_repository* repo, const git_tree* tree, const TreeLimits& limits);
 
 }  // namespace inflight::checkpoint

@@ -1,6 +1,7 @@
 // The serve side of checkpoints: every store operation through the agent.
 #include <set>
 
+#include "inflight/checkpoint/branch_name.hpp"
 #include "inflight/checkpoint/run_params.hpp"
 #include "inflight/supervisor/checkpoint_agent.hpp"
 #include "inflight/supervisor/log.hpp"
@@ -10,13 +11,30 @@ namespace inflight {
 namespace fs = std::filesystem;
 
 AgentCheckpoints::AgentCheckpoints(boost::asio::io_context& io, ChildReaper& reaper,
-                                   const StoreSettings& store, fs::path runs_dir)
-    : agent_(io, reaper, store, runs_dir), runs_dir_(std::move(runs_dir)), pod_(store.pod_name) {}
+                                   const StoreSettings& store, fs::path runs_dir,
+                                   const ChildTemplates& templates)
+    : agent_(io, reaper, store, runs_dir),
+      runs_dir_(std::move(runs_dir)),
+      pod_(store.pod_name),
+      templates_(templates) {}
 
 void AgentCheckpoints::save(const CheckpointRequest& request, SteadyClock::time_point deadline,
                             std::function<void(CheckpointResult)> done) {
-  const std::string branch = "inflight/" + request.origin_pod + "/" + request.run_id;
-  agent_.call({{"op", "save"},
+  store_call("save", request, deadline, std::move(done));
+}
+
+void AgentCheckpoints::release(const CheckpointRequest& request, SteadyClock::time_point deadline,
+                               std::function<void(CheckpointResult)> done) {
+  store_call("release", request, deadline, std::move(done));
+}
+
+// Save and release name the run alike and answer alike.
+void AgentCheckpoints::store_call(const char* op, const CheckpointRequest& request,
+                                  SteadyClock::time_point deadline,
+                                  std::function<void(CheckpointResult)> done) {
+  const auto branch =
+      checkpoint::short_branch(checkpoint::branch_ref({request.origin_pod, request.run_id}));
+  agent_.call({{"op", op},
                {"run_dir", fs::absolute(request.run_dir).string()},
                {"origin_pod", request.origin_pod},
                {"run_id", request.run_id},
@@ -35,57 +53,81 @@ void AgentCheckpoints::save(const CheckpointRequest& request, SteadyClock::time_
               });
 }
 
-void AgentCheckpoints::release(const std::string& run_id, const std::string& origin_pod,
-                               SteadyClock::time_point deadline, std::function<void()> done) {
-  agent_.call(
-      {{"op", "release"}, {"origin_pod", origin_pod}, {"run_id", run_id}}, deadline,
-      [done = std::move(done), run_id](const OrderedJson& r) {
-        if (!r["ok"].get<bool>())
-          log::warn("checkpoint branch not deleted", {{"run_id", run_id}, {"error", r["error"]}});
-        else
-          log::info("checkpoint branch deleted", {{"run_id", run_id}});
-        done();
-      });
-}
-
 void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
                                SteadyClock::time_point deadline,
                                const std::optional<std::string>& only,
                                std::function<void(RestoreResult)> done) {
-  OrderedJson attempts = OrderedJson::object();
-  for (const auto& run : local) attempts[run.params.run_id] = run.params.attempts.size();
-  OrderedJson request{
-      {"op", "restore"}, {"runs_dir", runs_dir_.string()}, {"pod", pod_}, {"local", attempts}};
+  OrderedJson local_runs = OrderedJson::object();
+  for (const auto& run : local)
+    local_runs[run.params.run_id] = {{"attempts", run.params.attempts.size()},
+                                     {"origin_pod", run.params.origin_pod}};
+  OrderedJson request{{"op", "restore"},
+                      {"runs_dir", runs_dir_.string()},
+                      {"pod", pod_},
+                      {"local", local_runs},
+                      {"children", templates_.sources()}};
   if (only) request["only"] = *only;
   agent_.call(std::move(request), deadline, [local, done = std::move(done)](const OrderedJson& r) {
     if (!r["ok"].get<bool>()) {
       const auto error = r["error"].get<std::string>();
-      if (r.value("kind", "") == "auth") return done({local, error, std::nullopt});
+      RestoreResult result;
+      result.runs = local;
+      if (r.value("kind", "") == "auth") {
+        result.refused = error;
+        return done(std::move(result));
+      }
       log::error("restore from the results repo failed; resuming local runs only",
                  {{"error", error}});
-      return done({local, std::nullopt, error});
+      result.unreachable = error;
+      return done(std::move(result));
     }
-    for (const auto& problem : r["problems"])
-      log::warn("checkpoint not restored", {{"error", problem}});
-    std::set<std::string> taken;
-    std::vector<RestoredRun> runs;
-    for (const auto& lost : r["lost"]) {
-      taken.insert(lost.get<std::string>());
-      log::info("run claimed by another instance; left to it", {{"run_id", lost}});
+    done(restore_result(r, local));
+  });
+}
+
+// The agent's report as runs to adopt: every claimed run, and the local runs
+// that no branch spoke for.
+RestoreResult AgentCheckpoints::restore_result(const OrderedJson& r,
+                                               const std::vector<RestoredRun>& local) {
+  RestoreResult result;
+  for (const auto& problem : r["problems"])
+    log::warn("checkpoint not restored", {{"error", problem}});
+  for (const auto& branch : r["released"])
+    log::info("checkpoint branch of a finished run deleted", {{"branch", branch}});
+  std::set<std::string> taken;
+  for (const auto& lost : r["lost"]) {
+    taken.insert(lost.get<std::string>());
+    log::info("run claimed by another instance; left to it", {{"run_id", lost}});
+  }
+  for (const auto& held : r["held"]) {
+    try {
+      auto params = checkpoint::run_params_from_json(held["params"]);
+      taken.insert(params.run_id);
+      result.held.push_back({.params = std::move(params),
+                             .branch = checkpoint::short_branch(held["branch"].get<std::string>()),
+                             .reason = held["reason"].get<std::string>()});
+    } catch (const std::exception& e) {
+      log::error("held run not shown", {{"error", e.what()}});
     }
-    for (const auto& c : r["claimed"]) {
-      const fs::path dir = c["dir"].get<std::string>();
+  }
+  for (const auto& c : r["claimed"]) {
+    const fs::path dir = c["dir"].get<std::string>();
+    try {
       auto params = checkpoint::read_run_params(dir);
       if (!params) continue;
       taken.insert(params->run_id);
-      // `refs/heads/inflight/…` → `inflight/…`, as statuses show it.
-      runs.push_back({dir, std::move(*params), c["branch"].get<std::string>().substr(11),
-                      c.value("claim", "")});
+      result.runs.push_back({.dir = dir,
+                             .params = std::move(*params),
+                             .branch = checkpoint::short_branch(c["branch"].get<std::string>()),
+                             .claim = c.value("claim", "")});
+    } catch (const std::exception& e) {
+      log::error("restored run not adopted", {{"dir", dir.string()}, {"error", e.what()}});
     }
-    for (const auto& run : local)
-      if (!taken.count(run.params.run_id)) runs.push_back(run);
-    done({std::move(runs), std::nullopt, std::nullopt});
-  });
+  }
+  for (const auto& run : local)
+    if (!taken.count(run.params.run_id)) result.runs.push_back(run);
+  result.ambiguous = r.value("ambiguous", std::vector<std::string>{});
+  return result;
 }
 
 }  // namespace inflight

@@ -67,9 +67,14 @@ struct AgentCall : std::enable_shared_from_this<AgentCall> {
       return {{"ok", false},
               {"kind", "deadline"},
               {"error", "no answer from " + display_url + " before the deadline"}};
-    auto parsed = OrderedJson::parse(response, nullptr, false);
-    if (parsed.is_object() && parsed.contains("ok")) return parsed;
-    return {{"ok", false}, {"kind", "other"}, {"error", "the checkpoint agent gave no answer"}};
+    std::string error;
+    auto parsed = parse_bounded_json(response, kAgentMessageLimits, error);
+    if (parsed && parsed->is_object() && parsed->value("ok", OrderedJson()).is_boolean())
+      return *parsed;
+    return {{"ok", false},
+            {"kind", "other"},
+            {"error", response.empty() ? "the checkpoint agent gave no answer"
+                                       : "the checkpoint agent's answer is malformed: " + error}};
   }
 };
 
@@ -97,7 +102,8 @@ AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
               {"known_hosts", store.git_ssh_known_hosts.string()},
               {"ca_file", store.git_ca_file.string()},
               {"excludes", store.checkpoint_exclude},
-              {"restore_max_bytes", store.restore_max_bytes},
+              {"restore_max_bytes", store.restore_limits.max_bytes},
+              {"restore_max_files", store.restore_limits.max_files},
               {"claim_lease_seconds",
                2 * std::chrono::duration_cast<std::chrono::seconds>(store.git_timeout).count()}}),
       display_url_(checkpoint::display_url(store.results_repo)),

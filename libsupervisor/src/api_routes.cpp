@@ -3,6 +3,8 @@
 #include <boost/beast/http.hpp>
 #include <string_view>
 
+#include "inflight/bounded_json.hpp"
+
 namespace inflight {
 
 namespace http = boost::beast::http;
@@ -82,7 +84,9 @@ OrderedJson ApiRoutes::status_json(Run& run) {
           {"checkpoint",
            {{"branch", run.checkpoint.branch},
             {"last_at", nullable(run.checkpoint.last_at)},
-            {"last_commit", nullable(run.checkpoint.last_commit)}}}};
+            {"last_commit", nullable(run.checkpoint.last_commit)}}},
+          {"child", run.params.child_name},
+          {"error", nullable(run.held)}};
 }
 
 HttpRefusals ApiRoutes::refusals() const {
@@ -151,11 +155,12 @@ HttpResponse ApiRoutes::route(const HttpRequest& request) {
 HttpResponse ApiRoutes::submit(const HttpRequest& request) {
   const auto version = request.version();
   if (supervisor_.phase() != Phase::ready) return unavailable(version, supervisor_.phase());
-  const auto body = OrderedJson::parse(request.body(), nullptr, false);
-  if (body.is_discarded())
+  std::string error;
+  const auto body = parse_bounded_json(request.body(), {}, error);
+  if (!body)
     return error_response(http::status::bad_request, version, "invalid_json",
-                          "the request body is not valid JSON");
-  const auto result = supervisor_.submit(body);
+                          "the request body is " + error);
+  const auto result = supervisor_.submit(*body);
   if (!result.run)
     return error_response(static_cast<http::status>(result.http_status), version, result.error_code,
                           result.message);

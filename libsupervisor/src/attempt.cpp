@@ -28,21 +28,23 @@ std::string join(const std::vector<std::string>& argv) {
   return out;
 }
 
-// console.log collects every attempt's output, each behind a header line.
+// console.log collects every attempt's output, each behind a header line. A
+// symlink planted under its name is not followed.
 Fd open_console_log(const fs::path& dir, const std::string& header) {
-  const auto path = dir / "console.log";
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (!fd) throw std::system_error(errno, std::generic_category(), "open " + path.string());
-  [[maybe_unused]] auto n = ::write(fd.get(), header.data(), header.size());
+  Fd fd = checkpoint::open_in_run_dir(dir, "console.log", O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (!fd)
+    throw std::system_error(errno, std::generic_category(),
+                            "open " + (dir / "console.log").string());
+  write_all(fd.get(), header, (dir / "console.log").string());
   return fd;
 }
 
-// `${NAME}` is a reference to this instance's environment, resolved late so
-// that secrets never reach run-params.json or a checkpoint.
+// A reference is resolved here, late, so that secrets never reach
+// run-params.json or a checkpoint; inflight's own settings never resolve.
 std::string resolve_env_value(const std::string& value) {
-  if (value.size() < 3 || value.rfind("${", 0) != 0 || value.back() != '}') return value;
-  const auto name = value.substr(2, value.size() - 3);
-  const char* found = std::getenv(name.c_str());
+  const auto name = env_reference(value);
+  if (!name) return value;
+  const char* found = name->starts_with("INFLIGHT_") ? nullptr : std::getenv(name->c_str());
   return found ? found : "";
 }
 
@@ -64,7 +66,7 @@ std::vector<std::string> RunSupervisor::child_environment(const ChildTemplate& c
 }
 
 pid_t RunSupervisor::spawn_attempt(Run& run, Fd console) {
-  ChildSpec spec{run.params.argv, run.params.cwd, child_environment(run.child), -1,
+  ChildSpec spec{run.params.argv, run.params.cwd, child_environment(*run.child), -1,
                  console.get(),   console.get()};
   if (!settings_.echo_output) return spawn_child(io_, spec);
   int fds[2];
@@ -82,8 +84,8 @@ void RunSupervisor::start_attempt(Run& run) {
   run.status = RunStatus::starting;
   run.stop_cause = StopCause::none;
   const RenderContext context{run.id, fs::absolute(run.dir).string(), attempt, run.resume_next};
-  run.params.argv = run.child.render(run.params.request, context);
-  run.params.cwd = fs::absolute(run.child.cwd()).lexically_normal().string();
+  run.params.argv = run.child->render(run.params.request, context);
+  run.params.cwd = fs::absolute(run.child->cwd()).lexically_normal().string();
   run.params.attempts.push_back(
       {attempt, settings_.pod_name, iso8601_utc(SystemClock::now()), {}, {}, {}, {}});
   run.finished_at.reset();
@@ -146,7 +148,6 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
       finish(run, outcome == Outcome::succeeded ? RunStatus::succeeded
                   : outcome == Outcome::failed  ? RunStatus::failed
                                                 : RunStatus::cancelled);
-      release_checkpoint(run);
       break;
     case Outcome::interrupted:
       run.status = RunStatus::interrupted;
@@ -173,6 +174,10 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
   checkpoint::write_run_params(run.dir, run.params,
                                phase_ == Phase::shutting_down ? checkpoint::Durability::atomic
                                                               : checkpoint::Durability::synced);
+  // After the write: the final commit must carry final_status. A run out of
+  // attempts keeps its branch for inspection.
+  if (outcome == Outcome::succeeded || outcome == Outcome::failed || outcome == Outcome::cancelled)
+    release_checkpoint(run);
 }
 
 void RunSupervisor::finish(Run& run, RunStatus status) {

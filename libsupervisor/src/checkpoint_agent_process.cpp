@@ -4,9 +4,11 @@
 #include <iterator>
 #include <map>
 
+#include "inflight/bounded_json.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/supervisor/agent_client.hpp"
+#include "inflight/supervisor/child_templates.hpp"
 
 namespace inflight {
 
@@ -21,7 +23,8 @@ ck::StoreConfig store_config(const OrderedJson& s) {
                    s.value("token", ""),           s.value("ssh_key", ""),
                    s.value("known_hosts", ""),     s.value("ca_file", "")};
   config.exclude_globs = s.value("excludes", std::vector<std::string>{});
-  config.restore_max_bytes = s.value("restore_max_bytes", std::uint64_t{1} << 30);
+  config.restore_limits = {.max_bytes = s.at("restore_max_bytes").get<std::uint64_t>(),
+                           .max_files = s.at("restore_max_files").get<std::uint64_t>()};
   config.claim_lease = std::chrono::seconds(s.value("claim_lease_seconds", 120));
   return config;
 }
@@ -44,41 +47,63 @@ const char* kind_name(ck::GitErrorKind kind) {
   return "other";
 }
 
+ck::CheckpointInfo checkpoint_info(const OrderedJson& r) {
+  return {r.at("run_id").get<std::string>(), r.at("attempt").get<int>(),
+          r.at("reason").get<std::string>(), r.at("pod").get<std::string>(),
+          r.at("records").get<std::uint64_t>()};
+}
+
 OrderedJson save(ck::CheckpointStore& store, const OrderedJson& r) {
-  const ck::CheckpointInfo info{r.at("run_id").get<std::string>(), r.at("attempt").get<int>(),
-                                r.at("reason").get<std::string>(), r.at("pod").get<std::string>(),
-                                r.at("records").get<std::uint64_t>()};
-  const auto commit =
-      store.save(r.at("run_dir").get<std::string>(), r.at("origin_pod").get<std::string>(), info);
+  const auto commit = store.save(r.at("run_dir").get<std::string>(),
+                                 r.at("origin_pod").get<std::string>(), checkpoint_info(r));
   return {{"ok", true}, {"commit", commit ? OrderedJson(*commit) : OrderedJson(nullptr)}};
 }
 
 OrderedJson release(ck::CheckpointStore& store, const OrderedJson& r) {
-  try {
-    store.release(r.at("origin_pod").get<std::string>(), r.at("run_id").get<std::string>());
-  } catch (const ck::GitError& e) {
-    if (e.kind() != ck::GitErrorKind::not_found) throw;
-  }
+  store.release(r.at("run_dir").get<std::string>(), r.at("origin_pod").get<std::string>(),
+                checkpoint_info(r));
   return {{"ok", true}};
 }
 
+// The instance's templates, sent by the caller so that a branch is judged
+// before it is claimed.
+ChildTemplates templates_of(const OrderedJson& r) {
+  return ChildTemplates::from_config({{"children", r.at("children")}}, "");
+}
+
+std::map<std::string, ck::LocalRun> local_runs(const OrderedJson& local) {
+  std::map<std::string, ck::LocalRun> runs;
+  for (const auto& [run_id, run] : local.items())
+    runs[run_id] = {.attempts = run.at("attempts").get<std::size_t>(),
+                    .origin_pod = run.at("origin_pod").get<std::string>()};
+  return runs;
+}
+
 OrderedJson restore(ck::CheckpointStore& store, const OrderedJson& r) {
-  const auto only = r.contains("only") ? std::optional(r["only"].get<std::string>()) : std::nullopt;
-  const auto report =
-      store.restore(r.at("runs_dir").get<std::string>(), r.at("pod").get<std::string>(),
-                    r.at("local").get<std::map<std::string, std::size_t>>(), only);
+  const auto templates = templates_of(r);
+  const auto report = store.restore(
+      {.runs_dir = r.at("runs_dir").get<std::string>(),
+       .pod = r.at("pod").get<std::string>(),
+       .local = local_runs(r.at("local")),
+       .judge = [&templates](const ck::RunParams& params) { return templates.judge(params); },
+       .only = r.contains("only") ? std::optional(r["only"].get<std::string>()) : std::nullopt});
   OrderedJson claimed = OrderedJson::array();
   for (const auto& run : report.claimed)
     claimed.push_back({{"run_id", run.params.run_id},
                        {"dir", run.dir.string()},
                        {"branch", run.branch},
                        {"claim", run.claim}});
-  return {{"ok", true}, {"claimed", claimed}, {"lost", report.lost}, {"problems", report.problems}};
-}
-
-// `refs/heads/inflight/<pod>/<run-id>` → `inflight/<pod>/<run-id>`, as the API shows it.
-std::string short_branch(const std::string& ref) {
-  return ref.substr(std::string_view("refs/heads/").size());
+  OrderedJson held = OrderedJson::array();
+  for (const auto& run : report.held)
+    held.push_back(
+        {{"params", ck::to_json(run.params)}, {"branch", run.branch}, {"reason", run.reason}});
+  return {{"ok", true},
+          {"claimed", claimed},
+          {"held", held},
+          {"lost", report.lost},
+          {"released", report.released},
+          {"ambiguous", report.ambiguous},
+          {"problems", report.problems}};
 }
 
 OrderedJson commit_json(const ck::CheckpointCommit& c) {
@@ -87,16 +112,45 @@ OrderedJson commit_json(const ck::CheckpointCommit& c) {
 }
 
 OrderedJson summary_json(const ck::BranchSummary& s) {
-  return {{"run_id", s.name.run_id},   {"origin_pod", s.name.pod}, {"branch", short_branch(s.ref)},
-          {"attempts", s.attempts},    {"time", s.tip.time},       {"records", s.tip.records},
-          {"size_bytes", s.size_bytes}};
+  return {
+      {"run_id", s.name.run_id},   {"origin_pod", s.name.pod}, {"branch", ck::short_branch(s.ref)},
+      {"attempts", s.attempts},    {"time", s.tip.time},       {"records", s.tip.records},
+      {"size_bytes", s.size_bytes}};
+}
+
+// What a restore by this instance would do with the branch: resume it, hold
+// it (no such template, a request that no longer validates), refuse it, or
+// delete it (the run is over).
+void add_state(OrderedJson& summary, const ck::BranchSummary& branch,
+               const ChildTemplates& templates) {
+  std::optional<std::string> reason;
+  std::string state = "resumable";
+  try {
+    if (!branch.run_params) throw std::runtime_error(branch.problem);
+    const auto params = ck::run_params_from_json(*branch.run_params);
+    if (params.final_status) {
+      state = "finished";
+    } else if (auto refusal = templates.judge(params).refusal) {
+      state = "held";
+      reason = *refusal;
+    }
+  } catch (const std::exception& e) {
+    state = "refused";
+    reason = e.what();
+  }
+  summary["state"] = state;
+  summary["reason"] = reason ? OrderedJson(*reason) : OrderedJson(nullptr);
 }
 
 OrderedJson list(ck::CheckpointStore& store, const OrderedJson& r) {
   const auto pod = r.contains("pod") ? std::optional(r["pod"].get<std::string>()) : std::nullopt;
+  const auto templates = templates_of(r);
   const auto listing = ck::list_branches(store.cache(), store.remote(), pod);
   OrderedJson checkpoints = OrderedJson::array();
-  for (const auto& branch : listing.branches) checkpoints.push_back(summary_json(branch));
+  for (const auto& branch : listing.branches) {
+    checkpoints.push_back(summary_json(branch));
+    add_state(checkpoints.back(), branch, templates);
+  }
   return {{"ok", true},
           {"url", store.remote().display_url()},
           {"checkpoints", checkpoints},
@@ -126,7 +180,7 @@ OrderedJson show(ck::CheckpointStore& store, const OrderedJson& r) {
                        "no checkpoint branch for '" + id + "' on " + store.remote().display_url());
   if (found.size() == 1) return show_branch(store, found.front());
   OrderedJson branches = OrderedJson::array();
-  for (const auto& branch : found) branches.push_back(short_branch(branch.ref));
+  for (const auto& branch : found) branches.push_back(ck::short_branch(branch.ref));
   return {{"ok", false},
           {"kind", "ambiguous"},
           {"error", "'" + id + "' has checkpoints from several pods"},
@@ -155,10 +209,10 @@ OrderedJson prune(ck::CheckpointStore& store, const OrderedJson& r) {
   for (const auto& ref : plan.refs) {
     try {
       if (!dry_run) store.remote().remove(ref);
-      deleted.push_back(short_branch(ref));
+      deleted.push_back(ck::short_branch(ref));
     } catch (const ck::GitError& e) {
       failed.push_back(
-          {{"branch", short_branch(ref)}, {"kind", kind_name(e.kind())}, {"error", e.what()}});
+          {{"branch", ck::short_branch(ref)}, {"kind", kind_name(e.kind())}, {"error", e.what()}});
     }
   }
   return {{"ok", true},       {"url", store.remote().display_url()}, {"deleted", deleted},
@@ -184,13 +238,18 @@ int run_checkpoint_agent() {
   const std::string text{std::istreambuf_iterator<char>(std::cin), {}};
   OrderedJson result;
   try {
-    result = perform(OrderedJson::parse(text));
+    std::string error;
+    const auto request = parse_bounded_json(text, kAgentMessageLimits, error);
+    if (!request) throw std::runtime_error("checkpoint-agent request: " + error);
+    result = perform(*request);
   } catch (const ck::GitError& e) {
     result = {{"ok", false}, {"kind", kind_name(e.kind())}, {"error", e.what()}};
   } catch (const std::exception& e) {
     result = {{"ok", false}, {"kind", "other"}, {"error", e.what()}};
   }
-  std::cout << result.dump() << std::endl;
+  // Names from branches may not be UTF-8: they are shown replaced, never
+  // allowed to abort the answer.
+  std::cout << result.dump(-1, ' ', false, OrderedJson::error_handler_t::replace) << std::endl;
   return result["ok"].get<bool>() ? 0 : 1;
 }
 

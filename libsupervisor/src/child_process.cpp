@@ -50,6 +50,23 @@ bp::filesystem::path resolve_program(const std::string& program) {
 
 }  // namespace
 
+std::optional<std::string> program_problem(const std::string& program,
+                                           const std::filesystem::path& cwd) {
+  std::filesystem::path path;
+  if (program.find('/') == std::string::npos) {
+    path = bp::environment::find_executable(program).string();
+    if (path.empty()) return "cannot start " + program + ": not found on PATH";
+  } else {
+    path = cwd / program;  // exec runs in the child's cwd
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return "cannot start " + program + ": " + path.string() + " is not a file";
+  if (::access(path.c_str(), X_OK) != 0)
+    return "cannot start " + program + ": " + path.string() + " is not executable";
+  return std::nullopt;
+}
+
 pid_t spawn_child(boost::asio::io_context& io, const ChildSpec& spec) {
   const auto program = resolve_program(spec.argv.front());
   const std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());

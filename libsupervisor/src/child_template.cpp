@@ -1,7 +1,11 @@
 #include "inflight/supervisor/child_template.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <set>
+
+#include "inflight/fnv1a.hpp"
 
 #include "param_rules.hpp"
 #include "placeholders.hpp"
@@ -26,6 +30,9 @@ std::vector<std::string> string_array(const OrderedJson& value, const std::strin
   }
   return out;
 }
+
+// A pattern is compiled by std::regex, whose parser recurses per group.
+constexpr std::size_t kMaxPatternLength = 1024;
 
 std::string string_field(const OrderedJson& value, const std::string& where) {
   if (!value.is_string()) throw ConfigError(where, "must be a string");
@@ -52,6 +59,9 @@ ValueRule parse_rule(const OrderedJson& spec, const std::string& where, bool ite
   rule.type = parse_type(spec["type"], where + ".type", item);
   if (spec.contains("pattern")) {
     const auto text = string_field(spec["pattern"], where + ".pattern");
+    if (text.size() > kMaxPatternLength)
+      throw ConfigError(where + ".pattern",
+                        "is longer than " + std::to_string(kMaxPatternLength) + " characters");
     try {
       rule.pattern.emplace(text, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
@@ -76,7 +86,7 @@ bool is_param_name(const std::string& name) {
 ParamSpec parse_param(const std::string& name, const OrderedJson& spec, const std::string& where) {
   require_known_keys(
       spec, where, {"type", "required", "pattern", "min", "max", "allow_dash", "default", "items"});
-  if (!is_param_name(name) || name == "id" ||
+  if (!is_param_name(name) || name == "id" || name == "child" ||
       std::count(kBuiltinPlaceholders.begin(), kBuiltinPlaceholders.end(), name))
     throw ConfigError(where, "is not a usable param name");
   ParamSpec param;
@@ -98,7 +108,20 @@ ParamSpec parse_param(const std::string& name, const OrderedJson& spec, const st
   return param;
 }
 
+std::string digest_of(const OrderedJson& source) {
+  Fnv1a hash;
+  hash.mix(nlohmann::json(source).dump());  // sorted keys: key order does not count
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash.value()));
+  return std::string("fnv1a64:") + hex;
+}
+
 }  // namespace
+
+std::optional<std::string> env_reference(const std::string& value) {
+  if (value.size() < 3 || !value.starts_with("${") || value.back() != '}') return std::nullopt;
+  return value.substr(2, value.size() - 3);
+}
 
 const ParamSpec* ChildTemplate::find_param(const std::string& name) const {
   for (const auto& p : params_)
@@ -106,36 +129,67 @@ const ParamSpec* ChildTemplate::find_param(const std::string& name) const {
   return nullptr;
 }
 
-ChildTemplate ChildTemplate::parse(const OrderedJson& child) {
-  require_known_keys(child, "child",
+ChildTemplate ChildTemplate::parse(const OrderedJson& child, const std::string& name,
+                                   const std::string& where) {
+  require_known_keys(child, where,
                      {"argv", "optional", "resume_argv", "cwd", "env", "params", "progress_file"});
   ChildTemplate t;
+  t.name_ = name;
+  t.where_ = where;
   t.source_ = child;
-  if (!child.contains("argv")) throw ConfigError("child.argv", "is required");
-  t.argv_ = string_array(child["argv"], "child.argv");
+  t.digest_ = digest_of(child);
+  if (!child.contains("argv")) throw ConfigError(where + ".argv", "is required");
+  t.argv_ = string_array(child["argv"], where + ".argv");
   if (t.argv_.empty() || t.argv_.front().empty())
-    throw ConfigError("child.argv", "must name a program");
+    throw ConfigError(where + ".argv", "must name a program");
   const auto params = child.value("params", OrderedJson::object());
-  if (!params.is_object()) throw ConfigError("child.params", "must be an object");
-  for (const auto& [name, spec] : params.items())
-    t.params_.push_back(parse_param(name, spec, "child.params." + name));
+  if (!params.is_object()) throw ConfigError(where + ".params", "must be an object");
+  for (const auto& [param, spec] : params.items())
+    t.params_.push_back(parse_param(param, spec, where + ".params." + param));
   if (child.contains("optional")) {
-    if (!child["optional"].is_object()) throw ConfigError("child.optional", "must be an object");
-    for (const auto& [name, args] : child["optional"].items())
-      t.optional_.push_back({name, string_array(args, "child.optional." + name)});
+    if (!child["optional"].is_object()) throw ConfigError(where + ".optional", "must be an object");
+    for (const auto& [param, args] : child["optional"].items())
+      t.optional_.push_back({param, string_array(args, where + ".optional." + param)});
   }
   if (child.contains("resume_argv"))
-    t.resume_argv_ = string_array(child["resume_argv"], "child.resume_argv");
-  if (child.contains("cwd")) t.cwd_ = string_field(child["cwd"], "child.cwd");
+    t.resume_argv_ = string_array(child["resume_argv"], where + ".resume_argv");
+  if (child.contains("cwd")) t.cwd_ = string_field(child["cwd"], where + ".cwd");
   if (child.contains("env")) {
-    if (!child["env"].is_object()) throw ConfigError("child.env", "must be an object");
-    for (const auto& [name, value] : child["env"].items())
-      t.env_.emplace_back(name, string_field(value, "child.env." + name));
+    if (!child["env"].is_object()) throw ConfigError(where + ".env", "must be an object");
+    for (const auto& [var, value] : child["env"].items())
+      t.env_.emplace_back(var, string_field(value, where + ".env." + var));
   }
   if (child.contains("progress_file"))
-    t.progress_file_ = string_field(child["progress_file"], "child.progress_file");
+    t.progress_file_ = string_field(child["progress_file"], where + ".progress_file");
   t.check_consistency();
   return t;
+}
+
+// The progress file is read and repaired in place: it must stay inside the
+// run dir whatever the run dir holds.
+void ChildTemplate::check_progress_file() const {
+  if (progress_file_.empty()) return;
+  const std::filesystem::path path(progress_file_);
+  bool inside = path.is_relative() && !path.filename().empty();
+  for (const auto& part : path) inside = inside && part != ".." && part != "." && !part.empty();
+  if (!inside)
+    throw ConfigError(where_ + ".progress_file",
+                      "must be a relative path inside the run dir, without '.' or '..'");
+}
+
+// `${NAME}` values are resolved from the instance's environment at each
+// attempt; inflight's own settings (INFLIGHT_*) hold its secrets.
+void ChildTemplate::check_env() const {
+  static const std::regex kVariable("^[A-Za-z_][A-Za-z0-9_]*$");
+  for (const auto& [var, value] : env_) {
+    if (!std::regex_match(var, kVariable))
+      throw ConfigError(where_ + ".env." + var, "is not an environment variable name");
+    const auto reference = env_reference(value);
+    if (reference && reference->starts_with("INFLIGHT_"))
+      throw ConfigError(where_ + ".env." + var,
+                        "must not refer to " + *reference + ": INFLIGHT_* variables hold "
+                        "inflight's own settings and secrets");
+  }
 }
 
 bool ChildTemplate::always_present(const std::string& name) const {
@@ -162,15 +216,17 @@ void ChildTemplate::check_consistency() const {
   for (const auto& p : params_) {
     if (!p.default_value) continue;
     if (auto problem = check_value(p, *p.default_value))
-      throw ConfigError("child.params." + p.name + ".default", *problem);
+      throw ConfigError(where_ + ".params." + p.name + ".default", *problem);
   }
-  check_placeholders(argv_, "child.argv", "");
-  check_placeholders(resume_argv_, "child.resume_argv", "");
+  check_placeholders(argv_, where_ + ".argv", "");
+  check_placeholders(resume_argv_, where_ + ".resume_argv", "");
   for (const auto& group : optional_) {
     if (!find_param(group.param))
-      throw ConfigError("child.optional." + group.param, "is not a declared param");
-    check_placeholders(group.args, "child.optional." + group.param, group.param);
+      throw ConfigError(where_ + ".optional." + group.param, "is not a declared param");
+    check_placeholders(group.args, where_ + ".optional." + group.param, group.param);
   }
+  check_progress_file();
+  check_env();
 }
 
 ChildTemplate ChildTemplate::demo(const std::string& demo_binary) {

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <tuple>
 
+#include "inflight/checkpoint/branch_name.hpp"
 #include "inflight/checkpoint/run_dir.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/outcome.hpp"
 #include "inflight/supervisor/run_supervisor.hpp"
-#include "run_id.hpp"
 
 namespace inflight {
 
@@ -31,7 +31,7 @@ std::vector<RestoredRun> find_resumable_runs(const fs::path& runs_dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(runs_dir, ec)) {
     const auto name = entry.path().filename().string();
-    if (!entry.is_directory() || entry.is_symlink() || !is_valid_run_id(name)) continue;
+    if (!entry.is_directory() || entry.is_symlink() || !checkpoint::is_valid_run_id(name)) continue;
     try {
       auto params = checkpoint::read_run_params(entry.path());
       if (!params || params->run_id != name || !is_resumable(*params)) continue;
@@ -43,16 +43,18 @@ std::vector<RestoredRun> find_resumable_runs(const fs::path& runs_dir) {
   return found;
 }
 
-void prepare_for_resume(RestoredRun& run) {
+void prepare_for_resume(RestoredRun& run, const ChildTemplates& templates) {
   auto& attempts = run.params.attempts;
   if (!attempts.empty() && !attempts.back().outcome) attempts.back().outcome = "crashed";
-  const auto progress = run.params.child.value("progress_file", std::string());
+  // The configured template's progress file, never one a branch names.
+  const auto progress = templates.judge(run.params).progress_file;
   if (progress.empty()) return;
-  if (const auto dropped = checkpoint::repair_torn_line(run.dir / progress))
+  if (const auto dropped = checkpoint::repair_torn_line(run.dir, progress))
     log::info("dropped a torn last record", {{"run_id", run.params.run_id}, {"bytes", dropped}});
 }
 
-std::size_t adopt_restored(RunSupervisor& supervisor, std::vector<RestoredRun> runs) {
+std::size_t adopt_restored(RunSupervisor& supervisor, const ChildTemplates& templates,
+                           std::vector<RestoredRun> runs) {
   std::sort(runs.begin(), runs.end(), [](const RestoredRun& a, const RestoredRun& b) {
     return std::tie(a.params.created_at, a.params.run_id) <
            std::tie(b.params.created_at, b.params.run_id);
@@ -60,7 +62,7 @@ std::size_t adopt_restored(RunSupervisor& supervisor, std::vector<RestoredRun> r
   std::size_t adopted = 0;
   for (auto& run : runs) {
     try {
-      prepare_for_resume(run);
+      prepare_for_resume(run, templates);
       supervisor.adopt(std::move(run.params), run.dir, run.branch, run.claim);
       ++adopted;
     } catch (const std::exception& e) {

@@ -10,7 +10,8 @@
 #include "inflight/supervisor/local_runs.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/shutdown_plan.hpp"
-#include "run_id.hpp"
+#include "inflight/bounded_json.hpp"
+#include "inflight/checkpoint/branch_name.hpp"
 
 namespace inflight {
 
@@ -19,18 +20,20 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
 constexpr int kExitUnreachable = 3;
 constexpr int kExitNotFound = 4;
 
-// `r-1`, `inflight/pod-a/r-1` or `refs/heads/inflight/pod-a/r-1` → `r-1`.
-std::string run_id_of(const std::string& target) {
-  const auto id = target.substr(target.rfind('/') + 1);
-  const bool branch_form = target.find('/') == std::string::npos ||
-                           target.starts_with("inflight/") ||
-                           target.starts_with("refs/heads/inflight/");
-  if (!branch_form || !is_valid_run_id(id))
-    throw UsageError("'" + target + "' is neither a run id nor an inflight/<pod>/<run-id> branch");
-  return id;
+// `r-1` → {"", r-1}; `inflight/pod-a/r-1` or `refs/heads/inflight/pod-a/r-1`
+// → {pod-a, r-1}.
+checkpoint::BranchName target_of(const std::string& target) {
+  if (checkpoint::is_valid_run_id(target)) return {.pod = "", .run_id = target};
+  const auto ref = target.starts_with(checkpoint::kHeadsPrefix)
+                       ? target
+                       : std::string(checkpoint::kHeadsPrefix) + target;
+  if (auto name = checkpoint::parse_branch_ref(ref)) return *name;
+  throw UsageError("'" + printable(target) +
+                   "' is neither a run id nor an inflight/<pod>/<run-id> branch");
 }
 
 // The exit code the child gave, or the shell's 128+N for a signal.
@@ -42,22 +45,27 @@ int child_exit_code(const Run& run) {
   return kExitFailure;
 }
 
-std::vector<RestoredRun> local_run(const fs::path& runs_dir, const std::string& run_id) {
+// The resumable local copy of the run the target names, if any.
+std::vector<RestoredRun> local_run(const fs::path& runs_dir, const checkpoint::BranchName& name) {
   auto runs = find_resumable_runs(runs_dir);
-  std::erase_if(runs, [&](const RestoredRun& r) { return r.params.run_id != run_id; });
+  std::erase_if(runs, [&](const RestoredRun& r) {
+    return r.params.run_id != name.run_id || (!name.pod.empty() && r.params.origin_pod != name.pod);
+  });
   return runs;
 }
 
 }  // namespace
 
 int resume(const ResumeSettings& s, const std::string& target, bool restore_only) {
-  const auto run_id = run_id_of(target);
+  const auto name = target_of(target);
+  const auto& run_id = name.run_id;
+  s.children.check_programs();
   const auto runs_dir = fs::absolute(s.store.runs_dir).lexically_normal();
   fs::create_directories(runs_dir);
   boost::asio::io_context io;
   ChildReaper::become_subreaper();
   ChildReaper reaper(io);
-  AgentCheckpoints checkpoints(io, reaper, s.store, runs_dir);
+  AgentCheckpoints checkpoints(io, reaper, s.store, runs_dir, s.children);
   const SupervisorSettings supervised{
       runs_dir,       s.store.pod_name,    1,   s.store.max_attempts,
       s.flush_window, s.store.git_timeout, true};
@@ -70,10 +78,11 @@ int resume(const ResumeSettings& s, const std::string& target, bool restore_only
   };
 
   auto start = [&](RestoredRun restored) {
-    supervisor.emplace(io, reaper, checkpoints, supervised,
-                       ChildTemplate::parse(restored.params.child));
-    if (adopt_restored(*supervisor, {std::move(restored)}) == 0) return finish(kExitFailure);
+    supervisor.emplace(io, reaper, checkpoints, supervised, s.children);
+    if (adopt_restored(*supervisor, s.children, {std::move(restored)}) == 0)
+      return finish(kExitFailure);
     Run& run = *supervisor->find(run_id);
+    if (run.held) return finish(kExitUsage);
     if (is_final(run.status)) return finish(kExitFailure);  // out of attempts
     plan.emplace(io, *supervisor, s.grace_period, s.flush_window,
                  [&](int code) { finish(code == 0 ? child_exit_code(run) : code); });
@@ -86,11 +95,21 @@ int resume(const ResumeSettings& s, const std::string& target, bool restore_only
   };
 
   checkpoints.restore(
-      local_run(runs_dir, run_id), SteadyClock::now() + s.store.git_timeout, run_id,
+      local_run(runs_dir, name), SteadyClock::now() + s.store.git_timeout, target,
       [&](RestoreResult result) {
         if (result.refused) {
           log::error("the results repo refused our credentials", {{"error", *result.refused}});
           return finish(kExitUnreachable);
+        }
+        if (!result.ambiguous.empty()) {
+          log::error("several pods hold a run of this id; name one branch",
+                     {{"run_id", run_id}, {"branches", result.ambiguous}});
+          return finish(kExitUsage);
+        }
+        if (!result.held.empty()) {
+          log::error("this instance cannot run the run; its checkpoint is kept",
+                     {{"run_id", run_id}, {"reason", result.held.front().reason}});
+          return finish(kExitUsage);
         }
         if (result.runs.empty()) {
           log::error(
@@ -100,7 +119,7 @@ int resume(const ResumeSettings& s, const std::string& target, bool restore_only
           return finish(result.unreachable ? kExitUnreachable : kExitNotFound);
         }
         if (!restore_only) return start(std::move(result.runs.front()));
-        prepare_for_resume(result.runs.front());
+        prepare_for_resume(result.runs.front(), s.children);
         log::info("restored; the branch is kept",
                   {{"run_id", run_id}, {"dir", result.runs.front().dir.string()}});
         finish(0);

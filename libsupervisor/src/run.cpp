@@ -17,8 +17,8 @@ bool is_final(RunStatus status) {
 }
 
 std::uint64_t Run::record_count() {
-  if (child.progress_file().empty()) return 0;
-  return records.count(dir / child.progress_file());
+  if (!child || child->progress_file().empty()) return 0;
+  return records.count(dir, child->progress_file());
 }
 
 }  // namespace inflight

@@ -54,11 +54,23 @@ void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {
 }
 
 void RunSupervisor::release_checkpoint(Run& run) {
+  run.release_pending = true;
   enqueue_store_op(run, [this, &run] {
-    if (run.fenced) return store_op_done(run);
-    checkpoints_.release(run.id, run.params.origin_pod,
-                         SteadyClock::now() + settings_.network_timeout,
-                         [this, &run] { store_op_done(run); });
+    if (run.fenced || !run.release_pending) return store_op_done(run);
+    const CheckpointRequest request{run.id,         run.dir, run.params.origin_pod,
+                                    run.attempts(), "final", run.record_count()};
+    checkpoints_.release(request, SteadyClock::now() + settings_.network_timeout,
+                         [this, &run](CheckpointResult result) {
+                           if (result.fenced) fence(run);
+                           run.release_pending = !result.landed && !result.fenced;
+                           if (result.landed)
+                             log::info("checkpoint branch deleted", {{"run_id", run.id}});
+                           else if (run.release_pending)
+                             log::warn(
+                                 "checkpoint branch of a finished run not deleted; will retry",
+                                 {{"run_id", run.id}, {"error", result.error}});
+                           store_op_done(run);
+                         });
   });
 }
 
@@ -103,7 +115,9 @@ void RunSupervisor::start_periodic_checkpoints(Duration interval) {
 void RunSupervisor::periodic_tick() {
   for (auto& owned : runs_) {
     Run& run = *owned;
-    if (run.status != RunStatus::running || run.fenced || !run.store_ops.empty()) continue;
+    if (run.fenced || !run.store_ops.empty()) continue;
+    if (run.release_pending) release_checkpoint(run);
+    if (run.status != RunStatus::running) continue;
     const auto signature = checkpoint::stat_signature(run.dir);
     if (signature == run.saved_signature) continue;
     checkpoint(run, "periodic", SteadyClock::now() + settings_.network_timeout,

@@ -3,9 +3,10 @@
 #include <csignal>
 #include <system_error>
 
+#include "inflight/bounded_json.hpp"
+#include "inflight/checkpoint/branch_name.hpp"
 #include "inflight/supervisor/child_process.hpp"
 #include "inflight/supervisor/log.hpp"
-#include "run_id.hpp"
 
 namespace inflight {
 
@@ -13,12 +14,12 @@ namespace fs = std::filesystem;
 
 RunSupervisor::RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper,
                              CheckpointPort& checkpoints, SupervisorSettings settings,
-                             ChildTemplate default_child)
+                             const ChildTemplates& templates)
     : io_(io),
       reaper_(reaper),
       checkpoints_(checkpoints),
       settings_(std::move(settings)),
-      default_child_(std::move(default_child)),
+      templates_(templates),
       periodic_timer_(io) {}
 
 Run* RunSupervisor::find(const std::string& id) {
@@ -27,11 +28,34 @@ Run* RunSupervisor::find(const std::string& id) {
   return nullptr;
 }
 
-Run& RunSupervisor::add_run(std::string id, checkpoint::RunParams params, ChildTemplate child) {
+Run& RunSupervisor::add_run(std::string id, checkpoint::RunParams params) {
   auto dir = settings_.runs_dir / id;
-  runs_.push_back(std::make_unique<Run>(std::move(id), std::move(dir), std::move(params),
-                                        std::move(child), io_));
+  runs_.push_back(std::make_unique<Run>(std::move(id), std::move(dir), std::move(params), io_));
   return *runs_.back();
+}
+
+// Every attempt runs the configured template of the run's name, with its
+// request validated again exactly as a new submit would be; a run that fails
+// that is held, and nothing of it is touched.
+bool RunSupervisor::bind_template(Run& run) {
+  const auto verdict = templates_.judge(run.params);
+  if (verdict.refusal) {
+    run.held = *verdict.refusal;
+    run.status = RunStatus::interrupted;
+    log::error("run not started here; its checkpoint is kept",
+               {{"run_id", run.id}, {"branch", run.checkpoint.branch}, {"reason", *run.held}});
+    return false;
+  }
+  run.child = templates_.find(run.params.child_name);
+  if (!run.params.child_digest.empty() && run.params.child_digest != run.child->digest())
+    log::warn("the run's child template changed since it started; the configured one is used",
+              {{"run_id", run.id},
+               {"child", run.params.child_name},
+               {"old_digest", run.params.child_digest},
+               {"new_digest", run.child->digest()}});
+  run.params.child_digest = run.child->digest();
+  run.params.child = run.child->source();
+  return true;
 }
 
 SubmitResult RunSupervisor::submit(const OrderedJson& body) {
@@ -40,15 +64,28 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   OrderedJson request = body;
   std::string id;
   if (request.contains("id")) {
-    if (!request["id"].is_string() || !is_valid_run_id(request["id"].get<std::string>()))
+    if (!request["id"].is_string() ||
+        !checkpoint::is_valid_run_id(request["id"].get<std::string>()))
       return {400, nullptr, "invalid_param", "id: must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}"};
     id = request["id"].get<std::string>();
     request.erase("id");
     if (Run* existing = find(id)) return {200, existing, "", ""};
   } else {
-    id = generate_run_id();
+    id = checkpoint::generate_run_id();
   }
-  if (auto problem = default_child_.validate(request))
+  std::string child_name = "default";
+  if (request.contains("child")) {
+    if (!request["child"].is_string())
+      return {400, nullptr, "invalid_param", "child: must be the name of a child template"};
+    child_name = request["child"].get<std::string>();
+    request.erase("child");
+  }
+  const ChildTemplate* child = templates_.find(child_name);
+  if (!child)
+    return {400, nullptr, "invalid_param",
+            "child: no template named '" + printable(child_name) +
+                "' (configured: " + templates_.names() + ")"};
+  if (auto problem = child->validate(request))
     return {400, nullptr, "invalid_param", problem->param + ": " + problem->message};
 
   const auto dir = settings_.runs_dir / id;
@@ -63,15 +100,19 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   checkpoint::RunParams params;
   params.run_id = id;
   params.request = request;
-  params.child = default_child_.source();
+  params.child_name = child_name;
+  params.child_digest = child->digest();
+  params.child = child->source();
   params.origin_pod = settings_.pod_name;
   params.created_at = iso8601_utc(SystemClock::now());
   // What the first attempt will run, shown while the run is queued.
-  params.argv = default_child_.render(request, {id, fs::absolute(dir).string(), 1, false});
-  params.cwd = fs::absolute(default_child_.cwd()).lexically_normal().string();
+  params.argv = child->render(request, {id, fs::absolute(dir).string(), 1, false});
+  params.cwd = fs::absolute(child->cwd()).lexically_normal().string();
   checkpoint::write_run_params(dir, params);
-  Run& run = add_run(id, std::move(params), default_child_);
-  run.checkpoint.branch = "inflight/" + settings_.pod_name + "/" + id;
+  Run& run = add_run(id, std::move(params));
+  run.child = child;
+  run.checkpoint.branch =
+      checkpoint::short_branch(checkpoint::branch_ref({settings_.pod_name, id}));
   queue_.push_back(&run);
   log::info("run queued", {{"run_id", id}});
   start_queued();
@@ -83,6 +124,7 @@ void RunSupervisor::stop(Run& run) {
     std::erase(queue_, &run);
     finish(run, RunStatus::cancelled);
     checkpoint::write_run_params(run.dir, run.params);
+    release_checkpoint(run);  // a restored run has a branch
     return;
   }
   if (!run.pgid || run.stop_cause != StopCause::none) return;
@@ -103,17 +145,19 @@ void RunSupervisor::stop_child(Run& run, StopCause cause) {
 
 void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::string branch,
                           const std::string& claim) {
-  ChildTemplate child = ChildTemplate::parse(params.child);
   std::string id = params.run_id;
   const bool started_before = !params.attempts.empty();
-  Run& run = add_run(std::move(id), std::move(params), std::move(child));
+  Run& run = add_run(std::move(id), std::move(params));
   run.dir = std::move(dir);
   run.checkpoint.branch =
-      branch.empty() ? "inflight/" + run.params.origin_pod + "/" + run.id : std::move(branch);
+      branch.empty()
+          ? checkpoint::short_branch(checkpoint::branch_ref({run.params.origin_pod, run.id}))
+          : std::move(branch);
   if (!claim.empty()) {
     run.checkpoint.last_commit = claim;
     run.checkpoint.last_at = iso8601_utc(SystemClock::now());
   }
+  if (!bind_template(run)) return;
   if (run.attempts() >= settings_.max_attempts) {
     log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
                {{"run_id", run.id}, {"attempts", run.attempts()}});
@@ -122,8 +166,24 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
     return;
   }
   run.resume_next = started_before;
-  queue_.push_back(&run);
   log::info("run restored", {{"run_id", run.id}, {"attempts", run.attempts()}});
+  // Restored after a shutdown signal: claimed, so pushed back before exit.
+  if (phase_ == Phase::shutting_down)
+    run.status = RunStatus::interrupted;
+  else
+    queue_.push_back(&run);
+}
+
+void RunSupervisor::hold(checkpoint::RunParams params, std::string branch,
+                         const std::string& reason) {
+  if (find(params.run_id)) return;
+  std::string id = params.run_id;
+  Run& run = add_run(std::move(id), std::move(params));
+  run.checkpoint.branch = std::move(branch);
+  run.held = reason;
+  run.status = RunStatus::interrupted;
+  log::error("run not started here; its checkpoint is kept",
+             {{"run_id", run.id}, {"branch", run.checkpoint.branch}, {"reason", reason}});
 }
 
 void RunSupervisor::finish_restore() {

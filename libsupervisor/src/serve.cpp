@@ -15,7 +15,6 @@
 #include "inflight/supervisor/local_runs.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/shutdown_plan.hpp"
-#include "inflight/supervisor/sibling_binaries.hpp"
 
 namespace inflight {
 
@@ -33,14 +32,6 @@ std::optional<double> read_last_shutdown(const fs::path& runs_dir) {
   return std::nullopt;
 }
 
-ChildTemplate default_child(const ServeSettings& settings) {
-  if (settings.child) return ChildTemplate::parse(*settings.child);
-  // Missing, it keeps the build-tree place, where `cmake --build` puts it.
-  const auto demo =
-      find_sibling_binary(kDemoChildName).value_or(sibling_binary_places(kDemoChildName).front());
-  return ChildTemplate::demo(demo.string());
-}
-
 SupervisorSettings supervisor_settings(const ServeSettings& s) {
   return {fs::absolute(s.store.runs_dir).lexically_normal(),
           s.store.pod_name,
@@ -56,7 +47,10 @@ void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, const Serve
   checkpoints.restore(local, SteadyClock::now() + s.store.git_timeout, std::nullopt,
                       [&supervisor, &s, on_refused](RestoreResult result) {
                         if (result.refused) return on_refused(*result.refused);
-                        const auto restored = adopt_restored(supervisor, std::move(result.runs));
+                        for (auto& held : result.held)
+                          supervisor.hold(std::move(held.params), held.branch, held.reason);
+                        const auto restored =
+                            adopt_restored(supervisor, s.children, std::move(result.runs));
                         supervisor.finish_restore();
                         supervisor.start_periodic_checkpoints(s.checkpoint_interval);
                         log::info("ready", {{"restored", restored}});
@@ -66,14 +60,14 @@ void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, const Serve
 }  // namespace
 
 int serve(const ServeSettings& settings) {
-  const auto child = default_child(settings);
+  settings.children.check_programs();
   fs::create_directories(settings.store.runs_dir);
   boost::asio::io_context io;
   ChildReaper::become_subreaper();
   ChildReaper reaper(io);
   const auto supervised = supervisor_settings(settings);
-  AgentCheckpoints checkpoints(io, reaper, settings.store, supervised.runs_dir);
-  RunSupervisor supervisor(io, reaper, checkpoints, supervised, child);
+  AgentCheckpoints checkpoints(io, reaper, settings.store, supervised.runs_dir, settings.children);
+  RunSupervisor supervisor(io, reaper, checkpoints, supervised, settings.children);
   ApiRoutes api(supervisor, reaper,
                 {settings.api_token, read_last_shutdown(settings.store.runs_dir)});
   const boost::asio::ip::tcp::endpoint endpoint(boost::asio::ip::make_address(settings.listen_host),

@@ -11,6 +11,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "inflight/bounded_json.hpp"
+#include "inflight/checkpoint/branch_name.hpp"
+#include "inflight/supervisor/sibling_binaries.hpp"
+
 namespace inflight {
 
 const std::vector<FlagSpec> kStoreFlags{
@@ -26,6 +30,7 @@ const std::vector<FlagSpec> kStoreFlags{
     {"git-timeout", "deadline of one network step, e.g. 60s"},
     {"checkpoint-exclude", "comma-separated globs left out of checkpoints"},
     {"restore-max-bytes", "largest checkpoint tree restored, in bytes"},
+    {"restore-max-files", "most files and directories in a checkpoint tree restored"},
     {"max-attempts", "attempts a run gets before it is failed"},
     {"log-format", "text or json"},
 };
@@ -93,19 +98,22 @@ OrderedJson OptionSources::load_config_file(const std::filesystem::path& path) {
   if (!in) throw UsageError("config file " + path.string() + ": cannot be read");
   std::stringstream text;
   text << in.rdbuf();
-  auto json = OrderedJson::parse(text.str(), nullptr, false);
-  if (json.is_discarded() || !json.is_object())
-    throw UsageError("config file " + path.string() + ": not a JSON object");
+  std::string error;
+  const auto parsed = parse_bounded_json(text.str(), {}, error);
+  if (!parsed) throw UsageError("config file " + path.string() + ": " + error);
+  const auto& json = *parsed;
+  if (!json.is_object()) throw UsageError("config file " + path.string() + ": not a JSON object");
   for (const auto& [key, value] : json.items()) {
     // An init-capture: clang before 16 cannot capture a structured binding.
     const auto known = [&key = key](const FlagSpec& f) { return file_key(f.name) == key; };
-    if (key != "child" && std::none_of(kStoreFlags.begin(), kStoreFlags.end(), known) &&
+    const bool is_template = key == "child" || key == "children";
+    if (!is_template && std::none_of(kStoreFlags.begin(), kStoreFlags.end(), known) &&
         std::none_of(kRunFlags.begin(), kRunFlags.end(), known) &&
         std::none_of(kServeFlags.begin(), kServeFlags.end(), known))
       throw UsageError("config file " + path.string() + ": unknown key " + key);
     // A null or boolean would otherwise be read as the text "null" or "true".
     const auto is_string = [](const OrderedJson& item) { return item.is_string(); };
-    if (key != "child" && !value.is_string() && !value.is_number() &&
+    if (!is_template && !value.is_string() && !value.is_number() &&
         !(value.is_array() && std::all_of(value.begin(), value.end(), is_string)))
       throw UsageError("config file " + path.string() + ": key " + key +
                        " must be a string, a number or an array of strings");
@@ -163,9 +171,9 @@ StoreSettings read_store_settings(const OptionSources& sources) {
   s.results_repo = sources.text("results-repo", "./.inflight/results.git");
   s.runs_dir = sources.text("runs-dir", "./.inflight/runs");
   s.pod_name = sources.text("pod-name", default_pod_name());
-  if (s.pod_name.empty() || s.pod_name.find_first_of("/ ~^:?*[\\") != std::string::npos ||
-      s.pod_name.starts_with(".") || s.pod_name.find("..") != std::string::npos)
-    throw UsageError("--pod-name: '" + s.pod_name + "' cannot be part of a git branch name");
+  if (!checkpoint::is_valid_pod_name(s.pod_name))
+    throw UsageError("--pod-name: '" + printable(s.pod_name) +
+                     "' cannot be part of a git branch name");
   s.git_username = sources.text("git-username", "");
   s.git_token = sources.text("git-token", "");
   s.git_ssh_key = sources.text("git-ssh-key", "");
@@ -173,7 +181,11 @@ StoreSettings read_store_settings(const OptionSources& sources) {
   s.git_ca_file = sources.text("git-ca-file", "");
   s.git_timeout = sources.duration("git-timeout", Duration(60000));
   s.checkpoint_exclude = sources.list("checkpoint-exclude", ".env,*.pem,*.key,id_rsa*");
-  s.restore_max_bytes = sources.integer("restore-max-bytes", 1ll << 30, 1, INT64_MAX);
+  s.restore_limits = {
+      .max_bytes =
+          static_cast<std::uint64_t>(sources.integer("restore-max-bytes", 1ll << 30, 1, INT64_MAX)),
+      .max_files =
+          static_cast<std::uint64_t>(sources.integer("restore-max-files", 100000, 1, INT64_MAX))};
   s.max_attempts = sources.integer("max-attempts", 3, 1, 1000);
   const auto format = sources.text("log-format", "");
   if (format == "text")
@@ -215,12 +227,21 @@ void read_listen(const OptionSources& sources, ServeSettings& s) {
 
 }  // namespace
 
+ChildTemplates read_child_templates(const OptionSources& sources) {
+  // Missing, it keeps the build-tree place, where `cmake --build` puts it, for
+  // the check of every template's program to name.
+  const auto demo =
+      find_sibling_binary(kDemoChildName).value_or(sibling_binary_places(kDemoChildName).front());
+  return ChildTemplates::from_config(sources.file(), demo);
+}
+
 ResumeSettings read_resume_settings(const OptionSources& sources) {
   ResumeSettings s;
   s.store = read_store_settings(sources);
   s.grace_period = sources.duration("grace-period", Duration(30000));
   s.flush_window = sources.duration("flush-window", Duration(2000));
   s.checkpoint_interval = sources.duration("checkpoint-interval", Duration(30000));
+  s.children = read_child_templates(sources);
   return s;
 }
 
@@ -231,10 +252,9 @@ ServeSettings read_serve_settings(const OptionSources& sources) {
   s.grace_period = run.grace_period;
   s.flush_window = run.flush_window;
   s.checkpoint_interval = run.checkpoint_interval;
+  s.children = run.children;
   read_listen(sources, s);
   s.max_concurrent = sources.integer("max-concurrent", 4, 1, 10000);
-  if (sources.file().is_object() && sources.file().contains("child"))
-    s.child = sources.file()["child"];
   return s;
 }
 

@@ -61,14 +61,36 @@ void ShutdownPlan::end_flush() {
   supervisor_.kill_remaining();
 }
 
+void ShutdownPlan::restore_finished() {
+  restored_ = true;
+  if (stage_ == Stage::awaiting_restore) checkpoint_all();
+}
+
+// Interrupted runs are pushed; finished runs whose branch deletion is queued,
+// under way or failed are awaited too: a finished run whose branch survives
+// would run again on the next pod.
 void ShutdownPlan::checkpoint_all() {
+  if (!restored_) {
+    stage_ = Stage::awaiting_restore;
+    return log::info("waiting for restore to finish before checkpointing");
+  }
   stage_ = Stage::checkpointing;
   const std::chrono::duration<double> stopping = SteadyClock::now() - started_;
   log::info("children stopped", {{"seconds", stopping.count()}});
-  for (const auto& run : supervisor_.runs())
-    if (run->status == RunStatus::interrupted && !run->fenced) to_checkpoint_.push_back(run.get());
-  if (to_checkpoint_.empty()) return finish(0);
+  for (const auto& owned : supervisor_.runs()) {
+    Run& run = *owned;
+    if (run.fenced || run.held) continue;
+    if (run.status == RunStatus::interrupted) {
+      to_checkpoint_.push_back(&run);
+      continue;
+    }
+    if (run.release_pending && run.store_ops.empty()) supervisor_.release_checkpoint(run);
+    if (run.store_ops.empty()) continue;
+    ++in_flight_;
+    supervisor_.when_store_idle(run, [this, &run] { on_released(run); });
+  }
   for (int i = 0; i < kParallelCheckpoints && !to_checkpoint_.empty(); ++i) checkpoint_next();
+  finish_when_idle();
 }
 
 void ShutdownPlan::checkpoint_next() {
@@ -89,7 +111,22 @@ void ShutdownPlan::on_checkpointed(Run& run, const CheckpointResult& result) {
                {{"run_id", run.id}, {"error", result.error}});
   }
   if (!to_checkpoint_.empty()) return checkpoint_next();
-  if (in_flight_ == 0) finish(all_landed_ ? 0 : 1);
+  finish_when_idle();
+}
+
+void ShutdownPlan::on_released(Run& run) {
+  if (stage_ == Stage::done) return;
+  --in_flight_;
+  if (run.release_pending) {
+    all_landed_ = false;
+    log::error("the branch of a finished run is not deleted; its final state stays on local disk",
+               {{"run_id", run.id}});
+  }
+  finish_when_idle();
+}
+
+void ShutdownPlan::finish_when_idle() {
+  if (to_checkpoint_.empty() && in_flight_ == 0) finish(all_landed_ ? 0 : 1);
 }
 
 void ShutdownPlan::finish(int exit_code) {

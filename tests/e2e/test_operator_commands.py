@@ -72,8 +72,8 @@ def test_list_table_is_aligned_and_filters_by_pod(three_runs):
     assert header.split("  ")[0] == "RUN ID" and "LAST CHECKPOINT" in header
     assert len(rows) == 3
     for row in rows:
-        run_id, pod, attempts, age, records, size = re.split(r"\s{2,}", row)
-        assert run_id in ids and pod == "pod-a" and attempts == "1"
+        run_id, pod, attempts, age, records, size, state = re.split(r"\s{2,}", row)
+        assert run_id in ids and pod == "pod-a" and attempts == "1" and state == "resumable"
         assert re.fullmatch(r"\d+[smhd] ago", age)
         assert int(records) == branch_records(server.bare, run_id)
         assert re.fullmatch(r"\d+(\.\d)? (B|KiB|MiB)", size)

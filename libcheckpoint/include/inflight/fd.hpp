@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <string>
+#include <string_view>
 #include <utility>
 
 namespace inflight {
@@ -35,5 +37,9 @@ class Fd {
  private:
   int fd_ = -1;
 };
+
+// The one way inflight writes a buffer to a descriptor: short writes and
+// EINTR are retried; a failure throws std::system_error naming `what`.
+void write_all(int fd, std::string_view data, const std::string& what);
 
 }  // namespace inflight

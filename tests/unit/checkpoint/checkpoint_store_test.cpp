@@ -13,8 +13,26 @@ class CheckpointStoreTest : public CheckpointTest {
   fs::path remote() const { return temp_.path() / "results.git"; }
 
   StoreConfig config(const std::string& name) const {
-    return {
-        temp_.path() / (name + "-cache.git"), {remote().string(), "", "", {}, {}, {}}, {}, 1 << 20};
+    return {.cache_dir = temp_.path() / (name + "-cache.git"),
+            .remote = {remote().string(), "", "", {}, {}, {}},
+            .exclude_globs = {},
+            .restore_limits = {.max_bytes = 1 << 20, .max_files = 1000},
+            .claim_lease = std::chrono::seconds(120)};
+  }
+
+  // Every run acceptable, as an instance with its template configured judges.
+  static RunVerdict accept(const RunParams&) {
+    return {.refusal = std::nullopt, .progress_file = "index.jsonl"};
+  }
+
+  static RestoreReport restore(CheckpointStore&& store, const fs::path& runs,
+                               const std::string& pod, std::map<std::string, LocalRun> local = {},
+                               RunJudge judge = accept) {
+    return store.restore({.runs_dir = runs,
+                          .pod = pod,
+                          .local = std::move(local),
+                          .judge = std::move(judge),
+                          .only = std::nullopt});
   }
 
   // A run dir as serve leaves it after an interrupted attempt.
@@ -58,7 +76,7 @@ TEST_F(CheckpointStoreTest, RestoreClaimsAndMaterialisesOnAnEmptyDisk) {
   CheckpointStore other(config("b"));
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
-  const auto report = other.restore(runs_b, "pod-b", {});
+  const auto report = restore(std::move(other), runs_b, "pod-b");
   const auto& claimed = report.claimed;
   EXPECT_TRUE(report.problems.empty());
   ASSERT_EQ(claimed.size(), 1u);
@@ -77,7 +95,9 @@ TEST_F(CheckpointStoreTest, LocalCopyWithMoreAttemptsWinsButTheBranchIsStillClai
   const auto runs = temp_.path() / "runs-local";
   make_run(runs, "r1", 2);
   write_file(runs / "r1" / "local-only", "kept");
-  const auto claimed = CheckpointStore(config("b")).restore(runs, "pod-b", {{"r1", 2}}).claimed;
+  const auto claimed = restore(CheckpointStore(config("b")), runs, "pod-b",
+                               {{"r1", {.attempts = 2, .origin_pod = "pod-a"}}})
+                           .claimed;
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_EQ(claimed[0].params.attempts.size(), 2u);
   EXPECT_EQ(read_file(runs / "r1" / "local-only"), "kept");
@@ -93,13 +113,18 @@ TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
   params.final_status = "failed";
   write_run_params(done, params);
   store.save(done, "pod-a", info("done"));
-  store.save(make_run(runs, "gone", 1), "pod-a", info("gone"));
-  store.release("pod-a", "gone");
+  const auto gone = make_run(runs, "gone", 1);
+  store.save(gone, "pod-a", info("gone"));
+  store.release(gone, "pod-a", info("gone", "final"));
   EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/gone"), "");
   const auto empty = temp_.path() / "runs-b";
   fs::create_directories(empty);
-  EXPECT_TRUE(CheckpointStore(config("b")).restore(empty, "pod-b", {}).claimed.empty());
+  const auto report = restore(CheckpointStore(config("b")), empty, "pod-b");
+  EXPECT_TRUE(report.claimed.empty());
   EXPECT_FALSE(fs::exists(empty / "done"));
+  // A finished run's leftover branch is deleted by whoever sees it next.
+  EXPECT_EQ(report.released, std::vector<std::string>{"inflight/pod-a/done"});
+  EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/done"), "");
 }
 
 TEST_F(CheckpointStoreTest, HostileBranchIsRefusedAndTheOthersStillRestore) {
@@ -113,7 +138,7 @@ TEST_F(CheckpointStoreTest, HostileBranchIsRefusedAndTheOthersStillRestore) {
   git(remote(), "update-ref refs/heads/inflight/pod-x/evil " + commit);
   const auto target = temp_.path() / "runs-b";
   fs::create_directories(target);
-  const auto report = CheckpointStore(config("b")).restore(target, "pod-b", {});
+  const auto report = restore(CheckpointStore(config("b")), target, "pod-b");
   const auto& claimed = report.claimed;
   const auto& problems = report.problems;
   ASSERT_EQ(claimed.size(), 1u);
@@ -127,7 +152,8 @@ TEST_F(CheckpointStoreTest, HostileBranchIsRefusedAndTheOthersStillRestore) {
 TEST_F(CheckpointStoreTest, LocalRunWithoutABranchGetsOneAtRestore) {
   const auto runs = temp_.path() / "runs";
   make_run(runs, "only-local", 1);
-  const auto report = CheckpointStore(config("a")).restore(runs, "pod-a", {{"only-local", 1}});
+  const auto report = restore(CheckpointStore(config("a")), runs, "pod-a",
+                              {{"only-local", {.attempts = 1, .origin_pod = "pod-a"}}});
   ASSERT_EQ(report.claimed.size(), 1u);
   EXPECT_EQ(report.claimed[0].branch, "refs/heads/inflight/pod-a/only-local");
   const auto subject = git(remote(), "log -1 --format=%s refs/heads/inflight/pod-a/only-local");
@@ -143,13 +169,16 @@ TEST_F(CheckpointStoreTest, FreshClaimOfAnotherPodIsLeftToIt) {
   const auto runs_c = temp_.path() / "runs-c";
   fs::create_directories(runs_b);
   fs::create_directories(runs_c);
-  ASSERT_EQ(CheckpointStore(config("b")).restore(runs_b, "pod-b", {}).claimed.size(), 1u);
-  const auto late = CheckpointStore(config("c")).restore(runs_c, "pod-c", {});
+  ASSERT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
+  const auto late = restore(CheckpointStore(config("c")), runs_c, "pod-c");
   EXPECT_TRUE(late.claimed.empty());
   EXPECT_EQ(late.lost, std::vector<std::string>{"r1"});
   EXPECT_FALSE(fs::exists(runs_c / "r1"));
-  // The claimer itself may claim again (a restart of the same pod).
-  EXPECT_EQ(CheckpointStore(config("b")).restore(runs_b, "pod-b", {}).claimed.size(), 1u);
+  // The claimer itself may claim again (a restart of the same pod on its disk).
+  EXPECT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b",
+                    {{"r1", {.attempts = 1, .origin_pod = "pod-a"}}})
+                .claimed.size(),
+            1u);
 }
 
 TEST_F(CheckpointStoreTest, UnreachableRemoteThrowsAsUnreachable) {
@@ -157,7 +186,7 @@ TEST_F(CheckpointStoreTest, UnreachableRemoteThrowsAsUnreachable) {
   unreachable.remote.url = "git://127.0.0.1:1/results.git";
   CheckpointStore store(unreachable);
   try {
-    store.restore(temp_.path(), "pod-a", {});
+    restore(std::move(store), temp_.path(), "pod-a");
     FAIL() << "expected an error";
   } catch (const GitError& e) {
     EXPECT_EQ(e.kind(), GitErrorKind::unreachable);

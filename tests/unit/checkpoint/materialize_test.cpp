@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include "checkpoint_test_support.hpp"
 
 namespace inflight::checkpoint::testing {
@@ -18,7 +20,7 @@ class MaterializeTest : public CheckpointTest {
   // Asserts a refusal that wrote nothing at all: no run dir, nothing outside.
   void expect_refused(const std::string& commit_oid, std::uint64_t max_bytes, const char* rule) {
     try {
-      materialize(*repo_, commit_oid, run_dir(), max_bytes);
+      materialize(*repo_, commit_oid, run_dir(), {.max_bytes = max_bytes, .max_files = 1000});
       ADD_FAILURE() << "expected hostile_tree for " << rule;
     } catch (const GitError& error) {
       EXPECT_EQ(error.kind(), GitErrorKind::hostile_tree) << error.what();
@@ -37,7 +39,7 @@ TEST_F(MaterializeTest, WritesFilesDirectoriesAndModes) {
   const std::string c = commit(tree({{"100644", "a.txt", blob("ay")},
                                      {"100755", "run.sh", blob("#!/bin/sh\n")},
                                      {"40000", "sub", sub}}));
-  materialize(*repo_, c, run_dir(), 1 << 20);
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
   EXPECT_EQ(read_file(run_dir() / "a.txt"), "ay");
   EXPECT_EQ(read_file(run_dir() / "sub" / "b.txt"), "bee");
   const auto perms = fs::status(run_dir() / "run.sh").permissions();
@@ -54,7 +56,7 @@ TEST_F(MaterializeTest, OverwritesExistingFilesAndNeverFollowsPlantedSymlinks) {
   const std::string c = commit(tree({{"100644", "a.txt", blob("new")},
                                      {"40000", "sub", tree({{"100644", "planted.txt", blob("p")}})},
                                      {"100644", "victim.txt", blob("replaced")}}));
-  materialize(*repo_, c, run_dir(), 1 << 20);
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
   EXPECT_EQ(read_file(run_dir() / "a.txt"), "new");
   EXPECT_EQ(read_file(run_dir() / "victim.txt"), "replaced");
   EXPECT_FALSE(fs::is_symlink(run_dir() / "victim.txt"));
@@ -62,6 +64,36 @@ TEST_F(MaterializeTest, OverwritesExistingFilesAndNeverFollowsPlantedSymlinks) {
   EXPECT_EQ(read_file(run_dir() / "sub" / "planted.txt"), "p");
   EXPECT_EQ(read_file(outside() / "victim.txt"), "untouched");
   EXPECT_FALSE(fs::exists(outside() / "planted.txt"));
+}
+
+TEST_F(MaterializeTest, RefusesANameThatIsNotUtf8) {
+  expect_refused(commit(tree({{"100644", "ok.txt", blob("x")}, {"100644", "bad\xff", blob("x")}})),
+                 1 << 20, "name is not UTF-8");
+}
+
+TEST_F(MaterializeTest, RefusesMoreFilesThanTheLimitCountingDirectories) {
+  const git_oid x = blob("x");
+  const std::string c = commit(tree({{"100644", "a", x}, {"40000", "d", tree({{"100644", "b", x}})}}));
+  try {
+    materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 2});
+    ADD_FAILURE() << "expected hostile_tree";
+  } catch (const GitError& error) {
+    EXPECT_NE(std::string(error.what()).find("more than 2 files"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(run_dir()));
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 3});
+  EXPECT_EQ(read_file(run_dir() / "d" / "b"), "x");
+}
+
+// Restored files are the creating process's, as any file it writes: its umask applies.
+TEST_F(MaterializeTest, RestoredFilesTakeTheUmask) {
+  const std::string c =
+      commit(tree({{"100644", "a.txt", blob("a")}, {"100755", "run.sh", blob("#!/bin/sh\n")}}));
+  const mode_t old = ::umask(027);
+  materialize(*repo_, c, run_dir(), {});
+  ::umask(old);
+  EXPECT_EQ(fs::status(run_dir() / "a.txt").permissions(), fs::perms(0640));
+  EXPECT_EQ(fs::status(run_dir() / "run.sh").permissions(), fs::perms(0750));
 }
 
 TEST_F(MaterializeTest, RefusesDotDot) {
@@ -115,7 +147,7 @@ TEST_F(MaterializeTest, ReassemblesChunkedFiles) {
   const git_oid chunks =
       tree({{"100644", "000000", blob("hello ")}, {"100644", "000001", blob("world")}});
   const std::string c = commit(tree({{"40000", "index.jsonl.inflight-chunks", chunks}}));
-  materialize(*repo_, c, run_dir(), 1 << 20);
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
   EXPECT_EQ(read_file(run_dir() / "index.jsonl"), "hello world");
   EXPECT_EQ(read_file_at(*repo_, c, "index.jsonl"), "hello world");
   EXPECT_EQ(read_file_at(*repo_, c, "missing.json"), std::nullopt);

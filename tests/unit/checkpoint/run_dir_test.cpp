@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -26,18 +28,18 @@ TEST(RepairTornLine, DropsOnlyAnUnterminatedLastLine) {
   TempDir dir;
   const auto file = dir.path() / "index.jsonl";
   write(file, "{\"a\":1}\n{\"b\":2}\n{\"c\":");
-  EXPECT_EQ(repair_torn_line(file), 5u);
+  EXPECT_EQ(repair_torn_line(dir.path(), "index.jsonl"), 5u);
   EXPECT_EQ(read(file), "{\"a\":1}\n{\"b\":2}\n");
-  EXPECT_EQ(repair_torn_line(file), 0u);
+  EXPECT_EQ(repair_torn_line(dir.path(), "index.jsonl"), 0u);
   EXPECT_EQ(read(file), "{\"a\":1}\n{\"b\":2}\n");
 }
 
 TEST(RepairTornLine, HandlesAFileWithNoNewlineAndAMissingFile) {
   TempDir dir;
   const auto file = dir.path() / "index.jsonl";
-  EXPECT_EQ(repair_torn_line(file), 0u);
+  EXPECT_EQ(repair_torn_line(dir.path(), "index.jsonl"), 0u);
   write(file, std::string(10000, 'x'));
-  EXPECT_EQ(repair_torn_line(file), 10000u);
+  EXPECT_EQ(repair_torn_line(dir.path(), "index.jsonl"), 10000u);
   EXPECT_EQ(read(file), "");
 }
 
@@ -45,13 +47,13 @@ TEST(RecordCounter, CountsCompleteLinesIncrementally) {
   TempDir dir;
   const auto file = dir.path() / "index.jsonl";
   RecordCounter counter;
-  EXPECT_EQ(counter.count(file), 0u);
+  EXPECT_EQ(counter.count(dir.path(), "index.jsonl"), 0u);
   write(file, "a\nb\nc");
-  EXPECT_EQ(counter.count(file), 2u);
+  EXPECT_EQ(counter.count(dir.path(), "index.jsonl"), 2u);
   std::ofstream(file, std::ios::app) << "\nd\n";
-  EXPECT_EQ(counter.count(file), 4u);
+  EXPECT_EQ(counter.count(dir.path(), "index.jsonl"), 4u);
   write(file, "x\n");  // rewritten shorter
-  EXPECT_EQ(counter.count(file), 1u);
+  EXPECT_EQ(counter.count(dir.path(), "index.jsonl"), 1u);
 }
 
 // A periodic tick skips the push when this is unchanged, so it must change
@@ -110,6 +112,80 @@ TEST(RunParams, MalformedFileNamesTheProblem) {
     EXPECT_NE(std::string(e.what()).find("run-params.json"), std::string::npos);
   }
   EXPECT_FALSE(read_run_params(dir.path() / "missing").has_value());
+}
+
+// A symlink planted as the progress file (or a directory on its way) must
+// not lead a repair or a count outside the run dir.
+TEST(ProgressFile, PlantedSymlinksAreNotFollowed) {
+  TempDir dir;
+  const auto outside = dir.path() / "outside.txt";
+  write(outside, "kept\ntorn");
+  const auto run = dir.path() / "run";
+  std::filesystem::create_directories(run);
+  std::filesystem::create_symlink(outside, run / "index.jsonl");
+  std::filesystem::create_directory_symlink(dir.path(), run / "sub");
+  EXPECT_THROW(repair_torn_line(run, "index.jsonl"), std::system_error);
+  EXPECT_THROW(repair_torn_line(run, "sub/outside.txt"), std::system_error);
+  EXPECT_EQ(read(outside), "kept\ntorn");
+  EXPECT_EQ(RecordCounter().count(run, "index.jsonl"), 0u);
+  EXPECT_EQ(RecordCounter().count(run, "sub/outside.txt"), 0u);
+  EXPECT_FALSE(open_in_run_dir(run, "../outside.txt", O_RDONLY));
+}
+
+TEST(WriteFileAtomically, ReplacesAPlantedTempSymlinkInsteadOfWritingThroughIt) {
+  TempDir dir;
+  const auto outside = dir.path() / "outside.txt";
+  write(outside, "kept");
+  std::filesystem::create_symlink(outside, dir.path() / ".run-params.json.tmp");
+  write_file_atomically(dir.path() / "run-params.json", "new");
+  EXPECT_EQ(read(outside), "kept");
+  EXPECT_EQ(read(dir.path() / "run-params.json"), "new");
+}
+
+RunParams valid_params() {
+  RunParams params;
+  params.run_id = "r-1";
+  params.origin_pod = "pod-a";
+  params.created_at = "2026-11-21T10:15:00Z";
+  return params;
+}
+
+// The reason a run-params.json text is refused, or "<accepted>".
+std::string refusal(const std::string& text) {
+  try {
+    run_params_from_text(text);
+    return "<accepted>";
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+}
+
+TEST(RunParams, FromOutsideIsBoundedAndChecked) {
+  const auto good = to_json(valid_params());
+  EXPECT_EQ(refusal(good.dump()), "<accepted>");
+  auto deep = good;
+  deep["request"] = {{"x", nlohmann::ordered_json::parse(std::string(100, '[') + std::string(100, ']'))}};
+  EXPECT_NE(refusal(deep.dump()).find("nested deeper than 64"), std::string::npos);
+  EXPECT_NE(refusal(std::string(60000, '[')).find("nested deeper"), std::string::npos);
+  auto big = good;
+  big["argv"] = std::vector<std::string>(2, std::string(kMaxRunParamsBytes, 'x'));
+  EXPECT_NE(refusal(big.dump()).find("larger than"), std::string::npos);
+  for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
+           {"run_id", "../etc"}, {"origin_pod", "a/b"}, {"created_at", std::string(300, 'x')}}) {
+    auto bad = good;
+    bad[field] = value;
+    EXPECT_NE(refusal(bad.dump()).find(field), std::string::npos) << field;
+  }
+  auto many = good;
+  many["attempts"] = nlohmann::ordered_json::array();
+  for (int i = 0; i <= 1000; ++i)
+    many["attempts"].push_back({{"attempt", i}, {"pod", "p"}, {"started_at", "t"}});
+  EXPECT_NE(refusal(many.dump()).find("attempts"), std::string::npos);
+  EXPECT_NE(refusal("{\"version\":1,\"run_id\":\"\xff\"}").find("UTF-8"), std::string::npos);
+  // Written before templates had names: the default template.
+  auto old = good;
+  old.erase("child_name");
+  EXPECT_EQ(run_params_from_text(old.dump()).child_name, "default");
 }
 
 }  // namespace

@@ -175,8 +175,22 @@ TEST(LoadConfigFile, ReadsKnownKeysAndTheChild) {
   const auto s = read_serve_settings(sources({}, {}, file));
   EXPECT_EQ(s.store.results_repo, "file:///srv/results.git");
   EXPECT_EQ(s.grace_period, Duration(45'000));
-  ASSERT_TRUE(s.child.has_value());
-  EXPECT_EQ((*s.child)["argv"][2], "{output_dir}");
+  const auto* child = s.children.find("default");
+  ASSERT_NE(child, nullptr);
+  EXPECT_EQ(child->source()["argv"][2], "{output_dir}");
+}
+
+TEST(LoadConfigFile, NamedTemplatesBesideTheDefaultOneAndDeepFilesRefused) {
+  TempDir dir;
+  const auto file = OptionSources::load_config_file(write_file(dir, R"({
+    "child": {"argv": ["prog"]},
+    "children": {"agentv": {"argv": ["agentv", "eval"]}}
+  })"));
+  const auto s = read_serve_settings(sources({}, {}, file));
+  EXPECT_EQ(s.children.names(), "agentv, default");
+  EXPECT_EQ(s.children.find("agentv")->program(), "agentv");
+  const auto deep = "{\"child\": " + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_TRUE(contains(load_error(write_file(dir, deep)), "nested deeper")) << load_error(write_file(dir, deep));
 }
 
 TEST(LoadConfigFile, RefusesAnUnknownKeyNamingIt) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "inflight/checkpoint/branch_name.hpp"
 #include "inflight/checkpoint/git_store.hpp"
 #include "inflight/checkpoint/run_params.hpp"
 
@@ -27,14 +28,6 @@ struct CheckpointCommit {
 
 CheckpointCommit describe_commit(const CommitSummary& commit);
 
-struct BranchName {
-  std::string pod;
-  std::string run_id;
-};
-
-// `refs/heads/inflight/<pod>/<run-id>` → its parts; nullopt for any other shape.
-std::optional<BranchName> parse_branch_ref(const std::string& ref);
-
 // Whether `id` names the branch `ref`: its run id, `inflight/<pod>/<run-id>`
 // or the full ref.
 bool branch_matches(const std::string& ref, const std::string& id);
@@ -47,7 +40,8 @@ struct BranchSummary {
   std::string ref;
   BranchName name;
   CheckpointCommit tip;
-  std::optional<OrderedJson> run_params;  // unset when missing or not JSON
+  std::optional<OrderedJson> run_params;  // unset when missing or not bounded JSON
+  std::string problem;                    // why run_params is unset
   std::size_t attempts = 0;               // entries of run_params' "attempts"
   std::uint64_t size_bytes = 0;
 };

@@ -6,11 +6,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "inflight/checkpoint/branch_name.hpp"
 #include "inflight/checkpoint/git_store.hpp"
 #include "inflight/checkpoint/run_params.hpp"
 
@@ -20,14 +23,11 @@ struct StoreConfig {
   std::filesystem::path cache_dir;  // the local cache repo
   RemoteConfig remote;
   std::vector<std::string> exclude_globs;
-  std::uint64_t restore_max_bytes = 1ull << 30;
+  TreeLimits restore_limits;
   // A branch whose tip is another pod's claim younger than this is that
   // pod's: it started the run moments ago and has not checkpointed yet.
   std::chrono::seconds claim_lease{120};
 };
-
-// `refs/heads/inflight/<origin-pod>/<run-id>`
-std::string branch_ref(const std::string& origin_pod, const std::string& run_id);
 
 struct ClaimedRun {
   RunParams params;
@@ -36,10 +36,43 @@ struct ClaimedRun {
   std::string claim;   // the claim commit, the branch's tip now
 };
 
+// A run found resumable on local disk, for the local-versus-branch rule.
+struct LocalRun {
+  std::size_t attempts = 0;
+  std::string origin_pod;
+};
+
+// What the instance makes of a run before anything is claimed or written.
+// The templates live outside this library, so restore asks through a judge.
+struct RunVerdict {
+  std::optional<std::string> refusal;  // why this instance cannot run it
+  std::string progress_file;           // the configured one, relative to the run dir
+};
+using RunJudge = std::function<RunVerdict(const RunParams&)>;
+
+struct RestoreRequest {
+  std::filesystem::path runs_dir;
+  std::string pod;                        // this instance
+  std::map<std::string, LocalRun> local;  // by run id
+  RunJudge judge;
+  // A run id or branch: restore only that run, push no local run.
+  std::optional<std::string> only;
+};
+
+// A run this instance cannot run: its branch is left as it is.
+struct HeldRun {
+  RunParams params;
+  std::string branch;  // refs/heads/inflight/…, empty for a local run
+  std::string reason;
+};
+
 struct RestoreReport {
-  std::vector<ClaimedRun> claimed;    // ours now, ready to resume
-  std::vector<std::string> lost;      // run ids another instance claimed first
-  std::vector<std::string> problems;  // one line per branch that could not be used
+  std::vector<ClaimedRun> claimed;     // ours now, ready to resume
+  std::vector<HeldRun> held;           // refused by the judge, left alone
+  std::vector<std::string> lost;       // run ids another instance claimed first
+  std::vector<std::string> released;   // branches of finished runs, deleted
+  std::vector<std::string> ambiguous;  // with `only`: every branch it names, when several
+  std::vector<std::string> problems;   // one line per branch that could not be used
 };
 
 class CheckpointStore {
@@ -51,29 +84,37 @@ class CheckpointStore {
   // push throws GitError(rejected): another instance owns the run.
   std::optional<std::string> save(const std::filesystem::path& run_dir,
                                   const std::string& origin_pod, const CheckpointInfo& info);
-  void release(const std::string& origin_pod, const std::string& run_id);
+  // The run is over: a last commit carrying its final run-params.json, then
+  // the branch is deleted. A crash or a failure between the two leaves a
+  // branch that every restore deletes instead of running. A rejected push
+  // throws GitError(rejected): the branch is another instance's, untouched.
+  void release(const std::filesystem::path& run_dir, const std::string& origin_pod,
+               const CheckpointInfo& info);
 
-  // Claims every unfinished run on `inflight/*` by pushing a claim commit on
-  // the fetched tip, and materialises those whose branch copy beats the local
-  // one (`local_attempts`: attempts of each resumable local run dir). A claim
-  // that is rejected means another instance took the run: it is lost. Local
-  // runs with no branch get one. Problems with single branches are
-  // collected; an unreachable remote or refused credentials throw.
-  // `only`, when set, restores that one run and pushes no local run.
-  RestoreReport restore(const std::filesystem::path& runs_dir, const std::string& pod,
-                        const std::map<std::string, std::size_t>& local_attempts,
-                        const std::optional<std::string>& only = std::nullopt);
+  // Claims every unfinished run on `inflight/*` that the judge accepts by
+  // pushing a claim commit on the fetched tip, and materialises those whose
+  // branch copy beats the local one. A claim that is rejected means another
+  // instance took the run: it is lost. A branch whose run is final is
+  // deleted. A run id is restored from one branch only, and never into a run
+  // dir of another origin pod. Local runs with no branch get one. Problems
+  // with single branches are collected; an unreachable remote or refused
+  // credentials throw.
+  RestoreReport restore(const RestoreRequest& request);
 
   RemoteStore& remote() { return remote_; }
   CacheRepo& cache() { return cache_; }
 
  private:
-  void push_local_run(const std::filesystem::path& dir, const std::string& pod,
+  enum class LocalCopy { none, resumable, finished };
+
+  void restore_branch(const RemoteBranch& branch, const RestoreRequest& request,
+                      std::set<std::string>& taken, RestoreReport& report);
+  LocalCopy local_copy(const BranchName& name, const RestoreRequest& request);
+  void push_local_run(const std::filesystem::path& dir, const RestoreRequest& request,
                       RestoreReport& report);
   void refuse_live_claim(const std::string& tip, const std::string& pod);
-  std::optional<ClaimedRun> claim(const RemoteBranch& branch, const std::filesystem::path& runs_dir,
-                                  const std::string& pod,
-                                  const std::map<std::string, std::size_t>& local_attempts);
+  ClaimedRun claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
+                   const RunVerdict& verdict, bool branch_wins, const RestoreRequest& request);
 
   StoreConfig config_;
   CacheRepo cache_;

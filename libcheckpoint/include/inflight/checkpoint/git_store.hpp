@@ -152,11 +152,18 @@ class RemoteStore {
   std::unique_ptr<Impl> impl_;
 };
 
+// How much a restored tree may hold (SPEC §5: --restore-max-bytes and
+// --restore-max-files; directories count as files).
+struct TreeLimits {
+  std::uint64_t max_bytes = 1ull << 30;
+  std::uint64_t max_files = 100000;
+};
+
 // Writes the tree of `commit` into run_dir, refusing anything that would land
-// outside it or exceed max_bytes (GitError(hostile_tree)); reassembles
-// chunked files.
+// outside it, a name that is not UTF-8, or a tree over the limits
+// (GitError(hostile_tree)); reassembles chunked files.
 void materialize(CacheRepo& repo, const std::string& commit, const std::filesystem::path& run_dir,
-                 std::uint64_t max_bytes);
+                 const TreeLimits& limits);
 
 // The contents of one file of a commit's run dir (e.g. run-params.json), if present.
 std::optional<std::string> read_file_at(CacheRepo& repo, const std::string& commit,

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string_view>
 
+#include "inflight/fd.hpp"
+
 namespace inflight::checkpoint {
 
 enum class Durability {
@@ -15,13 +17,21 @@ enum class Durability {
 };
 
 // Temp file beside the target, renamed over it: a reader sees the old or the
-// new content, never a mix.
+// new content, never a mix. A symlink planted at the temp name is replaced,
+// never written through.
 void write_file_atomically(const std::filesystem::path& path, std::string_view content,
                            Durability durability = Durability::synced);
 
-// Drops a last line that lacks its newline (a record torn by a kill);
-// returns how many bytes were dropped.
-std::uint64_t repair_torn_line(const std::filesystem::path& progress_file);
+// Opens `relative` (no `..`, not absolute) inside run_dir without following a
+// symlink at any component, so a link planted in a run dir cannot lead out
+// of it. An invalid Fd, with errno set, when that fails.
+Fd open_in_run_dir(const std::filesystem::path& run_dir, const std::filesystem::path& relative,
+                   int flags, mode_t mode = 0);
+
+// Drops a last line of the progress file that lacks its newline (a record
+// torn by a kill); returns how many bytes were dropped.
+std::uint64_t repair_torn_line(const std::filesystem::path& run_dir,
+                               const std::filesystem::path& progress_file);
 
 // A fingerprint of the run dir's metadata (names, sizes, mtimes, inodes of
 // its regular files): equal fingerprints mean nothing to checkpoint, found
@@ -32,7 +42,8 @@ std::uint64_t stat_signature(const std::filesystem::path& run_dir);
 // appended since the last call.
 class RecordCounter {
  public:
-  std::uint64_t count(const std::filesystem::path& progress_file);
+  std::uint64_t count(const std::filesystem::path& run_dir,
+                      const std::filesystem::path& progress_file);
 
  private:
   off_t scanned_ = 0;

@@ -27,7 +27,11 @@ struct AttemptRecord {
 struct RunParams {
   std::string run_id;
   OrderedJson request = OrderedJson::object();
-  OrderedJson child = OrderedJson::object();  // the template as configured
+  // The template the latest attempt ran with, for inspection only: every
+  // attempt renders the configured template named `child_name`.
+  std::string child_name = "default";
+  std::string child_digest;
+  OrderedJson child = OrderedJson::object();
   std::vector<std::string> argv;
   std::string cwd;
   std::string origin_pod;
@@ -40,9 +44,18 @@ struct RunParams {
 
 inline constexpr const char* kRunParamsFile = "run-params.json";
 
+// run-params.json is read from branches and disks that anyone with push or
+// volume access can write: it is bounded like any input from outside.
+inline constexpr std::size_t kMaxRunParamsBytes = 1 << 20;
+inline constexpr std::size_t kMaxAttemptRecords = 1000;
+
 OrderedJson to_json(const RunParams& params);
-// Throws std::runtime_error naming the field that is missing or malformed.
+// Throws std::runtime_error naming the field that is missing, malformed or
+// over its limit.
 RunParams run_params_from_json(const OrderedJson& json);
+// The same from the file's text, refusing it before parsing when it is too
+// large or nested too deep.
+RunParams run_params_from_text(std::string_view text);
 
 // Temp file, fsync, rename, fsync of the directory (unless `atomic` suffices).
 void write_run_params(const std::filesystem::path& run_dir, const RunParams& params,

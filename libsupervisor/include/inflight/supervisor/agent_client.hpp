@@ -13,11 +13,16 @@
 #include <set>
 #include <string>
 
+#include "inflight/bounded_json.hpp"
 #include "inflight/supervisor/child_reaper.hpp"
 #include "inflight/supervisor/clock.hpp"
 #include "inflight/supervisor/settings.hpp"
 
 namespace inflight {
+
+// Either side's message: a restore answer carries the run-params of every
+// run it holds back, each at most 1 MiB.
+inline constexpr JsonLimits kAgentMessageLimits{.max_bytes = 256u << 20, .max_depth = 64};
 
 class AgentClient {
  public:

@@ -6,26 +6,32 @@
 
 #include "inflight/supervisor/agent_client.hpp"
 #include "inflight/supervisor/checkpoint_port.hpp"
+#include "inflight/supervisor/child_templates.hpp"
 
 namespace inflight {
 
 class AgentCheckpoints final : public CheckpointPort {
  public:
   AgentCheckpoints(boost::asio::io_context& io, ChildReaper& reaper, const StoreSettings& store,
-                   std::filesystem::path runs_dir);
+                   std::filesystem::path runs_dir, const ChildTemplates& templates);
 
   void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
             std::function<void(CheckpointResult)> done) override;
-  void release(const std::string& run_id, const std::string& origin_pod,
-               SteadyClock::time_point deadline, std::function<void()> done) override;
+  void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
+               std::function<void(CheckpointResult)> done) override;
   void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
                const std::optional<std::string>& only,
                std::function<void(RestoreResult)> done) override;
 
  private:
+  void store_call(const char* op, const CheckpointRequest& request,
+                  SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done);
+  static RestoreResult restore_result(const OrderedJson& r, const std::vector<RestoredRun>& local);
+
   AgentClient agent_;
   std::filesystem::path runs_dir_;
   std::string pod_;
+  const ChildTemplates& templates_;
 };
 
 }  // namespace inflight

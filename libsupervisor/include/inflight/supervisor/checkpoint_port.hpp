@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/checkpoint/run_params.hpp"
 #include "inflight/supervisor/clock.hpp"
 
@@ -20,7 +21,7 @@ struct CheckpointRequest {
   std::filesystem::path run_dir;
   std::string origin_pod;
   int attempt = 0;
-  std::string reason;  // shutdown | periodic | manual | claim
+  std::string reason;  // shutdown | periodic | manual | claim | final
   std::uint64_t records = 0;
 };
 
@@ -44,8 +45,10 @@ struct RestoredRun {
 // our credentials: a configuration error that no retry will fix.
 struct RestoreResult {
   std::vector<RestoredRun> runs;
+  std::vector<checkpoint::HeldRun> held;  // this instance cannot run them
   std::optional<std::string> refused;
   std::optional<std::string> unreachable;  // the store could not be asked: local runs only
+  std::vector<std::string> ambiguous;      // with `only`: the branches it names, when several
 };
 
 class CheckpointPort {
@@ -54,12 +57,15 @@ class CheckpointPort {
 
   virtual void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
                     std::function<void(CheckpointResult)> done) = 0;
-  // The run is over: its branch is no longer needed.
-  virtual void release(const std::string& run_id, const std::string& origin_pod,
-                       SteadyClock::time_point deadline, std::function<void()> done) = 0;
-  // Claims and materialises the runs the store holds (`only` that one run);
-  // `local` are the resumable runs found on local disk, for the
-  // local-versus-branch rule.
+  // The run is over: its final state is pushed first (so that no restore
+  // runs it again, even when the deletion fails or never happens), then its
+  // branch is deleted. `landed` means both happened; `fenced`, that another
+  // instance owns the branch and it was left alone.
+  virtual void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
+                       std::function<void(CheckpointResult)> done) = 0;
+  // Claims and materialises the runs the store holds that this instance's
+  // templates accept (`only`: that one run id or branch); `local` are the
+  // resumable runs found on local disk, for the local-versus-branch rule.
   virtual void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
                        const std::optional<std::string>& only,
                        std::function<void(RestoreResult)> done) = 0;

@@ -6,6 +6,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@ struct ChildSpec {
   int stdout_fd = -1;
   int stderr_fd = -1;
 };
+
+// Why `program` cannot be started from `cwd` (not found on PATH, not a file,
+// not executable), or nullopt when it can. The same resolution as spawn_child.
+std::optional<std::string> program_problem(const std::string& program,
+                                           const std::filesystem::path& cwd);
 
 // Returns the child's pid, which is also its process group id. Throws
 // std::system_error when the program cannot be started (not found, not

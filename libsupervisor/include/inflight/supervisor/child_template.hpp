@@ -62,10 +62,16 @@ struct RenderContext {
   bool resume = false;
 };
 
+// `${NAME}` → NAME: an env value that refers to the instance's environment,
+// resolved at each attempt so that the value never reaches a checkpoint.
+std::optional<std::string> env_reference(const std::string& value);
+
 class ChildTemplate {
  public:
-  // Throws ConfigError naming the key (under `child.`) that is wrong.
-  static ChildTemplate parse(const OrderedJson& child);
+  // Throws ConfigError naming the key (under `where`, e.g. `child` or
+  // `children.agentv`) that is wrong.
+  static ChildTemplate parse(const OrderedJson& child, const std::string& name = "default",
+                             const std::string& where = "child");
   // The built-in template: inflight-demo-eval with `tests` and `test_ms`.
   static ChildTemplate demo(const std::string& demo_binary);
 
@@ -73,7 +79,12 @@ class ChildTemplate {
   std::optional<ParamError> validate(const OrderedJson& request) const;
   std::vector<std::string> render(const OrderedJson& request, const RenderContext& context) const;
 
+  const std::string& name() const { return name_; }
+  // A fingerprint of the template as configured, recorded with every run so
+  // that a changed template is noticed (and logged) when the run resumes.
+  const std::string& digest() const { return digest_; }
   const OrderedJson& source() const { return source_; }
+  const std::string& program() const { return argv_.front(); }
   const std::string& cwd() const { return cwd_; }
   const std::vector<std::pair<std::string, std::string>>& env() const { return env_; }
   const std::string& progress_file() const { return progress_file_; }
@@ -82,10 +93,15 @@ class ChildTemplate {
   const ParamSpec* find_param(const std::string& name) const;
   bool always_present(const std::string& name) const;
   void check_consistency() const;
+  void check_progress_file() const;
+  void check_env() const;
   void check_placeholders(const std::vector<std::string>& args, const std::string& where,
                           const std::string& group_param) const;
   OrderedJson with_defaults(const OrderedJson& request) const;
 
+  std::string name_;
+  std::string digest_;
+  std::string where_;
   OrderedJson source_;
   std::vector<std::string> argv_;
   std::vector<OptionalGroup> optional_;

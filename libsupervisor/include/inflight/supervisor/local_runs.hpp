@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "inflight/supervisor/checkpoint_port.hpp"
+#include "inflight/supervisor/child_templates.hpp"
 
 namespace inflight {
 
@@ -15,11 +16,12 @@ std::vector<RestoredRun> find_resumable_runs(const std::filesystem::path& runs_d
 // Makes a restored run dir ready for its next attempt: a torn last record of
 // the progress file is dropped, and an attempt that never recorded its end
 // (its instance died) is marked crashed.
-void prepare_for_resume(RestoredRun& run);
+void prepare_for_resume(RestoredRun& run, const ChildTemplates& templates);
 
 class RunSupervisor;
 // Prepares and adopts restored runs, oldest first so that they keep their
 // submission order in the queue; returns how many were adopted.
-std::size_t adopt_restored(RunSupervisor& supervisor, std::vector<RestoredRun> runs);
+std::size_t adopt_restored(RunSupervisor& supervisor, const ChildTemplates& templates,
+                           std::vector<RestoredRun> runs);
 
 }  // namespace inflight

@@ -43,18 +43,20 @@ struct CheckpointState {
 };
 
 struct Run {
-  Run(std::string id, std::filesystem::path dir, checkpoint::RunParams params, ChildTemplate child,
+  Run(std::string id, std::filesystem::path dir, checkpoint::RunParams params,
       boost::asio::io_context& io)
-      : id(std::move(id)),
-        dir(std::move(dir)),
-        params(std::move(params)),
-        child(std::move(child)),
-        stop_timer(io) {}
+      : id(std::move(id)), dir(std::move(dir)), params(std::move(params)), stop_timer(io) {}
 
   std::string id;
   std::filesystem::path dir;
   checkpoint::RunParams params;
-  ChildTemplate child;  // parsed from params.child, the template the run started with
+  // The instance's configured template named params.child_name; null while
+  // the run is held.
+  const ChildTemplate* child = nullptr;
+  // Why this instance cannot run the run (no template of that name, a request
+  // that no longer validates): it is shown, never started, and its branch and
+  // run dir are left as they are.
+  std::optional<std::string> held;
   RunStatus status = RunStatus::queued;
   StopCause stop_cause = StopCause::none;
   bool resume_next = false;   // the next attempt continues a checkpoint
@@ -64,6 +66,9 @@ struct Run {
   checkpoint::RecordCounter records;
   CheckpointState checkpoint;
   bool fenced = false;  // another instance owns the run: never touch it again
+  // The run is over but its branch is not yet deleted (the remote failed):
+  // retried by periodic ticks and at shutdown, which reports it.
+  bool release_pending = false;
   // Store operations of this run, one at a time, so that a periodic push, the
   // shutdown push and the branch deletion never race each other.
   std::deque<std::function<void()>> store_ops;

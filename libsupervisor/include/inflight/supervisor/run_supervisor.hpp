@@ -16,7 +16,7 @@
 #include "inflight/fd.hpp"
 #include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/child_reaper.hpp"
-#include "inflight/supervisor/child_template.hpp"
+#include "inflight/supervisor/child_templates.hpp"
 #include "inflight/supervisor/duration.hpp"
 #include "inflight/supervisor/run.hpp"
 
@@ -44,7 +44,7 @@ struct SubmitResult {
 class RunSupervisor {
  public:
   RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper, CheckpointPort& checkpoints,
-                SupervisorSettings settings, ChildTemplate default_child);
+                SupervisorSettings settings, const ChildTemplates& templates);
 
   SubmitResult submit(const OrderedJson& body);
   Run* find(const std::string& id);
@@ -52,9 +52,12 @@ class RunSupervisor {
   void stop(Run& run);
 
   // A run found on disk or in the store, to be resumed once restore is done.
-  // `claim` is the commit that claimed the run's branch, if any.
+  // `claim` is the commit that claimed the run's branch, if any. A run that
+  // the configured templates refuse is held: shown, never started.
   void adopt(checkpoint::RunParams params, std::filesystem::path dir, std::string branch,
              const std::string& claim);
+  // A run the store judged this instance cannot run; its branch is not ours.
+  void hold(checkpoint::RunParams params, std::string branch, const std::string& reason);
   void finish_restore();
 
   Phase phase() const { return phase_; }
@@ -71,6 +74,9 @@ class RunSupervisor {
                   std::function<void(const CheckpointResult&)> done);
   // Calls `done` once the store operations queued for the run so far are over.
   void when_store_idle(Run& run, std::function<void()> done);
+  // Pushes the finished run's final state and deletes its branch (again, after
+  // a failure), after any store operation of the run still under way.
+  void release_checkpoint(Run& run);
   // Every `interval`, checkpoints the running runs whose files changed.
   void start_periodic_checkpoints(Duration interval);
 
@@ -78,7 +84,8 @@ class RunSupervisor {
   const SupervisorSettings& settings() const { return settings_; }
 
  private:
-  Run& add_run(std::string id, checkpoint::RunParams params, ChildTemplate child);
+  Run& add_run(std::string id, checkpoint::RunParams params);
+  bool bind_template(Run& run);
   void start_queued();
   void start_attempt(Run& run);
   void stop_child(Run& run, StopCause cause);
@@ -90,7 +97,6 @@ class RunSupervisor {
   void enqueue_store_op(Run& run, std::function<void()> op);
   void start_store_op(Run& run);
   void store_op_done(Run& run);
-  void release_checkpoint(Run& run);
   void record_checkpoint(Run& run, const CheckpointResult& result);
   void fence(Run& run);
   void periodic_tick();
@@ -99,7 +105,7 @@ class RunSupervisor {
   ChildReaper& reaper_;
   CheckpointPort& checkpoints_;
   SupervisorSettings settings_;
-  ChildTemplate default_child_;
+  const ChildTemplates& templates_;
   Phase phase_ = Phase::restoring;
   std::vector<std::unique_ptr<Run>> runs_;
   std::deque<Run*> queue_;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "inflight/supervisor/child_template.hpp"
+#include "inflight/supervisor/child_templates.hpp"
 #include "inflight/supervisor/duration.hpp"
 #include "inflight/supervisor/log.hpp"
 
@@ -77,7 +77,7 @@ struct StoreSettings {
   std::filesystem::path git_ca_file;
   Duration git_timeout{60000};
   std::vector<std::string> checkpoint_exclude;
-  std::uint64_t restore_max_bytes = 1ull << 30;
+  checkpoint::TreeLimits restore_limits;
   int max_attempts = 3;
   log::Format log_format = log::Format::json;
 };
@@ -91,7 +91,7 @@ struct ServeSettings {
   Duration grace_period{30000};
   Duration flush_window{2000};
   Duration checkpoint_interval{30000};
-  std::optional<OrderedJson> child;  // from the config file
+  ChildTemplates children;
 };
 
 struct ResumeSettings {
@@ -99,9 +99,12 @@ struct ResumeSettings {
   Duration grace_period{30000};
   Duration flush_window{2000};
   Duration checkpoint_interval{30000};
+  ChildTemplates children;
 };
 
 StoreSettings read_store_settings(const OptionSources& sources);
+// The config file's templates; ConfigError for a bad one.
+ChildTemplates read_child_templates(const OptionSources& sources);
 ResumeSettings read_resume_settings(const OptionSources& sources);
 // Throws UsageError for a value that cannot work (a bad duration, a public
 // --listen without --api-token); ConfigError for a bad child template.

@@ -21,9 +21,13 @@ class ShutdownPlan {
 
   // The first signal starts the shutdown; a second skips what is left of the flush window.
   void on_signal(int signal);
+  // Restore is under way: checkpoints wait for it, so that the runs it claims
+  // are pushed back before exit instead of stranded under a fresh claim.
+  void restore_started() { restored_ = false; }
+  void restore_finished();
 
  private:
-  enum class Stage { idle, flushing, killing, checkpointing, done };
+  enum class Stage { idle, flushing, killing, awaiting_restore, checkpointing, done };
 
   void begin();
   void on_child_exit();
@@ -31,6 +35,8 @@ class ShutdownPlan {
   void checkpoint_all();
   void checkpoint_next();
   void on_checkpointed(Run& run, const CheckpointResult& result);
+  void on_released(Run& run);
+  void finish_when_idle();
   void finish(int exit_code);
 
   RunSupervisor& supervisor_;
@@ -45,6 +51,7 @@ class ShutdownPlan {
   std::deque<Run*> to_checkpoint_;
   int in_flight_ = 0;
   bool all_landed_ = true;
+  bool restored_ = true;
 };
 
 }  // namespace inflight

@@ -1,0 +1,32 @@
+// JSON from outside (HTTP bodies, run-params.json from a branch or a disk,
+// config files, the agent's messages) is parsed only within limits. The
+// depth is checked on the raw text before nlohmann's recursive parser runs,
+// so a deeply nested document costs a scan, never the stack.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace inflight {
+
+struct JsonLimits {
+  std::size_t max_bytes = 1 << 20;
+  int max_depth = 64;
+};
+
+// The parsed document, or nullopt with `error` naming what is wrong (too
+// large, nested too deep, not JSON, not UTF-8).
+std::optional<nlohmann::ordered_json> parse_bounded_json(std::string_view text,
+                                                         const JsonLimits& limits,
+                                                         std::string& error);
+
+// Whether `text` is well-formed UTF-8 (no overlong forms, no surrogates).
+bool is_valid_utf8(std::string_view text);
+// `text` with each byte that is not part of valid UTF-8 shown as `\xNN`, for
+// messages about names that came from outside.
+std::string printable(std::string_view text);
+
+}  // namespace inflight

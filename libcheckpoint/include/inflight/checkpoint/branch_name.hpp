@@ -1,0 +1,37 @@
+// The one home of the names a checkpoint lives under (SPEC §3, §4): run ids,
+// pod names and `refs/heads/inflight/<origin-pod>/<run-id>` branches. Every
+// side that builds or reads such a name calls these, so the rules cannot drift.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace inflight::checkpoint {
+
+inline constexpr std::string_view kHeadsPrefix = "refs/heads/";
+inline constexpr std::string_view kBranchPrefix = "refs/heads/inflight/";
+
+// `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`
+bool is_valid_run_id(std::string_view id);
+// `r-YYYYMMDDTHHMMSSZ-<6 hex>`
+std::string generate_run_id();
+
+// A pod name is one component of a git branch name: 1 to 253 printable ASCII
+// bytes, none of git's special characters, no leading dot, no `..`.
+bool is_valid_pod_name(std::string_view pod);
+
+struct BranchName {
+  std::string pod;
+  std::string run_id;
+};
+
+// `refs/heads/inflight/<origin-pod>/<run-id>`
+std::string branch_ref(const BranchName& name);
+// `refs/heads/inflight/…` → `inflight/…`, as statuses and tables show it.
+std::string short_branch(std::string_view ref);
+// The parts of `refs/heads/inflight/<pod>/<run-id>`; nullopt for any other
+// shape, or for a pod or run id that breaks its rule.
+std::optional<BranchName> parse_branch_ref(std::string_view ref);
+
+}  // namespace inflight::checkpoint
