@@ -153,10 +153,12 @@ std::optional<std::string> RunSnapshotter::snapshot(const fs::path& run_dir,
                                                     const std::optional<std::string>& parent) {
   const CommitHandle parent_commit = parent ? lookup_commit(impl_->git(), *parent) : CommitHandle();
   const git_oid tree = impl_->write_root(run_dir);
-  // A claim is the compare-and-swap token of an ownership change, so it must
-  // be a new commit even when nothing in the run dir changed.
+  // Only a periodic save of an unchanged dir is skipped. Every other reason
+  // marks a change of hands: a claim is the compare-and-swap token of a new
+  // owner, a shutdown tip says the owner let the run go (so the next pod may
+  // take it at once), a final one that the run is over.
   if (parent_commit && git_oid_equal(git_commit_tree_id(parent_commit.get()), &tree) &&
-      info.reason != "claim") {
+      info.reason == "periodic") {
     return std::nullopt;
   }
   return oid_hex(write_commit(impl_->git(), tree, parent_commit.get(), commit_message(info)));

@@ -41,17 +41,21 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           s.store.git_timeout};
 }
 
-void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, const ServeSettings& s,
-             std::function<void(const std::string&)> on_refused) {
+// A shutdown signal during restore lets it finish (the plan waits), so the
+// runs it claims are pushed back before exit rather than stranded.
+void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, ShutdownPlan& plan,
+             const ServeSettings& s, std::function<void(const std::string&)> on_refused) {
   auto local = find_resumable_runs(supervisor.settings().runs_dir);
+  plan.restore_started();
   checkpoints.restore(local, SteadyClock::now() + s.store.git_timeout, std::nullopt,
-                      [&supervisor, &s, on_refused](RestoreResult result) {
+                      [&supervisor, &plan, &s, on_refused](RestoreResult result) {
                         if (result.refused) return on_refused(*result.refused);
                         for (auto& held : result.held)
                           supervisor.hold(std::move(held.params), held.branch, held.reason);
                         const auto restored =
                             adopt_restored(supervisor, s.children, std::move(result.runs));
                         supervisor.finish_restore();
+                        plan.restore_finished();
                         supervisor.start_periodic_checkpoints(s.checkpoint_interval);
                         log::info("ready", {{"restored", restored}});
                       });
@@ -101,7 +105,7 @@ int serve(const ServeSettings& settings) {
   };
   await_signal();
   boost::asio::post(io, [&] {
-    restore(supervisor, checkpoints, settings, [&](const std::string& error) {
+    restore(supervisor, checkpoints, plan, settings, [&](const std::string& error) {
       log::error("the results repo refused our credentials; fix them and start again",
                  {{"error", error}});
       exit_code = 3;

@@ -228,8 +228,7 @@ void read_listen(const OptionSources& sources, ServeSettings& s) {
 }  // namespace
 
 ChildTemplates read_child_templates(const OptionSources& sources) {
-  // Missing, it keeps the build-tree place, where `cmake --build` puts it, for
-  // the check of every template's program to name.
+  // Missing, it keeps the build-tree place, where `cmake --build` puts it.
   const auto demo =
       find_sibling_binary(kDemoChildName).value_or(sibling_binary_places(kDemoChildName).front());
   return ChildTemplates::from_config(sources.file(), demo);

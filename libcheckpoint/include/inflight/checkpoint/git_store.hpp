@@ -116,8 +116,8 @@ class RunSnapshotter {
   RunSnapshotter(RunSnapshotter&&) noexcept;
 
   // A commit of run_dir whose parent is `parent` (none for the first), or
-  // nullopt when the tree equals the parent's tree, unless info.reason is
-  // "claim": a claim commit is always created.
+  // nullopt for a "periodic" one whose tree equals the parent's tree: every
+  // other reason is a change of hands and always makes a commit.
   std::optional<std::string> snapshot(const std::filesystem::path& run_dir,
                                       const CheckpointInfo& info,
                                       const std::optional<std::string>& parent);
