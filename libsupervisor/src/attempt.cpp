@@ -58,8 +58,9 @@ std::vector<std::string> RunSupervisor::child_environment(const ChildTemplate& c
     env.emplace_back(*entry);
   }
   for (const auto& [name, value] : child.env()) {
-    std::erase_if(env, [&](const std::string& e) { return e.rfind(name + "=", 0) == 0; });
-    env.push_back(name + "=" + resolve_env_value(value));
+    const auto assignment = name + "=";
+    std::erase_if(env, [&](const std::string& e) { return e.starts_with(assignment); });
+    env.push_back(assignment + resolve_env_value(value));
   }
   return env;
 }

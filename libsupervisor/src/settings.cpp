@@ -106,7 +106,8 @@ OrderedJson OptionSources::load_config_file(const std::filesystem::path& path) {
   const auto& json = *parsed;
   if (!json.is_object()) throw UsageError("config file " + path.string() + ": not a JSON object");
   for (const auto& [key, value] : json.items()) {
-    const auto known = [&](const FlagSpec& f) { return file_key(f.name) == key; };
+    // An init-capture: clang before 16 cannot capture a structured binding.
+    const auto known = [&key = key](const FlagSpec& f) { return file_key(f.name) == key; };
     const bool is_template = key == "child" || key == "children";
     if (!is_template && std::none_of(kStoreFlags.begin(), kStoreFlags.end(), known) &&
         std::none_of(kRunFlags.begin(), kRunFlags.end(), known) &&
