@@ -142,8 +142,9 @@ void print_checkpoints(const OrderedJson& checkpoints) {
                     c.at("records").dump(), human_size(c.at("size_bytes").get<std::uint64_t>()),
                     c.at("state").get<std::string>()});
     if (c.at("reason").is_string())
-      reasons.push_back(c.at("branch").get<std::string>() + ": " + c.at("state").get<std::string>() +
-                        ": " + c.at("reason").get<std::string>());
+      reasons.push_back(c.at("branch").get<std::string>() + ": " +
+                        c.at("state").get<std::string>() + ": " +
+                        c.at("reason").get<std::string>());
   }
   print_table(rows);
   if (!reasons.empty()) std::cout << "\n";

@@ -37,8 +37,8 @@ bool is_valid_pod_name(std::string_view pod) {
       pod.find("..") != std::string_view::npos || pod.find("@{") != std::string_view::npos)
     return false;
   for (unsigned char c : pod)
-    if (c <= ' ' || c >= 0x7f || std::string_view("/~^:?*[\\").find(static_cast<char>(c)) !=
-                                     std::string_view::npos)
+    if (c <= ' ' || c >= 0x7f ||
+        std::string_view("/~^:?*[\\").find(static_cast<char>(c)) != std::string_view::npos)
       return false;
   return true;
 }

@@ -5,8 +5,8 @@
 
 #include "chunked_file.hpp"
 #include "git_error.hpp"
-#include "inflight/bounded_json.hpp"
 #include "git_handle.hpp"
+#include "inflight/bounded_json.hpp"
 #include "inflight/checkpoint/git_store.hpp"
 #include "repo_objects.hpp"
 

@@ -6,7 +6,6 @@
 #include <set>
 
 #include "inflight/fnv1a.hpp"
-
 #include "param_rules.hpp"
 #include "placeholders.hpp"
 
@@ -186,9 +185,9 @@ void ChildTemplate::check_env() const {
       throw ConfigError(where_ + ".env." + var, "is not an environment variable name");
     const auto reference = env_reference(value);
     if (reference && reference->starts_with("INFLIGHT_"))
-      throw ConfigError(where_ + ".env." + var,
-                        "must not refer to " + *reference + ": INFLIGHT_* variables hold "
-                        "inflight's own settings and secrets");
+      throw ConfigError(where_ + ".env." + var, "must not refer to " + *reference +
+                                                    ": INFLIGHT_* variables hold "
+                                                    "inflight's own settings and secrets");
   }
 }
 

@@ -35,7 +35,9 @@ TEST(Utf8, ValidatesAndShowsInvalidBytesEscaped) {
   EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate
   EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
   EXPECT_FALSE(is_valid_utf8("\xe2\x82"));          // truncated
-  EXPECT_EQ(printable("a\xff" "b\xc3\xa9"), "a\\xffb\xc3\xa9");
+  EXPECT_EQ(printable("a\xff"
+                      "b\xc3\xa9"),
+            "a\\xffb\xc3\xa9");
 }
 
 TEST(BranchName, OneRuleForRunIdsPodsAndRefs) {

@@ -73,7 +73,8 @@ TEST_F(MaterializeTest, RefusesANameThatIsNotUtf8) {
 
 TEST_F(MaterializeTest, RefusesMoreFilesThanTheLimitCountingDirectories) {
   const git_oid x = blob("x");
-  const std::string c = commit(tree({{"100644", "a", x}, {"40000", "d", tree({{"100644", "b", x}})}}));
+  const std::string c =
+      commit(tree({{"100644", "a", x}, {"40000", "d", tree({{"100644", "b", x}})}}));
   try {
     materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 2});
     ADD_FAILURE() << "expected hostile_tree";

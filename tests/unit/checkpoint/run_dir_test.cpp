@@ -1,8 +1,7 @@
 #include "inflight/checkpoint/run_dir.hpp"
 
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
@@ -184,7 +183,8 @@ TEST(RunParams, FromOutsideIsBoundedAndChecked) {
   const auto good = to_json(valid_params());
   EXPECT_EQ(refusal(good.dump()), "<accepted>");
   auto deep = good;
-  deep["request"] = {{"x", nlohmann::ordered_json::parse(std::string(100, '[') + std::string(100, ']'))}};
+  deep["request"] = {
+      {"x", nlohmann::ordered_json::parse(std::string(100, '[') + std::string(100, ']'))}};
   EXPECT_NE(refusal(deep.dump()).find("nested deeper than 64"), std::string::npos);
   EXPECT_NE(refusal(std::string(60000, '[')).find("nested deeper"), std::string::npos);
   auto big = good;

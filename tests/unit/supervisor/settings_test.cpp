@@ -190,7 +190,8 @@ TEST(LoadConfigFile, NamedTemplatesBesideTheDefaultOneAndDeepFilesRefused) {
   EXPECT_EQ(s.children.names(), "agentv, default");
   EXPECT_EQ(s.children.find("agentv")->program(), "agentv");
   const auto deep = "{\"child\": " + std::string(100, '[') + std::string(100, ']') + "}";
-  EXPECT_TRUE(contains(load_error(write_file(dir, deep)), "nested deeper")) << load_error(write_file(dir, deep));
+  EXPECT_TRUE(contains(load_error(write_file(dir, deep)), "nested deeper"))
+      << load_error(write_file(dir, deep));
 }
 
 TEST(LoadConfigFile, RefusesAnUnknownKeyNamingIt) {
