@@ -6,14 +6,10 @@
 #include <string>
 
 #include "checkpoints_command.hpp"
+#include "inflight/supervisor/exit_code.hpp"
 #include "inflight/supervisor/settings.hpp"
 
 namespace inflight::app {
-
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitUnreachable = 3;
-inline constexpr int kExitNotFound = 4;
 
 // Registers every subcommand and runs the one that was parsed.
 class CommandLine {

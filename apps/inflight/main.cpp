@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
-    return inflight::app::kExitUsage;
+    return inflight::kExitUsage;
   }
   if (help->parsed()) {
     // app.help() would describe the `help` subcommand itself once it is parsed.
@@ -35,12 +35,12 @@ int main(int argc, char** argv) {
     return command_line.run();
   } catch (const inflight::UsageError& e) {
     std::cerr << "inflight: " << e.what() << "\n";
-    return inflight::app::kExitUsage;
+    return inflight::kExitUsage;
   } catch (const inflight::ConfigError& e) {
     std::cerr << "inflight: config: " << e.what() << "\n";
-    return inflight::app::kExitUsage;
+    return inflight::kExitUsage;
   } catch (const std::exception& e) {
     inflight::log::error("fatal", {{"error", e.what()}});
-    return inflight::app::kExitFailure;
+    return inflight::kExitFailure;
   }
 }

@@ -52,6 +52,10 @@ std::string short_branch(std::string_view ref) {
   return std::string(ref);
 }
 
+std::string branch_name(const BranchName& name) {
+  return short_branch(branch_ref(name));
+}
+
 std::optional<BranchName> parse_branch_ref(std::string_view ref) {
   if (!ref.starts_with(kBranchPrefix)) return std::nullopt;
   ref.remove_prefix(kBranchPrefix.size());

@@ -32,8 +32,7 @@ void AgentCheckpoints::release(const CheckpointRequest& request, SteadyClock::ti
 void AgentCheckpoints::store_call(const char* op, const CheckpointRequest& request,
                                   SteadyClock::time_point deadline,
                                   std::function<void(CheckpointResult)> done) {
-  const auto branch =
-      checkpoint::short_branch(checkpoint::branch_ref({request.origin_pod, request.run_id}));
+  const auto branch = checkpoint::branch_name({request.origin_pod, request.run_id});
   agent_.call({{"op", op},
                {"run_dir", fs::absolute(request.run_dir).string()},
                {"origin_pod", request.origin_pod},

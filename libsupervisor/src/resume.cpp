@@ -10,6 +10,7 @@
 #include "inflight/checkpoint/branch_name.hpp"
 #include "inflight/supervisor/checkpoint_agent.hpp"
 #include "inflight/supervisor/event_loop.hpp"
+#include "inflight/supervisor/exit_code.hpp"
 #include "inflight/supervisor/local_runs.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/shutdown_plan.hpp"
@@ -19,11 +20,6 @@ namespace inflight {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitUnreachable = 3;
-constexpr int kExitNotFound = 4;
 
 // `r-1` → {"", r-1}; `inflight/pod-a/r-1` or `refs/heads/inflight/pod-a/r-1`
 // → {pod-a, r-1}.

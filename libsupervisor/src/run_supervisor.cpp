@@ -40,10 +40,7 @@ Run& RunSupervisor::add_run(std::string id, checkpoint::RunParams params) {
 bool RunSupervisor::bind_template(Run& run) {
   const auto verdict = templates_.judge(run.params);
   if (verdict.refusal) {
-    run.held = *verdict.refusal;
-    run.status = RunStatus::interrupted;
-    log::error("run not started here; its checkpoint is kept",
-               {{"run_id", run.id}, {"branch", run.checkpoint.branch}, {"reason", *run.held}});
+    mark_held(run, *verdict.refusal);
     return false;
   }
   run.child = templates_.find(run.params.child_name);
@@ -121,8 +118,7 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   }
   Run& run = add_run(id, std::move(params));
   run.child = child;
-  run.checkpoint.branch =
-      checkpoint::short_branch(checkpoint::branch_ref({settings_.pod_name, id}));
+  run.checkpoint.branch = checkpoint::branch_name({settings_.pod_name, id});
   queue_.push_back(&run);
   log::info("run queued", {{"run_id", id}});
   start_queued();
@@ -160,9 +156,7 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
   Run& run = add_run(std::move(id), std::move(params));
   run.dir = std::move(dir);
   run.checkpoint.branch =
-      branch.empty()
-          ? checkpoint::short_branch(checkpoint::branch_ref({run.params.origin_pod, run.id}))
-          : std::move(branch);
+      branch.empty() ? checkpoint::branch_name({run.params.origin_pod, run.id}) : std::move(branch);
   if (!claim.empty()) {
     run.checkpoint.last_commit = claim;
     run.checkpoint.last_at = iso8601_utc(SystemClock::now());
@@ -190,6 +184,10 @@ void RunSupervisor::hold(checkpoint::RunParams params, std::string branch,
   std::string id = params.run_id;
   Run& run = add_run(std::move(id), std::move(params));
   run.checkpoint.branch = std::move(branch);
+  mark_held(run, reason);
+}
+
+void RunSupervisor::mark_held(Run& run, const std::string& reason) {
   run.held = reason;
   run.status = RunStatus::interrupted;
   log::error("run not started here; its checkpoint is kept",

@@ -30,6 +30,8 @@ struct BranchName {
 std::string branch_ref(const BranchName& name);
 // `refs/heads/inflight/…` → `inflight/…`, as statuses and tables show it.
 std::string short_branch(std::string_view ref);
+// `inflight/<origin-pod>/<run-id>`: short_branch(branch_ref(name)).
+std::string branch_name(const BranchName& name);
 // The parts of `refs/heads/inflight/<pod>/<run-id>`; nullopt for any other
 // shape, or for a pod or run id that breaks its rule.
 std::optional<BranchName> parse_branch_ref(std::string_view ref);

@@ -87,6 +87,7 @@ class RunSupervisor {
  private:
   Run& add_run(std::string id, checkpoint::RunParams params);
   bool bind_template(Run& run);
+  void mark_held(Run& run, const std::string& reason);
   void start_queued();
   void start_attempt(Run& run);
   void stop_child(Run& run, StopCause cause);

@@ -1,0 +1,13 @@
+// The exit codes of every command (SPEC §6), in one place: the app's
+// commands and `inflight resume` return the same numbers for the same cases.
+#pragma once
+
+namespace inflight {
+
+inline constexpr int kExitSuccess = 0;
+inline constexpr int kExitFailure = 1;      // runtime failure; serve: a checkpoint did not land
+inline constexpr int kExitUsage = 2;        // bad flags, config or target
+inline constexpr int kExitUnreachable = 3;  // remote unreachable or credentials refused
+inline constexpr int kExitNotFound = 4;
+
+}  // namespace inflight
