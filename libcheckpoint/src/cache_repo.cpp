@@ -1,24 +1,75 @@
+// The cache repo: disposable, so anything that is not a repository where it
+// should be is replaced. It appears whole or not at all (made aside, then
+// renamed into place), so an agent killed while creating it leaves nothing
+// that wedges the next one.
+#include <git2.h>
+#include <unistd.h>
+
 #include <system_error>
 
 #include "cache_repo_impl.hpp"
 #include "git_error.hpp"
 #include "inflight/checkpoint/git_store.hpp"
+#include "inflight/checkpoint/run_dir.hpp"
 
 namespace inflight::checkpoint {
 
-RepositoryHandle open_or_init_bare(const std::filesystem::path& path) {
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void cache_failure(const fs::path& path, const std::string& what,
+                                const std::string& why) {
+  throw GitError(GitErrorKind::cache, "repository " + path.string() + ": " + what + ": " + why);
+}
+
+// A name of this process's own beside `path`.
+fs::path beside(const fs::path& path, const char* what) {
+  return path.parent_path() /
+         (path.filename().string() + "." + what + "-" + std::to_string(getpid()));
+}
+
+// Moves whatever is at `path` out of the way and deletes it; another agent
+// doing the same at once is not an error.
+void discard(const fs::path& path) {
+  const auto doomed = beside(path, "broken");
+  std::error_code ec;
+  fs::rename(path, doomed, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    cache_failure(path, "move aside", ec.message());
+  fs::remove_all(doomed, ec);
+}
+
+// Another agent may create it at the same time: the first rename wins and
+// the others use its repository.
+void create(const fs::path& path) {
+  const auto fresh = beside(path, "new");
+  std::error_code ec;
+  fs::remove_all(fresh, ec);
+  fs::create_directories(path.parent_path(), ec);
+  if (ec) cache_failure(path, "create parent", ec.message());
   git_repository* raw = nullptr;
-  int rc = git_repository_open_bare(&raw, path.c_str());
-  if (rc == GIT_ENOTFOUND) {
-    git_error_clear();
-    std::error_code ec;
-    std::filesystem::create_directories(path, ec);
-    if (ec) throw GitError(GitErrorKind::other, "create " + path.string() + ": " + ec.message());
-    rc = git_repository_init(&raw, path.c_str(), /*is_bare=*/1);
+  const int rc = git_repository_init(&raw, fresh.c_str(), /*is_bare=*/1);
+  git_repository_free(raw);
+  if (rc != 0) {
+    fs::remove_all(fresh, ec);
+    throw_git_error(rc, "create repository " + fresh.string());
   }
-  RepositoryHandle repo(raw);
-  git_check(rc, "open repository " + path.string());
-  return repo;
+  fs::rename(fresh, path, ec);
+  if (ec) fs::remove_all(fresh, ec);
+}
+
+}  // namespace
+
+RepositoryHandle open_or_init_bare(const fs::path& path) {
+  git_repository* raw = nullptr;
+  if (git_repository_open_bare(&raw, path.c_str()) == 0) return RepositoryHandle(raw);
+  git_error_clear();
+  std::error_code ec;
+  if (fs::symlink_status(path, ec).type() != fs::file_type::not_found) discard(path);
+  create(path);
+  git_check(git_repository_open_bare(&raw, path.c_str()), "open repository " + path.string());
+  return RepositoryHandle(raw);
 }
 
 namespace {
@@ -41,16 +92,33 @@ void skip_delta_search(git_repository* repo) {
 
 }  // namespace
 
-CacheRepo::CacheRepo(const std::filesystem::path& path)
-    : impl_(std::make_unique<Impl>(Impl{path, open_or_init_bare(path)})) {
+CacheRepo::CacheRepo(const fs::path& path) {
+  try {
+    impl_ = std::make_unique<Impl>(Impl{path, open_or_init_bare(path)});
+  } catch (const GitError& e) {
+    if (e.kind() == GitErrorKind::cache) throw;
+    throw GitError(GitErrorKind::cache, e.what());
+  }
   skip_delta_search(impl_->repo.get());
+}
+
+void CacheRepo::check_writable() {
+  const auto probe = beside(impl_->path, "probe");
+  try {
+    write_file_atomically(probe, "inflight: can this disk hold a checkpoint?\n",
+                          Durability::atomic);
+  } catch (const std::exception& e) {
+    cache_failure(impl_->path, "cannot write", e.what());
+  }
+  std::error_code ec;
+  fs::remove(probe, ec);
 }
 
 CacheRepo::~CacheRepo() = default;
 CacheRepo::CacheRepo(CacheRepo&&) noexcept = default;
 CacheRepo& CacheRepo::operator=(CacheRepo&&) noexcept = default;
 
-const std::filesystem::path& CacheRepo::path() const {
+const fs::path& CacheRepo::path() const {
   return impl_->path;
 }
 CacheRepo::Impl& CacheRepo::impl() {

@@ -12,7 +12,8 @@ struct CacheRepo::Impl {
   RepositoryHandle repo;
 };
 
-// Opens the bare repository at `path`, creating it and its parents if absent.
+// Opens the bare repository at `path`, creating it and its parents if absent
+// and replacing whatever is there when it is not a repository.
 RepositoryHandle open_or_init_bare(const std::filesystem::path& path);
 
 // The libgit2 repository behind a CacheRepo.

@@ -85,7 +85,7 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
     } catch (const GitError& e) {
       if (is_network_failure(e)) throw;
       const auto name = parse_branch_ref(branch.ref);
-      if (e.kind() == GitErrorKind::rejected && name) report.lost.push_back(name->run_id);
+      if (e.kind() == GitErrorKind::rejected && name) lose(*name, request, report);
       report.problems.push_back(printable(branch.ref) + ": " + e.what());
     } catch (const std::exception& e) {
       report.problems.push_back(printable(branch.ref) + ": " + e.what());
@@ -96,6 +96,22 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
     if (!branched.count(branch_ref({local.origin_pod, run_id})) && !taken.count(run_id))
       push_local_run(request.runs_dir / run_id, request, report);
   return report;
+}
+
+// Another instance took the run: this disk's copy, if any, is stale from now
+// on, so that no later start here resumes it once the owner deleted the branch.
+void CheckpointStore::lose(const BranchName& name, const RestoreRequest& request,
+                           RestoreReport& report) {
+  report.lost.push_back(name.run_id);
+  const auto it = request.local.find(name.run_id);
+  if (it == request.local.end() || it->second.origin_pod != name.pod) return;
+  try {
+    mark_handed_over(request.runs_dir / name.run_id,
+                     "another instance claimed the run before pod " + request.pod);
+  } catch (const std::exception& e) {
+    report.problems.push_back(request.runs_dir.string() + "/" + name.run_id +
+                              ": not marked as handed over: " + e.what());
+  }
 }
 
 // One branch, with everything it says checked before anything is claimed or
@@ -129,8 +145,8 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
     report.held.push_back({std::move(params), branch.ref, *verdict.refusal});
     return;
   }
-  const bool branch_wins =
-      local == LocalCopy::none || params.attempts.size() > request.local.at(name->run_id).attempts;
+  const bool branch_wins = local != LocalCopy::resumable ||
+                           params.attempts.size() > request.local.at(name->run_id).attempts;
   report.claimed.push_back(claim(branch, tip, std::move(params), verdict, branch_wins, request));
 }
 
@@ -153,7 +169,10 @@ CheckpointStore::LocalCopy CheckpointStore::local_copy(const BranchName& name,
   } catch (const std::exception& e) {
     throw std::runtime_error("run dir " + dir.string() + " is in the way: " + e.what());
   }
-  if (params && params->origin_pod == name.pod && params->final_status) return LocalCopy::finished;
+  if (params && params->origin_pod == name.pod) {
+    if (params->handed_over) return LocalCopy::stale;
+    if (params->final_status) return LocalCopy::finished;
+  }
   throw std::runtime_error("run dir " + dir.string() +
                            " exists and is not a resumable copy of this run; the branch is left "
                            "alone");

@@ -25,6 +25,10 @@ GitErrorKind classify_git_error(int code, int error_class, GitCallScope scope) {
   if (code == GIT_EAUTH) return GitErrorKind::auth;
   if (code == GIT_ENONFASTFORWARD) return GitErrorKind::rejected;
   if (code == GIT_ENOTFOUND) return GitErrorKind::not_found;
+  // Writing objects or refs into the cache: a full disk, a lock left by a
+  // killed agent.
+  if (scope == GitCallScope::local && (error_class == GIT_ERROR_OS || code == GIT_ELOCKED))
+    return GitErrorKind::cache;
   if (scope == GitCallScope::network &&
       (code == GIT_ECERTIFICATE || is_transport_class(error_class))) {
     return GitErrorKind::unreachable;

@@ -87,6 +87,7 @@ OrderedJson to_json(const RunParams& params) {
                    {"created_at", params.created_at},
                    {"attempts", attempts}};
   if (params.final_status) json["final_status"] = *params.final_status;
+  if (params.handed_over) json["handed_over"] = *params.handed_over;
   return json;
 }
 
@@ -108,6 +109,7 @@ RunParams run_params_from_json(const OrderedJson& json) {
       malformed("attempts", "has more than " + std::to_string(kMaxAttemptRecords) + " entries");
     for (const auto& a : json.at("attempts")) params.attempts.push_back(attempt_from_json(a));
     params.final_status = optional_field<std::string>(json, "final_status");
+    params.handed_over = optional_field<std::string>(json, "handed_over");
     check_names(params);
     return params;
   } catch (const nlohmann::json::exception& e) {
@@ -139,6 +141,13 @@ std::optional<RunParams> read_run_params(const std::filesystem::path& run_dir) {
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(path.string() + ": " + e.what());
   }
+}
+
+void mark_handed_over(const std::filesystem::path& run_dir, const std::string& why) {
+  auto params = read_run_params(run_dir);
+  if (!params || params->handed_over) return;
+  params->handed_over = why;
+  write_run_params(run_dir, *params);
 }
 
 }  // namespace inflight::checkpoint

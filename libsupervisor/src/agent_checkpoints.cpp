@@ -46,10 +46,23 @@ void AgentCheckpoints::store_call(const char* op, const CheckpointRequest& reque
                 result.branch = branch;
                 result.landed = r["ok"].get<bool>();
                 result.fenced = r.value("kind", "") == "rejected";
+                result.disk_failed = r.value("kind", "") == "cache";
                 if (r.contains("commit") && r["commit"].is_string()) result.commit = r["commit"];
                 result.error = r.value("error", "");
                 done(result);
               });
+}
+
+void AgentCheckpoints::check(SteadyClock::time_point deadline,
+                             std::function<void(CheckpointResult)> done) {
+  agent_.call({{"op", "check"}}, deadline, [done = std::move(done)](const OrderedJson& r) {
+    done({.landed = r["ok"].get<bool>(),
+          .fenced = false,
+          .disk_failed = r.value("kind", "") == "cache",
+          .branch = "",
+          .commit = std::nullopt,
+          .error = r.value("error", "")});
+  });
 }
 
 void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
@@ -78,6 +91,7 @@ void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
       log::error("restore from the results repo failed; resuming local runs only",
                  {{"error", error}});
       result.unreachable = error;
+      if (r.value("kind", "") == "cache") result.disk_failed = error;
       return done(std::move(result));
     }
     done(restore_result(r, local));

@@ -114,6 +114,9 @@ HttpResponse ApiRoutes::handle(const HttpRequest& request) {
   if (path == "/readyz") {
     if (supervisor_.phase() != Phase::ready)
       return unavailable(request.version(), supervisor_.phase());
+    if (const auto& problem = supervisor_.disk_health().problem())
+      return error_response(http::status::service_unavailable, request.version(),
+                            "cannot_checkpoint", "this disk cannot hold a checkpoint: " + *problem);
     return json_response(http::status::ok, request.version(), {{"ready", true}});
   }
   if (!authorized(request))

@@ -175,16 +175,11 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
   }
   // At shutdown every child ends at once, and a durable write each would
   // serialise fsyncs on the event loop. Both the old and the new run-params
-  // make the run resumable, so an atomic rename is enough there.
-  try {
-    checkpoint::write_run_params(run.dir, run.params,
-                                 phase_ == Phase::shutting_down ? checkpoint::Durability::atomic
-                                                                : checkpoint::Durability::synced);
-  } catch (const std::exception& e) {
-    // The outcome stays in memory (status, metrics); the file keeps the
-    // attempt without its end, which a restore reads as crashed: resumable.
-    log::error("run-params.json not updated", {{"run_id", run.id}, {"error", e.what()}});
-  }
+  // make the run resumable, so an atomic rename is enough there. On failure
+  // the file keeps the attempt without its end, which a restore reads as
+  // crashed: resumable.
+  write_params(run, phase_ == Phase::shutting_down ? checkpoint::Durability::atomic
+                                                   : checkpoint::Durability::synced);
   // After the write: the final commit must carry final_status. A run out of
   // attempts keeps its branch for inspection.
   if (outcome == Outcome::succeeded || outcome == Outcome::failed || outcome == Outcome::cancelled)

@@ -41,6 +41,8 @@ const char* kind_name(ck::GitErrorKind kind) {
       return "not_found";
     case ck::GitErrorKind::hostile_tree:
       return "hostile_tree";
+    case ck::GitErrorKind::cache:
+      return "cache";
     case ck::GitErrorKind::other:
       break;
   }
@@ -223,6 +225,10 @@ OrderedJson perform(const OrderedJson& request) {
   ck::GitLibrary library;
   ck::CheckpointStore store(store_config(request.at("store")));
   const auto op = request.at("op").get<std::string>();
+  if (op == "check") {
+    store.cache().check_writable();
+    return {{"ok", true}};
+  }
   if (op == "save") return save(store, request);
   if (op == "release") return release(store, request);
   if (op == "restore") return restore(store, request);

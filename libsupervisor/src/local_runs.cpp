@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 
 bool is_resumable(const checkpoint::RunParams& params) {
-  if (params.final_status) return false;
+  if (params.final_status || params.handed_over) return false;
   if (params.attempts.empty()) return true;
   const auto& last = params.attempts.back().outcome;
   if (!last) return true;

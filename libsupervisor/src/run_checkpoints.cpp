@@ -31,6 +31,7 @@ void RunSupervisor::checkpoint(Run& run, const std::string& reason,
     if (run.fenced) {
       done(CheckpointResult{.landed = false,
                             .fenced = true,
+                            .disk_failed = false,
                             .branch = run.checkpoint.branch,
                             .commit = std::nullopt,
                             .error = "another instance owns the run"});
@@ -61,6 +62,7 @@ void RunSupervisor::release_checkpoint(Run& run) {
                                     run.attempts(), "final", run.record_count()};
     checkpoints_.release(request, SteadyClock::now() + settings_.network_timeout,
                          [this, &run](CheckpointResult result) {
+                           disk_health_.report(result);
                            if (result.fenced) fence(run);
                            run.release_pending = !result.landed && !result.fenced;
                            if (result.landed)
@@ -75,6 +77,7 @@ void RunSupervisor::release_checkpoint(Run& run) {
 }
 
 void RunSupervisor::record_checkpoint(Run& run, const CheckpointResult& result) {
+  disk_health_.report(result);
   if (result.fenced) return fence(run);
   if (!result.landed) {
     log::warn("checkpoint not pushed", {{"run_id", run.id}, {"error", result.error}});
@@ -95,9 +98,14 @@ void RunSupervisor::fence(Run& run) {
   log::error("another instance owns this run (its checkpoint push was rejected); stopping it here",
              {{"run_id", run.id}, {"branch", run.checkpoint.branch}});
   std::erase(queue_, &run);
+  // This disk's copy is stale from now on: no later start here resumes it,
+  // even once the owner finished the run and deleted its branch. A running
+  // child's exit writes the mark with its attempt's end.
+  run.params.handed_over = "fenced at " + iso8601_utc(SystemClock::now()) +
+                           ": another instance's push replaced this pod's";
   if (!run.pgid) {
     if (!is_final(run.status)) run.status = RunStatus::interrupted;
-    return;
+    return write_params(run);
   }
   stop_child(run, StopCause::shutdown);
 }

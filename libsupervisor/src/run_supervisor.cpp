@@ -20,7 +20,8 @@ RunSupervisor::RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper,
       checkpoints_(checkpoints),
       settings_(std::move(settings)),
       templates_(templates),
-      periodic_timer_(io) {}
+      periodic_timer_(io),
+      disk_health_(io, checkpoints, settings_.disk_recheck, settings_.network_timeout) {}
 
 Run* RunSupervisor::find(const std::string& id) {
   for (auto& run : runs_)
@@ -77,6 +78,9 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
     child_name = request["child"].get<std::string>();
     request.erase("child");
   }
+  if (const auto& problem = disk_health_.problem())
+    return {503, nullptr, "cannot_checkpoint",
+            "this instance's disk cannot hold a checkpoint (" + *problem + "); retry later"};
   if (static_cast<int>(queue_.size()) >= settings_.max_queued)
     return {503, nullptr, "queue_full",
             std::to_string(queue_.size()) + " runs are queued already (--max-queued); retry later"};
@@ -129,7 +133,7 @@ void RunSupervisor::stop(Run& run) {
   if (run.status == RunStatus::queued) {
     std::erase(queue_, &run);
     finish(run, RunStatus::cancelled);
-    checkpoint::write_run_params(run.dir, run.params);
+    write_params(run);
     release_checkpoint(run);  // a restored run has a branch
     return;
   }
@@ -149,6 +153,16 @@ void RunSupervisor::stop_child(Run& run, StopCause cause) {
   });
 }
 
+// The run's state stays in memory (status, metrics) when its run dir cannot
+// be written: the failure is the run's alone, logged, never thrown.
+void RunSupervisor::write_params(Run& run, checkpoint::Durability durability) {
+  try {
+    checkpoint::write_run_params(run.dir, run.params, durability);
+  } catch (const std::exception& e) {
+    log::error("run-params.json not updated", {{"run_id", run.id}, {"error", e.what()}});
+  }
+}
+
 void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::string branch,
                           const std::string& claim) {
   std::string id = params.run_id;
@@ -166,7 +180,7 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
     log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
                {{"run_id", run.id}, {"attempts", run.attempts()}});
     finish(run, RunStatus::failed);
-    checkpoint::write_run_params(run.dir, run.params);
+    write_params(run);
     return;
   }
   run.resume_next = started_before;
@@ -226,6 +240,7 @@ int RunSupervisor::live_children() const {
 
 void RunSupervisor::begin_shutdown() {
   phase_ = Phase::shutting_down;
+  disk_health_.stop();
   for (Run* run : queue_) run->status = RunStatus::interrupted;
   queue_.clear();
   for (auto& run : runs_) {

@@ -53,6 +53,8 @@ void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, ShutdownPla
   checkpoints.restore(local, SteadyClock::now() + s.store.git_timeout, std::nullopt,
                       [&supervisor, &plan, &s, on_refused](RestoreResult result) {
                         if (result.refused) return on_refused(*result.refused);
+                        if (result.disk_failed)
+                          supervisor.disk_health().report_failure(*result.disk_failed);
                         for (auto& held : result.held)
                           supervisor.hold(std::move(held.params), held.branch, held.reason);
                         const auto restored =

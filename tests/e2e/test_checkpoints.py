@@ -244,3 +244,44 @@ def test_rejected_push_fences_the_old_owner(serve_factory, tmp_path, git_daemon)
     taker.wait_status(run_id, "succeeded", timeout=60)
     recorded = index_ids(pod_b / ".inflight" / "runs" / run_id)
     assert sorted(set(recorded)) == [f"t{n:03d}" for n in range(1, 81)]
+    wait_for(lambda: ref not in branches(git_daemon.bare), 30, "the finished run's branch to go")
+    assert "fenced" in run_params(pod_a / ".inflight" / "runs" / run_id)["handed_over"]
+    assert_never_resumed_here(serve_factory, pod_a, git_daemon, run_id)
+
+
+def assert_never_resumed_here(serve_factory, workdir, server, run_id):
+    """A restart on a disk whose copy was handed over neither runs nor pushes it."""
+    again = serve_factory("--pod-name", "pod-a", "--results-repo", server.url, workdir=workdir)
+    again.wait_ready()
+    again.wait_log(lambda e: e.get("msg") == "ready", 10)
+    assert again.get(f"/api/eval/status/{run_id}").status == 404
+    assert not any(e.get("msg") == "attempt started" for e in again.events())
+    again.signal(signal.SIGTERM)
+    assert again.wait_exit(timeout=30) == 0
+    assert branches(server.bare) == {}, "a handed-over copy was pushed again"
+
+
+def test_a_claim_lost_to_a_live_owner_marks_the_local_copy_stale(serve_factory, tmp_path,
+                                                                 git_daemon):
+    ids, runs = interrupted_runs(serve_factory, tmp_path / "pod-a", git_daemon, count=1, tests=40)
+    run_id = ids[0]
+    pod_b = tmp_path / "pod-b"
+    pod_b.mkdir()
+    taker = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
+    taker.wait_ready()
+    taker.wait_status(run_id, "running")
+    # pod-a comes back while pod-b's claim is fresh: its own claim is refused.
+    loser = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          workdir=tmp_path / "pod-a")
+    loser.wait_log(lambda e: e.get("msg") == "ready", 30)
+    assert any(e.get("run_id") == run_id and "claimed by another instance" in e.get("msg", "")
+               for e in loser.events()), "".join(loser.lines)
+    assert loser.get(f"/api/eval/status/{run_id}").status == 404
+    loser.signal(signal.SIGTERM)
+    assert loser.wait_exit(timeout=30) == 0
+    assert "claimed" in run_params(runs / run_id)["handed_over"]
+    taker.wait_status(run_id, "succeeded", timeout=60)
+    wait_for(lambda: not branches(git_daemon.bare), 30, "the finished run's branch to go")
+    assert_never_resumed_here(serve_factory, tmp_path / "pod-a", git_daemon, run_id)
+    assert sorted(index_ids(pod_b / ".inflight" / "runs" / run_id)) == \
+        [f"t{n:03d}" for n in range(1, 41)]

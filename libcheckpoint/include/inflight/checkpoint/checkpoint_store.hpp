@@ -105,11 +105,15 @@ class CheckpointStore {
   CacheRepo& cache() { return cache_; }
 
  private:
-  enum class LocalCopy { none, resumable, finished };
+  // What the run dir of a branch's run holds: nothing, a copy to weigh
+  // against the branch's, a finished run, or a copy handed over to another
+  // instance (the branch's copy replaces it).
+  enum class LocalCopy { none, resumable, finished, stale };
 
   void restore_branch(const RemoteBranch& branch, const RestoreRequest& request,
                       std::set<std::string>& taken, RestoreReport& report);
   LocalCopy local_copy(const BranchName& name, const RestoreRequest& request);
+  void lose(const BranchName& name, const RestoreRequest& request, RestoreReport& report);
   void push_local_run(const std::filesystem::path& dir, const RestoreRequest& request,
                       RestoreReport& report);
   void refuse_live_claim(const std::string& tip, const std::string& pod);

@@ -22,6 +22,7 @@ enum class GitErrorKind {
   rejected,      // the server refused a ref update (not fast-forward, hook): fencing
   not_found,     // no such branch or object: exit 4
   hostile_tree,  // a tree that would write outside its run dir, or is too big
+  cache,         // the cache repo on local disk cannot be opened or written
 };
 
 class GitError : public std::runtime_error {
@@ -76,7 +77,9 @@ class GitLibrary {
 };
 
 // A bare repository on local disk that holds snapshot objects and the
-// fetched tips of branches; created (with its parent dirs) on first use.
+// fetched tips of branches; created (with its parent dirs) on first use, and
+// created afresh when what is there is not a repository. Failures to open or
+// write it are GitError(cache): this disk cannot checkpoint.
 // One CacheRepo, and everything built on it, belongs to one thread at a time
 // (libgit2 repository handles are not thread-safe); threads that work in
 // parallel each open their own CacheRepo on the same path.
@@ -88,6 +91,8 @@ class CacheRepo {
   CacheRepo& operator=(CacheRepo&&) noexcept;
 
   const std::filesystem::path& path() const;
+  // Throws GitError(cache) when a small file cannot be written beside it.
+  void check_writable();
   struct Impl;
   Impl& impl();
 

@@ -40,6 +40,10 @@ struct RunParams {
   // Set once the run is over for good (succeeded, failed, cancelled), so that
   // no later start resumes it.
   std::optional<std::string> final_status;
+  // Set on this disk's copy when another instance took the run (its claim
+  // won, or it fenced this one): why and when. The copy is stale: never
+  // resumed from here, and replaced by the branch's copy when one exists.
+  std::optional<std::string> handed_over;
 };
 
 inline constexpr const char* kRunParamsFile = "run-params.json";
@@ -62,5 +66,8 @@ void write_run_params(const std::filesystem::path& run_dir, const RunParams& par
                       Durability durability = Durability::synced);
 // nullopt when the run dir has no run-params.json; throws when it is malformed.
 std::optional<RunParams> read_run_params(const std::filesystem::path& run_dir);
+// Marks the run dir's copy as handed over to another instance (see
+// RunParams::handed_over); a dir with no run-params.json is left alone.
+void mark_handed_over(const std::filesystem::path& run_dir, const std::string& why);
 
 }  // namespace inflight::checkpoint

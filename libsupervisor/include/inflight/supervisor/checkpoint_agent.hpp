@@ -19,6 +19,7 @@ class AgentCheckpoints final : public CheckpointPort {
             std::function<void(CheckpointResult)> done) override;
   void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
                std::function<void(CheckpointResult)> done) override;
+  void check(SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done) override;
   void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
                const std::optional<std::string>& only,
                std::function<void(RestoreResult)> done) override;

@@ -27,7 +27,8 @@ struct CheckpointRequest {
 
 struct CheckpointResult {
   bool landed = false;
-  bool fenced = false;  // another instance owns the run: stop touching it
+  bool fenced = false;       // another instance owns the run: stop touching it
+  bool disk_failed = false;  // this disk's cache repo cannot be opened or written
   std::string branch;
   std::optional<std::string> commit;  // none when nothing changed
   std::string error;
@@ -48,6 +49,7 @@ struct RestoreResult {
   std::vector<checkpoint::HeldRun> held;  // this instance cannot run them
   std::optional<std::string> refused;
   std::optional<std::string> unreachable;  // the store could not be asked: local runs only
+  std::optional<std::string> disk_failed;  // … because this disk cannot hold a checkpoint
   std::vector<std::string> ambiguous;      // with `only`: the branches it names, when several
 };
 
@@ -66,6 +68,10 @@ class CheckpointPort {
   // Claims and materialises the runs the store holds that this instance's
   // templates accept (`only`: that one run id or branch); `local` are the
   // resumable runs found on local disk, for the local-versus-branch rule.
+  // Whether this disk can hold a checkpoint now: `landed` when it can,
+  // `disk_failed` when it cannot.
+  virtual void check(SteadyClock::time_point deadline,
+                     std::function<void(CheckpointResult)> done) = 0;
   virtual void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
                        const std::optional<std::string>& only,
                        std::function<void(RestoreResult)> done) = 0;

@@ -17,6 +17,7 @@
 #include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/child_reaper.hpp"
 #include "inflight/supervisor/child_templates.hpp"
+#include "inflight/supervisor/disk_health.hpp"
 #include "inflight/supervisor/duration.hpp"
 #include "inflight/supervisor/run.hpp"
 
@@ -30,7 +31,8 @@ struct SupervisorSettings {
   int max_queued = 1000;
   Duration stop_grace{2000};  // between SIGTERM and SIGKILL when a run is stopped
   Duration network_timeout{60000};
-  bool echo_output = false;  // also copy children's output to stdout
+  Duration disk_recheck{5000};  // between checks of a disk that could not checkpoint
+  bool echo_output = false;     // also copy children's output to stdout
 };
 
 enum class Phase { restoring, ready, shutting_down };
@@ -62,6 +64,7 @@ class RunSupervisor {
   void finish_restore();
 
   Phase phase() const { return phase_; }
+  DiskHealth& disk_health() { return disk_health_; }
   // Shutdown: refuses new runs, keeps queued ones unstarted, SIGTERMs every group.
   void begin_shutdown();
   void kill_remaining();
@@ -95,6 +98,7 @@ class RunSupervisor {
   void on_exit(Run& run, int wait_status);
   void settle(Run& run, Outcome outcome);
   void finish(Run& run, RunStatus status);
+  void write_params(Run& run, checkpoint::Durability durability = checkpoint::Durability::synced);
   std::vector<std::string> child_environment(const ChildTemplate& child) const;
   void enqueue_store_op(Run& run, std::function<void()> op);
   void start_store_op(Run& run);
@@ -114,6 +118,7 @@ class RunSupervisor {
   std::map<Outcome, std::uint64_t> outcomes_;
   std::function<void()> exit_listener_;
   boost::asio::steady_timer periodic_timer_;
+  DiskHealth disk_health_;
 };
 
 }  // namespace inflight

@@ -1,0 +1,842 @@
+#!/usr/bin/python3
+"""Seeded, bounded chaos test of `inflight serve` (issue 9, point 7).
+
+Why this file exists: the product promises that a partial eval is never lost
+and never paid for twice. The other e2e tests pin each known race down
+deterministically; this one looks for the races nobody has written a test for
+yet, by injecting one fault at a random moment and checking the same
+invariants after every trial.
+
+One trial (every choice drawn from the trial's seed):
+
+1. pod-a starts on an empty results repo (a `git daemon` behind a TCP proxy
+   that can go down or hang), gets 2 to 4 demo runs, and after a random delay
+   one fault: SIGTERM, SIGINT, a double SIGTERM, SIGKILL of the whole pod while
+   periodic checkpoints run, SIGKILL of one child (then SIGTERM), SIGTERM to
+   the next instance while it restores, the remote down at shutdown, or the
+   remote accepting connections and never answering at shutdown.
+2. The next instance restarts on the kept disk or on a wiped one, alone or as
+   two pods restoring together from the same results repo, and finishes every
+   run that survived.
+3. Every disk left is started once more: nothing may run again.
+
+Invariants: every test of every run recorded exactly once in the copy that
+finished; no torn line in any progress file; final_status and the attempt
+history agree with the log; no run finished twice; no process of an instance
+(children, agents) outlives it; no `inflight/*` branch left at the end; every
+exit code as SPEC §8 says (0 only when every checkpoint landed, which is
+checked against the branches); every shutdown within grace period + 2 s. A run
+is allowed to vanish only when it could not have been saved: its pod was
+SIGKILLed, or its checkpoint was reported as not pushed, and its disk wiped.
+
+A failed invariant is a bug to report, never a trial to skip. Timing is not
+reproducible, the choices are: a failing trial prints its seed and the command
+that reruns it alone.
+
+Running it:
+    /usr/bin/python3 -m pytest tests/e2e/test_chaos.py        # CI: 8 trials, fixed seed
+    INFLIGHT_CHAOS_TRIALS=40 INFLIGHT_CHAOS_SEED=7 /usr/bin/python3 -m pytest tests/e2e/test_chaos.py
+    /usr/bin/python3 tests/e2e/test_chaos.py --trials 200 --seed 12345
+    /usr/bin/python3 tests/e2e/test_chaos.py --seed 12345 --only-trial 17
+    /usr/bin/python3 tests/e2e/test_chaos.py --trial-seed 3141592 --fault remote_down
+Binaries come from INFLIGHT_BIN_DIR (default build/bin), as for every e2e test.
+"""
+
+import argparse
+import json
+import os
+import random
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import Serve, process_exists, wait_for  # noqa: E402
+from git_servers import branches, start_git_daemon  # noqa: E402
+
+DEFAULT_SEED = 20261121
+CI_TRIALS = 8
+GRACE_S = 5
+FLUSH_S = 1
+GIT_TIMEOUT_S = 5
+SHUTDOWN_SLACK_S = 2
+MAX_ATTEMPTS = 20
+RECOVERY_DEADLINE_S = 90
+TAG_VAR = "CHAOS_POD_TAG"  # not INFLIGHT_*: serve passes it on to children and agents
+FINAL_OUTCOMES = {"succeeded", "failed", "cancelled"}
+
+
+# --------------------------------------------------------------------------
+# the plan of a trial
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    run_id: str
+    tests: int
+    test_ms: int
+
+    def test_ids(self):
+        return [f"t{n:03d}" for n in range(1, self.tests + 1)]
+
+
+@dataclass
+class TrialPlan:
+    index: int
+    seed: int
+    master_seed: object  # None when the trial was given by --trial-seed
+    fault: str
+    disk: str  # "kept" or "wiped": what the next instance starts on
+    restart: str  # "single" or "pair" (two pods restoring together)
+    runs: list
+    max_concurrent: int
+    interval_ms: int
+    fault_delay: float
+    rng: random.Random = field(repr=False)
+
+    def describe(self):
+        return (f"trial {self.index}: fault={self.fault} disk={self.disk} restart={self.restart} "
+                f"runs={[(r.tests, r.test_ms) for r in self.runs]} max_concurrent={self.max_concurrent} "
+                f"interval={self.interval_ms}ms delay={self.fault_delay:.2f}s trial_seed={self.seed}")
+
+    def rerun(self):
+        script = "/usr/bin/python3 tests/e2e/test_chaos.py"
+        alone = f"{script} --trial-seed {self.seed} --fault {self.fault}"
+        if self.master_seed is None:
+            return alone
+        return f"{script} --seed {self.master_seed} --only-trial {self.index}   (or: {alone})"
+
+
+def fault_for(master_seed, index):
+    """Faults in a seeded order that covers each once per len(FAULTS) trials."""
+    names = sorted(FAULTS)
+    rounds = random.Random(f"{master_seed}:round{index // len(names)}")
+    return rounds.sample(names, len(names))[index % len(names)]
+
+
+def plan_trial(master_seed, index, fault=None, seed=None):
+    if seed is None:
+        seed = random.Random(f"{master_seed}:{index}").getrandbits(32)
+    rng = random.Random(seed)
+    runs = [RunSpec(f"c{index}-{n}", rng.randint(8, 25), rng.randint(60, 150))
+            for n in range(rng.randint(2, 4))]
+    return TrialPlan(index=index, seed=seed, master_seed=master_seed,
+                     fault=fault or fault_for(master_seed, index),
+                     disk=rng.choice(["kept", "wiped"]), restart=rng.choice(["single", "pair"]),
+                     runs=runs, max_concurrent=rng.randint(2, 4), interval_ms=rng.randint(250, 1000),
+                     fault_delay=rng.uniform(0.2, 3.5), rng=rng)
+
+
+# --------------------------------------------------------------------------
+# a results repo that can go down or hang
+
+
+class FlakyRemote:
+    """A TCP proxy in front of the git daemon. `up` forwards; `down` resets
+    every connection, open or new; `hung` accepts and never answers, and
+    freezes the connections already open."""
+
+    def __init__(self, target_port):
+        self.target_port = target_port
+        self.mode = "up"
+        self.lock = threading.Lock()
+        self.sockets = set()
+        self.stopping = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.1)
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def url(self, repo_name):
+        return f"git://127.0.0.1:{self.port}/{repo_name}"
+
+    def set_mode(self, mode):
+        with self.lock:
+            if mode != self.mode and mode != "hung":
+                self._reset_all()  # a remote coming back or going down drops what was open
+            self.mode = mode
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(timeout=5)
+        self.listener.close()
+        with self.lock:
+            self._reset_all()
+
+    def _reset_all(self):
+        for sock in list(self.sockets):
+            reset(sock)
+        self.sockets.clear()
+
+    def _accept(self):
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except (socket.timeout, OSError):
+                continue
+            with self.lock:
+                mode = self.mode
+                if mode == "down":
+                    reset(conn)
+                    continue
+                self.sockets.add(conn)
+            if mode == "up":
+                self._forward(conn)
+
+    def _forward(self, conn):
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+        except OSError:
+            return reset(conn)
+        with self.lock:
+            self.sockets.add(upstream)
+        for src, dst in ((conn, upstream), (upstream, conn)):
+            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src, dst):
+        try:
+            while not self.stopping.is_set():
+                if self.mode == "hung":
+                    time.sleep(0.05)
+                    continue
+                if not select.select([src], [], [], 0.1)[0]:
+                    continue
+                data = src.recv(65536)
+                if not data:
+                    return dst.shutdown(socket.SHUT_WR)
+                dst.sendall(data)
+        except (OSError, ValueError):  # reset or closed by set_mode/stop
+            return
+
+
+def reset(sock):
+    """Closes with an RST, as a host that went away."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    sock.close()
+
+
+# --------------------------------------------------------------------------
+# processes of one instance
+
+
+def tagged_processes(tag):
+    """Live processes whose environment carries this instance's tag: serve,
+    its children and their descendants, its checkpoint agents."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if needle in environ.read_bytes().split(b"\0"):
+                pid = int(environ.parent.name)
+                cmd = (environ.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if process_exists(pid):
+                    found.append((pid, cmd.strip()))
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return found
+
+
+def kill_tagged(tag, timeout=5):
+    """SIGKILLs every process of an instance until none is left."""
+    deadline = time.monotonic() + timeout
+    while (procs := tagged_processes(tag)) and time.monotonic() < deadline:
+        for pid, _ in procs:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+    return tagged_processes(tag)
+
+
+# --------------------------------------------------------------------------
+# one instance of serve
+
+
+@dataclass
+class Disk:
+    pod: str
+    path: Path
+
+    @property
+    def runs(self):
+        return self.path / ".inflight" / "runs"
+
+
+class Instance:
+    """One `inflight serve` of a trial: its pod and disk, a tag on all its
+    processes (so that none can escape the checks), and how it ended."""
+
+    def __init__(self, name, disk):
+        self.name = name
+        self.disk = disk
+        self.tag = uuid.uuid4().hex
+        self.serve = None
+        self.exit_code = None
+        self.killed = False
+
+    def launch(self, args):
+        self.serve = Serve(self.disk.path, args, env={TAG_VAR: self.tag})
+
+    def events(self, msg=None, **fields):
+        if self.serve is None:
+            return []
+        return [e for e in self.serve.events() if (msg is None or e.get("msg") == msg)
+                and all(e.get(k) == v for k, v in fields.items())]
+
+    def log_text(self):
+        return "".join(self.serve.lines) if self.serve else "(serve did not start)\n"
+
+    def succeeded_runs(self):
+        return {e["run_id"] for e in self.events("attempt ended", outcome="succeeded")}
+
+
+# --------------------------------------------------------------------------
+# reading run dirs and branches
+
+
+def read_json(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def local_params(disk, run_id):
+    return read_json(disk.runs / run_id / "run-params.json")
+
+
+def is_final(params):
+    return params is not None and "final_status" in params
+
+
+def resumable_copy(params):
+    return params is not None and not is_final(params) and "handed_over" not in params
+
+
+def branch_of(bare, run_id):
+    refs = [ref for ref in branches(bare) if ref.rsplit("/", 1)[-1] == run_id]
+    assert len(refs) <= 1, f"run {run_id} has several branches: {refs}"
+    return refs[0] if refs else None
+
+
+def branch_file(bare, ref, name):
+    proc = subprocess.run(["git", "-C", str(bare), "show", f"{ref}:{name}"], capture_output=True)
+    return proc.stdout.decode() if proc.returncode == 0 else None
+
+
+def tip_params(bare, run_id):
+    ref = branch_of(bare, run_id)
+    return json.loads(branch_file(bare, ref, "run-params.json") or "null") if ref else None
+
+
+def check_complete_lines(path):
+    """No torn line: the file ends with a newline and every line is JSON."""
+    text = Path(path).read_text()
+    assert text == "" or text.endswith("\n"), f"{path}: torn last line {text.splitlines()[-1]!r}"
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            json.loads(line)
+        except json.JSONDecodeError:
+            raise AssertionError(f"{path}:{number}: not a complete JSON line: {line!r}") from None
+
+
+def check_exactly_once(run, run_dir):
+    check_complete_lines(run_dir / "index.jsonl")
+    ids = [json.loads(line)["test_id"] for line in (run_dir / "index.jsonl").read_text().splitlines()]
+    twice = sorted(t for t, n in Counter(ids).items() if n > 1)
+    missing = sorted(set(run.test_ids()) - set(ids))
+    extra = sorted(set(ids) - set(run.test_ids()))
+    assert not (twice or missing or extra), \
+        f"run {run.run_id} in {run_dir}: tests twice {twice}, missing {missing}, unknown {extra}"
+
+
+def check_history(run_id, params):
+    """The attempt history of a finished copy: 1..n, only the last succeeded."""
+    attempts = params["attempts"]
+    assert [a["attempt"] for a in attempts] == list(range(1, len(attempts) + 1)), \
+        f"run {run_id}: attempts not numbered 1..n: {attempts}"
+    outcomes = [a.get("outcome") for a in attempts]
+    assert params.get("final_status") == "succeeded" and outcomes[-1] == "succeeded", \
+        f"run {run_id}: final_status {params.get('final_status')}, outcomes {outcomes}"
+    assert all(o in ("interrupted", "crashed") for o in outcomes[:-1]), \
+        f"run {run_id}: an earlier attempt is not resumable: {outcomes}"
+
+
+# --------------------------------------------------------------------------
+# the trial
+
+
+class Trial:
+    def __init__(self, plan, root, remote, bare):
+        self.plan = plan
+        self.rng = plan.rng
+        self.root = root
+        self.remote = remote
+        self.bare = bare
+        self.instances = []
+        self.pods = iter(f"pod-{c}" for c in "abcdefghijklmnop")
+        self.runs = {r.run_id: r for r in plan.runs}
+        self.completions = Counter()  # run id -> attempts that succeeded, over every instance
+        self.reruns_allowed = set()  # finished runs whose final state could not be saved
+        self.lost = set()  # runs that could not have been saved anywhere
+        self.pending = set()  # runs the next instance must finish
+
+    # instances
+
+    def new_disk(self):
+        pod = next(self.pods)
+        path = self.root / f"disk-{pod}"
+        path.mkdir()
+        return Disk(pod, path)
+
+    def start(self, disk, role):
+        args = ["--pod-name", disk.pod, "--results-repo", self.remote.url(self.bare.name),
+                "--checkpoint-interval", f"{self.plan.interval_ms}ms",
+                "--grace-period", f"{GRACE_S}s", "--flush-window", f"{FLUSH_S}s",
+                "--git-timeout", f"{GIT_TIMEOUT_S}s", "--max-attempts", str(MAX_ATTEMPTS),
+                "--max-concurrent", str(self.plan.max_concurrent)]
+        instance = Instance(f"{len(self.instances) + 1}-{role}-{disk.pod}", disk)
+        self.instances.append(instance)  # before launching: kill_everything must see its tag
+        instance.launch(args)
+        return instance
+
+    def submit_all(self, instance):
+        instance.serve.wait_ready(timeout=30)
+        for run in self.plan.runs:
+            instance.serve.submit(id=run.run_id, tests=run.tests, test_ms=run.test_ms)
+
+    def shutdown(self, instances, signals=(signal.SIGTERM,), gap=0.0, remote_ok=True):
+        """Signals every instance at once; each must exit within grace + 2 s
+        with the exit code SPEC §8 gives."""
+        started = time.monotonic()
+        for sig in signals:
+            for instance in instances:
+                instance.serve.signal(sig)
+            time.sleep(gap)
+        limit = GRACE_S + SHUTDOWN_SLACK_S
+        for instance in instances:
+            try:
+                instance.exit_code = instance.serve.proc.wait(
+                    timeout=max(0.1, started + limit + 10 - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"{instance.name}: still running {limit + 10}s after the signal")
+            took = time.monotonic() - started
+            instance.serve.reader.join(timeout=5)
+            assert took <= limit, f"{instance.name}: shutdown took {took:.2f}s, over grace + 2s"
+            self.settle(instance, remote_ok)
+
+    def kill_pod(self, instance):
+        """SIGKILL of the whole pod: serve first, then everything it started."""
+        instance.serve.proc.kill()
+        instance.killed = True
+        left = kill_tagged(instance.tag)
+        assert not left, f"{instance.name}: processes survive SIGKILL: {left}"
+        instance.exit_code = instance.serve.wait_exit(timeout=10)
+        self.check_run_dirs(instance, log_complete=False)
+        self.count_completions(instance)
+
+    # checks after an instance is gone
+
+    def settle(self, instance, remote_ok):
+        self.check_no_process_left(instance)
+        self.check_exit_code(instance, remote_ok)
+        self.check_run_dirs(instance)
+        self.count_completions(instance)
+
+    def check_no_process_left(self, instance):
+        try:
+            wait_for(lambda: not tagged_processes(instance.tag), 2, "no process left")
+        except AssertionError:
+            raise AssertionError(f"{instance.name} exited and left {tagged_processes(instance.tag)}")
+
+    def check_exit_code(self, instance, remote_ok):
+        code = instance.exit_code
+        work = self.unsaved_work(instance.disk)
+        if remote_ok:
+            assert code == 0, f"{instance.name}: exit {code} with the remote up"
+        else:
+            assert code == (1 if work else 0), \
+                f"{instance.name}: exit {code} with the remote down/hung; work not on the remote: {work}"
+        if code == 0:
+            assert not work, f"{instance.name}: exit 0 but not everything landed: {work}"
+
+    def unsaved_work(self, disk):
+        """What a shutdown should have pushed and did not: a resumable run
+        whose branch tip differs from the disk, or a finished run whose
+        branch is still there."""
+        work = []
+        for run_id in self.local_run_ids(disk):
+            params = local_params(disk, run_id)
+            ref = branch_of(self.bare, run_id)
+            if is_final(params):
+                if ref:
+                    work.append(f"{run_id}: finished, branch {ref} left")
+            elif resumable_copy(params):
+                if not ref:
+                    work.append(f"{run_id}: resumable, no branch")
+                    continue
+                tip = json.loads(branch_file(self.bare, ref, "run-params.json") or "null")
+                local_index = read_text(disk.runs / run_id / "index.jsonl")
+                if (tip or {}).get("attempts") != params["attempts"] or \
+                        branch_file(self.bare, ref, "index.jsonl") != local_index:
+                    work.append(f"{run_id}: branch tip differs from the run dir")
+        return work
+
+    def check_run_dirs(self, instance, log_complete=True):
+        """No torn line anywhere; the log and run-params.json agree (unless
+        the pod was killed between the two writes); every run this instance
+        finished is complete, each test once."""
+        for run_id in self.local_run_ids(instance.disk):
+            run_dir = instance.disk.runs / run_id
+            if (run_dir / "index.jsonl").exists():
+                check_complete_lines(run_dir / "index.jsonl")
+            params = local_params(instance.disk, run_id)
+            if params.get("final_status") not in (None, "succeeded"):
+                raise AssertionError(f"{instance.name}: run {run_id} final_status {params['final_status']}")
+            if log_complete:
+                self.check_log_matches(instance, run_id, params)
+        for run_id in instance.succeeded_runs():
+            params = local_params(instance.disk, run_id)
+            assert params, f"{instance.name}: run {run_id} succeeded but has no run dir"
+            check_history(run_id, params)
+            check_exactly_once(self.runs[run_id], instance.disk.runs / run_id)
+
+    def check_log_matches(self, instance, run_id, params):
+        if "handed_over" in params:
+            return
+        history = {a["attempt"]: a for a in params["attempts"]}
+        for event in instance.events("attempt ended", run_id=run_id):
+            recorded = history.get(event["attempt"], {})
+            assert recorded.get("outcome") == event["outcome"], \
+                (f"{instance.name}: run {run_id} attempt {event['attempt']} ended {event['outcome']} "
+                 f"in the log, {recorded.get('outcome')} in run-params.json")
+        for event in instance.events("attempt started", run_id=run_id):
+            recorded = history.get(event["attempt"], {})
+            assert recorded.get("pod") == instance.disk.pod, \
+                f"{instance.name}: run {run_id} attempt {event['attempt']} missing from run-params.json"
+        for event in instance.events("run reached --max-attempts; marked failed, checkpoint kept for inspection"):
+            raise AssertionError(f"{instance.name}: {event}")
+
+    def count_completions(self, instance):
+        for run_id in instance.succeeded_runs():
+            self.completions[run_id] += 1
+            allowed = 2 if run_id in self.reruns_allowed else 1
+            assert self.completions[run_id] <= allowed, \
+                f"run {run_id} finished {self.completions[run_id]} times (paid twice)"
+
+    def local_run_ids(self, disk):
+        return sorted(r for r in self.runs if (disk.runs / r / "run-params.json").exists())
+
+    # handing over to the next instance
+
+    def next_disks(self, last, count=1):
+        """The disks of the next instance(s): the last one kept or wiped per
+        the plan, plus fresh ones for a pair. Records what must still finish."""
+        kept = self.plan.disk == "kept"
+        self.pending = set()
+        for run_id in self.runs:
+            self.classify(run_id, last, kept)
+        first = last.disk if kept else self.wipe(last.disk)
+        return [first] + [self.new_disk() for _ in range(count - 1)]
+
+    def classify(self, run_id, last, kept):
+        local = local_params(last.disk, run_id) if kept else None
+        tip = tip_params(self.bare, run_id)
+        if is_final(local) or (not resumable_copy(local) and is_final(tip)):
+            return  # finished: the next instance deletes any branch, never reruns it
+        if resumable_copy(local) or (tip is not None and not is_final(tip)):
+            self.pending.add(run_id)
+            if self.completions[run_id]:
+                assert last.exit_code != 0, f"run {run_id} finished, its final state unsaved, exit 0"
+                self.reruns_allowed.add(run_id)
+            return
+        if not self.completions[run_id]:
+            assert last.exit_code != 0, f"run {run_id} lost although {last.name} exited 0"
+            self.lost.add(run_id)
+
+    def wipe(self, disk):
+        shutil.rmtree(disk.path)
+        return self.new_disk()
+
+    # recovery and the last look
+
+    def recover(self, last):
+        """The next instance(s) restore and finish every run that survived."""
+        count = 2 if self.plan.restart == "pair" else 1
+        disks = self.next_disks(last, count)
+        pods = [self.start(disk, "recover") for disk in disks]
+        self.wait_finished(pods)
+        self.shutdown(pods)
+        unfinished = sorted(r for r in self.pending if not any(r in p.succeeded_runs() for p in pods))
+        assert not unfinished, f"runs not finished after recovery: {unfinished}"
+        left = branches(self.bare)
+        assert not left, f"branches left after recovery: {sorted(left)}"
+        return disks
+
+    def wait_finished(self, pods):
+        def done():
+            for pod in pods:
+                if pod.serve.proc.poll() is not None:
+                    raise AssertionError(f"{pod.name} exited {pod.serve.proc.returncode} during recovery")
+            finished = set().union(*(p.succeeded_runs() for p in pods))
+            return self.pending <= finished
+        for pod in pods:
+            pod.serve.wait_ready(timeout=60)
+        try:
+            wait_for(done, RECOVERY_DEADLINE_S, "every surviving run to finish")
+        except AssertionError as e:
+            finished = set().union(*(p.succeeded_runs() for p in pods))
+            raise AssertionError(f"{e}; unfinished: {sorted(self.pending - finished)}") from None
+
+    def check_nothing_runs_again(self, disks):
+        """Each disk left, started once more, restores and starts nothing."""
+        for disk in disks:
+            instance = self.start(disk, "verify")
+            instance.serve.wait_ready(timeout=60)
+            started = instance.events("attempt started") + instance.events("run restored")
+            assert not started, f"{instance.name}: a finished run comes back: {started}"
+            self.shutdown([instance])
+        assert not branches(self.bare), f"branches left at the end: {sorted(branches(self.bare))}"
+        self.check_all_accounted()
+
+    def check_all_accounted(self):
+        for run_id in self.runs:
+            if run_id in self.lost:
+                continue
+            assert self.completions[run_id] >= 1, f"run {run_id} never finished"
+
+    def kill_everything(self):
+        for instance in self.instances:
+            if instance.serve is not None and instance.serve.proc.poll() is None:
+                instance.serve.proc.kill()
+            kill_tagged(instance.tag)
+            if instance.serve is not None:
+                try:
+                    instance.serve.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+
+    def write_logs(self):
+        logs = self.root / "logs"
+        logs.mkdir(exist_ok=True)
+        for instance in self.instances:
+            (logs / f"{instance.name}.log").write_text(instance.log_text())
+        return logs
+
+
+def read_text(path):
+    try:
+        return Path(path).read_text()
+    except FileNotFoundError:
+        return None
+
+
+# --------------------------------------------------------------------------
+# faults: each injects one fault into the first instance (after the trial's
+# random delay) and returns the last instance before recovery.
+
+
+def fault_sigterm(trial, pod, sig=signal.SIGTERM):
+    time.sleep(trial.plan.fault_delay)
+    trial.shutdown([pod], [sig])
+    return pod
+
+
+def fault_sigint(trial, pod):
+    return fault_sigterm(trial, pod, signal.SIGINT)
+
+
+def fault_double_sigterm(trial, pod):
+    time.sleep(trial.plan.fault_delay)
+    trial.shutdown([pod], [signal.SIGTERM, signal.SIGTERM], gap=trial.rng.uniform(0, 0.6))
+    return pod
+
+
+def fault_sigkill_serve(trial, pod):
+    """SIGKILL of the whole pod while periodic checkpoints run."""
+    time.sleep(trial.plan.fault_delay)
+    trial.kill_pod(pod)
+    return pod
+
+
+def fault_sigkill_child(trial, pod):
+    """One child dies of a signal serve did not send; later serve gets SIGTERM."""
+    time.sleep(trial.plan.fault_delay)
+    victim = live_child(pod, trial.rng)
+    if victim:
+        os.kill(victim["pid"], signal.SIGKILL)
+    time.sleep(trial.rng.uniform(0.1, 1.5))
+    trial.shutdown([pod])
+    if victim:
+        ended = pod.events("attempt ended", run_id=victim["run_id"], attempt=victim["attempt"])
+        assert ended and ended[0]["outcome"] in ("crashed", "succeeded"), \
+            f"child {victim} was SIGKILLed; its attempt ended {ended}"
+    return pod
+
+
+def live_child(pod, rng):
+    ended = {(e["run_id"], e["attempt"]) for e in pod.events("attempt ended")}
+    live = [e for e in pod.events("attempt started")
+            if (e["run_id"], e["attempt"]) not in ended and process_exists(e["pid"])]
+    return rng.choice(live) if live else None
+
+
+def fault_sigterm_during_restore(trial, pod):
+    """A plain SIGTERM, then the next instance is signalled while it restores."""
+    fault_sigterm(trial, pod)
+    restorer = trial.start(trial.next_disks(pod)[0], "restore")
+    time.sleep(trial.rng.uniform(0, 0.4))
+    trial.shutdown([restorer])
+    return restorer
+
+
+def fault_remote_down(trial, pod):
+    time.sleep(trial.plan.fault_delay)
+    trial.remote.set_mode("down")
+    try:
+        trial.shutdown([pod], remote_ok=False)
+    finally:
+        trial.remote.set_mode("up")
+    return pod
+
+
+def fault_remote_hung(trial, pod):
+    """The remote accepts connections and never answers: serve must still
+    exit within the grace period."""
+    time.sleep(trial.plan.fault_delay)
+    trial.remote.set_mode("hung")
+    try:
+        trial.shutdown([pod], remote_ok=False)
+    finally:
+        trial.remote.set_mode("up")
+    return pod
+
+
+FAULTS = {
+    "sigterm": fault_sigterm,
+    "sigint": fault_sigint,
+    "double_sigterm": fault_double_sigterm,
+    "sigkill_serve": fault_sigkill_serve,
+    "sigkill_child": fault_sigkill_child,
+    "sigterm_during_restore": fault_sigterm_during_restore,
+    "remote_down": fault_remote_down,
+    "remote_hung": fault_remote_hung,
+}
+
+
+# --------------------------------------------------------------------------
+# running trials
+
+
+def run_trial(plan, root):
+    """Runs one trial in `root`; raises AssertionError naming the seed and the
+    broken invariant, with the serve logs kept under root/logs."""
+    root = Path(root)
+    trial = None
+    try:
+        with start_git_daemon(root / "remote") as daemon:
+            remote = FlakyRemote(daemon.port)
+            trial = Trial(plan, root, remote, daemon.bare)
+            try:
+                first = trial.start(trial.new_disk(), "first")
+                trial.submit_all(first)
+                last = FAULTS[plan.fault](trial, first)
+                disks = trial.recover(last)
+                trial.check_nothing_runs_again(disks)
+            finally:
+                trial.kill_everything()
+                remote.stop()
+    except Exception as e:  # noqa: BLE001 -- every failure is reported with its seed
+        logs = trial.write_logs() if trial else root
+        what = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
+        raise AssertionError(f"chaos {plan.describe()}\n  broke: {what}\n  logs: {logs}\n"
+                             f"  rerun: {plan.rerun()}") from None
+    return trial
+
+
+def ci_plans():
+    trials = int(os.environ.get("INFLIGHT_CHAOS_TRIALS", CI_TRIALS))
+    seed = int(os.environ.get("INFLIGHT_CHAOS_SEED", DEFAULT_SEED))
+    return [plan_trial(seed, k) for k in range(trials)]
+
+
+@pytest.mark.parametrize("plan", ci_plans(), ids=lambda p: f"{p.index}-{p.fault}")
+def test_chaos_trial(plan, tmp_path):
+    print(plan.describe())
+    run_trial(plan, tmp_path)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=int(os.environ.get("INFLIGHT_CHAOS_TRIALS", 40)))
+    parser.add_argument("--seed", type=int, default=os.environ.get("INFLIGHT_CHAOS_SEED"),
+                        help="master seed (default: INFLIGHT_CHAOS_SEED, else a random one)")
+    parser.add_argument("--only-trial", type=int, help="run trial K of --seed alone")
+    parser.add_argument("--trial-seed", type=int, help="run one trial from its own seed")
+    parser.add_argument("--fault", choices=sorted(FAULTS), help="the fault of --trial-seed")
+    parser.add_argument("--keep", action="store_true", help="keep the dirs of passing trials too")
+    args = parser.parse_args(argv)
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(2**31)
+    args.seed = int(args.seed)
+    if args.trial_seed is not None and args.fault is None:
+        parser.error("--trial-seed needs --fault")
+    return args
+
+
+def standalone_plans(args):
+    if args.trial_seed is not None:
+        return [plan_trial(None, 0, fault=args.fault, seed=args.trial_seed)]
+    if args.only_trial is not None:
+        return [plan_trial(args.seed, args.only_trial)]
+    return [plan_trial(args.seed, k) for k in range(args.trials)]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    plans = standalone_plans(args)
+    workdir = Path(tempfile.mkdtemp(prefix=f"inflight-chaos-{args.seed}-"))
+    print(f"master seed {args.seed}, {len(plans)} trials, binaries {os.environ.get('INFLIGHT_BIN_DIR', 'build/bin')}, "
+          f"dirs under {workdir}", flush=True)
+    started = time.monotonic()
+    failures, per_fault = [], Counter()
+    for plan in plans:
+        per_fault[plan.fault] += 1
+        root = workdir / f"trial-{plan.index}"
+        root.mkdir()
+        t0 = time.monotonic()
+        try:
+            run_trial(plan, root)
+            print(f"ok   {plan.describe()} ({time.monotonic() - t0:.1f}s)", flush=True)
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+        except AssertionError as e:
+            failures.append((plan, str(e)))
+            print(f"FAIL {e}", flush=True)
+    print(f"\n{len(plans)} trials in {time.monotonic() - started:.0f}s; faults: {dict(sorted(per_fault.items()))}")
+    print(f"{len(failures)} failed" + "".join(f"\n  trial {p.index} seed {p.seed} {p.fault}: "
+                                             f"{msg.splitlines()[1].strip()}" for p, msg in failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
