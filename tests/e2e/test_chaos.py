@@ -132,13 +132,13 @@ def plan_trial(master_seed, index, fault=None, seed=None):
     if seed is None:
         seed = random.Random(f"{master_seed}:{index}").getrandbits(32)
     rng = random.Random(seed)
-    runs = [RunSpec(f"c{index}-{n}", rng.randint(8, 25), rng.randint(60, 150))
+    runs = [RunSpec(f"c{index}-{n}", rng.randint(10, 30), rng.randint(80, 200))
             for n in range(rng.randint(2, 4))]
     return TrialPlan(index=index, seed=seed, master_seed=master_seed,
                      fault=fault or fault_for(master_seed, index),
                      disk=rng.choice(["kept", "wiped"]), restart=rng.choice(["single", "pair"]),
-                     runs=runs, max_concurrent=rng.randint(2, 4), interval_ms=rng.randint(250, 1000),
-                     fault_delay=rng.uniform(0.2, 3.5), rng=rng)
+                     runs=runs, max_concurrent=rng.randint(1, 3), interval_ms=rng.randint(250, 1000),
+                     fault_delay=rng.uniform(0.2, 4.0), rng=rng)
 
 
 # --------------------------------------------------------------------------
@@ -470,7 +470,7 @@ class Trial:
 
     def check_exit_code(self, instance, remote_ok):
         code = instance.exit_code
-        work = self.unsaved_work(instance.disk)
+        work = self.unsaved_work(instance)
         if remote_ok:
             assert code == 0, f"{instance.name}: exit {code} with the remote up"
         else:
@@ -479,13 +479,17 @@ class Trial:
         if code == 0:
             assert not work, f"{instance.name}: exit 0 but not everything landed: {work}"
 
-    def unsaved_work(self, disk):
+    def unsaved_work(self, instance):
         """What a shutdown should have pushed and did not: a resumable run
         whose branch tip differs from the disk, or a finished run whose
-        branch is still there."""
-        work = []
+        branch is still there. A copy the instance left to another pod's
+        claim is not its work (a stale copy is caught by the last look)."""
+        disk, work = instance.disk, []
+        left = {e["run_id"] for e in instance.events("run claimed by another instance; left to it")}
         for run_id in self.local_run_ids(disk):
             params = local_params(disk, run_id)
+            if run_id in left and not is_final(params):
+                continue
             ref = branch_of(self.bare, run_id)
             if is_final(params):
                 if ref:
@@ -613,10 +617,15 @@ class Trial:
             instance = self.start(disk, "verify")
             instance.serve.wait_ready(timeout=60)
             started = instance.events("attempt started") + instance.events("run restored")
-            assert not started, f"{instance.name}: a finished run comes back: {started}"
+            assert not started, (f"{instance.name}: a finished run comes back: {started}; "
+                                 f"resumable copies of finished runs on its disk: {self.stale_copies(disk)}")
             self.shutdown([instance])
         assert not branches(self.bare), f"branches left at the end: {sorted(branches(self.bare))}"
         self.check_all_accounted()
+
+    def stale_copies(self, disk):
+        return [f"{r} ({local_params(disk, r)['attempts'][-1].get('outcome')})"
+                for r in self.local_run_ids(disk) if resumable_copy(local_params(disk, r))]
 
     def check_all_accounted(self):
         for run_id in self.runs:

@@ -181,6 +181,75 @@ TEST_F(CheckpointStoreTest, FreshClaimOfAnotherPodIsLeftToIt) {
             1u);
 }
 
+// Regression: the loser of a claim kept an interrupted copy that a later
+// start on its disk resumed, once the winner had finished and deleted the
+// branch: the whole run ran twice.
+TEST_F(CheckpointStoreTest, ALostClaimMarksTheLocalCopyHandedOver) {
+  const auto runs_a = temp_.path() / "runs-a";
+  const auto dir = make_run(runs_a, "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  ASSERT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
+  const auto late = restore(CheckpointStore(config("a")), runs_a, "pod-a",
+                            {{"r1", {.attempts = 1, .origin_pod = "pod-a"}}});
+  EXPECT_EQ(late.lost, std::vector<std::string>{"r1"});
+  const auto params = read_run_params(dir);
+  ASSERT_TRUE(params && params->handed_over);
+  EXPECT_NE(params->handed_over->find("claimed"), std::string::npos);
+  EXPECT_FALSE(params->final_status);
+}
+
+// Once the owner is gone without finishing, the branch's copy replaces a
+// handed-over one, whatever either holds.
+TEST_F(CheckpointStoreTest, TheBranchReplacesAHandedOverCopy) {
+  const auto runs_a = temp_.path() / "runs-a";
+  const auto dir = make_run(runs_a, "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+  auto stale = *read_run_params(dir);
+  stale.attempts.push_back({2, "pod-a", "t", "t", 143, {}, "interrupted"});
+  write_run_params(dir, stale);
+  mark_handed_over(dir, "fenced");
+  write_file(dir / "index.jsonl", "stale\n");
+  const auto report = restore(CheckpointStore(config("a2")), runs_a, "pod-a");
+  ASSERT_EQ(report.claimed.size(), 1u);
+  const auto params = read_run_params(dir);
+  ASSERT_TRUE(params);
+  EXPECT_FALSE(params->handed_over);
+  EXPECT_EQ(params->attempts.size(), 1u);
+  EXPECT_EQ(read_file(dir / "index.jsonl"), "{\"test_id\":\"t001\"}\n{\"test_id\":\"t002\"}\n");
+}
+
+// An agent killed inside git_repository_init left HEAD.lock and no HEAD:
+// every later checkpoint on that disk failed.
+TEST_F(CheckpointStoreTest, ACacheThatIsNotARepositoryIsRecreated) {
+  for (const auto& leftover : {"HEAD.lock", "file"}) {
+    auto cfg = config(std::string("broken-") + leftover);
+    if (std::string(leftover) == "file") {
+      write_file(cfg.cache_dir, "not a repository");
+    } else {
+      fs::create_directories(cfg.cache_dir / "objects");
+      write_file(cfg.cache_dir / leftover, "ref: refs/heads/master\n");
+    }
+    const auto dir = make_run(temp_.path() / ("runs-" + std::string(leftover)), "r1", 1);
+    CheckpointStore store(cfg);
+    EXPECT_TRUE(store.save(dir, "pod-a", info("r1"))) << leftover;
+    EXPECT_TRUE(fs::exists(cfg.cache_dir / "HEAD")) << leftover;
+  }
+}
+
+TEST_F(CheckpointStoreTest, ACacheThatCannotBeCreatedIsACacheFailure) {
+  auto cfg = config("a");
+  write_file(temp_.path() / "blocker", "");
+  cfg.cache_dir = temp_.path() / "blocker" / "cache.git";
+  try {
+    CheckpointStore store(cfg);
+    FAIL() << "expected an error";
+  } catch (const GitError& e) {
+    EXPECT_EQ(e.kind(), GitErrorKind::cache) << e.what();
+  }
+}
+
 TEST_F(CheckpointStoreTest, UnreachableRemoteThrowsAsUnreachable) {
   auto unreachable = config("a");
   unreachable.remote.url = "git://127.0.0.1:1/results.git";
