@@ -60,6 +60,7 @@ import traceback
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -76,8 +77,10 @@ GIT_TIMEOUT_S = 5
 SHUTDOWN_SLACK_S = 2
 MAX_ATTEMPTS = 20
 RECOVERY_DEADLINE_S = 90
+PUSH_FAILURES = {"checkpoint not pushed; the run stays on local disk",
+                 "grace period over before every checkpoint landed",
+                 "the branch of a finished run is not deleted; its final state stays on local disk"}
 TAG_VAR = "CHAOS_POD_TAG"  # not INFLIGHT_*: serve passes it on to children and agents
-FINAL_OUTCOMES = {"succeeded", "failed", "cancelled"}
 
 
 # --------------------------------------------------------------------------
@@ -132,7 +135,7 @@ def plan_trial(master_seed, index, fault=None, seed=None):
     if seed is None:
         seed = random.Random(f"{master_seed}:{index}").getrandbits(32)
     rng = random.Random(seed)
-    runs = [RunSpec(f"c{index}-{n}", rng.randint(10, 30), rng.randint(80, 200))
+    runs = [RunSpec(f"c{index}-{n}", rng.randint(8, 24), rng.randint(60, 160))
             for n in range(rng.randint(2, 4))]
     return TrialPlan(index=index, seed=seed, master_seed=master_seed,
                      fault=fault or fault_for(master_seed, index),
@@ -146,13 +149,15 @@ def plan_trial(master_seed, index, fault=None, seed=None):
 
 
 class FlakyRemote:
-    """A TCP proxy in front of the git daemon. `up` forwards; `down` resets
-    every connection, open or new; `hung` accepts and never answers, and
-    freezes the connections already open."""
+    """A TCP proxy in front of the git daemon. `up` forwards (each chunk
+    after `latency` seconds); `down` resets every connection, open or new;
+    `hung` accepts and never answers, and freezes the connections already
+    open."""
 
     def __init__(self, target_port):
         self.target_port = target_port
         self.mode = "up"
+        self.latency = 0.0
         self.lock = threading.Lock()
         self.sockets = set()
         self.stopping = threading.Event()
@@ -217,6 +222,7 @@ class FlakyRemote:
                 if not select.select([src], [], [], 0.1)[0]:
                     continue
                 data = src.recv(65536)
+                time.sleep(self.latency)
                 if not data:
                     return dst.shutdown(socket.SHUT_WR)
                 dst.sendall(data)
@@ -291,7 +297,7 @@ class Instance:
         self.tag = uuid.uuid4().hex
         self.serve = None
         self.exit_code = None
-        self.killed = False
+        self.shutdown_s = None  # signal to exit
 
     def launch(self, args):
         self.serve = Serve(self.disk.path, args, env={TAG_VAR: self.tag})
@@ -386,6 +392,13 @@ def check_history(run_id, params):
 
 
 class Trial:
+    """The instances of one trial, what each left behind, and the checks.
+
+    Book-keeping across instances: how often each run finished (at most
+    once, or twice when its final state legitimately could not be saved and
+    its disk was wiped), the runs that could not be saved at all, and the
+    runs the next instance must finish."""
+
     def __init__(self, plan, root, remote, bare):
         self.plan = plan
         self.rng = plan.rng
@@ -399,6 +412,7 @@ class Trial:
         self.reruns_allowed = set()  # finished runs whose final state could not be saved
         self.lost = set()  # runs that could not have been saved anywhere
         self.pending = set()  # runs the next instance must finish
+        self.notes = []  # what the fault met, for the summary
 
     # instances
 
@@ -409,15 +423,39 @@ class Trial:
         return Disk(pod, path)
 
     def start(self, disk, role):
-        args = ["--pod-name", disk.pod, "--results-repo", self.remote.url(self.bare.name),
+        return self.start_together([disk], role)[0]
+
+    def start_together(self, disks, role):
+        """One instance per disk, launched together, each after a random
+        stagger (two pods restoring together race for the same branches,
+        and either may win)."""
+        instances = [Instance(f"{len(self.instances) + n + 1}-{role}-{disk.pod}", disk)
+                     for n, disk in enumerate(disks)]
+        self.instances.extend(instances)  # before launching: kill_everything must see their tags
+        failures = []
+        staggers = [self.rng.uniform(0, 0.3) if len(disks) > 1 else 0 for _ in disks]
+
+        def launch(instance, stagger):
+            time.sleep(stagger)
+            try:
+                instance.launch(self.serve_args(instance.disk))
+            except Exception as e:  # noqa: BLE001 -- re-raised below, in this thread
+                failures.append(e)
+        threads = [threading.Thread(target=launch, args=pair) for pair in zip(instances, staggers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+        return instances
+
+    def serve_args(self, disk):
+        return ["--pod-name", disk.pod, "--results-repo", self.remote.url(self.bare.name),
                 "--checkpoint-interval", f"{self.plan.interval_ms}ms",
                 "--grace-period", f"{GRACE_S}s", "--flush-window", f"{FLUSH_S}s",
                 "--git-timeout", f"{GIT_TIMEOUT_S}s", "--max-attempts", str(MAX_ATTEMPTS),
                 "--max-concurrent", str(self.plan.max_concurrent)]
-        instance = Instance(f"{len(self.instances) + 1}-{role}-{disk.pod}", disk)
-        self.instances.append(instance)  # before launching: kill_everything must see its tag
-        instance.launch(args)
-        return instance
 
     def submit_all(self, instance):
         instance.serve.wait_ready(timeout=30)
@@ -439,7 +477,7 @@ class Trial:
                     timeout=max(0.1, started + limit + 10 - time.monotonic()))
             except subprocess.TimeoutExpired:
                 raise AssertionError(f"{instance.name}: still running {limit + 10}s after the signal")
-            took = time.monotonic() - started
+            took = instance.shutdown_s = time.monotonic() - started
             instance.serve.reader.join(timeout=5)
             assert took <= limit, f"{instance.name}: shutdown took {took:.2f}s, over grace + 2s"
             self.settle(instance, remote_ok)
@@ -447,7 +485,6 @@ class Trial:
     def kill_pod(self, instance):
         """SIGKILL of the whole pod: serve first, then everything it started."""
         instance.serve.proc.kill()
-        instance.killed = True
         left = kill_tagged(instance.tag)
         assert not left, f"{instance.name}: processes survive SIGKILL: {left}"
         instance.exit_code = instance.serve.wait_exit(timeout=10)
@@ -473,9 +510,13 @@ class Trial:
         work = self.unsaved_work(instance)
         if remote_ok:
             assert code == 0, f"{instance.name}: exit {code} with the remote up"
-        else:
-            assert code == (1 if work else 0), \
-                f"{instance.name}: exit {code} with the remote down/hung; work not on the remote: {work}"
+        elif work:
+            assert code == 1, f"{instance.name}: exit {code} with the remote down/hung; not on the remote: {work}"
+        elif code == 1:
+            # A push can land while its answer is lost (the remote hung after
+            # reading it): exit 1 is then right, if serve says what failed.
+            failed = [e for e in instance.events() if e.get("msg") in PUSH_FAILURES]
+            assert failed, f"{instance.name}: exit 1 with everything on the remote and no failure logged"
         if code == 0:
             assert not work, f"{instance.name}: exit 0 but not everything landed: {work}"
 
@@ -518,6 +559,8 @@ class Trial:
                 raise AssertionError(f"{instance.name}: run {run_id} final_status {params['final_status']}")
             if log_complete:
                 self.check_log_matches(instance, run_id, params)
+        for event in instance.events("run reached --max-attempts; marked failed, checkpoint kept for inspection"):
+            raise AssertionError(f"{instance.name}: {event}")
         for run_id in instance.succeeded_runs():
             params = local_params(instance.disk, run_id)
             assert params, f"{instance.name}: run {run_id} succeeded but has no run dir"
@@ -537,8 +580,6 @@ class Trial:
             recorded = history.get(event["attempt"], {})
             assert recorded.get("pod") == instance.disk.pod, \
                 f"{instance.name}: run {run_id} attempt {event['attempt']} missing from run-params.json"
-        for event in instance.events("run reached --max-attempts; marked failed, checkpoint kept for inspection"):
-            raise AssertionError(f"{instance.name}: {event}")
 
     def count_completions(self, instance):
         for run_id in instance.succeeded_runs():
@@ -587,7 +628,7 @@ class Trial:
         """The next instance(s) restore and finish every run that survived."""
         count = 2 if self.plan.restart == "pair" else 1
         disks = self.next_disks(last, count)
-        pods = [self.start(disk, "recover") for disk in disks]
+        pods = self.start_together(disks, "recover")
         self.wait_finished(pods)
         self.shutdown(pods)
         unfinished = sorted(r for r in self.pending if not any(r in p.succeeded_runs() for p in pods))
@@ -614,24 +655,33 @@ class Trial:
     def check_nothing_runs_again(self, disks):
         """Each disk left, started once more, restores and starts nothing."""
         for disk in disks:
+            stale = self.stale_copies(disk)
             instance = self.start(disk, "verify")
             instance.serve.wait_ready(timeout=60)
-            started = instance.events("attempt started") + instance.events("run restored")
-            assert not started, (f"{instance.name}: a finished run comes back: {started}; "
-                                 f"resumable copies of finished runs on its disk: {self.stale_copies(disk)}")
+            again = sorted({e["run_id"] for e in instance.events("attempt started") + instance.events("run restored")})
+            assert not again, (f"{instance.name}: finished runs come back (restored and started again): "
+                               f"{again}; resumable copies on its disk before the start: {stale}")
             self.shutdown([instance])
         assert not branches(self.bare), f"branches left at the end: {sorted(branches(self.bare))}"
         self.check_all_accounted()
 
     def stale_copies(self, disk):
-        return [f"{r} ({local_params(disk, r)['attempts'][-1].get('outcome')})"
-                for r in self.local_run_ids(disk) if resumable_copy(local_params(disk, r))]
+        """Run dirs a start on this disk would resume."""
+        copies = {r: local_params(disk, r) for r in self.local_run_ids(disk)}
+        return [f"{r} (attempts {[a.get('outcome') for a in p['attempts']]}, no handed_over)"
+                for r, p in copies.items() if resumable_copy(p)]
 
     def check_all_accounted(self):
         for run_id in self.runs:
             if run_id in self.lost:
                 continue
             assert self.completions[run_id] >= 1, f"run {run_id} never finished"
+
+    def summary(self):
+        ends = ", ".join(f"{i.name} exit {i.exit_code}" + (f" in {i.shutdown_s:.1f}s" if i.shutdown_s else "")
+                         for i in self.instances)
+        notes = "".join(f"; {n}" for n in self.notes)
+        return f"{ends}; lost (never saved) {sorted(self.lost) or 'none'}{notes}"
 
     def kill_everything(self):
         for instance in self.instances:
@@ -681,9 +731,19 @@ def fault_double_sigterm(trial, pod):
 
 
 def fault_sigkill_serve(trial, pod):
-    """SIGKILL of the whole pod while periodic checkpoints run."""
+    """SIGKILL of the whole pod while periodic checkpoints run: a run that
+    had been running for a while has a branch (SIGKILL loses at most about
+    one interval; queued runs are only checkpointed at shutdown)."""
     time.sleep(trial.plan.fault_delay)
+    trial.notes.append(f"{len(pod.events('checkpoint pushed'))} checkpoints pushed before SIGKILL")
+    killed_at = time.time()
     trial.kill_pod(pod)
+    long_enough = killed_at - (2 * trial.plan.interval_ms / 1000 + 2)
+    for event in pod.events("attempt started"):
+        started = datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
+        if started < long_enough and not is_final(local_params(pod.disk, event["run_id"])):
+            assert branch_of(trial.bare, event["run_id"]), \
+                f"run {event['run_id']} ran {killed_at - started:.0f}s with no checkpoint before SIGKILL"
     return pod
 
 
@@ -693,6 +753,7 @@ def fault_sigkill_child(trial, pod):
     victim = live_child(pod, trial.rng)
     if victim:
         os.kill(victim["pid"], signal.SIGKILL)
+    trial.notes.append(f"killed child of {victim['run_id']}" if victim else "no child running")
     time.sleep(trial.rng.uniform(0.1, 1.5))
     trial.shutdown([pod])
     if victim:
@@ -710,11 +771,19 @@ def live_child(pod, rng):
 
 
 def fault_sigterm_during_restore(trial, pod):
-    """A plain SIGTERM, then the next instance is signalled while it restores."""
+    """A plain SIGTERM, then the next instance is signalled while it restores
+    (a slow remote makes the restore last long enough to be hit)."""
     fault_sigterm(trial, pod)
-    restorer = trial.start(trial.next_disks(pod)[0], "restore")
-    time.sleep(trial.rng.uniform(0, 0.4))
-    trial.shutdown([restorer])
+    trial.remote.latency = trial.rng.uniform(0.02, 0.08)
+    try:
+        restorer = trial.start(trial.next_disks(pod)[0], "restore")
+        time.sleep(trial.rng.uniform(0, 0.5))
+        trial.shutdown([restorer])
+    finally:
+        trial.remote.latency = 0.0
+    msgs = [e.get("msg") for e in restorer.events()]
+    during = "ready" not in msgs or msgs.index("shutdown signal") < msgs.index("ready")
+    trial.notes.append(f"signal {'during' if during else 'after'} restore")
     return restorer
 
 
@@ -774,8 +843,9 @@ def run_trial(plan, root):
             finally:
                 trial.kill_everything()
                 remote.stop()
+                trial.write_logs()
     except Exception as e:  # noqa: BLE001 -- every failure is reported with its seed
-        logs = trial.write_logs() if trial else root
+        logs = root / "logs" if trial else root
         what = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
         raise AssertionError(f"chaos {plan.describe()}\n  broke: {what}\n  logs: {logs}\n"
                              f"  rerun: {plan.rerun()}") from None
@@ -791,7 +861,7 @@ def ci_plans():
 @pytest.mark.parametrize("plan", ci_plans(), ids=lambda p: f"{p.index}-{p.fault}")
 def test_chaos_trial(plan, tmp_path):
     print(plan.describe())
-    run_trial(plan, tmp_path)
+    print(run_trial(plan, tmp_path).summary())
 
 
 def parse_args(argv):
@@ -834,8 +904,8 @@ def main(argv=None):
         root.mkdir()
         t0 = time.monotonic()
         try:
-            run_trial(plan, root)
-            print(f"ok   {plan.describe()} ({time.monotonic() - t0:.1f}s)", flush=True)
+            trial = run_trial(plan, root)
+            print(f"ok   {plan.describe()} ({time.monotonic() - t0:.1f}s)\n     {trial.summary()}", flush=True)
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)
         except AssertionError as e:
