@@ -8,6 +8,7 @@
 #   BENCH_REPS          shutdown_latency repetitions (default 5)
 #   BENCH_IDLE_SECONDS  idle_rss idle window (default 3)
 #   BENCH_PUSH_REPS     checkpoint_push repetitions (default 5)
+#   BENCH_IDLE_CONNS    idle_connections counts (default 1000,5000)
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 build="${INFLIGHT_BUILD_DIR:-$repo/build-bench}"
@@ -29,7 +30,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"  # serve is started from temp cwds; keep this one out of the repo
 status=0
-for b in idle_rss cpu_ticks shutdown_latency checkpoint_push periodic_bytes; do
+for b in idle_rss idle_connections cpu_ticks shutdown_latency checkpoint_push periodic_bytes; do
   echo "== $b"
   /usr/bin/python3 "$repo/bench/$b.py" || { echo "$b: FAILED (exit $?)"; status=1; }
   echo
