@@ -1,5 +1,6 @@
 """Fixtures that drive the real `inflight` binary: processes, HTTP, signals."""
 
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,21 @@ INFLIGHT = BIN_DIR / "inflight"
 DEMO = BIN_DIR / "inflight-demo-eval"
 CHILDREN = Path(__file__).resolve().parent / "children"
 PYTHON = "/usr/bin/python3"
+
+
+@contextlib.contextmanager
+def small_tmpfs(path, size="2m"):
+    """A tmpfs of `size` mounted at `path` for the block; skips the test when
+    it cannot be mounted (mounting needs root)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    path.mkdir(exist_ok=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)])
 
 
 def wait_for(condition, timeout, what):

@@ -1,13 +1,10 @@
 """The cache repo beside the runs dir is disposable: one left broken by a
 killed agent is recreated, and a disk that cannot hold a checkpoint makes the
 instance not ready until it can (SPEC §5: /readyz)."""
-import os
 import signal
 import subprocess
 
-import pytest
-
-from conftest import wait_for
+from conftest import small_tmpfs, wait_for
 from git_servers import *  # noqa: F401,F403 (fixtures)
 
 
@@ -32,14 +29,9 @@ def fill(directory):
     return filler
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 def test_a_disk_that_cannot_checkpoint_is_not_ready_until_it_can(serve_factory, tmp_path,
                                                                  bare_repo):
-    volume = tmp_path / ".inflight"
-    volume.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(volume)]).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with small_tmpfs(tmp_path / ".inflight") as volume:
         (volume / "runs").mkdir()
         filler = fill(volume)
         serve = serve_factory("--pod-name", "pod-a", "--results-repo", bare_repo.url)
@@ -57,5 +49,4 @@ def test_a_disk_that_cannot_checkpoint_is_not_ready_until_it_can(serve_factory, 
         serve.signal(signal.SIGTERM)
         assert serve.wait_exit(timeout=30) == 0, "".join(serve.lines)
         assert f"refs/heads/inflight/pod-a/{run_id}" in branches(bare_repo.bare)
-    finally:
-        subprocess.run(["umount", "-l", str(volume)])
+
