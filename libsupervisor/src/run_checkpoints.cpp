@@ -125,7 +125,10 @@ void RunSupervisor::periodic_tick() {
     Run& run = *owned;
     if (run.fenced || !run.store_ops.empty()) continue;
     if (run.release_pending) release_checkpoint(run);
-    if (run.status != RunStatus::running) continue;
+    // A queued run gets one checkpoint too: accepted with a 202, it must
+    // survive the loss of this pod before it ever starts.
+    const bool never_saved_queued = run.status == RunStatus::queued && !run.checkpoint.last_commit;
+    if (run.status != RunStatus::running && !never_saved_queued) continue;
     const auto signature = checkpoint::stat_signature(run.dir);
     if (signature == run.saved_signature) continue;
     checkpoint(run, "periodic", SteadyClock::now() + settings_.network_timeout,

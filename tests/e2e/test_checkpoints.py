@@ -285,3 +285,29 @@ def test_a_claim_lost_to_a_live_owner_marks_the_local_copy_stale(serve_factory, 
     assert_never_resumed_here(serve_factory, tmp_path / "pod-a", git_daemon, run_id)
     assert sorted(index_ids(pod_b / ".inflight" / "runs" / run_id)) == \
         [f"t{n:03d}" for n in range(1, 41)]
+
+
+def test_a_queued_run_is_checkpointed_before_it_starts(serve_factory, tmp_path, git_daemon):
+    """Accepted with a 202, a run survives the loss of its pod and disk even if
+    it never started (found by the chaos test: SIGKILL, then a wiped disk)."""
+    pod_a = tmp_path / "pod-a"
+    pod_a.mkdir()
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--max-concurrent", "1", "--checkpoint-interval", "250ms", workdir=pod_a)
+    serve.wait_ready()
+    serve.submit(tests=300, test_ms=100)
+    queued = serve.submit(tests=3, test_ms=10)
+    assert serve.status(queued)["status"] == "queued"
+    ref = f"refs/heads/inflight/pod-a/{queued}"
+    wait_for(lambda: ref in branches(git_daemon.bare), 20, "a checkpoint of the queued run")
+    assert serve.status(queued)["status"] == "queued"
+    serve.proc.kill()
+    serve.wait_exit()
+    subprocess.run(["pkill", "-KILL", "-f", str(pod_a / ".inflight" / "runs")])
+
+    pod_b = tmp_path / "pod-b"
+    pod_b.mkdir()
+    again = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
+    again.wait_ready()
+    again.wait_status(queued, "succeeded", timeout=60)
+    assert index_ids(pod_b / ".inflight" / "runs" / queued) == ["t001", "t002", "t003"]
