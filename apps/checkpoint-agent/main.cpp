@@ -1,7 +1,7 @@
 // inflight-checkpoint-agent: one git store operation per process, for serve,
 // resume and the checkpoints commands (see agent_client.hpp). A binary of its
 // own so that the supervisor never loads libgit2 and its TLS and SSH stacks.
-#include "inflight/supervisor/agent_client.hpp"
+#include "operations.hpp"
 
 int main() {
   return inflight::run_checkpoint_agent();

@@ -51,10 +51,6 @@ class AgentClient {
 OrderedJson call_agent(const StoreSettings& store, const std::filesystem::path& runs_dir,
                        OrderedJson request, Duration timeout);
 
-// The agent's side: reads a request on stdin, writes the result on stdout;
-// returns the process exit code.
-int run_checkpoint_agent();
-
 // Where the local cache repo lives: beside the runs dir.
 std::filesystem::path cache_repo_path(const std::filesystem::path& runs_dir);
 

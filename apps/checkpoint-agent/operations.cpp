@@ -1,4 +1,6 @@
 // The agent's side of AgentCheckpoints: one store operation per process.
+#include "operations.hpp"
+
 #include <chrono>
 #include <iostream>
 #include <iterator>
