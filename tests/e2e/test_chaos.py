@@ -790,26 +790,24 @@ def fault_sigterm_during_restore(trial, pod):
     return restorer
 
 
-def fault_remote_down(trial, pod):
+def shutdown_with_remote(trial, pod, mode):
     time.sleep(trial.plan.fault_delay)
-    trial.remote.set_mode("down")
+    trial.remote.set_mode(mode)
     try:
         trial.shutdown([pod], remote_ok=False)
     finally:
         trial.remote.set_mode("up")
     return pod
+
+
+def fault_remote_down(trial, pod):
+    return shutdown_with_remote(trial, pod, "down")
 
 
 def fault_remote_hung(trial, pod):
     """The remote accepts connections and never answers: serve must still
     exit within the grace period."""
-    time.sleep(trial.plan.fault_delay)
-    trial.remote.set_mode("hung")
-    try:
-        trial.shutdown([pod], remote_ok=False)
-    finally:
-        trial.remote.set_mode("up")
-    return pod
+    return shutdown_with_remote(trial, pod, "hung")
 
 
 FAULTS = {
