@@ -109,7 +109,7 @@ void CheckpointStore::lose(const BranchName& name, const RestoreRequest& request
     mark_handed_over(request.runs_dir / name.run_id,
                      "another instance claimed the run before pod " + request.pod);
   } catch (const std::exception& e) {
-    report.problems.push_back(request.runs_dir.string() + "/" + name.run_id +
+    report.problems.push_back((request.runs_dir / name.run_id).string() +
                               ": not marked as handed over: " + e.what());
   }
 }

@@ -10,6 +10,23 @@ namespace inflight {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The agent's answer to a store step on `branch` (none for a check).
+CheckpointResult checkpoint_result(const OrderedJson& r, std::string branch) {
+  const auto kind = r.value("kind", "");
+  return {.landed = r["ok"].get<bool>(),
+          .fenced = kind == "rejected",
+          .disk_failed = kind == "cache",
+          .branch = std::move(branch),
+          .commit = r.contains("commit") && r["commit"].is_string()
+                        ? std::optional(r["commit"].get<std::string>())
+                        : std::nullopt,
+          .error = r.value("error", "")};
+}
+
+}  // namespace
+
 AgentCheckpoints::AgentCheckpoints(boost::asio::io_context& io, ChildReaper& reaper,
                                    const StoreSettings& store, fs::path runs_dir,
                                    const ChildTemplates& templates)
@@ -42,27 +59,14 @@ void AgentCheckpoints::store_call(const char* op, const CheckpointRequest& reque
                {"pod", pod_},
                {"records", request.records}},
               deadline, [done = std::move(done), branch](const OrderedJson& r) {
-                CheckpointResult result;
-                result.branch = branch;
-                result.landed = r["ok"].get<bool>();
-                result.fenced = r.value("kind", "") == "rejected";
-                result.disk_failed = r.value("kind", "") == "cache";
-                if (r.contains("commit") && r["commit"].is_string()) result.commit = r["commit"];
-                result.error = r.value("error", "");
-                done(result);
+                done(checkpoint_result(r, branch));
               });
 }
 
 void AgentCheckpoints::check(SteadyClock::time_point deadline,
                              std::function<void(CheckpointResult)> done) {
-  agent_.call({{"op", "check"}}, deadline, [done = std::move(done)](const OrderedJson& r) {
-    done({.landed = r["ok"].get<bool>(),
-          .fenced = false,
-          .disk_failed = r.value("kind", "") == "cache",
-          .branch = "",
-          .commit = std::nullopt,
-          .error = r.value("error", "")});
-  });
+  agent_.call({{"op", "check"}}, deadline,
+              [done = std::move(done)](const OrderedJson& r) { done(checkpoint_result(r, "")); });
 }
 
 void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -124,7 +125,8 @@ TEST(ChildProcess, StartsInItsOwnGroupWithNoSignalBlockedIgnoredOrCaught) {
     // Once every child is gone, whatever any of them wrote into the signal
     // pipe is there to be read.
     for (const pid_t child : children) wait_for_exit(child);
-    while (seen < round) io.run_one();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (seen < round && std::chrono::steady_clock::now() < deadline) io.run_one_until(deadline);
     io.poll();
     if (seen != round) {
       std::fprintf(stderr, "round %d: the signal was seen %d times\n", round, seen - round + 1);
