@@ -5,6 +5,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <set>
 
 #include "inflight/bounded_json.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
@@ -90,7 +91,11 @@ OrderedJson restore(ck::CheckpointStore& store, const OrderedJson& r) {
        .pod = r.at("pod").get<std::string>(),
        .local = local_runs(r.at("local")),
        .judge = [&templates](const ck::RunParams& params) { return templates.judge(params); },
-       .only = r.contains("only") ? std::optional(r["only"].get<std::string>()) : std::nullopt});
+       .only = r.contains("only") ? std::optional(r["only"].get<std::string>()) : std::nullopt,
+       .lease_until = r.contains("lease_until")
+                          ? std::optional(r["lease_until"].get<std::int64_t>())
+                          : std::nullopt,
+       .skip = r.value("skip", std::set<std::string>{})});
   OrderedJson claimed = OrderedJson::array();
   for (const auto& run : report.claimed)
     claimed.push_back({{"run_id", run.params.run_id},
@@ -101,8 +106,12 @@ OrderedJson restore(ck::CheckpointStore& store, const OrderedJson& r) {
   for (const auto& run : report.held)
     held.push_back(
         {{"params", ck::to_json(run.params)}, {"branch", run.branch}, {"reason", run.reason}});
+  OrderedJson left = OrderedJson::array();
+  for (const auto& run : report.left)
+    left.push_back({{"run_id", run.run_id}, {"pod", run.pod}, {"until", run.until}});
   return {{"ok", true},
           {"claimed", claimed},
+          {"left", left},
           {"held", held},
           {"lost", report.lost},
           {"released", report.released},
@@ -232,6 +241,15 @@ OrderedJson perform(const OrderedJson& request) {
     return {{"ok", true}};
   }
   if (op == "save") return save(store, request);
+  if (op == "lease") {
+    ck::hold_lease(store.cache(), store.remote(),
+                   {request.at("pod").get<std::string>(), request.at("until").get<std::int64_t>()});
+    return {{"ok", true}};
+  }
+  if (op == "unlease") {
+    ck::drop_lease(store.remote(), request.at("pod").get<std::string>());
+    return {{"ok", true}};
+  }
   if (op == "release") return release(store, request);
   if (op == "restore") return restore(store, request);
   if (op == "list") return list(store, request);

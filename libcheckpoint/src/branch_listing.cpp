@@ -47,12 +47,6 @@ void read_trailer(const std::string& line, CheckpointCommit& commit) {
     commit.records = number_or_zero<std::uint64_t>(*records);
 }
 
-CommitSummary commit_summary(CacheRepo& repo, const std::string& oid) {
-  const CommitHandle commit = lookup_commit(raw_repo(repo), oid);
-  return {oid, static_cast<std::int64_t>(git_commit_time(commit.get())),
-          git_commit_message(commit.get())};
-}
-
 class SizeCounter {
  public:
   explicit SizeCounter(git_repository* repo) : repo_(repo), odb_(open_odb(repo)) {}

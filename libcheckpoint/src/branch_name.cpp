@@ -66,4 +66,15 @@ std::optional<BranchName> parse_branch_ref(std::string_view ref) {
   return name;
 }
 
+std::string lease_ref(std::string_view pod) {
+  return std::string(kLeasePrefix) + std::string(pod);
+}
+
+std::optional<std::string> parse_lease_ref(std::string_view ref) {
+  if (!ref.starts_with(kLeasePrefix)) return std::nullopt;
+  ref.remove_prefix(kLeasePrefix.size());
+  if (!is_valid_pod_name(ref)) return std::nullopt;
+  return std::string(ref);
+}
+
 }  // namespace inflight::checkpoint

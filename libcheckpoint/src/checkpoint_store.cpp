@@ -16,19 +16,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The tip this cache last pushed to `ref` (RemoteStore::push records it).
-std::optional<std::string> last_pushed(CacheRepo& cache, const std::string& ref) {
-  const std::string local = "refs/inflight-local/" + short_branch(ref);
-  git_oid oid;
-  if (git_reference_name_to_id(&oid, raw_repo(cache), local.c_str()) != 0) {
-    git_error_clear();
-    return std::nullopt;
-  }
-  return oid_hex(oid);
-}
-
 std::uint64_t records_of(const fs::path& dir, const RunVerdict& verdict) {
   return verdict.progress_file.empty() ? 0 : RecordCounter().count(dir, verdict.progress_file);
+}
+
+std::int64_t seconds_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 bool is_network_failure(const GitError& e) {
@@ -45,7 +40,7 @@ std::optional<std::string> CheckpointStore::save(const fs::path& run_dir,
                                                  const CheckpointInfo& info) {
   const auto ref = branch_ref({origin_pod, info.run_id});
   auto [it, inserted] = snapshotters_.try_emplace(run_dir.string(), cache_, config_.exclude_globs);
-  const auto commit = it->second.snapshot(run_dir, info, last_pushed(cache_, ref));
+  const auto commit = it->second.snapshot(run_dir, info, remote_.last_pushed(ref));
   if (commit) remote_.push(ref, *commit);
   return commit;
 }
@@ -67,47 +62,56 @@ void CheckpointStore::release(const fs::path& run_dir, const std::string& origin
 
 RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   RestoreReport report;
-  auto branches = remote_.list(std::string(kBranchPrefix));
-  if (request.only) {
-    std::erase_if(branches,
-                  [&](const RemoteBranch& b) { return !branch_matches(b.ref, *request.only); });
-    if (branches.size() > 1) {
-      for (const auto& branch : branches) report.ambiguous.push_back(short_branch(branch.ref));
-      return report;
-    }
+  if (request.lease_until) hold_lease(cache_, remote_, {request.pod, *request.lease_until});
+  auto branches = remote_.list(std::string(kInflightPrefix));
+  LeaseBook leases(cache_, remote_, branches, seconds_now(), report.problems);
+  std::erase_if(branches, [&](const RemoteBranch& b) {
+    const auto name = parse_branch_ref(b.ref);
+    if (name && request.skip.count(name->run_id)) return true;
+    return !b.ref.starts_with(kBranchPrefix) ||
+           (request.only && !branch_matches(b.ref, *request.only));
+  });
+  if (request.only && branches.size() > 1) {
+    for (const auto& branch : branches) report.ambiguous.push_back(short_branch(branch.ref));
+    return report;
   }
   std::set<std::string> taken;     // run ids restored or held from a branch
   std::set<std::string> branched;  // every ref seen, for the local runs below
   for (const auto& branch : branches) {
     branched.insert(branch.ref);
     try {
-      restore_branch(branch, request, taken, report);
+      restore_branch(branch, request, leases, taken, report);
     } catch (const GitError& e) {
       if (is_network_failure(e)) throw;
       const auto name = parse_branch_ref(branch.ref);
-      if (e.kind() == GitErrorKind::rejected && name) lose(*name, request, report);
+      if (e.kind() == GitErrorKind::rejected && name) {
+        report.lost.push_back(name->run_id);
+        mark_stale(*name, request, report);
+      }
       report.problems.push_back(printable(branch.ref) + ": " + e.what());
     } catch (const std::exception& e) {
       report.problems.push_back(printable(branch.ref) + ": " + e.what());
     }
   }
   if (request.only) return report;
+  leases.drop_ended(request.pod);
   for (const auto& [run_id, local] : request.local)
-    if (!branched.count(branch_ref({local.origin_pod, run_id})) && !taken.count(run_id))
+    if (!branched.count(branch_ref({local.origin_pod, run_id})) && !taken.count(run_id) &&
+        !request.skip.count(run_id))
       push_local_run(request.runs_dir / run_id, request, report);
   return report;
 }
 
-// Another instance took the run: this disk's copy, if any, is stale from now
-// on, so that no later start here resumes it once the owner deleted the branch.
-void CheckpointStore::lose(const BranchName& name, const RestoreRequest& request,
-                           RestoreReport& report) {
-  report.lost.push_back(name.run_id);
+// Another instance took the run or answers for it: this disk's copy, if any,
+// is stale from now on, so that no later start here resumes it once the
+// owner deleted the branch.
+void CheckpointStore::mark_stale(const BranchName& name, const RestoreRequest& request,
+                                 RestoreReport& report) {
   const auto it = request.local.find(name.run_id);
   if (it == request.local.end() || it->second.origin_pod != name.pod) return;
   try {
     mark_handed_over(request.runs_dir / name.run_id,
-                     "another instance claimed the run before pod " + request.pod);
+                     "another instance holds the run, not pod " + request.pod);
   } catch (const std::exception& e) {
     report.problems.push_back((request.runs_dir / name.run_id).string() +
                               ": not marked as handed over: " + e.what());
@@ -117,7 +121,8 @@ void CheckpointStore::lose(const BranchName& name, const RestoreRequest& request
 // One branch, with everything it says checked before anything is claimed or
 // written; whatever it holds, it can only fail itself.
 void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRequest& request,
-                                     std::set<std::string>& taken, RestoreReport& report) {
+                                     LeaseBook& leases, std::set<std::string>& taken,
+                                     RestoreReport& report) {
   const auto name = parse_branch_ref(branch.ref);
   if (!name) throw std::runtime_error("not an inflight/<pod>/<run-id> branch");
   if (taken.count(name->run_id))
@@ -125,7 +130,7 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
                              " is already restored from another pod's branch; this one is left "
                              "alone (`inflight resume " +
                              short_branch(branch.ref) + "` where that id is free)");
-  const auto tip = remote_.fetch(branch.ref);
+  const auto tip = remote_.fetch_listed(branch);
   const auto text = read_file_at(cache_, tip, kRunParamsFile);
   if (!text) throw std::runtime_error("the checkpoint has no run-params.json");
   auto params = run_params_from_text(*text);
@@ -138,8 +143,11 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
     report.released.push_back(short_branch(branch.ref));
     return;
   }
-  refuse_live_claim(tip, request.pod);
   taken.insert(name->run_id);
+  if (auto owner = live_owner(*name, tip, request.pod, leases)) {
+    report.left.push_back(std::move(*owner));
+    return mark_stale(*name, request, report);
+  }
   const auto verdict = request.judge(params);
   if (verdict.refusal) {
     report.held.push_back({std::move(params), branch.ref, *verdict.refusal});
@@ -201,14 +209,19 @@ void CheckpointStore::push_local_run(const fs::path& dir, const RestoreRequest& 
   }
 }
 
-// Pushing on top of another pod's fresh claim would take the run from an
-// instance that is running it now; both would run it until the next push.
-void CheckpointStore::refuse_live_claim(const std::string& tip, const std::string& pod) {
-  const auto last = describe_commit(history(cache_, tip).front());
-  const auto age = std::chrono::system_clock::now() -
-                   std::chrono::system_clock::from_time_t(static_cast<std::time_t>(last.time));
-  if (last.reason == "claim" && last.pod != pod && age < config_.claim_lease)
-    throw GitError(GitErrorKind::rejected, "claimed by " + last.pod + " moments ago");
+// The pod that answers for the run, when it is another one: the writer of
+// the tip, unless it handed the run over (a shutdown checkpoint) or its lease
+// is over. A pod without a lease (`inflight resume`) holds what it claimed
+// for claim_lease. Pushing on top of a live owner would take the run from an
+// instance that is running it now.
+std::optional<LeftRun> CheckpointStore::live_owner(const BranchName& name, const std::string& tip,
+                                                   const std::string& pod, LeaseBook& leases) {
+  const auto last = describe_commit(commit_summary(cache_, tip));
+  if (last.pod == pod || last.reason == "shutdown") return std::nullopt;
+  auto until = leases.until(last.pod).value_or(0);
+  if (last.reason == "claim") until = std::max(until, last.time + config_.claim_lease.count());
+  if (until <= seconds_now()) return std::nullopt;
+  return LeftRun{.run_id = name.run_id, .pod = last.pod, .until = until};
 }
 
 // The branch copy is materialised beside the run dir and moved in only once

@@ -53,6 +53,12 @@ std::optional<std::string> read_file_at(CacheRepo& repo, const std::string& comm
   return std::nullopt;
 }
 
+CommitSummary commit_summary(CacheRepo& repo, const std::string& oid) {
+  const CommitHandle commit = lookup_commit(raw_repo(repo), oid);
+  return {oid, static_cast<std::int64_t>(git_commit_time(commit.get())),
+          git_commit_message(commit.get())};
+}
+
 std::vector<CommitSummary> history(CacheRepo& repo, const std::string& commit) {
   git_repository* git = raw_repo(repo);
   std::vector<CommitSummary> commits;

@@ -6,6 +6,7 @@
 #include "oid_text.hpp"
 #include "remote_callbacks.hpp"
 #include "remote_url.hpp"
+#include "repo_objects.hpp"
 
 namespace inflight::checkpoint {
 
@@ -162,6 +163,23 @@ std::string RemoteStore::fetch(const std::string& ref) {
     throw GitError(GitErrorKind::not_found, "no branch " + ref + " on " + display_url());
   }
   return oid_hex(tip);
+}
+
+std::string RemoteStore::fetch_listed(const RemoteBranch& branch) {
+  const OdbHandle odb = open_odb(impl_->git());
+  const git_oid oid = parse_oid(branch.oid);
+  if (git_odb_exists(odb.get(), &oid) == 1) return branch.oid;
+  return fetch(branch.ref);
+}
+
+std::optional<std::string> RemoteStore::last_pushed(const std::string& ref) {
+  const std::string local = std::string(kLocalPrefix) + short_name(ref);
+  git_oid oid;
+  if (git_reference_name_to_id(&oid, impl_->git(), local.c_str()) != 0) {
+    git_error_clear();
+    return std::nullopt;
+  }
+  return oid_hex(oid);
 }
 
 void RemoteStore::push(const std::string& ref, const std::string& oid) {

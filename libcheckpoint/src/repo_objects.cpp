@@ -1,6 +1,7 @@
 #include "repo_objects.hpp"
 
 #include "git_error.hpp"
+#include "git_handle.hpp"
 #include "oid_text.hpp"
 
 namespace inflight::checkpoint {
@@ -34,6 +35,20 @@ git_oid empty_tree(git_repository* repo) {
   git_oid oid;
   git_check(git_treebuilder_write(&oid, builder.get()), "write empty tree");
   return oid;
+}
+
+git_oid write_commit(git_repository* repo, const git_oid& tree_oid, const git_commit* parent,
+                     const std::string& message) {
+  git_signature* raw_signature = nullptr;
+  git_check(git_signature_now(&raw_signature, "inflight", "inflight@localhost"), "make signature");
+  const SignatureHandle signature(raw_signature);
+  const TreeHandle tree = lookup_tree(repo, tree_oid);
+  const git_commit* parents[] = {parent};
+  git_oid commit;
+  git_check(git_commit_create(&commit, repo, nullptr, signature.get(), signature.get(), nullptr,
+                              message.c_str(), tree.get(), parent != nullptr ? 1 : 0, parents),
+            "write commit");
+  return commit;
 }
 
 OdbHandle open_odb(git_repository* repo) {

@@ -14,5 +14,8 @@ TreeHandle tree_of(const git_commit* commit);
 TreeHandle lookup_tree(git_repository* repo, const git_oid& oid);
 git_oid empty_tree(git_repository* repo);
 OdbHandle open_odb(git_repository* repo);
+// A commit by "inflight" of `tree`, with `parent` (may be null) as its only parent.
+git_oid write_commit(git_repository* repo, const git_oid& tree, const git_commit* parent,
+                     const std::string& message);
 
 }  // namespace inflight::checkpoint

@@ -49,20 +49,6 @@ std::string commit_message(const CheckpointInfo& info) {
          "\nInflight-Records: " + std::to_string(info.records) + "\n";
 }
 
-git_oid write_commit(git_repository* repo, const git_oid& tree_oid, const git_commit* parent,
-                     const std::string& message) {
-  git_signature* raw_signature = nullptr;
-  git_check(git_signature_now(&raw_signature, "inflight", "inflight@localhost"), "make signature");
-  const SignatureHandle signature(raw_signature);
-  const TreeHandle tree = lookup_tree(repo, tree_oid);
-  const git_commit* parents[] = {parent};
-  git_oid commit;
-  git_check(git_commit_create(&commit, repo, nullptr, signature.get(), signature.get(), nullptr,
-                              message.c_str(), tree.get(), parent != nullptr ? 1 : 0, parents),
-            "write checkpoint commit");
-  return commit;
-}
-
 }  // namespace
 
 bool RunSnapshotter::Impl::excluded(const std::string& name, const std::string& relative) const {

@@ -25,6 +25,10 @@ CheckpointResult checkpoint_result(const OrderedJson& r, std::string branch) {
           .error = r.value("error", "")};
 }
 
+std::int64_t epoch_seconds(SystemClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
 }  // namespace
 
 AgentCheckpoints::AgentCheckpoints(boost::asio::io_context& io, ChildReaper& reaper,
@@ -69,37 +73,50 @@ void AgentCheckpoints::check(SteadyClock::time_point deadline,
               [done = std::move(done)](const OrderedJson& r) { done(checkpoint_result(r, "")); });
 }
 
-void AgentCheckpoints::restore(const std::vector<RestoredRun>& local,
-                               SteadyClock::time_point deadline,
-                               const std::optional<std::string>& only,
+void AgentCheckpoints::hold_lease(SystemClock::time_point until, SteadyClock::time_point deadline,
+                                  std::function<void(CheckpointResult)> done) {
+  agent_.call({{"op", "lease"}, {"pod", pod_}, {"until", epoch_seconds(until)}}, deadline,
+              [done = std::move(done)](const OrderedJson& r) { done(checkpoint_result(r, "")); });
+}
+
+void AgentCheckpoints::drop_lease(SteadyClock::time_point deadline,
+                                  std::function<void(CheckpointResult)> done) {
+  agent_.call({{"op", "unlease"}, {"pod", pod_}}, deadline,
+              [done = std::move(done)](const OrderedJson& r) { done(checkpoint_result(r, "")); });
+}
+
+void AgentCheckpoints::restore(const RestoreQuery& query, SteadyClock::time_point deadline,
                                std::function<void(RestoreResult)> done) {
   OrderedJson local_runs = OrderedJson::object();
-  for (const auto& run : local)
+  for (const auto& run : query.local)
     local_runs[run.params.run_id] = {{"attempts", run.params.attempts.size()},
                                      {"origin_pod", run.params.origin_pod}};
-  OrderedJson request{{"op", "restore"},
-                      {"runs_dir", runs_dir_.string()},
-                      {"pod", pod_},
-                      {"local", local_runs},
-                      {"children", templates_.sources()}};
-  if (only) request["only"] = *only;
-  agent_.call(std::move(request), deadline, [local, done = std::move(done)](const OrderedJson& r) {
-    if (!r["ok"].get<bool>()) {
-      const auto error = r["error"].get<std::string>();
-      RestoreResult result;
-      result.runs = local;
-      if (r.value("kind", "") == "auth") {
-        result.refused = error;
-        return done(std::move(result));
-      }
-      log::error("restore from the results repo failed; resuming local runs only",
-                 {{"error", error}});
-      result.unreachable = error;
-      if (r.value("kind", "") == "cache") result.disk_failed = error;
-      return done(std::move(result));
-    }
-    done(restore_result(r, local));
-  });
+  OrderedJson request{{"op", "restore"},    {"runs_dir", runs_dir_.string()},
+                      {"pod", pod_},        {"local", local_runs},
+                      {"skip", query.skip}, {"children", templates_.sources()}};
+  if (query.only) request["only"] = *query.only;
+  if (query.lease_until) request["lease_until"] = epoch_seconds(*query.lease_until);
+  agent_.call(std::move(request), deadline,
+              [local = query.local, done = std::move(done)](const OrderedJson& r) {
+                if (!r["ok"].get<bool>()) return done(failed_restore(r, local));
+                done(restore_result(r, local));
+              });
+}
+
+// The store could not be asked: the local runs are resumed as they are.
+RestoreResult AgentCheckpoints::failed_restore(const OrderedJson& r,
+                                               const std::vector<RestoredRun>& local) {
+  const auto error = r["error"].get<std::string>();
+  RestoreResult result;
+  result.runs = local;
+  if (r.value("kind", "") == "auth") {
+    result.refused = error;
+    return result;
+  }
+  log::error("restore from the results repo failed; resuming local runs only", {{"error", error}});
+  result.unreachable = error;
+  if (r.value("kind", "") == "cache") result.disk_failed = error;
+  return result;
 }
 
 // The agent's report as runs to adopt: every claimed run, and the local runs
@@ -114,7 +131,16 @@ RestoreResult AgentCheckpoints::restore_result(const OrderedJson& r,
   std::set<std::string> taken;
   for (const auto& lost : r["lost"]) {
     taken.insert(lost.get<std::string>());
+    result.left.push_back({.run_id = lost.get<std::string>(), .pod = "", .until = 0});
     log::info("run claimed by another instance; left to it", {{"run_id", lost}});
+  }
+  for (const auto& left : r["left"]) {
+    result.left.push_back({.run_id = left["run_id"].get<std::string>(),
+                           .pod = left["pod"].get<std::string>(),
+                           .until = left["until"].get<std::int64_t>()});
+    taken.insert(result.left.back().run_id);
+    log::info("run held by another live instance; left to it",
+              {{"run_id", left["run_id"]}, {"pod", left["pod"]}, {"until", left["until"]}});
   }
   for (const auto& held : r["held"]) {
     try {

@@ -97,8 +97,8 @@ int resume(const ResumeSettings& s, const std::string& target, bool restore_only
   };
 
   checkpoints.restore(
-      local_run(runs_dir, name), SteadyClock::now() + s.store.git_timeout, target,
-      [&](RestoreResult result) {
+      {.local = local_run(runs_dir, name), .only = target, .skip = {}, .lease_until = std::nullopt},
+      SteadyClock::now() + s.store.git_timeout, [&](RestoreResult result) {
         if (result.refused) {
           log::error("the results repo refused our credentials", {{"error", *result.refused}});
           return finish(kExitUnreachable);
@@ -112,6 +112,13 @@ int resume(const ResumeSettings& s, const std::string& target, bool restore_only
           log::error("this instance cannot run the run; its checkpoint is kept",
                      {{"run_id", run_id}, {"reason", result.held.front().reason}});
           return finish(kExitUsage);
+        }
+        if (!result.left.empty() && !result.left.front().pod.empty()) {
+          log::error("another live instance holds this run; left to it",
+                     {{"run_id", run_id},
+                      {"pod", result.left.front().pod},
+                      {"until", iso8601_utc(SystemClock::from_time_t(result.left.front().until))}});
+          return finish(kExitFailure);
         }
         if (result.runs.empty()) {
           log::error(

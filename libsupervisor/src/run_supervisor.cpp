@@ -186,10 +186,12 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
   run.resume_next = started_before;
   log::info("run restored", {{"run_id", run.id}, {"attempts", run.attempts()}});
   // Restored after a shutdown signal: claimed, so pushed back before exit.
-  if (phase_ == Phase::shutting_down)
+  if (phase_ == Phase::shutting_down) {
     run.status = RunStatus::interrupted;
-  else
-    queue_.push_back(&run);
+    return;
+  }
+  queue_.push_back(&run);
+  start_queued();  // taken over from another instance while serving
 }
 
 void RunSupervisor::hold(checkpoint::RunParams params, std::string branch,

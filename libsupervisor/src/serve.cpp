@@ -13,8 +13,10 @@
 #include "inflight/supervisor/api_routes.hpp"
 #include "inflight/supervisor/checkpoint_agent.hpp"
 #include "inflight/supervisor/event_loop.hpp"
-#include "inflight/supervisor/local_runs.hpp"
+#include "inflight/supervisor/exit_code.hpp"
 #include "inflight/supervisor/log.hpp"
+#include "inflight/supervisor/pod_lease.hpp"
+#include "inflight/supervisor/restoration.hpp"
 #include "inflight/supervisor/shutdown_plan.hpp"
 
 namespace inflight {
@@ -44,28 +46,6 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           .echo_output = false};
 }
 
-// A shutdown signal during restore lets it finish (the plan waits), so the
-// runs it claims are pushed back before exit rather than stranded.
-void restore(RunSupervisor& supervisor, CheckpointPort& checkpoints, ShutdownPlan& plan,
-             const ServeSettings& s, std::function<void(const std::string&)> on_refused) {
-  auto local = find_resumable_runs(supervisor.settings().runs_dir);
-  plan.restore_started();
-  checkpoints.restore(local, SteadyClock::now() + s.store.git_timeout, std::nullopt,
-                      [&supervisor, &plan, &s, on_refused](RestoreResult result) {
-                        if (result.refused) return on_refused(*result.refused);
-                        if (result.disk_failed)
-                          supervisor.disk_health().report_failure(*result.disk_failed);
-                        for (auto& held : result.held)
-                          supervisor.hold(std::move(held.params), held.branch, held.reason);
-                        const auto restored =
-                            adopt_restored(supervisor, s.children, std::move(result.runs));
-                        supervisor.finish_restore();
-                        plan.restore_finished();
-                        supervisor.start_periodic_checkpoints(s.checkpoint_interval);
-                        log::info("ready", {{"restored", restored}});
-                      });
-}
-
 }  // namespace
 
 int serve(const ServeSettings& settings) {
@@ -91,7 +71,9 @@ int serve(const ServeSettings& settings) {
 
   int exit_code = 0;
   SteadyClock::time_point shutdown_started;
-  ShutdownPlan plan(io, supervisor, settings.grace_period, settings.flush_window, [&](int code) {
+  PodLease lease(io, checkpoints, lease_terms(settings.checkpoint_interval, settings.grace_period),
+                 settings.store.git_timeout);
+  auto exit = [&](int code) {
     exit_code = code;
     const std::chrono::duration<double> took = SteadyClock::now() - shutdown_started;
     io.stop();
@@ -103,25 +85,34 @@ int serve(const ServeSettings& settings) {
     } catch (const std::exception& e) {
       log::warn("shutdown duration not recorded", {{"error", e.what()}});
     }
+  };
+  // A shutdown that left a run unpushed keeps the lease: only this disk
+  // knows that run's last state, and a restart here finds it still its own.
+  ShutdownPlan plan(io, supervisor, settings.grace_period, settings.flush_window, [&](int code) {
+    if (code != 0) return exit(code);
+    lease.give_up(shutdown_started + settings.grace_period, [&exit] { exit(0); });
   });
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   std::function<void()> await_signal = [&] {
     signals.async_wait([&](const boost::system::error_code& ec, int signal) {
       if (ec) return;
       if (shutdown_started == SteadyClock::time_point{}) shutdown_started = SteadyClock::now();
+      lease.stop();
       plan.on_signal(signal);
       await_signal();
     });
   };
   await_signal();
-  boost::asio::post(io, [&] {
-    restore(supervisor, checkpoints, plan, settings, [&](const std::string& error) {
-      log::error("the results repo refused our credentials; fix them and start again",
-                 {{"error", error}});
-      exit_code = 3;
-      io.stop();
-    });
-  });
+  Restoration restoration(io, supervisor, checkpoints, plan, lease, settings,
+                          [&](const std::string& error) {
+                            log::error(
+                                "the results repo refused our credentials; fix them and start "
+                                "again",
+                                {{"error", error}});
+                            exit_code = kExitUnreachable;
+                            io.stop();
+                          });
+  boost::asio::post(io, [&] { restoration.start(); });
   run_event_loop(io);
   return exit_code;
 }

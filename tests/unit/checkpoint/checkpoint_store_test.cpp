@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint_test_support.hpp"
+#include "inflight/checkpoint/lease.hpp"
 #include "inflight/checkpoint/run_params.hpp"
 
 namespace inflight::checkpoint::testing {
@@ -27,12 +28,34 @@ class CheckpointStoreTest : public CheckpointTest {
 
   static RestoreReport restore(CheckpointStore&& store, const fs::path& runs,
                                const std::string& pod, std::map<std::string, LocalRun> local = {},
-                               RunJudge judge = accept) {
+                               RunJudge judge = accept, std::set<std::string> skip = {}) {
     return store.restore({.runs_dir = runs,
                           .pod = pod,
                           .local = std::move(local),
                           .judge = std::move(judge),
-                          .only = std::nullopt});
+                          .only = std::nullopt,
+                          .lease_until = std::nullopt,
+                          .skip = std::move(skip)});
+  }
+
+  static std::int64_t now_plus(std::int64_t seconds) {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+               .count() +
+           seconds;
+  }
+
+  // pod-a's run r1 with a periodic tip, and pod-a's lease until `until`.
+  fs::path running_run_with_lease(std::int64_t until) {
+    const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+    CheckpointStore store(config("a"));
+    store.save(dir, "pod-a", info("r1", "periodic"));
+    hold_lease(store.cache(), store.remote(), {.pod = "pod-a", .until = until});
+    return dir;
+  }
+
+  bool has_ref(const std::string& ref) const {
+    return !git(remote(), "for-each-ref " + ref).empty();
   }
 
   // A run dir as serve leaves it after an interrupted attempt.
@@ -172,7 +195,9 @@ TEST_F(CheckpointStoreTest, FreshClaimOfAnotherPodIsLeftToIt) {
   ASSERT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
   const auto late = restore(CheckpointStore(config("c")), runs_c, "pod-c");
   EXPECT_TRUE(late.claimed.empty());
-  EXPECT_EQ(late.lost, std::vector<std::string>{"r1"});
+  ASSERT_EQ(late.left.size(), 1u);
+  EXPECT_EQ(late.left[0].run_id, "r1");
+  EXPECT_EQ(late.left[0].pod, "pod-b");
   EXPECT_FALSE(fs::exists(runs_c / "r1"));
   // The claimer itself may claim again (a restart of the same pod on its disk).
   EXPECT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b",
@@ -193,11 +218,94 @@ TEST_F(CheckpointStoreTest, ALostClaimMarksTheLocalCopyHandedOver) {
   ASSERT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
   const auto late = restore(CheckpointStore(config("a")), runs_a, "pod-a",
                             {{"r1", {.attempts = 1, .origin_pod = "pod-a"}}});
-  EXPECT_EQ(late.lost, std::vector<std::string>{"r1"});
+  ASSERT_EQ(late.left.size(), 1u);
   const auto params = read_run_params(dir);
   ASSERT_TRUE(params && params->handed_over);
-  EXPECT_NE(params->handed_over->find("claimed"), std::string::npos);
+  EXPECT_NE(params->handed_over->find("another instance holds the run"), std::string::npos);
   EXPECT_FALSE(params->final_status);
+}
+
+// Regression (rollout): a starting pod took the runs of live pods, whose
+// periodic checkpoints left their branches in the results repo.
+TEST_F(CheckpointStoreTest, ARunOfAPodWithALiveLeaseIsLeftToIt) {
+  const auto until = now_plus(60);
+  running_run_with_lease(until);
+  const auto tip = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
+  EXPECT_TRUE(report.claimed.empty());
+  ASSERT_EQ(report.left.size(), 1u);
+  EXPECT_EQ(report.left[0].pod, "pod-a");
+  EXPECT_EQ(report.left[0].until, until);
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1")), tip);
+  EXPECT_TRUE(has_ref("refs/heads/inflight-lease/pod-a"));
+}
+
+TEST_F(CheckpointStoreTest, AnEndedLeaseLetsTheRunBeTakenAndIsDeleted) {
+  running_run_with_lease(now_plus(-1));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
+  EXPECT_EQ(report.claimed.size(), 1u);
+  EXPECT_TRUE(report.left.empty());
+  EXPECT_FALSE(has_ref("refs/heads/inflight-lease/pod-a"));
+}
+
+TEST_F(CheckpointStoreTest, AShutdownCheckpointHandsTheRunOverDespiteTheLease) {
+  const auto dir = running_run_with_lease(now_plus(60));
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", "shutdown"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  EXPECT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
+  // The live pod-a's lease is its own to give up.
+  EXPECT_TRUE(has_ref("refs/heads/inflight-lease/pod-a"));
+}
+
+TEST_F(CheckpointStoreTest, TheOwnerItselfTakesItsRunWhateverTheLease) {
+  running_run_with_lease(now_plus(60));
+  const auto runs = temp_.path() / "runs-a2";
+  fs::create_directories(runs);
+  EXPECT_EQ(restore(CheckpointStore(config("a2")), runs, "pod-a").claimed.size(), 1u);
+}
+
+// A later look of a serving instance must not take its own runs again.
+TEST_F(CheckpointStoreTest, SkippedRunsAreLeftAsTheyAre) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", "periodic"));
+  const auto tip = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1"));
+  const auto report =
+      restore(CheckpointStore(config("a")), temp_.path() / "runs-a", "pod-a", {}, accept, {"r1"});
+  EXPECT_TRUE(report.claimed.empty());
+  EXPECT_TRUE(report.left.empty());
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1")), tip);
+}
+
+// A restart on a fresh disk under the same pod name renews the lease its
+// previous life left, on top of that lease's tip.
+TEST_F(CheckpointStoreTest, ALeaseIsRenewedFromAFreshCache) {
+  CheckpointStore first(config("a"));
+  hold_lease(first.cache(), first.remote(), {.pod = "pod-a", .until = now_plus(10)});
+  CheckpointStore second(config("a2"));
+  hold_lease(second.cache(), second.remote(), {.pod = "pod-a", .until = now_plus(20)});
+  const auto message = git(remote(), "log -1 --format=%B refs/heads/inflight-lease/pod-a");
+  EXPECT_NE(message.find("Inflight-Lease-Until: " + std::to_string(now_plus(20))),
+            std::string::npos);
+  EXPECT_EQ(git(remote(), "rev-list --count refs/heads/inflight-lease/pod-a"), "2\n");
+  drop_lease(second.remote(), "pod-a");
+  drop_lease(second.remote(), "pod-a");  // already gone: fine
+  EXPECT_FALSE(has_ref("refs/heads/inflight-lease/pod-a"));
+}
+
+TEST(LeaseMessage, ReadsWhatItWritesAndRefusesTheRest) {
+  const auto now = 1'800'000'000;
+  const auto lease = parse_lease_message(lease_message({.pod = "p", .until = now + 90}), now);
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->pod, "p");
+  EXPECT_EQ(lease->until, now + 90);
+  EXPECT_FALSE(parse_lease_message(lease_message({.pod = "p", .until = now + 200000}), now));
+  EXPECT_FALSE(parse_lease_message("inflight lease p\n\nInflight-Pod: p\n", now));
+  EXPECT_FALSE(parse_lease_message("x\n\nInflight-Pod: p\nInflight-Lease-Until: 12abc\n", now));
 }
 
 // Once the owner is gone without finishing, the branch's copy replaces a

@@ -1,5 +1,6 @@
 // The one home of the names a checkpoint lives under (SPEC §3, §4): run ids,
-// pod names and `refs/heads/inflight/<origin-pod>/<run-id>` branches. Every
+// pod names, `refs/heads/inflight/<origin-pod>/<run-id>` branches and the
+// `refs/heads/inflight-lease/<pod>` lease of each live instance. Every
 // side that builds or reads such a name calls these, so the rules cannot drift.
 #pragma once
 
@@ -11,6 +12,11 @@ namespace inflight::checkpoint {
 
 inline constexpr std::string_view kHeadsPrefix = "refs/heads/";
 inline constexpr std::string_view kBranchPrefix = "refs/heads/inflight/";
+// Not under kBranchPrefix: `inflight/<pod>` would clash with the directory
+// `inflight/<pod>/` that holds the pod's run branches.
+inline constexpr std::string_view kLeasePrefix = "refs/heads/inflight-lease/";
+// What one listing of the results repo asks for: run branches and leases.
+inline constexpr std::string_view kInflightPrefix = "refs/heads/inflight";
 
 // `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`
 bool is_valid_run_id(std::string_view id);
@@ -35,5 +41,10 @@ std::string branch_name(const BranchName& name);
 // The parts of `refs/heads/inflight/<pod>/<run-id>`; nullopt for any other
 // shape, or for a pod or run id that breaks its rule.
 std::optional<BranchName> parse_branch_ref(std::string_view ref);
+
+// `refs/heads/inflight-lease/<pod>`
+std::string lease_ref(std::string_view pod);
+// The pod of a lease ref; nullopt for any other shape or an invalid pod name.
+std::optional<std::string> parse_lease_ref(std::string_view ref);
 
 }  // namespace inflight::checkpoint

@@ -15,6 +15,7 @@
 
 #include "inflight/checkpoint/branch_name.hpp"
 #include "inflight/checkpoint/git_store.hpp"
+#include "inflight/checkpoint/lease.hpp"
 #include "inflight/checkpoint/run_params.hpp"
 
 namespace inflight::checkpoint {
@@ -24,8 +25,8 @@ struct StoreConfig {
   RemoteConfig remote;
   std::vector<std::string> exclude_globs;
   TreeLimits restore_limits;
-  // A branch whose tip is another pod's claim younger than this is that
-  // pod's: it started the run moments ago and has not checkpointed yet.
+  // A branch whose tip is a claim younger than this, by a pod without a
+  // lease (`inflight resume`), is that pod's: it is running the run now.
   std::chrono::seconds claim_lease{120};
 };
 
@@ -57,6 +58,11 @@ struct RestoreRequest {
   RunJudge judge;
   // A run id or branch: restore only that run, push no local run.
   std::optional<std::string> only;
+  // This pod's lease to take or renew before anything is claimed (serve).
+  std::optional<std::int64_t> lease_until;
+  // Run ids this instance holds already: a later look at the store must not
+  // take its own runs a second time.
+  std::set<std::string> skip;
 };
 
 // A run this instance cannot run: its branch is left as it is.
@@ -66,10 +72,18 @@ struct HeldRun {
   std::string reason;
 };
 
+// A run that another pod answers for now: left to it until `until`.
+struct LeftRun {
+  std::string run_id;
+  std::string pod;
+  std::int64_t until = 0;  // seconds since the epoch
+};
+
 struct RestoreReport {
   std::vector<ClaimedRun> claimed;     // ours now, ready to resume
   std::vector<HeldRun> held;           // refused by the judge, left alone
   std::vector<std::string> lost;       // run ids another instance claimed first
+  std::vector<LeftRun> left;           // runs of other live pods, to look at again
   std::vector<std::string> released;   // branches of finished runs, deleted
   std::vector<std::string> ambiguous;  // with `only`: every branch it names, when several
   std::vector<std::string> problems;   // one line per branch that could not be used
@@ -93,7 +107,9 @@ class CheckpointStore {
 
   // Claims every unfinished run on `inflight/*` that the judge accepts by
   // pushing a claim commit on the fetched tip, and materialises those whose
-  // branch copy beats the local one. A claim that is rejected means another
+  // branch copy beats the local one. A run whose tip another pod wrote is
+  // left to it while that pod's lease lasts, unless the tip is a shutdown
+  // checkpoint (handed over). A claim that is rejected means another
   // instance took the run: it is lost. A branch whose run is final is
   // deleted. A run id is restored from one branch only, and never into a run
   // dir of another origin pod. Local runs with no branch get one. Problems
@@ -110,13 +126,14 @@ class CheckpointStore {
   // instance (the branch's copy replaces it).
   enum class LocalCopy { none, resumable, finished, stale };
 
-  void restore_branch(const RemoteBranch& branch, const RestoreRequest& request,
+  void restore_branch(const RemoteBranch& branch, const RestoreRequest& request, LeaseBook& leases,
                       std::set<std::string>& taken, RestoreReport& report);
   LocalCopy local_copy(const BranchName& name, const RestoreRequest& request);
-  void lose(const BranchName& name, const RestoreRequest& request, RestoreReport& report);
+  void mark_stale(const BranchName& name, const RestoreRequest& request, RestoreReport& report);
   void push_local_run(const std::filesystem::path& dir, const RestoreRequest& request,
                       RestoreReport& report);
-  void refuse_live_claim(const std::string& tip, const std::string& pod);
+  std::optional<LeftRun> live_owner(const BranchName& name, const std::string& tip,
+                                    const std::string& pod, LeaseBook& leases);
   ClaimedRun claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
                    const RunVerdict& verdict, bool branch_wins, const RestoreRequest& request);
 

@@ -145,6 +145,11 @@ class RemoteStore {
   std::vector<RemoteBranch> list(const std::string& prefix = "refs/heads/inflight/");
   // Fetches `ref` into the cache repo and returns its tip.
   std::string fetch(const std::string& ref);
+  // The listed tip, fetched only when the cache lacks it: a commit in the
+  // cache comes with every object it reaches.
+  std::string fetch_listed(const RemoteBranch& branch);
+  // The tip this cache last pushed to `ref`, if it remembers one.
+  std::optional<std::string> last_pushed(const std::string& ref);
   // Fast-forward only; a rejected ref throws GitError(rejected).
   void push(const std::string& ref, const std::string& oid);
   // Deletes the remote branch; a refused deletion throws GitError(rejected).
@@ -173,6 +178,9 @@ void materialize(CacheRepo& repo, const std::string& commit, const std::filesyst
 // The contents of one file of a commit's run dir (e.g. run-params.json), if present.
 std::optional<std::string> read_file_at(CacheRepo& repo, const std::string& commit,
                                         const std::string& path);
+
+// One commit of the cache repo.
+CommitSummary commit_summary(CacheRepo& repo, const std::string& commit);
 
 // First-parent history from `commit`, newest first.
 std::vector<CommitSummary> history(CacheRepo& repo, const std::string& commit);

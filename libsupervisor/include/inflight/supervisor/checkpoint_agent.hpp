@@ -20,13 +20,17 @@ class AgentCheckpoints final : public CheckpointPort {
   void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
                std::function<void(CheckpointResult)> done) override;
   void check(SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done) override;
-  void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
-               const std::optional<std::string>& only,
+  void restore(const RestoreQuery& query, SteadyClock::time_point deadline,
                std::function<void(RestoreResult)> done) override;
+  void hold_lease(SystemClock::time_point until, SteadyClock::time_point deadline,
+                  std::function<void(CheckpointResult)> done) override;
+  void drop_lease(SteadyClock::time_point deadline,
+                  std::function<void(CheckpointResult)> done) override;
 
  private:
   void store_call(const char* op, const CheckpointRequest& request,
                   SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done);
+  static RestoreResult failed_restore(const OrderedJson& r, const std::vector<RestoredRun>& local);
   static RestoreResult restore_result(const OrderedJson& r, const std::vector<RestoredRun>& local);
 
   AgentClient agent_;

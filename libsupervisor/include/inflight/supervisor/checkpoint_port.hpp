@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,15 @@ struct RestoredRun {
   std::string claim;  // the claim commit, when the run came through the store
 };
 
+// What a restore asks the store for.
+struct RestoreQuery {
+  std::vector<RestoredRun> local;   // resumable run dirs on this disk
+  std::optional<std::string> only;  // that one run id or branch (`inflight resume`)
+  std::set<std::string> skip;       // run ids this instance holds already
+  // This pod's lease, taken or renewed before anything is claimed (serve).
+  std::optional<SystemClock::time_point> lease_until;
+};
+
 // What start-up restore found. `refused` is set when the results repo refused
 // our credentials: a configuration error that no retry will fix.
 struct RestoreResult {
@@ -51,6 +61,8 @@ struct RestoreResult {
   std::optional<std::string> unreachable;  // the store could not be asked: local runs only
   std::optional<std::string> disk_failed;  // … because this disk cannot hold a checkpoint
   std::vector<std::string> ambiguous;      // with `only`: the branches it names, when several
+  // Runs other instances hold (live pods, lost claims): worth a later look.
+  std::vector<checkpoint::LeftRun> left;
 };
 
 class CheckpointPort {
@@ -65,16 +77,21 @@ class CheckpointPort {
   // instance owns the branch and it was left alone.
   virtual void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
                        std::function<void(CheckpointResult)> done) = 0;
-  // Claims and materialises the runs the store holds that this instance's
-  // templates accept (`only`: that one run id or branch); `local` are the
-  // resumable runs found on local disk, for the local-versus-branch rule.
   // Whether this disk can hold a checkpoint now: `landed` when it can,
   // `disk_failed` when it cannot.
   virtual void check(SteadyClock::time_point deadline,
                      std::function<void(CheckpointResult)> done) = 0;
-  virtual void restore(const std::vector<RestoredRun>& local, SteadyClock::time_point deadline,
-                       const std::optional<std::string>& only,
+  // Claims and materialises the runs the store holds that this instance's
+  // templates accept; `query.local` are the resumable runs found on local
+  // disk, for the local-versus-branch rule.
+  virtual void restore(const RestoreQuery& query, SteadyClock::time_point deadline,
                        std::function<void(RestoreResult)> done) = 0;
+  // Takes or renews this pod's lease (lease.hpp) until `until`.
+  virtual void hold_lease(SystemClock::time_point until, SteadyClock::time_point deadline,
+                          std::function<void(CheckpointResult)> done) = 0;
+  // Gives this pod's lease up: every run it held was handed over.
+  virtual void drop_lease(SteadyClock::time_point deadline,
+                          std::function<void(CheckpointResult)> done) = 0;
 };
 
 }  // namespace inflight

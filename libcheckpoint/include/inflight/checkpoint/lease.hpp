@@ -1,0 +1,56 @@
+// A live pod's runs stay its own. Each serve holds one lease in the results
+// repo: a commit on `refs/heads/inflight-lease/<pod>` whose
+// `Inflight-Lease-Until:` trailer says until when (seconds since the epoch)
+// the pod answers for the runs whose branch tips it wrote. The pod renews it
+// while it runs and deletes it once a shutdown pushed everything; a restore
+// leaves another pod's runs alone while that pod's lease lasts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inflight/checkpoint/git_store.hpp"
+
+namespace inflight::checkpoint {
+
+struct Lease {
+  std::string pod;
+  std::int64_t until = 0;  // seconds since the epoch
+};
+
+// Creates or renews the lease, fast-forward on the tip it has now.
+void hold_lease(CacheRepo& cache, RemoteStore& remote, const Lease& lease);
+// Deletes the lease; one already gone is fine.
+void drop_lease(RemoteStore& remote, const std::string& pod);
+
+// The message of a lease commit, and its reading; nullopt for a message
+// that is not one, or names an end more than a day ahead of `now`.
+std::string lease_message(const Lease& lease);
+std::optional<Lease> parse_lease_message(const std::string& message, std::int64_t now);
+
+// The leases one listing of the results repo showed, each read when first
+// asked about. A lease that cannot be read counts as none, so that no
+// hostile ref keeps a pod's runs from being taken over.
+class LeaseBook {
+ public:
+  LeaseBook(CacheRepo& cache, RemoteStore& remote, const std::vector<RemoteBranch>& listing,
+            std::int64_t now, std::vector<std::string>& problems);
+  // Until when `pod` holds its runs; nullopt when it holds no lease.
+  std::optional<std::int64_t> until(const std::string& pod);
+  // Deletes every other pod's lease that is over: whoever may take over its
+  // runs also cleans up after it.
+  void drop_ended(const std::string& own_pod);
+
+ private:
+  CacheRepo& cache_;
+  RemoteStore& remote_;
+  std::int64_t now_;
+  std::vector<std::string>& problems_;
+  std::map<std::string, RemoteBranch> listed_;               // by pod
+  std::map<std::string, std::optional<std::int64_t>> read_;  // by pod, once read
+};
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,62 @@
+// See restoration.hpp.
+#include "inflight/supervisor/restoration.hpp"
+
+#include "inflight/supervisor/local_runs.hpp"
+#include "inflight/supervisor/log.hpp"
+
+namespace inflight {
+
+Restoration::Restoration(boost::asio::io_context& io, RunSupervisor& supervisor,
+                         CheckpointPort& store, ShutdownPlan& plan, PodLease& lease,
+                         const ServeSettings& settings,
+                         std::function<void(const std::string&)> on_refused)
+    : supervisor_(supervisor),
+      store_(store),
+      plan_(plan),
+      lease_(lease),
+      settings_(settings),
+      period_(lease_terms(settings.checkpoint_interval, settings.grace_period).period),
+      on_refused_(std::move(on_refused)),
+      timer_(io) {}
+
+// A later look skips the runs this instance holds: their tips are its own,
+// and would otherwise look like runs to take.
+void Restoration::look(bool first) {
+  RestoreQuery query;
+  for (const auto& run : supervisor_.runs()) query.skip.insert(run->id);
+  for (auto& run : find_resumable_runs(supervisor_.settings().runs_dir))
+    if (!query.skip.count(run.params.run_id)) query.local.push_back(std::move(run));
+  if (first) query.lease_until = lease_.end_from_now();
+  plan_.restore_started();
+  store_.restore(query, SteadyClock::now() + settings_.store.git_timeout,
+                 [this, first](RestoreResult result) { on_result(std::move(result), first); });
+}
+
+void Restoration::on_result(RestoreResult result, bool first) {
+  if (result.refused) {
+    if (first) return on_refused_(*result.refused);
+    log::error("the results repo refused our credentials", {{"error", *result.refused}});
+  }
+  if (result.disk_failed) supervisor_.disk_health().report_failure(*result.disk_failed);
+  for (auto& held : result.held) supervisor_.hold(std::move(held.params), held.branch, held.reason);
+  const auto restored = adopt_restored(supervisor_, settings_.children, std::move(result.runs));
+  plan_.restore_finished();
+  if (first) {
+    supervisor_.finish_restore();
+    supervisor_.start_periodic_checkpoints(settings_.checkpoint_interval);
+    lease_.keep();
+    log::info("ready", {{"restored", restored}});
+  } else if (restored > 0) {
+    log::info("runs taken over from other instances", {{"restored", restored}});
+  }
+  if (!result.left.empty() || result.unreachable) look_again_later();
+}
+
+void Restoration::look_again_later() {
+  timer_.expires_after(period_);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && supervisor_.phase() != Phase::shutting_down) look(false);
+  });
+}
+
+}  // namespace inflight
