@@ -6,6 +6,13 @@
 
 namespace inflight {
 
+namespace {
+
+// Lease ends are whole seconds, and clocks of two pods differ a little.
+constexpr std::chrono::seconds kLeaseEndSlack{1};
+
+}  // namespace
+
 Restoration::Restoration(boost::asio::io_context& io, RunSupervisor& supervisor,
                          CheckpointPort& store, ShutdownPlan& plan, PodLease& lease,
                          const ServeSettings& settings,
@@ -49,11 +56,21 @@ void Restoration::on_result(RestoreResult result, bool first) {
   } else if (restored > 0) {
     log::info("runs taken over from other instances", {{"restored", restored}});
   }
-  if (!result.left.empty() || result.unreachable) look_again_later();
+  if (!result.left.empty() || result.unreachable) look_again_later(result.left);
 }
 
-void Restoration::look_again_later() {
-  timer_.expires_after(period_);
+// At the next lease period, or just after the first known lease ends.
+void Restoration::look_again_later(const std::vector<checkpoint::LeftRun>& left) {
+  auto delay = period_;
+  const auto now = SystemClock::now();
+  for (const auto& run : left) {
+    if (run.until == 0) continue;  // a lost claim: its owner's lease is not known
+    const auto ends =
+        SystemClock::from_time_t(static_cast<std::time_t>(run.until)) + kLeaseEndSlack;
+    delay = std::min(delay, std::chrono::duration_cast<Duration>(
+                                std::max(ends - now, SystemClock::duration::zero())));
+  }
+  timer_.expires_after(delay);
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec && supervisor_.phase() != Phase::shutting_down) look(false);
   });

@@ -3,6 +3,7 @@ import json
 import signal
 import subprocess
 import time
+from datetime import datetime, timezone
 from collections import Counter
 
 import pytest
@@ -191,10 +192,13 @@ def test_hostile_branch_is_refused_and_the_others_restore(serve_factory, tmp_pat
 
 
 def test_sigkill_loses_at_most_one_interval(serve_factory, tmp_path, git_daemon):
+    """A pod killed without a shutdown loses at most one interval of work, and
+    its runs are taken over by another pod once its lease is over (3 intervals
+    plus its grace period: here 3 s + 3 s)."""
     pod_a = tmp_path / "pod-a"
     pod_a.mkdir()
     serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-                          "--checkpoint-interval", "1s", workdir=pod_a)
+                          "--checkpoint-interval", "1s", "--grace-period", "3s", workdir=pod_a)
     serve.wait_ready()
     run_id = serve.submit(tests=60, test_ms=100)
     ref = f"refs/heads/inflight/pod-a/{run_id}"
@@ -212,26 +216,41 @@ def test_sigkill_loses_at_most_one_interval(serve_factory, tmp_path, git_daemon)
     pod_b.mkdir()
     again = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
     again.wait_ready()
+    wait_for(lambda: again.get(f"/api/eval/status/{run_id}").status == 200, 30,
+             "pod-b to take the run over once pod-a's lease is over")
     again.wait_status(run_id, "succeeded", timeout=60)
     recorded = index_ids(pod_b / ".inflight" / "runs" / run_id)
     assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 61)]
+    left = [e for e in again.events() if e.get("msg") == "run held by another live instance; left to it"]
+    assert left and left[0]["pod"] == "pod-a", "the run was taken while pod-a's lease lasted"
+    taken = next(e for e in again.events() if e.get("msg") == "runs taken over from other instances")
+    lease_end = datetime.fromtimestamp(left[0]["until"], timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert taken["time"] >= lease_end, f"taken over at {taken['time']}, before the lease's end"
+    assert "refs/heads/inflight-lease/pod-a" not in git(git_daemon.bare, "for-each-ref"), \
+        "the dead pod's lease is left behind"
 
 
 def test_rejected_push_fences_the_old_owner(serve_factory, tmp_path, git_daemon):
+    """A pod frozen past its lease (SIGSTOP: a paused VM, a partition) finds its
+    run taken when it wakes: its next push is rejected and it stops the child."""
     pod_a = tmp_path / "pod-a"
     pod_a.mkdir()
     owner = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-                          "--checkpoint-interval", "1s", workdir=pod_a)
+                          "--checkpoint-interval", "1s", "--grace-period", "2s", workdir=pod_a)
     owner.wait_ready()
     run_id = owner.submit(tests=80, test_ms=100)
     ref = f"refs/heads/inflight/pod-a/{run_id}"
     wait_for(lambda: ref in branches(git_daemon.bare), 20, "a periodic checkpoint")
+    owner.proc.send_signal(signal.SIGSTOP)
 
     pod_b = tmp_path / "pod-b"
     pod_b.mkdir()
     taker = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
     taker.wait_ready()
+    wait_for(lambda: taker.get(f"/api/eval/status/{run_id}").status == 200, 30,
+             "pod-b to take the run over once pod-a's lease is over")
     taker.wait_status(run_id, "running")
+    owner.proc.send_signal(signal.SIGCONT)
     owner.wait_log(lambda e: e.get("run_id") == run_id and "another instance" in e.get("msg", ""), 20)
     assert owner.wait_status(run_id, "interrupted")["status"] == "interrupted"
     claimed_tip = branches(git_daemon.bare)[ref]
@@ -274,12 +293,13 @@ def test_a_claim_lost_to_a_live_owner_marks_the_local_copy_stale(serve_factory, 
     loser = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
                           workdir=tmp_path / "pod-a")
     loser.wait_log(lambda e: e.get("msg") == "ready", 30)
-    assert any(e.get("run_id") == run_id and "claimed by another instance" in e.get("msg", "")
+    assert any(e.get("run_id") == run_id and e.get("pod") == "pod-b" and
+               e.get("msg") == "run held by another live instance; left to it"
                for e in loser.events()), "".join(loser.lines)
     assert loser.get(f"/api/eval/status/{run_id}").status == 404
     loser.signal(signal.SIGTERM)
     assert loser.wait_exit(timeout=30) == 0
-    assert "claimed" in run_params(runs / run_id)["handed_over"]
+    assert "another instance holds the run" in run_params(runs / run_id)["handed_over"]
     taker.wait_status(run_id, "succeeded", timeout=60)
     wait_for(lambda: not branches(git_daemon.bare), 30, "the finished run's branch to go")
     assert_never_resumed_here(serve_factory, tmp_path / "pod-a", git_daemon, run_id)
@@ -293,7 +313,8 @@ def test_a_queued_run_is_checkpointed_before_it_starts(serve_factory, tmp_path, 
     pod_a = tmp_path / "pod-a"
     pod_a.mkdir()
     serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-                          "--max-concurrent", "1", "--checkpoint-interval", "250ms", workdir=pod_a)
+                          "--max-concurrent", "1", "--checkpoint-interval", "250ms",
+                          "--grace-period", "2s", workdir=pod_a)
     serve.wait_ready()
     serve.submit(tests=300, test_ms=100)
     queued = serve.submit(tests=3, test_ms=10)
@@ -309,5 +330,7 @@ def test_a_queued_run_is_checkpointed_before_it_starts(serve_factory, tmp_path, 
     pod_b.mkdir()
     again = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
     again.wait_ready()
+    wait_for(lambda: again.get(f"/api/eval/status/{queued}").status == 200, 30,
+             "pod-b to take the run over once pod-a's lease is over")
     again.wait_status(queued, "succeeded", timeout=60)
     assert index_ids(pod_b / ".inflight" / "runs" / queued) == ["t001", "t002", "t003"]

@@ -30,7 +30,7 @@ class Restoration {
  private:
   void look(bool first);
   void on_result(RestoreResult result, bool first);
-  void look_again_later();
+  void look_again_later(const std::vector<checkpoint::LeftRun>& left);
 
   RunSupervisor& supervisor_;
   CheckpointPort& store_;
