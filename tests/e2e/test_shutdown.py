@@ -39,6 +39,23 @@ def test_second_signal_skips_the_rest_of_the_flush_window(serve_factory, tmp_pat
     wait_for(lambda: not process_exists(child), 5, "child to be gone")
 
 
+def test_signals_until_the_very_end_do_not_change_the_exit_code(serve_factory, tmp_path):
+    """Found by the chaos test (double SIGTERM, ASan build): a signal that came
+    after the event loop ended, while the process was tearing down, killed it
+    with SIGTERM and turned exit 0 into -15. Signals are sent until it is gone."""
+    serve = serve_factory("--flush-window", "5s")
+    serve.wait_ready()
+    serve.submit(tests=1000, test_ms=1000)
+    serve.signal(signal.SIGTERM)
+    while serve.proc.poll() is None:
+        try:
+            serve.signal(signal.SIGTERM)
+        except ProcessLookupError:
+            break
+        time.sleep(0.001)
+    assert serve.wait_exit(timeout=10) == 0
+
+
 def test_prompt_children_end_the_flush_window_early(serve_factory, tmp_path):
     serve = serve_factory("--flush-window", "20s")
     serve.wait_ready()

@@ -9,7 +9,10 @@
 
 namespace inflight {
 
-// Runs `io` until it is stopped or out of work.
+// Runs `io` until it is stopped or out of work. SIGTERM and SIGINT are
+// blocked once it returns: the loop's signal_set is about to go, and a late
+// second signal must not kill the process between the loop's end and its exit
+// (it would turn a decided exit code into "killed by SIGTERM").
 void run_event_loop(boost::asio::io_context& io);
 
 }  // namespace inflight
