@@ -64,6 +64,26 @@ OrderedJson save(ck::CheckpointStore& store, const OrderedJson& r) {
   return {{"ok", true}, {"commit", commit ? OrderedJson(*commit) : OrderedJson(nullptr)}};
 }
 
+// Each run answers as save() would, in the order asked.
+OrderedJson save_all(ck::CheckpointStore& store, const OrderedJson& r) {
+  std::vector<ck::SaveRequest> runs;
+  for (const auto& run : r.at("runs"))
+    runs.push_back({.run_dir = run.at("run_dir").get<std::string>(),
+                    .origin_pod = run.at("origin_pod").get<std::string>(),
+                    .info = checkpoint_info(run)});
+  OrderedJson results = OrderedJson::array();
+  for (const auto& outcome : store.save_all(runs)) {
+    OrderedJson result{{"ok", !outcome.error},
+                       {"commit", outcome.commit ? OrderedJson(*outcome.commit) : OrderedJson()}};
+    if (outcome.error) {
+      result["kind"] = outcome.ref == ck::RefOutcome::updated ? "other" : "rejected";
+      result["error"] = *outcome.error;
+    }
+    results.push_back(std::move(result));
+  }
+  return {{"ok", true}, {"results", results}};
+}
+
 OrderedJson release(ck::CheckpointStore& store, const OrderedJson& r) {
   store.release(r.at("run_dir").get<std::string>(), r.at("origin_pod").get<std::string>(),
                 checkpoint_info(r));
@@ -241,6 +261,7 @@ OrderedJson perform(const OrderedJson& request) {
     return {{"ok", true}};
   }
   if (op == "save") return save(store, request);
+  if (op == "save_all") return save_all(store, request);
   if (op == "lease") {
     ck::hold_lease(store.cache(), store.remote(),
                    {request.at("pod").get<std::string>(), request.at("until").get<std::int64_t>()});

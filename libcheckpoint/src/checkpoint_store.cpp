@@ -45,6 +45,37 @@ std::optional<std::string> CheckpointStore::save(const fs::path& run_dir,
   return commit;
 }
 
+std::vector<SaveOutcome> CheckpointStore::save_all(const std::vector<SaveRequest>& runs) {
+  std::vector<SaveOutcome> outcomes(runs.size());
+  std::vector<RefUpdate> updates;
+  std::vector<std::size_t> pushed;  // index of each update's run
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& run = runs[i];
+    const auto ref = branch_ref({run.origin_pod, run.info.run_id});
+    try {
+      auto [it, inserted] =
+          snapshotters_.try_emplace(run.run_dir.string(), cache_, config_.exclude_globs);
+      outcomes[i].commit = it->second.snapshot(run.run_dir, run.info, remote_.last_pushed(ref));
+    } catch (const GitError& e) {
+      if (e.kind() == GitErrorKind::cache) throw;
+      outcomes[i].error = e.what();
+    } catch (const std::exception& e) {
+      outcomes[i].error = e.what();
+    }
+    if (!outcomes[i].commit) continue;
+    updates.push_back({.ref = ref, .commit = *outcomes[i].commit});
+    pushed.push_back(i);
+  }
+  if (updates.empty()) return outcomes;
+  const auto results = remote_.update(updates);
+  for (std::size_t n = 0; n < pushed.size(); ++n) {
+    outcomes[pushed[n]].ref = results[n].outcome;
+    if (results[n].outcome != RefOutcome::updated)
+      outcomes[pushed[n]].error = updates[n].ref + ": " + results[n].detail;
+  }
+  return outcomes;
+}
+
 void CheckpointStore::release(const fs::path& run_dir, const std::string& origin_pod,
                               const CheckpointInfo& info) {
   save(run_dir, origin_pod, info);

@@ -22,8 +22,7 @@ int RemoteCallbacks::refuse(GitErrorKind kind, const std::string& message, int c
 
 int RemoteCallbacks::push_update_reference(const char* refname, const char* status, void* payload) {
   if (status != nullptr) {
-    static_cast<RemoteCallbacks*>(payload)->refused_refs_.push_back(std::string(refname) + " (" +
-                                                                    status + ")");
+    static_cast<RemoteCallbacks*>(payload)->refused_refs_.emplace_back(refname, status);
   }
   return 0;
 }
@@ -42,10 +41,17 @@ void RemoteCallbacks::throw_failure(int code, const std::string& doing) {
 void RemoteCallbacks::check_push_accepted(const std::string& doing) const {
   if (refused_refs_.empty()) return;
   std::string refs;
-  for (const auto& ref : refused_refs_) refs += (refs.empty() ? "" : ", ") + ref;
+  for (const auto& [ref, status] : refused_refs_)
+    refs += (refs.empty() ? "" : ", ") + ref + " (" + status + ")";
   throw GitError(GitErrorKind::rejected,
                  location_.scrub(doing + " " + location_.display + ": the server refused " + refs,
                                  config_.token));
+}
+
+std::optional<std::string> RemoteCallbacks::refusal_of(const std::string& ref) const {
+  for (const auto& [refused, status] : refused_refs_)
+    if (refused == ref) return status;
+  return std::nullopt;
 }
 
 }  // namespace inflight::checkpoint

@@ -30,6 +30,8 @@ class RemoteCallbacks {
 
   // Throws GitError(rejected) when the server refused any pushed ref.
   void check_push_accepted(const std::string& doing) const;
+  // The server's refusal of `ref`, if it refused it.
+  std::optional<std::string> refusal_of(const std::string& ref) const;
 
  private:
   static int credentials(git_credential** out, const char* url, const char* username_from_url,
@@ -47,7 +49,7 @@ class RemoteCallbacks {
   const RemoteLocation& location_;
   int credential_calls_ = 0;
   std::optional<GitError> failure_;
-  std::vector<std::string> refused_refs_;
+  std::vector<std::pair<std::string, std::string>> refused_refs_;  // ref, status
 };
 
 }  // namespace inflight::checkpoint

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <map>
 #include <mutex>
 
 #include "cache_repo_impl.hpp"
@@ -192,6 +193,73 @@ void RemoteStore::push(const std::string& ref, const std::string& oid) {
   const ReferenceHandle local_ref(raw);
   // No '+': the push is fast-forward only, so a moved tip fences us out.
   impl_->push_refspec(local + ":" + ref, "push " + ref + " to");
+}
+
+namespace {
+
+// Whether `commit` may replace `tip` fast-forward, judged here so that one
+// taken ref fails alone (libgit2 fails a whole push on one non-fast-forward).
+bool fast_forward(git_repository* git, const git_oid& tip, const git_oid& commit) {
+  if (git_oid_equal(&tip, &commit)) return true;
+  const OdbHandle odb = open_odb(git);
+  if (git_odb_exists(odb.get(), &tip) != 1) return false;  // not ours: never pushed from here
+  const int descends = git_graph_descendant_of(git, &commit, &tip);
+  if (descends < 0) git_error_clear();
+  return descends == 1;
+}
+
+}  // namespace
+
+std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates) {
+  const RemoteHandle remote = impl_->open_remote();
+  RemoteCallbacks callbacks(impl_->config, impl_->location);
+  const git_remote_callbacks raw_callbacks = callbacks.callbacks();
+  const git_proxy_options proxy = environment_proxy();
+  if (const int rc =
+          git_remote_connect(remote.get(), GIT_DIRECTION_PUSH, &raw_callbacks, &proxy, nullptr);
+      rc < 0)
+    callbacks.throw_failure(rc, "connect to");
+  const git_remote_head** heads = nullptr;
+  std::size_t count = 0;
+  if (const int rc = git_remote_ls(&heads, &count, remote.get()); rc < 0)
+    callbacks.throw_failure(rc, "list branches of");
+  std::map<std::string, git_oid> tips;
+  for (std::size_t i = 0; i < count; ++i) tips.emplace(heads[i]->name, heads[i]->oid);
+
+  std::vector<RefResult> results(updates.size());
+  std::vector<std::string> refspecs;
+  std::vector<std::size_t> sent;
+  for (std::size_t i = 0; i < updates.size(); ++i) {
+    const auto& u = updates[i];
+    require_valid_ref(u.ref);
+    const git_oid commit = parse_oid(u.commit);
+    const auto tip = tips.find(u.ref);
+    if (tip != tips.end() && git_oid_equal(&tip->second, &commit)) continue;
+    if (tip != tips.end() && !fast_forward(impl_->git(), tip->second, commit)) {
+      results[i] = {RefOutcome::taken, "its tip " + oid_hex(tip->second) + " is another's"};
+      continue;
+    }
+    const std::string local = std::string(kLocalPrefix) + short_name(u.ref);
+    git_reference* raw = nullptr;
+    git_check(git_reference_create(&raw, impl_->git(), local.c_str(), &commit, 1, nullptr),
+              "point " + local + " at " + u.commit);
+    ReferenceHandle(raw).reset();
+    refspecs.push_back(local + ":" + u.ref);
+    sent.push_back(i);
+  }
+  if (refspecs.empty()) return results;
+  std::vector<char*> raw_specs;
+  for (auto& spec : refspecs) raw_specs.push_back(spec.data());
+  const git_strarray specs{raw_specs.data(), raw_specs.size()};
+  git_push_options options = GIT_PUSH_OPTIONS_INIT;
+  options.callbacks = callbacks.callbacks();
+  options.proxy_opts = environment_proxy();
+  if (const int rc = git_remote_upload(remote.get(), &specs, &options); rc < 0)
+    callbacks.throw_failure(rc, "push to");
+  for (const std::size_t i : sent)
+    if (const auto refusal = callbacks.refusal_of(updates[i].ref))
+      results[i] = {RefOutcome::refused, *refusal};
+  return results;
 }
 
 void RemoteStore::remove(const std::string& ref) {

@@ -1,4 +1,5 @@
 // The serve side of checkpoints: every store operation through the agent.
+#include <algorithm>
 #include <set>
 
 #include "inflight/checkpoint/branch_name.hpp"
@@ -49,21 +50,50 @@ void AgentCheckpoints::release(const CheckpointRequest& request, SteadyClock::ti
   store_call("release", request, deadline, std::move(done));
 }
 
+OrderedJson AgentCheckpoints::store_request(const CheckpointRequest& request) const {
+  return {{"run_dir", fs::absolute(request.run_dir).string()},
+          {"origin_pod", request.origin_pod},
+          {"run_id", request.run_id},
+          {"attempt", request.attempt},
+          {"reason", request.reason},
+          {"pod", pod_},
+          {"records", request.records}};
+}
+
 // Save and release name the run alike and answer alike.
 void AgentCheckpoints::store_call(const char* op, const CheckpointRequest& request,
                                   SteadyClock::time_point deadline,
                                   std::function<void(CheckpointResult)> done) {
   const auto branch = checkpoint::branch_name({request.origin_pod, request.run_id});
-  agent_.call({{"op", op},
-               {"run_dir", fs::absolute(request.run_dir).string()},
-               {"origin_pod", request.origin_pod},
-               {"run_id", request.run_id},
-               {"attempt", request.attempt},
-               {"reason", request.reason},
-               {"pod", pod_},
-               {"records", request.records}},
-              deadline, [done = std::move(done), branch](const OrderedJson& r) {
-                done(checkpoint_result(r, branch));
+  auto call = store_request(request);
+  call["op"] = op;
+  agent_.call(std::move(call), deadline, [done = std::move(done), branch](const OrderedJson& r) {
+    done(checkpoint_result(r, branch));
+  });
+}
+
+// A failure of the whole step (unreachable, deadline, disk) is every run's.
+void AgentCheckpoints::save_all(const std::vector<CheckpointRequest>& requests,
+                                SteadyClock::time_point deadline,
+                                std::function<void(std::vector<CheckpointResult>)> done) {
+  OrderedJson runs = OrderedJson::array();
+  std::vector<std::string> branches;
+  for (const auto& request : requests) {
+    runs.push_back(store_request(request));
+    branches.push_back(checkpoint::branch_name({request.origin_pod, request.run_id}));
+  }
+  agent_.call({{"op", "save_all"}, {"runs", std::move(runs)}}, deadline,
+              [done = std::move(done), branches](const OrderedJson& r) {
+                std::vector<CheckpointResult> results;
+                const bool each =
+                    r["ok"].get<bool>() && r.contains("results") && r["results"].is_array() &&
+                    r["results"].size() == branches.size() &&
+                    std::all_of(r["results"].begin(), r["results"].end(), [](const auto& one) {
+                      return one.is_object() && one.value("ok", OrderedJson()).is_boolean();
+                    });
+                for (std::size_t i = 0; i < branches.size(); ++i)
+                  results.push_back(checkpoint_result(each ? r["results"][i] : r, branches[i]));
+                done(std::move(results));
               });
 }
 

@@ -47,6 +47,64 @@ void RunSupervisor::checkpoint(Run& run, const std::string& reason,
   });
 }
 
+// Runs of one store step: the step starts once each run's queue reached it.
+struct RunSupervisor::StoreBatch {
+  std::vector<Run*> runs;
+  std::size_t waiting = 0;
+  std::string reason;
+  SteadyClock::time_point deadline;
+  std::function<void(Run&, const CheckpointResult&)> each;
+  std::function<void()> done;
+};
+
+void RunSupervisor::checkpoint_together(const std::vector<Run*>& runs, const std::string& reason,
+                                        SteadyClock::time_point deadline,
+                                        std::function<void(Run&, const CheckpointResult&)> each,
+                                        std::function<void()> done) {
+  auto batch = std::make_shared<StoreBatch>(StoreBatch{.runs = {},
+                                                       .waiting = runs.size(),
+                                                       .reason = reason,
+                                                       .deadline = deadline,
+                                                       .each = std::move(each),
+                                                       .done = std::move(done)});
+  if (runs.empty()) return batch->done();
+  for (Run* run : runs)
+    enqueue_store_op(*run, [this, batch, run] {
+      batch->runs.push_back(run);
+      if (--batch->waiting == 0) send_batch(batch);
+    });
+}
+
+void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
+  std::vector<Run*> sending;
+  std::vector<CheckpointRequest> requests;
+  for (Run* run : batch->runs) {
+    if (run->fenced) {
+      batch->each(*run, CheckpointResult{.landed = false,
+                                         .fenced = true,
+                                         .disk_failed = false,
+                                         .branch = run->checkpoint.branch,
+                                         .commit = std::nullopt,
+                                         .error = "another instance owns the run"});
+      store_op_done(*run);
+      continue;
+    }
+    sending.push_back(run);
+    requests.push_back({run->id, run->dir, run->params.origin_pod, run->attempts(), batch->reason,
+                        run->record_count()});
+  }
+  if (requests.empty()) return batch->done();
+  checkpoints_.save_all(requests, batch->deadline,
+                        [this, batch, sending](std::vector<CheckpointResult> results) {
+                          for (std::size_t i = 0; i < sending.size(); ++i) {
+                            record_checkpoint(*sending[i], results[i]);
+                            batch->each(*sending[i], results[i]);
+                            store_op_done(*sending[i]);
+                          }
+                          batch->done();
+                        });
+}
+
 void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {
   enqueue_store_op(run, [this, &run, done = std::move(done)] {
     store_op_done(run);

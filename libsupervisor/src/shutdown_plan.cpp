@@ -7,13 +7,6 @@
 
 namespace inflight {
 
-namespace {
-
-// Pushes at once; a small bound keeps a slow server from being flooded.
-constexpr int kParallelCheckpoints = 4;
-
-}  // namespace
-
 ShutdownPlan::ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor,
                            Duration grace_period, Duration flush_window,
                            std::function<void(int)> done)
@@ -67,7 +60,7 @@ void ShutdownPlan::restore_finished() {
   if (stage_ == Stage::awaiting_restore) checkpoint_all();
 }
 
-// Interrupted runs are pushed; finished runs whose branch deletion is queued,
+// Interrupted runs are pushed, all in one step; finished runs whose branch deletion is queued,
 // under way or failed are awaited too: a finished run whose branch survives
 // would run again on the next pod.
 void ShutdownPlan::checkpoint_all() {
@@ -78,11 +71,13 @@ void ShutdownPlan::checkpoint_all() {
   stage_ = Stage::checkpointing;
   const std::chrono::duration<double> stopping = SteadyClock::now() - started_;
   log::info("children stopped", {{"seconds", stopping.count()}});
+  std::vector<Run*> started;
+  std::vector<Run*> unstarted;
   for (const auto& owned : supervisor_.runs()) {
     Run& run = *owned;
     if (run.fenced || run.held) continue;
     if (run.status == RunStatus::interrupted) {
-      to_checkpoint_.push_back(&run);
+      (run.attempts() > 0 ? started : unstarted).push_back(&run);
       continue;
     }
     if (run.release_pending && run.store_ops.empty()) supervisor_.release_checkpoint(run);
@@ -90,32 +85,28 @@ void ShutdownPlan::checkpoint_all() {
     ++in_flight_;
     supervisor_.when_store_idle(run, [this, &run] { on_released(run); });
   }
-  // Runs that had started hold paid-for work: they go first.
-  std::stable_partition(to_checkpoint_.begin(), to_checkpoint_.end(),
-                        [](const Run* run) { return run->attempts() > 0; });
-  for (int i = 0; i < kParallelCheckpoints && !to_checkpoint_.empty(); ++i) checkpoint_next();
-  finish_when_idle();
+  // One push for all; runs that had started hold paid-for work: they go first.
+  checkpoint_batch(
+      started, [this, unstarted] { checkpoint_batch(unstarted, [this] { finish_when_idle(); }); });
 }
 
-void ShutdownPlan::checkpoint_next() {
-  Run& run = *to_checkpoint_.front();
-  to_checkpoint_.pop_front();
+void ShutdownPlan::checkpoint_batch(const std::vector<Run*>& runs, std::function<void()> then) {
   ++in_flight_;
-  supervisor_.checkpoint(run, "shutdown", deadline_, [this, &run](const CheckpointResult& result) {
-    on_checkpointed(run, result);
-  });
+  supervisor_.checkpoint_together(
+      runs, "shutdown", deadline_,
+      [this](Run& run, const CheckpointResult& result) { on_checkpointed(run, result); },
+      [this, then = std::move(then)] {
+        if (stage_ == Stage::done) return;
+        --in_flight_;
+        then();
+      });
 }
 
 void ShutdownPlan::on_checkpointed(Run& run, const CheckpointResult& result) {
-  if (stage_ == Stage::done) return;
-  --in_flight_;
-  if (!result.landed) {
-    all_landed_ = false;
-    log::error("checkpoint not pushed; the run stays on local disk",
-               {{"run_id", run.id}, {"error", result.error}});
-  }
-  if (!to_checkpoint_.empty()) return checkpoint_next();
-  finish_when_idle();
+  if (stage_ == Stage::done || result.landed) return;
+  all_landed_ = false;
+  log::error("checkpoint not pushed; the run stays on local disk",
+             {{"run_id", run.id}, {"error", result.error}});
 }
 
 void ShutdownPlan::on_released(Run& run) {
@@ -130,7 +121,7 @@ void ShutdownPlan::on_released(Run& run) {
 }
 
 void ShutdownPlan::finish_when_idle() {
-  if (to_checkpoint_.empty() && in_flight_ == 0) finish(all_landed_ ? 0 : 1);
+  if (in_flight_ == 0) finish(all_landed_ ? 0 : 1);
 }
 
 void ShutdownPlan::finish(int exit_code) {

@@ -308,6 +308,34 @@ TEST(LeaseMessage, ReadsWhatItWritesAndRefusesTheRest) {
   EXPECT_FALSE(parse_lease_message("x\n\nInflight-Pod: p\nInflight-Lease-Until: 12abc\n", now));
 }
 
+// Shutdown pushes every run at once; a branch another instance took fences
+// that run only, and the others land.
+TEST_F(CheckpointStoreTest, SaveAllPushesEachRunOnItsOwnMerits) {
+  const auto runs = temp_.path() / "runs-a";
+  std::vector<SaveRequest> requests;
+  for (const auto* id : {"r1", "r2", "r3"})
+    requests.push_back({.run_dir = make_run(runs, id, 1), .origin_pod = "pod-a", .info = info(id)});
+  CheckpointStore store(config("a"));
+  store.save(runs / "r2", "pod-a", info("r2", "periodic"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  ASSERT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
+  append_file(runs / "r2" / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  const auto claimed = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r2"));
+
+  const auto outcomes = store.save_all(requests);
+  ASSERT_EQ(outcomes.size(), 3u);
+  for (const std::size_t i : {0u, 2u}) {
+    EXPECT_EQ(outcomes[i].ref, RefOutcome::updated);
+    ASSERT_TRUE(outcomes[i].commit);
+    EXPECT_EQ(trimmed(git(remote(), "rev-parse " + branch_ref({"pod-a", i ? "r3" : "r1"}))),
+              *outcomes[i].commit);
+  }
+  EXPECT_EQ(outcomes[1].ref, RefOutcome::taken);
+  EXPECT_TRUE(outcomes[1].error);
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r2")), claimed);
+}
+
 // Once the owner is gone without finishing, the branch's copy replaces a
 // handed-over one, whatever either holds.
 TEST_F(CheckpointStoreTest, TheBranchReplacesAHandedOverCopy) {

@@ -89,6 +89,19 @@ struct RestoreReport {
   std::vector<std::string> problems;   // one line per branch that could not be used
 };
 
+// One run of a batched save.
+struct SaveRequest {
+  std::filesystem::path run_dir;
+  std::string origin_pod;
+  CheckpointInfo info;
+};
+
+struct SaveOutcome {
+  std::optional<std::string> commit;  // none when nothing changed
+  RefOutcome ref = RefOutcome::updated;
+  std::optional<std::string> error;  // this run's own failure (its dir could not be read)
+};
+
 class CheckpointStore {
  public:
   explicit CheckpointStore(StoreConfig config);
@@ -98,6 +111,9 @@ class CheckpointStore {
   // push throws GitError(rejected): another instance owns the run.
   std::optional<std::string> save(const std::filesystem::path& run_dir,
                                   const std::string& origin_pod, const CheckpointInfo& info);
+  // save() of many runs, pushed over one connection; each run's outcome is
+  // its own (a taken branch fences that run only).
+  std::vector<SaveOutcome> save_all(const std::vector<SaveRequest>& runs);
   // The run is over: a last commit carrying its final run-params.json, then
   // the branch is deleted. A crash or a failure between the two leaves a
   // branch that every restore deletes instead of running. A rejected push

@@ -137,6 +137,23 @@ class RunSnapshotter {
   std::unique_ptr<Impl> impl_;
 };
 
+// One ref of a batch: moved to `commit`, fast-forward only.
+struct RefUpdate {
+  std::string ref;
+  std::string commit;
+};
+
+enum class RefOutcome {
+  updated,  // the ref is at the commit now
+  taken,    // its tip is not an ancestor of the commit: another instance moved it
+  refused,  // the server refused it (a hook, a race with another push)
+};
+
+struct RefResult {
+  RefOutcome outcome = RefOutcome::updated;
+  std::string detail;  // why, when not updated
+};
+
 class RemoteStore {
  public:
   RemoteStore(CacheRepo& repo, RemoteConfig config);
@@ -152,6 +169,10 @@ class RemoteStore {
   std::optional<std::string> last_pushed(const std::string& ref);
   // Fast-forward only; a rejected ref throws GitError(rejected).
   void push(const std::string& ref, const std::string& oid);
+  // Every update over one connection, each ref judged on its own: a taken or
+  // refused ref does not hold the others back. Throws only for what fails
+  // the whole connection (unreachable, credentials).
+  std::vector<RefResult> update(const std::vector<RefUpdate>& updates);
   // Deletes the remote branch; a refused deletion throws GitError(rejected).
   void remove(const std::string& ref);
   // The remote URL with any password removed, for messages and logs.

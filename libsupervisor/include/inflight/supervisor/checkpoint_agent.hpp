@@ -17,6 +17,8 @@ class AgentCheckpoints final : public CheckpointPort {
 
   void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
             std::function<void(CheckpointResult)> done) override;
+  void save_all(const std::vector<CheckpointRequest>& requests, SteadyClock::time_point deadline,
+                std::function<void(std::vector<CheckpointResult>)> done) override;
   void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
                std::function<void(CheckpointResult)> done) override;
   void check(SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done) override;
@@ -28,6 +30,7 @@ class AgentCheckpoints final : public CheckpointPort {
                   std::function<void(CheckpointResult)> done) override;
 
  private:
+  OrderedJson store_request(const CheckpointRequest& request) const;
   void store_call(const char* op, const CheckpointRequest& request,
                   SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done);
   static RestoreResult failed_restore(const OrderedJson& r, const std::vector<RestoredRun>& local);

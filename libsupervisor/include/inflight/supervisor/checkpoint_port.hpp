@@ -71,6 +71,10 @@ class CheckpointPort {
 
   virtual void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
                     std::function<void(CheckpointResult)> done) = 0;
+  // save() of many runs over one connection; one result per request, in order.
+  virtual void save_all(const std::vector<CheckpointRequest>& requests,
+                        SteadyClock::time_point deadline,
+                        std::function<void(std::vector<CheckpointResult>)> done) = 0;
   // The run is over: its final state is pushed first (so that no restore
   // runs it again, even when the deletion fails or never happens), then its
   // branch is deleted. `landed` means both happened; `fenced`, that another

@@ -76,6 +76,13 @@ class RunSupervisor {
   // run still under way.
   void checkpoint(Run& run, const std::string& reason, SteadyClock::time_point deadline,
                   std::function<void(const CheckpointResult&)> done);
+  // Checkpoints every run in one store step, each after any store operation
+  // of its own still under way; `each` gets every run's result, then `done`
+  // runs once.
+  void checkpoint_together(const std::vector<Run*>& runs, const std::string& reason,
+                           SteadyClock::time_point deadline,
+                           std::function<void(Run&, const CheckpointResult&)> each,
+                           std::function<void()> done);
   // Calls `done` once the store operations queued for the run so far are over.
   void when_store_idle(Run& run, std::function<void()> done);
   // Pushes the finished run's final state and deletes its branch (again, after
@@ -104,6 +111,8 @@ class RunSupervisor {
   void start_store_op(Run& run);
   void store_op_done(Run& run);
   void record_checkpoint(Run& run, const CheckpointResult& result);
+  struct StoreBatch;
+  void send_batch(const std::shared_ptr<StoreBatch>& batch);
   void fence(Run& run);
   void periodic_tick();
 

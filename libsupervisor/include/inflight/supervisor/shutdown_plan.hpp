@@ -5,8 +5,8 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <deque>
 #include <functional>
+#include <vector>
 
 #include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/duration.hpp"
@@ -33,7 +33,7 @@ class ShutdownPlan {
   void on_child_exit();
   void end_flush();
   void checkpoint_all();
-  void checkpoint_next();
+  void checkpoint_batch(const std::vector<Run*>& runs, std::function<void()> then);
   void on_checkpointed(Run& run, const CheckpointResult& result);
   void on_released(Run& run);
   void finish_when_idle();
@@ -48,7 +48,6 @@ class ShutdownPlan {
   SteadyClock::time_point deadline_;
   boost::asio::steady_timer flush_timer_;
   boost::asio::steady_timer grace_timer_;
-  std::deque<Run*> to_checkpoint_;
   int in_flight_ = 0;
   bool all_landed_ = true;
   bool restored_ = true;
