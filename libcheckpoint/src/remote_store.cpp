@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <span>
 
 #include "cache_repo_impl.hpp"
 #include "git_error.hpp"
@@ -50,6 +51,21 @@ git_proxy_options environment_proxy() {
   git_proxy_options proxy = GIT_PROXY_OPTIONS_INIT;
   proxy.type = GIT_PROXY_AUTO;  // honours http.proxy and the *_proxy variables
   return proxy;
+}
+
+// Connects and returns the refs the server advertised, valid while `remote`
+// stays connected; `raw_callbacks` (of `callbacks`) must live as long.
+std::span<const git_remote_head*> connect_and_list(git_remote* remote, RemoteCallbacks& callbacks,
+                                                   const git_remote_callbacks& raw_callbacks,
+                                                   git_direction direction) {
+  const git_proxy_options proxy = environment_proxy();
+  if (const int rc = git_remote_connect(remote, direction, &raw_callbacks, &proxy, nullptr); rc < 0)
+    callbacks.throw_failure(rc, "connect to");
+  const git_remote_head** heads = nullptr;
+  std::size_t count = 0;
+  if (const int rc = git_remote_ls(&heads, &count, remote); rc < 0)
+    callbacks.throw_failure(rc, "list branches of");
+  return {heads, count};
 }
 
 }  // namespace
@@ -116,22 +132,12 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix) {
   const RemoteHandle remote = impl_->open_remote();
   RemoteCallbacks callbacks(impl_->config, impl_->location);
   const git_remote_callbacks raw_callbacks = callbacks.callbacks();
-  const git_proxy_options proxy = environment_proxy();
-  if (const int rc =
-          git_remote_connect(remote.get(), GIT_DIRECTION_FETCH, &raw_callbacks, &proxy, nullptr);
-      rc < 0) {
-    callbacks.throw_failure(rc, "connect to");
-  }
-  const git_remote_head** heads = nullptr;
-  std::size_t count = 0;
-  if (const int rc = git_remote_ls(&heads, &count, remote.get()); rc < 0) {
-    callbacks.throw_failure(rc, "list branches of");
-  }
+  const auto heads = connect_and_list(remote.get(), callbacks, raw_callbacks, GIT_DIRECTION_FETCH);
   std::vector<RemoteBranch> branches;
-  for (std::size_t i = 0; i < count; ++i) {
-    const std::string name = heads[i]->name;
+  for (const git_remote_head* head : heads) {
+    const std::string name = head->name;
     if (name.starts_with(prefix) && !name.ends_with("^{}")) {
-      branches.push_back(RemoteBranch{name, oid_hex(heads[i]->oid)});
+      branches.push_back(RemoteBranch{name, oid_hex(head->oid)});
     }
   }
   // Servers advertise refs in no promised order; callers and people want one.
@@ -214,17 +220,10 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
   const RemoteHandle remote = impl_->open_remote();
   RemoteCallbacks callbacks(impl_->config, impl_->location);
   const git_remote_callbacks raw_callbacks = callbacks.callbacks();
-  const git_proxy_options proxy = environment_proxy();
-  if (const int rc =
-          git_remote_connect(remote.get(), GIT_DIRECTION_PUSH, &raw_callbacks, &proxy, nullptr);
-      rc < 0)
-    callbacks.throw_failure(rc, "connect to");
-  const git_remote_head** heads = nullptr;
-  std::size_t count = 0;
-  if (const int rc = git_remote_ls(&heads, &count, remote.get()); rc < 0)
-    callbacks.throw_failure(rc, "list branches of");
   std::map<std::string, git_oid> tips;
-  for (std::size_t i = 0; i < count; ++i) tips.emplace(heads[i]->name, heads[i]->oid);
+  for (const git_remote_head* head :
+       connect_and_list(remote.get(), callbacks, raw_callbacks, GIT_DIRECTION_PUSH))
+    tips.emplace(head->name, head->oid);
 
   std::vector<RefResult> results(updates.size());
   std::vector<std::string> refspecs;
