@@ -52,6 +52,9 @@ int serve(const ServeSettings& settings) {
   settings.children.check_programs();
   fs::create_directories(settings.store.runs_dir);
   boost::asio::io_context io;
+  // Before "listening" is logged: a signal from then on is queued for the
+  // shutdown plan, never left to the default action.
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   ChildReaper::become_subreaper();
   ChildReaper reaper(io);
   const auto supervised = supervisor_settings(settings);
@@ -92,7 +95,6 @@ int serve(const ServeSettings& settings) {
     if (code != 0) return exit(code);
     lease.give_up(shutdown_started + settings.grace_period, [&exit] { exit(0); });
   });
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   std::function<void()> await_signal = [&] {
     signals.async_wait([&](const boost::system::error_code& ec, int signal) {
       if (ec) return;
