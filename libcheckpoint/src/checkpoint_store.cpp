@@ -93,7 +93,7 @@ void CheckpointStore::release(const fs::path& run_dir, const std::string& origin
 
 RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   RestoreReport report;
-  if (request.lease_until) hold_lease(cache_, remote_, {request.pod, *request.lease_until});
+  if (request.lease_until) take_lease(request, report);
   auto branches = remote_.list(std::string(kInflightPrefix));
   LeaseBook leases(cache_, remote_, branches, seconds_now(), report.problems);
   std::erase_if(branches, [&](const RemoteBranch& b) {
@@ -131,6 +131,17 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
         !request.skip.count(run_id))
       push_local_run(request.runs_dir / run_id, request, report);
   return report;
+}
+
+// A lease the server refuses (a hook that allows only `inflight/*`) costs
+// this pod the protection of its runs, not its restore.
+void CheckpointStore::take_lease(const RestoreRequest& request, RestoreReport& report) {
+  try {
+    hold_lease(cache_, remote_, {.pod = request.pod, .until = *request.lease_until});
+  } catch (const GitError& e) {
+    if (is_network_failure(e) || e.kind() == GitErrorKind::cache) throw;
+    report.problems.push_back(lease_ref(request.pod) + ": lease not taken: " + e.what());
+  }
 }
 
 // Another instance took the run or answers for it: this disk's copy, if any,

@@ -145,6 +145,7 @@ class CheckpointStore {
   void restore_branch(const RemoteBranch& branch, const RestoreRequest& request, LeaseBook& leases,
                       std::set<std::string>& taken, RestoreReport& report);
   LocalCopy local_copy(const BranchName& name, const RestoreRequest& request);
+  void take_lease(const RestoreRequest& request, RestoreReport& report);
   void mark_stale(const BranchName& name, const RestoreRequest& request, RestoreReport& report);
   void push_local_run(const std::filesystem::path& dir, const RestoreRequest& request,
                       RestoreReport& report);
