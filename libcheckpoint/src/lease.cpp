@@ -100,6 +100,10 @@ std::optional<std::int64_t> LeaseBook::until(const std::string& pod) {
   } catch (const GitError& e) {
     if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
     problems_.push_back(it->second.ref + ": " + e.what());
+    // Listed, then not found: it moved under us (seen in a rollout test, a
+    // live pod's runs were taken). Counted live for this look; the next one
+    // reads it again.
+    if (e.kind() == GitErrorKind::not_found) until = now_ + 1;
   }
   return until;
 }
