@@ -38,11 +38,19 @@ CheckpointStore::CheckpointStore(StoreConfig config)
 std::optional<std::string> CheckpointStore::save(const fs::path& run_dir,
                                                  const std::string& origin_pod,
                                                  const CheckpointInfo& info) {
-  const auto ref = branch_ref({origin_pod, info.run_id});
-  auto [it, inserted] = snapshotters_.try_emplace(run_dir.string(), cache_, config_.exclude_globs);
-  const auto commit = it->second.snapshot(run_dir, info, remote_.last_pushed(ref));
-  if (commit) remote_.push(ref, *commit);
+  const auto commit = snapshot(run_dir, origin_pod, info);
+  if (commit) remote_.push(branch_ref({origin_pod, info.run_id}), *commit);
   return commit;
+}
+
+// A commit of run_dir on top of what this cache last pushed to its branch;
+// each run dir keeps its snapshotter, for the stat cache.
+std::optional<std::string> CheckpointStore::snapshot(const fs::path& run_dir,
+                                                     const std::string& origin_pod,
+                                                     const CheckpointInfo& info) {
+  auto [it, inserted] = snapshotters_.try_emplace(run_dir.string(), cache_, config_.exclude_globs);
+  return it->second.snapshot(run_dir, info,
+                             remote_.last_pushed(branch_ref({origin_pod, info.run_id})));
 }
 
 std::vector<SaveOutcome> CheckpointStore::save_all(const std::vector<SaveRequest>& runs) {
@@ -51,11 +59,8 @@ std::vector<SaveOutcome> CheckpointStore::save_all(const std::vector<SaveRequest
   std::vector<std::size_t> pushed;  // index of each update's run
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& run = runs[i];
-    const auto ref = branch_ref({run.origin_pod, run.info.run_id});
     try {
-      auto [it, inserted] =
-          snapshotters_.try_emplace(run.run_dir.string(), cache_, config_.exclude_globs);
-      outcomes[i].commit = it->second.snapshot(run.run_dir, run.info, remote_.last_pushed(ref));
+      outcomes[i].commit = snapshot(run.run_dir, run.origin_pod, run.info);
     } catch (const GitError& e) {
       if (e.kind() == GitErrorKind::cache) throw;
       outcomes[i].error = e.what();
@@ -63,7 +68,8 @@ std::vector<SaveOutcome> CheckpointStore::save_all(const std::vector<SaveRequest
       outcomes[i].error = e.what();
     }
     if (!outcomes[i].commit) continue;
-    updates.push_back({.ref = ref, .commit = *outcomes[i].commit});
+    updates.push_back(
+        {.ref = branch_ref({run.origin_pod, run.info.run_id}), .commit = *outcomes[i].commit});
     pushed.push_back(i);
   }
   if (updates.empty()) return outcomes;

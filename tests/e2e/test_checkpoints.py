@@ -191,6 +191,18 @@ def test_hostile_branch_is_refused_and_the_others_restore(serve_factory, tmp_pat
                for e in serve.events())
 
 
+def take_over(serve_factory, tmp_path, server, run_id):
+    """pod-b on a fresh disk, once it has taken run_id over (after the owner's
+    lease ended)."""
+    pod_b = tmp_path / "pod-b"
+    pod_b.mkdir()
+    taker = serve_factory("--pod-name", "pod-b", "--results-repo", server.url, workdir=pod_b)
+    taker.wait_ready()
+    wait_for(lambda: taker.get(f"/api/eval/status/{run_id}").status == 200, 30,
+             "pod-b to take the run over once pod-a's lease is over")
+    return taker
+
+
 def test_sigkill_loses_at_most_one_interval(serve_factory, tmp_path, git_daemon):
     """A pod killed without a shutdown loses at most one interval of work, and
     its runs are taken over by another pod once its lease is over (3 intervals
@@ -213,11 +225,7 @@ def test_sigkill_loses_at_most_one_interval(serve_factory, tmp_path, git_daemon)
     assert local - pushed <= 1000 // 100 + 1, f"lost {local - pushed} records, more than 1 s of work"
 
     pod_b = tmp_path / "pod-b"
-    pod_b.mkdir()
-    again = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
-    again.wait_ready()
-    wait_for(lambda: again.get(f"/api/eval/status/{run_id}").status == 200, 30,
-             "pod-b to take the run over once pod-a's lease is over")
+    again = take_over(serve_factory, tmp_path, git_daemon, run_id)
     again.wait_status(run_id, "succeeded", timeout=60)
     recorded = index_ids(pod_b / ".inflight" / "runs" / run_id)
     assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 61)]
@@ -244,11 +252,7 @@ def test_rejected_push_fences_the_old_owner(serve_factory, tmp_path, git_daemon)
     owner.proc.send_signal(signal.SIGSTOP)
 
     pod_b = tmp_path / "pod-b"
-    pod_b.mkdir()
-    taker = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
-    taker.wait_ready()
-    wait_for(lambda: taker.get(f"/api/eval/status/{run_id}").status == 200, 30,
-             "pod-b to take the run over once pod-a's lease is over")
+    taker = take_over(serve_factory, tmp_path, git_daemon, run_id)
     taker.wait_status(run_id, "running")
     owner.proc.send_signal(signal.SIGCONT)
     owner.wait_log(lambda e: e.get("run_id") == run_id and "another instance" in e.get("msg", ""), 20)
@@ -327,10 +331,6 @@ def test_a_queued_run_is_checkpointed_before_it_starts(serve_factory, tmp_path, 
     subprocess.run(["pkill", "-KILL", "-f", str(pod_a / ".inflight" / "runs")])
 
     pod_b = tmp_path / "pod-b"
-    pod_b.mkdir()
-    again = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
-    again.wait_ready()
-    wait_for(lambda: again.get(f"/api/eval/status/{queued}").status == 200, 30,
-             "pod-b to take the run over once pod-a's lease is over")
+    again = take_over(serve_factory, tmp_path, git_daemon, queued)
     again.wait_status(queued, "succeeded", timeout=60)
     assert index_ids(pod_b / ".inflight" / "runs" / queued) == ["t001", "t002", "t003"]

@@ -142,6 +142,8 @@ class CheckpointStore {
   // instance (the branch's copy replaces it).
   enum class LocalCopy { none, resumable, finished, stale };
 
+  std::optional<std::string> snapshot(const std::filesystem::path& run_dir,
+                                      const std::string& origin_pod, const CheckpointInfo& info);
   void restore_branch(const RemoteBranch& branch, const RestoreRequest& request, LeaseBook& leases,
                       std::set<std::string>& taken, RestoreReport& report);
   LocalCopy local_copy(const BranchName& name, const RestoreRequest& request);
