@@ -178,7 +178,11 @@ void RunSupervisor::start_periodic_checkpoints(Duration interval) {
   });
 }
 
+// One push for every run that changed since its last checkpoint: a pod with
+// fifty runs makes one connection per interval, not fifty.
 void RunSupervisor::periodic_tick() {
+  std::vector<Run*> changed;
+  auto signatures = std::make_shared<std::map<const Run*, std::uint64_t>>();
   for (auto& owned : runs_) {
     Run& run = *owned;
     if (run.fenced || !run.store_ops.empty()) continue;
@@ -189,11 +193,15 @@ void RunSupervisor::periodic_tick() {
     if (run.status != RunStatus::running && !never_saved_queued) continue;
     const auto signature = checkpoint::stat_signature(run.dir);
     if (signature == run.saved_signature) continue;
-    checkpoint(run, "periodic", SteadyClock::now() + settings_.network_timeout,
-               [&run, signature](const CheckpointResult& result) {
-                 if (result.landed) run.saved_signature = signature;
-               });
+    changed.push_back(&run);
+    (*signatures)[&run] = signature;
   }
+  checkpoint_together(
+      changed, "periodic", SteadyClock::now() + settings_.network_timeout,
+      [signatures](Run& run, const CheckpointResult& result) {
+        if (result.landed) run.saved_signature = signatures->at(&run);
+      },
+      [] {});
 }
 
 }  // namespace inflight

@@ -2,7 +2,8 @@
 their runs with periodic checkpoints (so their branches are in the results
 repo while they live); in turn, a new instance starts on a fresh disk, then an
 old one gets SIGTERM. A live pod's runs stay its own: each run is interrupted
-only by its own pod's SIGTERM and resumed once, elsewhere."""
+only by its own pod's SIGTERM and resumed once, elsewhere (or, on a loaded
+machine, finished at home before that SIGTERM)."""
 
 import signal
 from collections import Counter
@@ -13,7 +14,7 @@ from git_servers import branches, git
 
 OLD_PODS = 4
 RUNS_PER_POD = 8
-TESTS = 200
+TESTS = 300
 TEST_MS = 150
 INTERVAL = "2s"
 
@@ -44,29 +45,36 @@ def test_a_rollout_moves_each_run_once(serve_factory, tmp_path, git_daemon):
         pod.signal(signal.SIGTERM)
         assert pod.wait_exit(timeout=20) == 0, f"{pod.name}'s rollout SIGTERM did not exit 0"
 
-    def finished_where():
+    def finished():
+        """Each run's dir that holds its succeeded attempt, on any pod's disk."""
         done = {}
-        for pod in new:
+        for pod in old + new:
             for run_id in origin:
-                r = pod.get(f"/api/eval/status/{run_id}")
-                if r.status == 200 and r.json()["status"] == "succeeded":
-                    done.setdefault(run_id, []).append(pod)
+                run_dir = pod.workdir / ".inflight" / "runs" / run_id
+                if (run_dir / "run-params.json").exists() and any(
+                        a["outcome"] == "succeeded" for a in run_params(run_dir)["attempts"]):
+                    done.setdefault(run_id, []).append(run_dir)
         return done if len(done) == len(origin) else None
 
-    done = wait_for(finished_where, 120, "every run to finish on a new pod")
+    done = wait_for(finished, 180, "every run to finish")
     for pod in new:
         pod.signal(signal.SIGTERM)
         assert pod.wait_exit(timeout=20) == 0
-    for run_id, pods in done.items():
-        assert len(pods) == 1, f"run {run_id} finished on {[p.name for p in pods]}"
-        run_dir = pods[0].workdir / ".inflight" / "runs" / run_id
-        attempts = run_params(run_dir)["attempts"]
-        assert len(attempts) == 2, f"run {run_id}: {attempts}"
-        assert attempts[0]["pod"] == origin[run_id] and attempts[0]["outcome"] == "interrupted", \
+    moved = set()
+    for run_id, run_dirs in done.items():
+        assert len(run_dirs) == 1, f"run {run_id} finished in {run_dirs}"
+        attempts = [(a["pod"], a["outcome"]) for a in run_params(run_dirs[0])["attempts"]]
+        # A loaded machine may finish a run before its own pod's SIGTERM.
+        if len(attempts) == 2:
+            moved.add(run_id)
+        assert attempts in ([(origin[run_id], "succeeded")],
+                            [(origin[run_id], "interrupted"), (attempts[-1][0], "succeeded")]), \
             f"run {run_id} was stopped by another pod than its own: {attempts}"
-        ids = index_ids(run_dir)
+        ids = index_ids(run_dirs[0])
         repeated = [t for t, n in Counter(ids).items() if n > 1]
         assert sorted(set(ids)) == [f"t{n:03d}" for n in range(1, TESTS + 1)] and not repeated, \
             f"run {run_id}: tests run twice {repeated}"
+    first_pod = {run_id for run_id, pod in origin.items() if pod == old[0].name}
+    assert first_pod <= moved, "the first pod's runs, stopped right after their checkpoints, moved"
     assert not branches(git_daemon.bare), "branches left"
     assert git(git_daemon.bare, "for-each-ref", "refs/heads/") == "", "leases left"

@@ -18,11 +18,12 @@ def start_stubborn(serve_factory, tmp_path, *args):
 
 def test_child_ignoring_sigterm_is_killed_after_flush_window_with_its_grandchild(serve_factory, tmp_path):
     serve, (child, grandchild) = start_stubborn(serve_factory, tmp_path, "--flush-window", "1s")
-    started = time.monotonic()
     serve.signal(signal.SIGTERM)
     assert serve.wait_exit(timeout=10) == 0
-    took = time.monotonic() - started
-    assert 1.0 <= took < 2.0, f"shutdown took {took:.2f}s with a 1s flush window"
+    # The children's part of the shutdown; the checkpoint push after it is
+    # timed by bench/shutdown_latency.py.
+    stopped = [e for e in serve.events() if e.get("msg") == "children stopped"]
+    assert stopped and 1.0 <= stopped[0]["seconds"] < 2.0, f"children stopped after {stopped}"
     wait_for(lambda: not process_exists(child) and not process_exists(grandchild), 5,
              "child and grandchild to be gone")
     assert any(e.get("msg", "").startswith("flush window over") for e in serve.events())
