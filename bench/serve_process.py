@@ -82,14 +82,14 @@ class Serve:
             if entry.get("msg") == "listening":
                 return int(entry["address"].rsplit(":", 1)[1])
 
-    def start_long_runs(self, n, prefix):
+    def start_long_runs(self, n, prefix, test_ms=1000):
         """Submits n demo runs that would last a day; returns once every child
         is running and has written its start line."""
         wait_for(lambda: http(self.port, "GET", "/readyz")[0] == 200, 10, "/readyz 200")
         ids = []
         for i in range(n):
             code, body = http(self.port, "POST", "/api/eval/run",
-                              {"id": f"{prefix}-{i:02d}", "tests": 99999, "test_ms": 1000})
+                              {"id": f"{prefix}-{i:02d}", "tests": 99999, "test_ms": test_ms})
             if code != 202:
                 raise RuntimeError(f"submit {i}: HTTP {code} {body}")
             ids.append(body["id"])

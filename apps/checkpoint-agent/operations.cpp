@@ -65,14 +65,20 @@ OrderedJson save(ck::CheckpointStore& store, const OrderedJson& r) {
 }
 
 // Each run answers as save() would, in the order asked.
+// The lease, when asked for, rides in the same push as the runs.
 OrderedJson save_all(ck::CheckpointStore& store, const OrderedJson& r) {
   std::vector<ck::SaveRequest> runs;
   for (const auto& run : r.at("runs"))
     runs.push_back({.run_dir = run.at("run_dir").get<std::string>(),
                     .origin_pod = run.at("origin_pod").get<std::string>(),
                     .info = checkpoint_info(run)});
+  std::optional<ck::Lease> lease;
+  if (r.contains("lease_until"))
+    lease = ck::Lease{.pod = r.at("pod").get<std::string>(),
+                      .until = r.at("lease_until").get<std::int64_t>()};
+  const auto report = store.save_all(runs, lease);
   OrderedJson results = OrderedJson::array();
-  for (const auto& outcome : store.save_all(runs)) {
+  for (const auto& outcome : report.runs) {
     OrderedJson result{{"ok", !outcome.error},
                        {"commit", outcome.commit ? OrderedJson(*outcome.commit) : OrderedJson()}};
     if (outcome.error) {
@@ -81,7 +87,13 @@ OrderedJson save_all(ck::CheckpointStore& store, const OrderedJson& r) {
     }
     results.push_back(std::move(result));
   }
-  return {{"ok", true}, {"results", results}};
+  OrderedJson answer{{"ok", true}, {"results", results}};
+  if (lease)
+    answer["lease"] =
+        report.lease_error
+            ? OrderedJson{{"ok", false}, {"kind", "other"}, {"error", *report.lease_error}}
+            : OrderedJson{{"ok", true}};
+  return answer;
 }
 
 OrderedJson release(ck::CheckpointStore& store, const OrderedJson& r) {

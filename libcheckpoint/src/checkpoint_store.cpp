@@ -53,33 +53,52 @@ std::optional<std::string> CheckpointStore::snapshot(const fs::path& run_dir,
                              remote_.last_pushed(branch_ref({origin_pod, info.run_id})));
 }
 
-std::vector<SaveOutcome> CheckpointStore::save_all(const std::vector<SaveRequest>& runs) {
-  std::vector<SaveOutcome> outcomes(runs.size());
+SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
+                                        const std::optional<Lease>& lease) {
+  SaveAllReport report{.runs = std::vector<SaveOutcome>(runs.size()), .lease_error = std::nullopt};
   std::vector<RefUpdate> updates;
-  std::vector<std::size_t> pushed;  // index of each update's run
+  std::vector<std::size_t> pushed;  // index of each run update's run
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& run = runs[i];
+    auto& outcome = report.runs[i];
     try {
-      outcomes[i].commit = snapshot(run.run_dir, run.origin_pod, run.info);
+      outcome.commit = snapshot(run.run_dir, run.origin_pod, run.info);
     } catch (const GitError& e) {
       if (e.kind() == GitErrorKind::cache) throw;
-      outcomes[i].error = e.what();
+      outcome.error = e.what();
     } catch (const std::exception& e) {
-      outcomes[i].error = e.what();
+      outcome.error = e.what();
     }
-    if (!outcomes[i].commit) continue;
+    if (!outcome.commit) continue;
     updates.push_back(
-        {.ref = branch_ref({run.origin_pod, run.info.run_id}), .commit = *outcomes[i].commit});
+        {.ref = branch_ref({run.origin_pod, run.info.run_id}), .commit = *outcome.commit});
     pushed.push_back(i);
   }
-  if (updates.empty()) return outcomes;
+  if (lease) updates.push_back(lease_update(cache_, remote_, *lease));
+  if (updates.empty()) return report;
   const auto results = remote_.update(updates);
   for (std::size_t n = 0; n < pushed.size(); ++n) {
-    outcomes[pushed[n]].ref = results[n].outcome;
+    report.runs[pushed[n]].ref = results[n].outcome;
     if (results[n].outcome != RefOutcome::updated)
-      outcomes[pushed[n]].error = updates[n].ref + ": " + results[n].detail;
+      report.runs[pushed[n]].error = updates[n].ref + ": " + results[n].detail;
   }
-  return outcomes;
+  if (lease) report.lease_error = renew_taken_lease(results.back(), *lease);
+  return report;
+}
+
+// A lease tip this cache did not write (a restart on a fresh disk) is renewed
+// on the remote's tip; one the server refused stays as it is.
+std::optional<std::string> CheckpointStore::renew_taken_lease(const RefResult& result,
+                                                              const Lease& lease) {
+  if (result.outcome == RefOutcome::updated) return std::nullopt;
+  if (result.outcome == RefOutcome::refused) return lease_ref(lease.pod) + ": " + result.detail;
+  try {
+    hold_lease(cache_, remote_, lease);
+    return std::nullopt;
+  } catch (const GitError& e) {
+    if (is_network_failure(e)) throw;
+    return e.what();
+  }
 }
 
 void CheckpointStore::release(const fs::path& run_dir, const std::string& origin_pod,

@@ -59,13 +59,19 @@ std::optional<Lease> parse_lease_message(const std::string& message, std::int64_
 
 // The parent is the lease this cache pushed last; when another process of
 // the same pod name moved it since (a restart on a fresh disk), its tip.
-void hold_lease(CacheRepo& cache, RemoteStore& remote, const Lease& lease) {
+RefUpdate lease_update(CacheRepo& cache, RemoteStore& remote, const Lease& lease) {
   const auto ref = lease_ref(lease.pod);
+  return {.ref = ref, .commit = lease_commit(cache, lease, remote.last_pushed(ref))};
+}
+
+void hold_lease(CacheRepo& cache, RemoteStore& remote, const Lease& lease) {
   try {
-    return remote.push(ref, lease_commit(cache, lease, remote.last_pushed(ref)));
+    const auto update = lease_update(cache, remote, lease);
+    return remote.push(update.ref, update.commit);
   } catch (const GitError& e) {
     if (e.kind() != GitErrorKind::rejected) throw;
   }
+  const auto ref = lease_ref(lease.pod);
   remote.push(ref, lease_commit(cache, lease, remote_tip(remote, ref)));
 }
 

@@ -26,6 +26,11 @@ CheckpointResult checkpoint_result(const OrderedJson& r, std::string branch) {
           .error = r.value("error", "")};
 }
 
+// Whether a part of a batched answer is one step's answer.
+bool answer_of_one(const OrderedJson& one) {
+  return one.is_object() && one.value("ok", OrderedJson()).is_boolean();
+}
+
 std::int64_t epoch_seconds(SystemClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
@@ -72,29 +77,36 @@ void AgentCheckpoints::store_call(const char* op, const CheckpointRequest& reque
   });
 }
 
-// A failure of the whole step (unreachable, deadline, disk) is every run's.
-void AgentCheckpoints::save_all(const std::vector<CheckpointRequest>& requests,
-                                SteadyClock::time_point deadline,
-                                std::function<void(std::vector<CheckpointResult>)> done) {
+// A failure of the whole step (unreachable, deadline, disk) is every run's
+// and the lease's.
+void AgentCheckpoints::save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
+                                std::function<void(SaveAllResult)> done) {
   OrderedJson runs = OrderedJson::array();
   std::vector<std::string> branches;
-  for (const auto& request : requests) {
-    runs.push_back(store_request(request));
-    branches.push_back(checkpoint::branch_name({request.origin_pod, request.run_id}));
+  for (const auto& run : request.runs) {
+    runs.push_back(store_request(run));
+    branches.push_back(checkpoint::branch_name({run.origin_pod, run.run_id}));
   }
-  agent_.call({{"op", "save_all"}, {"runs", std::move(runs)}}, deadline,
-              [done = std::move(done), branches](const OrderedJson& r) {
-                std::vector<CheckpointResult> results;
-                const bool each =
-                    r["ok"].get<bool>() && r.contains("results") && r["results"].is_array() &&
-                    r["results"].size() == branches.size() &&
-                    std::all_of(r["results"].begin(), r["results"].end(), [](const auto& one) {
-                      return one.is_object() && one.value("ok", OrderedJson()).is_boolean();
-                    });
-                for (std::size_t i = 0; i < branches.size(); ++i)
-                  results.push_back(checkpoint_result(each ? r["results"][i] : r, branches[i]));
-                done(std::move(results));
-              });
+  OrderedJson call{{"op", "save_all"}, {"pod", pod_}, {"runs", std::move(runs)}};
+  if (request.lease_until) call["lease_until"] = epoch_seconds(*request.lease_until);
+  const bool lease = request.lease_until.has_value();
+  agent_.call(
+      std::move(call), deadline, [done = std::move(done), branches, lease](const OrderedJson& r) {
+        // A whole answer that lacks a part fails that part.
+        const OrderedJson missing{
+            {"ok", false}, {"kind", "other"}, {"error", "the agent's answer lacks it"}};
+        const auto& whole = r["ok"].get<bool>() ? missing : r;
+        const bool each = r["ok"].get<bool>() && r.contains("results") && r["results"].is_array() &&
+                          r["results"].size() == branches.size() &&
+                          std::all_of(r["results"].begin(), r["results"].end(), answer_of_one);
+        SaveAllResult result;
+        for (std::size_t i = 0; i < branches.size(); ++i)
+          result.runs.push_back(checkpoint_result(each ? r["results"][i] : whole, branches[i]));
+        const bool lease_answered =
+            r["ok"].get<bool>() && r.contains("lease") && answer_of_one(r["lease"]);
+        if (lease) result.lease = checkpoint_result(lease_answered ? r["lease"] : whole, "");
+        done(std::move(result));
+      });
 }
 
 void AgentCheckpoints::check(SteadyClock::time_point deadline,

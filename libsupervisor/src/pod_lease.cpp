@@ -38,16 +38,27 @@ void PodLease::keep() {
   });
 }
 
-void PodLease::renew() {
+std::optional<SystemClock::time_point> PodLease::renewal() {
+  if (stopped_ || renewing_) return std::nullopt;
   renewing_ = true;
-  store_.hold_lease(end_from_now(), SteadyClock::now() + network_timeout_,
+  return end_from_now();
+}
+
+void PodLease::renewed(const CheckpointResult& result) {
+  renewing_ = false;
+  if (!result.landed) log::warn("lease not renewed; will retry", {{"error", result.error}});
+  if (!after_renewal_) return;
+  timer_.cancel();
+  std::exchange(after_renewal_, nullptr)();
+}
+
+void PodLease::renew() {
+  const auto until = renewal();
+  if (!until) return;
+  store_.hold_lease(*until, SteadyClock::now() + network_timeout_,
                     [this](const CheckpointResult& result) {
-                      renewing_ = false;
-                      if (!result.landed)
-                        log::warn("lease not renewed; will retry", {{"error", result.error}});
-                      if (!after_renewal_) return keep();
-                      timer_.cancel();
-                      std::exchange(after_renewal_, nullptr)();
+                      renewed(result);
+                      keep();
                     });
 }
 

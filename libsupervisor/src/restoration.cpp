@@ -50,8 +50,11 @@ void Restoration::on_result(RestoreResult result, bool first) {
   plan_.restore_finished();
   if (first) {
     supervisor_.finish_restore();
-    supervisor_.start_periodic_checkpoints(settings_.checkpoint_interval);
-    lease_.keep();
+    // Periodic checkpoint pushes renew the lease; without them, it renews itself.
+    if (settings_.checkpoint_interval > Duration::zero())
+      supervisor_.start_periodic_checkpoints(settings_.checkpoint_interval, &lease_);
+    else
+      lease_.keep();
     log::info("ready", {{"restored", restored}});
   } else if (restored > 0) {
     log::info("runs taken over from other instances", {{"restored", restored}});

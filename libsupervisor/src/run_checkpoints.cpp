@@ -51,23 +51,13 @@ void RunSupervisor::checkpoint(Run& run, const std::string& reason,
 struct RunSupervisor::StoreBatch {
   std::vector<Run*> runs;
   std::size_t waiting = 0;
-  std::string reason;
-  SteadyClock::time_point deadline;
-  std::function<void(Run&, const CheckpointResult&)> each;
-  std::function<void()> done;
+  StoreStep step;
 };
 
-void RunSupervisor::checkpoint_together(const std::vector<Run*>& runs, const std::string& reason,
-                                        SteadyClock::time_point deadline,
-                                        std::function<void(Run&, const CheckpointResult&)> each,
-                                        std::function<void()> done) {
-  auto batch = std::make_shared<StoreBatch>(StoreBatch{.runs = {},
-                                                       .waiting = runs.size(),
-                                                       .reason = reason,
-                                                       .deadline = deadline,
-                                                       .each = std::move(each),
-                                                       .done = std::move(done)});
-  if (runs.empty()) return batch->done();
+void RunSupervisor::checkpoint_together(const std::vector<Run*>& runs, StoreStep step) {
+  auto batch = std::make_shared<StoreBatch>(
+      StoreBatch{.runs = {}, .waiting = runs.size(), .step = std::move(step)});
+  if (runs.empty()) return send_batch(batch);
   for (Run* run : runs)
     enqueue_store_op(*run, [this, batch, run] {
       batch->runs.push_back(run);
@@ -76,32 +66,33 @@ void RunSupervisor::checkpoint_together(const std::vector<Run*>& runs, const std
 }
 
 void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
+  const auto& step = batch->step;
   std::vector<Run*> sending;
-  std::vector<CheckpointRequest> requests;
+  SaveAllRequest request{.runs = {}, .lease_until = step.lease_until};
   for (Run* run : batch->runs) {
     if (run->fenced) {
-      batch->each(*run, CheckpointResult{.landed = false,
-                                         .fenced = true,
-                                         .disk_failed = false,
-                                         .branch = run->checkpoint.branch,
-                                         .commit = std::nullopt,
-                                         .error = "another instance owns the run"});
+      step.each(*run, CheckpointResult{.landed = false,
+                                       .fenced = true,
+                                       .disk_failed = false,
+                                       .branch = run->checkpoint.branch,
+                                       .commit = std::nullopt,
+                                       .error = "another instance owns the run"});
       store_op_done(*run);
       continue;
     }
     sending.push_back(run);
-    requests.push_back({run->id, run->dir, run->params.origin_pod, run->attempts(), batch->reason,
-                        run->record_count()});
+    request.runs.push_back({run->id, run->dir, run->params.origin_pod, run->attempts(), step.reason,
+                            run->record_count()});
   }
-  if (requests.empty()) return batch->done();
-  checkpoints_.save_all(requests, batch->deadline,
-                        [this, batch, sending](std::vector<CheckpointResult> results) {
+  if (request.runs.empty() && !request.lease_until) return step.done(std::nullopt);
+  checkpoints_.save_all(request, step.deadline,
+                        [this, batch, sending](const SaveAllResult& result) {
                           for (std::size_t i = 0; i < sending.size(); ++i) {
-                            record_checkpoint(*sending[i], results[i]);
-                            batch->each(*sending[i], results[i]);
+                            record_checkpoint(*sending[i], result.runs[i]);
+                            batch->step.each(*sending[i], result.runs[i]);
                             store_op_done(*sending[i]);
                           }
-                          batch->done();
+                          batch->step.done(result.lease);
                         });
 }
 
@@ -168,19 +159,19 @@ void RunSupervisor::fence(Run& run) {
   stop_child(run, StopCause::shutdown);
 }
 
-void RunSupervisor::start_periodic_checkpoints(Duration interval) {
+void RunSupervisor::start_periodic_checkpoints(Duration interval, PodLease* lease) {
   if (interval <= Duration::zero()) return;
   periodic_timer_.expires_after(interval);
-  periodic_timer_.async_wait([this, interval](const boost::system::error_code& ec) {
+  periodic_timer_.async_wait([this, interval, lease](const boost::system::error_code& ec) {
     if (ec || phase_ == Phase::shutting_down) return;
-    periodic_tick();
-    start_periodic_checkpoints(interval);
+    periodic_tick(lease);
+    start_periodic_checkpoints(interval, lease);
   });
 }
 
-// One push for every run that changed since its last checkpoint: a pod with
-// fifty runs makes one connection per interval, not fifty.
-void RunSupervisor::periodic_tick() {
+// One push for every run that changed since its last checkpoint and for the
+// lease: a pod with fifty runs makes one connection per interval, not fifty.
+void RunSupervisor::periodic_tick(PodLease* lease) {
   std::vector<Run*> changed;
   auto signatures = std::make_shared<std::map<const Run*, std::uint64_t>>();
   for (auto& owned : runs_) {
@@ -196,12 +187,17 @@ void RunSupervisor::periodic_tick() {
     changed.push_back(&run);
     (*signatures)[&run] = signature;
   }
-  checkpoint_together(
-      changed, "periodic", SteadyClock::now() + settings_.network_timeout,
-      [signatures](Run& run, const CheckpointResult& result) {
-        if (result.landed) run.saved_signature = signatures->at(&run);
-      },
-      [] {});
+  checkpoint_together(changed, {.reason = "periodic",
+                                .deadline = SteadyClock::now() + settings_.network_timeout,
+                                .lease_until = lease ? lease->renewal() : std::nullopt,
+                                .each =
+                                    [signatures](Run& run, const CheckpointResult& result) {
+                                      if (result.landed) run.saved_signature = signatures->at(&run);
+                                    },
+                                .done =
+                                    [lease](const std::optional<CheckpointResult>& renewed) {
+                                      if (renewed) lease->renewed(*renewed);
+                                    }});
 }
 
 }  // namespace inflight

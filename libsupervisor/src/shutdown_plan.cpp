@@ -93,13 +93,17 @@ void ShutdownPlan::checkpoint_all() {
 void ShutdownPlan::checkpoint_batch(const std::vector<Run*>& runs, std::function<void()> then) {
   ++in_flight_;
   supervisor_.checkpoint_together(
-      runs, "shutdown", deadline_,
-      [this](Run& run, const CheckpointResult& result) { on_checkpointed(run, result); },
-      [this, then = std::move(then)] {
-        if (stage_ == Stage::done) return;
-        --in_flight_;
-        then();
-      });
+      runs,
+      {.reason = "shutdown",
+       .deadline = deadline_,
+       .lease_until = std::nullopt,
+       .each = [this](Run& run, const CheckpointResult& result) { on_checkpointed(run, result); },
+       .done =
+           [this, then = std::move(then)](const std::optional<CheckpointResult>&) {
+             if (stage_ == Stage::done) return;
+             --in_flight_;
+             then();
+           }});
 }
 
 void ShutdownPlan::on_checkpointed(Run& run, const CheckpointResult& result) {

@@ -334,3 +334,27 @@ def test_a_queued_run_is_checkpointed_before_it_starts(serve_factory, tmp_path, 
     again = take_over(serve_factory, tmp_path, git_daemon, queued)
     again.wait_status(queued, "succeeded", timeout=60)
     assert index_ids(pod_b / ".inflight" / "runs" / queued) == ["t001", "t002", "t003"]
+
+
+def test_a_periodic_tick_is_one_push_for_every_changed_run_and_the_lease(serve_factory, tmp_path,
+                                                                         git_daemon):
+    """Issue 10: a pod with many runs makes one push per interval, not one per run."""
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--checkpoint-interval", "500ms")
+    serve.wait_ready()
+    for _ in range(6):
+        serve.submit(tests=1000, test_ms=50)
+
+    def pushed():
+        return sum(e.get("msg") == "checkpoint pushed" for e in serve.events())
+
+    def pushes():
+        return git_daemon.process.output().count("Request receive-pack")
+
+    wait_for(lambda: pushed() >= 6, 20, "every run's first checkpoint")
+    before = pushed(), pushes()
+    wait_for(lambda: pushed() >= before[0] + 30, 30, "five more checkpoints of each run")
+    checkpoints, connections = pushed() - before[0], pushes() - before[1]
+    # One push per tick carries all six runs and the lease; one per run would
+    # make at least as many pushes as checkpoints.
+    assert connections * 3 <= checkpoints, f"{connections} pushes for {checkpoints} checkpoints"

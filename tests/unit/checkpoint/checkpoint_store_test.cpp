@@ -308,8 +308,8 @@ TEST(LeaseMessage, ReadsWhatItWritesAndRefusesTheRest) {
   EXPECT_FALSE(parse_lease_message("x\n\nInflight-Pod: p\nInflight-Lease-Until: 12abc\n", now));
 }
 
-// Shutdown pushes every run at once; a branch another instance took fences
-// that run only, and the others land.
+// Shutdown and periodic ticks push every run at once, with the lease; a
+// branch another instance took fences that run only, and the others land.
 TEST_F(CheckpointStoreTest, SaveAllPushesEachRunOnItsOwnMerits) {
   const auto runs = temp_.path() / "runs-a";
   std::vector<SaveRequest> requests;
@@ -323,7 +323,11 @@ TEST_F(CheckpointStoreTest, SaveAllPushesEachRunOnItsOwnMerits) {
   append_file(runs / "r2" / "index.jsonl", "{\"test_id\":\"t003\"}\n");
   const auto claimed = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r2"));
 
-  const auto outcomes = store.save_all(requests);
+  const auto report = store.save_all(requests, Lease{.pod = "pod-a", .until = 1'800'000'000});
+  const auto& outcomes = report.runs;
+  EXPECT_FALSE(report.lease_error);
+  EXPECT_NE(git(remote(), "log -1 --format=%B " + lease_ref("pod-a")).find("Until: 1800000000"),
+            std::string::npos);
   ASSERT_EQ(outcomes.size(), 3u);
   for (const std::size_t i : {0u, 2u}) {
     EXPECT_EQ(outcomes[i].ref, RefOutcome::updated);
@@ -334,6 +338,19 @@ TEST_F(CheckpointStoreTest, SaveAllPushesEachRunOnItsOwnMerits) {
   EXPECT_EQ(outcomes[1].ref, RefOutcome::taken);
   EXPECT_TRUE(outcomes[1].error);
   EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r2")), claimed);
+}
+
+// A restart under the same name on a fresh disk finds the lease's tip
+// written by another cache; the batch renews it on that tip.
+TEST_F(CheckpointStoreTest, SaveAllRenewsALeaseAnotherCacheWrote) {
+  CheckpointStore(config("a")).save_all({}, Lease{.pod = "pod-a", .until = 1'800'000'000});
+  const auto first = trimmed(git(remote(), "rev-parse " + lease_ref("pod-a")));
+  CheckpointStore fresh(config("b"));
+  const auto report = fresh.save_all({}, Lease{.pod = "pod-a", .until = 1'800'000'060});
+  EXPECT_FALSE(report.lease_error);
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse " + lease_ref("pod-a") + "^")), first);
+  EXPECT_NE(git(remote(), "log -1 --format=%B " + lease_ref("pod-a")).find("Until: 1800000060"),
+            std::string::npos);
 }
 
 // Once the owner is gone without finishing, the branch's copy replaces a

@@ -102,6 +102,12 @@ struct SaveOutcome {
   std::optional<std::string> error;  // this run's own failure (its dir could not be read)
 };
 
+// What a batched save did: each run's outcome, and the lease's renewal.
+struct SaveAllReport {
+  std::vector<SaveOutcome> runs;
+  std::optional<std::string> lease_error;  // set when the lease was asked for and not renewed
+};
+
 class CheckpointStore {
  public:
   explicit CheckpointStore(StoreConfig config);
@@ -111,9 +117,10 @@ class CheckpointStore {
   // push throws GitError(rejected): another instance owns the run.
   std::optional<std::string> save(const std::filesystem::path& run_dir,
                                   const std::string& origin_pod, const CheckpointInfo& info);
-  // save() of many runs, pushed over one connection; each run's outcome is
-  // its own (a taken branch fences that run only).
-  std::vector<SaveOutcome> save_all(const std::vector<SaveRequest>& runs);
+  // save() of many runs, pushed over one connection with the renewal of
+  // `lease`, when given; each run's outcome is its own (a taken branch
+  // fences that run only).
+  SaveAllReport save_all(const std::vector<SaveRequest>& runs, const std::optional<Lease>& lease);
   // The run is over: a last commit carrying its final run-params.json, then
   // the branch is deleted. A crash or a failure between the two leaves a
   // branch that every restore deletes instead of running. A rejected push
@@ -148,6 +155,7 @@ class CheckpointStore {
                       std::set<std::string>& taken, RestoreReport& report);
   LocalCopy local_copy(const BranchName& name, const RestoreRequest& request);
   void take_lease(const RestoreRequest& request, RestoreReport& report);
+  std::optional<std::string> renew_taken_lease(const RefResult& result, const Lease& lease);
   void mark_stale(const BranchName& name, const RestoreRequest& request, RestoreReport& report);
   void push_local_run(const std::filesystem::path& dir, const RestoreRequest& request,
                       RestoreReport& report);

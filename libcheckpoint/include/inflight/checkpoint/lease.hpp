@@ -23,6 +23,10 @@ struct Lease {
 
 // Creates or renews the lease, fast-forward on the tip it has now.
 void hold_lease(CacheRepo& cache, RemoteStore& remote, const Lease& lease);
+// The update that renews the lease on the tip this cache pushed last, for a
+// push that carries other refs too. When the update finds that tip taken (a
+// restart on a fresh disk), hold_lease() renews it on the remote's tip.
+RefUpdate lease_update(CacheRepo& cache, RemoteStore& remote, const Lease& lease);
 // Deletes the lease; one already gone is fine.
 void drop_lease(RemoteStore& remote, const std::string& pod);
 

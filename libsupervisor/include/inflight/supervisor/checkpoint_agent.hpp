@@ -17,8 +17,8 @@ class AgentCheckpoints final : public CheckpointPort {
 
   void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
             std::function<void(CheckpointResult)> done) override;
-  void save_all(const std::vector<CheckpointRequest>& requests, SteadyClock::time_point deadline,
-                std::function<void(std::vector<CheckpointResult>)> done) override;
+  void save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
+                std::function<void(SaveAllResult)> done) override;
   void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
                std::function<void(CheckpointResult)> done) override;
   void check(SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done) override;

@@ -35,6 +35,17 @@ struct CheckpointResult {
   std::string error;
 };
 
+// One store step for many runs: a shutdown, a periodic tick.
+struct SaveAllRequest {
+  std::vector<CheckpointRequest> runs;
+  std::optional<SystemClock::time_point> lease_until;  // this pod's lease, renewed in the push
+};
+
+struct SaveAllResult {
+  std::vector<CheckpointResult> runs;     // one per request, in order
+  std::optional<CheckpointResult> lease;  // when the lease was asked for
+};
+
 // A run taken over from the store, materialised into its run dir.
 struct RestoredRun {
   std::filesystem::path dir;
@@ -71,10 +82,9 @@ class CheckpointPort {
 
   virtual void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
                     std::function<void(CheckpointResult)> done) = 0;
-  // save() of many runs over one connection; one result per request, in order.
-  virtual void save_all(const std::vector<CheckpointRequest>& requests,
-                        SteadyClock::time_point deadline,
-                        std::function<void(std::vector<CheckpointResult>)> done) = 0;
+  // save() of many runs, and the lease's renewal, over one connection.
+  virtual void save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
+                        std::function<void(SaveAllResult)> done) = 0;
   // The run is over: its final state is pushed first (so that no restore
   // runs it again, even when the deletion fails or never happens), then its
   // branch is deleted. `landed` means both happened; `fenced`, that another

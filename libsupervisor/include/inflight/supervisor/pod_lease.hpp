@@ -1,13 +1,15 @@
 // This instance's lease in the results repo (checkpoint/lease.hpp): taken by
-// the first restore, renewed every period while serve runs, given up at the
-// end of a shutdown that pushed everything. A run whose branch tip this pod
-// wrote stays this pod's while the lease lasts, so that no starting pod takes
-// a run from the live pod running it.
+// the first restore, renewed every period while serve runs (by the periodic
+// checkpoint push, when there is one), given up at the end of a shutdown that
+// pushed everything. A run whose branch tip this pod wrote stays this pod's
+// while the lease lasts, so that no starting pod takes a run from the live
+// pod running it.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
+#include <optional>
 
 #include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/duration.hpp"
@@ -32,8 +34,14 @@ class PodLease {
 
   // The end of a lease taken or renewed now.
   SystemClock::time_point end_from_now() const;
-  // Renews the lease every period from now on.
+  // Renews the lease every period from now on (when no periodic checkpoint
+  // push renews it).
   void keep();
+  // For a push that renews the lease with other refs: the end to ask for,
+  // none once stopped or while a renewal is under way; renewed() takes that
+  // push's result.
+  std::optional<SystemClock::time_point> renewal();
+  void renewed(const CheckpointResult& result);
   // No more renewals: the lease runs out (shutdown).
   void stop();
   // Stops renewing and, once a renewal under way is over, deletes the lease.

@@ -19,6 +19,7 @@
 #include "inflight/supervisor/child_templates.hpp"
 #include "inflight/supervisor/disk_health.hpp"
 #include "inflight/supervisor/duration.hpp"
+#include "inflight/supervisor/pod_lease.hpp"
 #include "inflight/supervisor/run.hpp"
 
 namespace inflight {
@@ -36,6 +37,15 @@ struct SupervisorSettings {
 };
 
 enum class Phase { restoring, ready, shutting_down };
+
+// One store step for many runs (checkpoint_together).
+struct StoreStep {
+  std::string reason;
+  SteadyClock::time_point deadline;
+  std::optional<SystemClock::time_point> lease_until;       // renewed in the same push
+  std::function<void(Run&, const CheckpointResult&)> each;  // every run's result
+  std::function<void(const std::optional<CheckpointResult>& lease)> done;  // once, at the end
+};
 
 struct SubmitResult {
   int http_status = 202;
@@ -77,19 +87,16 @@ class RunSupervisor {
   void checkpoint(Run& run, const std::string& reason, SteadyClock::time_point deadline,
                   std::function<void(const CheckpointResult&)> done);
   // Checkpoints every run in one store step, each after any store operation
-  // of its own still under way; `each` gets every run's result, then `done`
-  // runs once.
-  void checkpoint_together(const std::vector<Run*>& runs, const std::string& reason,
-                           SteadyClock::time_point deadline,
-                           std::function<void(Run&, const CheckpointResult&)> each,
-                           std::function<void()> done);
+  // of its own still under way.
+  void checkpoint_together(const std::vector<Run*>& runs, StoreStep step);
   // Calls `done` once the store operations queued for the run so far are over.
   void when_store_idle(Run& run, std::function<void()> done);
   // Pushes the finished run's final state and deletes its branch (again, after
   // a failure), after any store operation of the run still under way.
   void release_checkpoint(Run& run);
-  // Every `interval`, checkpoints the running runs whose files changed.
-  void start_periodic_checkpoints(Duration interval);
+  // Every `interval`, checkpoints the running runs whose files changed, in
+  // one push that also renews `lease`, when given.
+  void start_periodic_checkpoints(Duration interval, PodLease* lease = nullptr);
 
   const std::map<Outcome, std::uint64_t>& attempts_by_outcome() const { return outcomes_; }
   const SupervisorSettings& settings() const { return settings_; }
@@ -114,7 +121,7 @@ class RunSupervisor {
   struct StoreBatch;
   void send_batch(const std::shared_ptr<StoreBatch>& batch);
   void fence(Run& run);
-  void periodic_tick();
+  void periodic_tick(PodLease* lease);
 
   boost::asio::io_context& io_;
   ChildReaper& reaper_;
