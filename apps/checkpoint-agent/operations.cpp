@@ -241,24 +241,24 @@ ck::PruneRequest prune_request(const OrderedJson& r) {
   return request;
 }
 
-// Deletes branch by branch, so that a failure in the middle still reports
-// every branch already gone.
+// Every deletion in one push; each branch is deleted or fails on its own.
 OrderedJson prune(ck::CheckpointStore& store, const OrderedJson& r) {
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
   const auto plan = ck::plan_prune(store.cache(), store.remote(), prune_request(r), now);
+  std::vector<ck::RefUpdate> deletions;
+  for (const auto& ref : plan.refs) deletions.push_back({.ref = ref, .commit = ""});
+  std::vector<ck::RefResult> results(deletions.size());
+  if (!r.value("dry_run", false) && !deletions.empty()) results = store.remote().update(deletions);
   OrderedJson deleted = OrderedJson::array();
   OrderedJson failed = OrderedJson::array();
-  const bool dry_run = r.value("dry_run", false);
-  for (const auto& ref : plan.refs) {
-    try {
-      if (!dry_run) store.remote().remove(ref);
-      deleted.push_back(ck::short_branch(ref));
-    } catch (const ck::GitError& e) {
-      failed.push_back(
-          {{"branch", ck::short_branch(ref)}, {"kind", kind_name(e.kind())}, {"error", e.what()}});
-    }
+  for (std::size_t i = 0; i < deletions.size(); ++i) {
+    const auto branch = ck::short_branch(deletions[i].ref);
+    if (results[i].outcome == ck::RefOutcome::updated)
+      deleted.push_back(branch);
+    else
+      failed.push_back({{"branch", branch}, {"kind", "rejected"}, {"error", results[i].detail}});
   }
   return {{"ok", true},       {"url", store.remote().display_url()}, {"deleted", deleted},
           {"failed", failed}, {"missing", plan.missing_run_ids},     {"problems", plan.problems}};

@@ -118,7 +118,7 @@ void plan_by_age(CacheRepo& cache, RemoteStore& remote, const std::vector<Remote
                  std::int64_t min_age, std::int64_t now, PrunePlan& plan) {
   for (const auto& branch : branches) {
     try {
-      const auto tip = commit_summary(cache, remote.fetch(branch.ref));
+      const auto tip = commit_summary(cache, remote.fetch_listed(branch));
       if (now - tip.time >= min_age) plan.refs.push_back(branch.ref);
     } catch (const GitError& e) {
       if (is_network_failure(e)) throw;
@@ -154,7 +154,7 @@ std::uint64_t run_dir_size(CacheRepo& repo, const std::string& commit) {
 BranchSummary summarize_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& branch) {
   const auto name = parse_branch_ref(branch.ref);
   if (!name) throw GitError(GitErrorKind::other, "not an inflight/<pod>/<run-id> branch");
-  const auto tip = remote.fetch(branch.ref);
+  const auto tip = remote.fetch_listed(branch);
   BranchSummary summary{.ref = branch.ref,
                         .name = *name,
                         .tip = describe_commit(commit_summary(cache, tip)),
@@ -171,7 +171,9 @@ BranchSummary summarize_branch(CacheRepo& cache, RemoteStore& remote, const Remo
 BranchListing list_branches(CacheRepo& cache, RemoteStore& remote,
                             const std::optional<std::string>& pod) {
   BranchListing listing;
-  for (const auto& branch : remote.list(std::string(kBranchPrefix))) {
+  // One connection lists the branches and downloads every tip.
+  for (const auto& branch :
+       remote.list(std::string(kBranchPrefix), RemoteStore::Tips::downloaded)) {
     const auto name = parse_branch_ref(branch.ref);
     if (pod && (!name || name->pod != *pod)) continue;
     try {
@@ -195,7 +197,9 @@ std::vector<RemoteBranch> find_run_branches(RemoteStore& remote, const std::stri
 
 PrunePlan plan_prune(CacheRepo& cache, RemoteStore& remote, const PruneRequest& request,
                      std::int64_t now) {
-  const auto branches = remote.list(std::string(kBranchPrefix));
+  const auto branches = remote.list(std::string(kBranchPrefix), request.older_than_seconds
+                                                                    ? RemoteStore::Tips::downloaded
+                                                                    : RemoteStore::Tips::listed);
   PrunePlan plan;
   if (request.all) {
     for (const auto& branch : branches) plan.refs.push_back(branch.ref);

@@ -119,7 +119,7 @@ void CheckpointStore::release(const fs::path& run_dir, const std::string& origin
 RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   RestoreReport report;
   if (request.lease_until) take_lease(request, report);
-  auto branches = remote_.list(std::string(kInflightPrefix));
+  auto branches = remote_.list(std::string(kInflightPrefix), RemoteStore::Tips::downloaded);
   LeaseBook leases(cache_, remote_, branches, seconds_now(), report.problems);
   std::erase_if(branches, [&](const RemoteBranch& b) {
     const auto name = parse_branch_ref(b.ref);

@@ -38,13 +38,19 @@ std::string short_name(const std::string& ref) {
   return ref;
 }
 
-void require_valid_ref(const std::string& ref) {
+bool is_valid_ref(const std::string& ref) {
   int valid = 0;
   if (git_reference_name_is_valid(&valid, ref.c_str()) < 0 || valid == 0 ||
       !ref.starts_with("refs/")) {
     git_error_clear();
-    throw GitError(GitErrorKind::other, "not a valid ref name: '" + ref + "'");
+    return false;
   }
+  return true;
+}
+
+void require_valid_ref(const std::string& ref) {
+  if (!is_valid_ref(ref))
+    throw GitError(GitErrorKind::other, "not a valid ref name: '" + ref + "'");
 }
 
 git_proxy_options environment_proxy() {
@@ -79,6 +85,8 @@ struct RemoteStore::Impl {
   RemoteHandle open_remote();
   void push_refspec(const std::string& refspec, const std::string& doing);
   void delete_local_ref(const std::string& name);
+  void download_missing(git_remote* remote, RemoteCallbacks& callbacks,
+                        const std::vector<RemoteBranch>& branches);
 };
 
 RemoteHandle RemoteStore::Impl::open_remote() {
@@ -128,7 +136,7 @@ const std::string& RemoteStore::display_url() const {
   return impl_->location.display;
 }
 
-std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix) {
+std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix, Tips tips) {
   const RemoteHandle remote = impl_->open_remote();
   RemoteCallbacks callbacks(impl_->config, impl_->location);
   const git_remote_callbacks raw_callbacks = callbacks.callbacks();
@@ -143,7 +151,37 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix) {
   // Servers advertise refs in no promised order; callers and people want one.
   std::sort(branches.begin(), branches.end(),
             [](const RemoteBranch& a, const RemoteBranch& b) { return a.ref < b.ref; });
+  if (tips == Tips::downloaded) impl_->download_missing(remote.get(), callbacks, branches);
   return branches;
+}
+
+// Over the connection that listed them, every listed tip the cache lacks, in
+// one download. A failure of one ref's objects would fail them all: then each
+// is fetched on its own when read (fetch_listed), and fails alone.
+void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& callbacks,
+                                         const std::vector<RemoteBranch>& branches) {
+  const OdbHandle odb = open_odb(git());
+  std::vector<std::string> refspecs;
+  for (const auto& branch : branches) {
+    const git_oid oid = parse_oid(branch.oid);
+    if (git_odb_exists(odb.get(), &oid) != 1 && is_valid_ref(branch.ref))
+      refspecs.push_back(branch.ref);
+  }
+  if (refspecs.empty()) return;
+  std::vector<char*> raw_specs;
+  for (auto& spec : refspecs) raw_specs.push_back(spec.data());
+  const git_strarray specs{raw_specs.data(), raw_specs.size()};
+  git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
+  options.callbacks = callbacks.callbacks();
+  options.proxy_opts = environment_proxy();
+  options.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+  if (const int rc = git_remote_download(remote, &specs, &options); rc < 0) {
+    try {
+      callbacks.throw_failure(rc, "download the listed branches from");
+    } catch (const GitError& e) {
+      if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
+    }
+  }
 }
 
 std::string RemoteStore::fetch(const std::string& ref) {
@@ -231,8 +269,12 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
   for (std::size_t i = 0; i < updates.size(); ++i) {
     const auto& u = updates[i];
     require_valid_ref(u.ref);
-    const git_oid commit = parse_oid(u.commit);
     const auto tip = tips.find(u.ref);
+    if (u.commit.empty()) {  // a deletion; a ref already gone is deleted
+      if (tip != tips.end()) refspecs.push_back(":" + u.ref), sent.push_back(i);
+      continue;
+    }
+    const git_oid commit = parse_oid(u.commit);
     if (tip != tips.end() && git_oid_equal(&tip->second, &commit)) continue;
     if (tip != tips.end() && !fast_forward(impl_->git(), tip->second, commit)) {
       results[i] = {RefOutcome::taken, "its tip " + oid_hex(tip->second) + " is another's"};

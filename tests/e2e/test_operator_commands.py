@@ -207,3 +207,26 @@ def test_a_hung_remote_exits_3_at_the_deadline(tmp_path, hung_server):
     assert r.returncode == 3, r.stderr
     assert time.monotonic() - started < 5
     assert "--git-timeout" in r.stderr
+
+
+def test_list_and_prune_make_one_connection_each_whatever_the_branch_count(three_runs):
+    """Issue 10: list reads every tip over the connection that listed them;
+    prune deletes every branch in one push."""
+    ids, server, operator = three_runs
+
+    def requests():
+        log = server.process.output()
+        return log.count("Request upload-pack"), log.count("Request receive-pack")
+
+    before = requests()
+    r = checkpoints(operator, "list", "--json", repo=server.url)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["checkpoints"]) == len(ids)
+    listed = requests()
+    assert (listed[0] - before[0], listed[1] - before[1]) == (1, 0), "list: one fetch connection"
+    r = checkpoints(operator, "prune", "--older-than", "0s", repo=server.url)
+    assert r.returncode == 0, r.stderr
+    assert not branches(server.bare)
+    pruned = requests()
+    assert (pruned[0] - listed[0], pruned[1] - listed[1]) == (1, 1), \
+        "prune: one listing (its tips already in the cache) and one push"

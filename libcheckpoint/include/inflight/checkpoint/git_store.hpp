@@ -140,7 +140,7 @@ class RunSnapshotter {
 // One ref of a batch: moved to `commit`, fast-forward only.
 struct RefUpdate {
   std::string ref;
-  std::string commit;
+  std::string commit;  // empty: delete the ref
 };
 
 enum class RefOutcome {
@@ -159,7 +159,12 @@ class RemoteStore {
   RemoteStore(CacheRepo& repo, RemoteConfig config);
   ~RemoteStore();
 
-  std::vector<RemoteBranch> list(const std::string& prefix = "refs/heads/inflight/");
+  // Whether list() also downloads the listed tips the cache lacks.
+  enum class Tips { listed, downloaded };
+  // The refs under `prefix`, sorted; with Tips::downloaded, each listed tip
+  // can be read from the cache afterwards (one connection for both).
+  std::vector<RemoteBranch> list(const std::string& prefix = "refs/heads/inflight/",
+                                 Tips tips = Tips::listed);
   // Fetches `ref` into the cache repo and returns its tip.
   std::string fetch(const std::string& ref);
   // The listed tip, fetched only when the cache lacks it: a commit in the
