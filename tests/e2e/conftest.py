@@ -157,8 +157,27 @@ class Serve:
                 self.proc.wait()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keeps each phase's report on the test item, for fixtures' teardown."""
+    report = (yield).get_result()
+    setattr(item, "report_" + report.when, report)
+
+
+def print_logs(serves, tail=40):
+    """What each serve said that matters, for a failed test's report (CI
+    keeps nothing else)."""
+    for s in serves:
+        print(f"--- serve in {s.workdir} (exit {s.proc.returncode}): warnings, errors, last {tail}")
+        lines = list(s.lines)
+        for line in lines[:-tail]:
+            if '"level":"warn"' in line or '"level":"error"' in line:
+                print(line, end="")
+        print("".join(lines[-tail:]), end="")
+
+
 @pytest.fixture
-def serve_factory(tmp_path):
+def serve_factory(request, tmp_path):
     started = []
 
     def start(*args, workdir=None, env=None, binary=INFLIGHT):
@@ -169,6 +188,9 @@ def serve_factory(tmp_path):
     yield start
     for s in started:
         s.stop()
+    call = getattr(request.node, "report_call", None)
+    if call is not None and call.failed:
+        print_logs(started)
 
 
 def write_config(path, child, **options):

@@ -100,8 +100,11 @@ def test_env_references_are_resolved_at_spawn_and_kept_as_references(serve_facto
     assert r.status == 202, r.body
     run_id = r.json()["id"]
     run_dir = tmp_path / ".inflight" / "runs" / run_id
-    wait_for(lambda: (run_dir / "argv.jsonl").exists(), 10, "the child to record its env")
-    env = json.loads((run_dir / "argv.jsonl").read_text().splitlines()[0])["env"]
+    # The file exists before its first line is whole.
+    argv_file = run_dir / "argv.jsonl"
+    lines = wait_for(lambda: argv_file.exists() and (t := argv_file.read_text()).endswith("\n") and
+                     t.splitlines(), 10, "the child to record its env")
+    env = json.loads(lines[0])["env"]
     assert env["EVAL_KEY"] == "hunter2" and env["PLAIN"] == "1"
     assert not any(k.startswith("INFLIGHT_") for k in env), "supervisor secrets leaked to the child"
     text = (run_dir / "run-params.json").read_text()
