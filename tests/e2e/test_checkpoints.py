@@ -246,7 +246,9 @@ def test_rejected_push_fences_the_old_owner(serve_factory, tmp_path, git_daemon)
     owner = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
                           "--checkpoint-interval", "1s", "--grace-period", "2s", workdir=pod_a)
     owner.wait_ready()
-    run_id = owner.submit(tests=80, test_ms=100)
+    # Long enough that its child, which runs on while serve is frozen, is not
+    # done before serve wakes (an ASan run took 8 s to get there).
+    run_id = owner.submit(tests=300, test_ms=100)
     ref = f"refs/heads/inflight/pod-a/{run_id}"
     wait_for(lambda: ref in branches(git_daemon.bare), 20, "a periodic checkpoint")
     owner.proc.send_signal(signal.SIGSTOP)
@@ -266,7 +268,7 @@ def test_rejected_push_fences_the_old_owner(serve_factory, tmp_path, git_daemon)
     assert claimed_tip in git(git_daemon.bare, "rev-list", ref)
     taker.wait_status(run_id, "succeeded", timeout=60)
     recorded = index_ids(pod_b / ".inflight" / "runs" / run_id)
-    assert sorted(set(recorded)) == [f"t{n:03d}" for n in range(1, 81)]
+    assert sorted(set(recorded)) == [f"t{n:03d}" for n in range(1, 301)]
     wait_for(lambda: ref not in branches(git_daemon.bare), 30, "the finished run's branch to go")
     assert "fenced" in run_params(pod_a / ".inflight" / "runs" / run_id)["handed_over"]
     assert_never_resumed_here(serve_factory, pod_a, git_daemon, run_id)
