@@ -248,7 +248,7 @@ OrderedJson prune(ck::CheckpointStore& store, const OrderedJson& r) {
                        .count();
   const auto plan = ck::plan_prune(store.cache(), store.remote(), prune_request(r), now);
   std::vector<ck::RefUpdate> deletions;
-  for (const auto& ref : plan.refs) deletions.push_back({.ref = ref, .commit = ""});
+  for (const auto& ref : plan.refs) deletions.push_back({.ref = ref, .commit = "", .from = {}});
   std::vector<ck::RefResult> results(deletions.size());
   if (!r.value("dry_run", false) && !deletions.empty()) results = store.remote().update(deletions);
   OrderedJson deleted = OrderedJson::array();

@@ -98,10 +98,6 @@ std::optional<OrderedJson> run_params_at(CacheRepo& cache, const std::string& co
   return json;
 }
 
-bool is_network_failure(const GitError& e) {
-  return e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth;
-}
-
 void plan_by_run_id(const std::vector<RemoteBranch>& branches, const PruneRequest& request,
                     PrunePlan& plan) {
   for (const auto& id : request.run_ids) {
@@ -121,7 +117,7 @@ void plan_by_age(CacheRepo& cache, RemoteStore& remote, const std::vector<Remote
       const auto tip = commit_summary(cache, remote.fetch_listed(branch));
       if (now - tip.time >= min_age) plan.refs.push_back(branch.ref);
     } catch (const GitError& e) {
-      if (is_network_failure(e)) throw;
+      if (e.network()) throw;
       plan.problems.push_back(printable(branch.ref) + ": " + e.what());
     }
   }
@@ -179,7 +175,7 @@ BranchListing list_branches(CacheRepo& cache, RemoteStore& remote,
     try {
       listing.branches.push_back(summarize_branch(cache, remote, branch));
     } catch (const GitError& e) {
-      if (is_network_failure(e)) throw;
+      if (e.network()) throw;
       listing.problems.push_back(printable(branch.ref) + ": " + e.what());
     } catch (const std::exception& e) {
       listing.problems.push_back(printable(branch.ref) + ": " + e.what());

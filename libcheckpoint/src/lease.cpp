@@ -61,7 +61,7 @@ std::optional<Lease> parse_lease_message(const std::string& message, std::int64_
 // the same pod name moved it since (a restart on a fresh disk), its tip.
 RefUpdate lease_update(CacheRepo& cache, RemoteStore& remote, const Lease& lease) {
   const auto ref = lease_ref(lease.pod);
-  return {.ref = ref, .commit = lease_commit(cache, lease, remote.last_pushed(ref))};
+  return {.ref = ref, .commit = lease_commit(cache, lease, remote.last_pushed(ref)), .from = {}};
 }
 
 void hold_lease(CacheRepo& cache, RemoteStore& remote, const Lease& lease) {
@@ -104,7 +104,7 @@ std::optional<std::int64_t> LeaseBook::until(const std::string& pod) {
     else
       problems_.push_back(it->second.ref + ": not a lease; ignored");
   } catch (const GitError& e) {
-    if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
+    if (e.network()) throw;
     problems_.push_back(it->second.ref + ": " + e.what());
     // Listed, then not found: it moved under us (seen in a rollout test, a
     // live pod's runs were taken). Counted live for this look; the next one
@@ -114,17 +114,13 @@ std::optional<std::int64_t> LeaseBook::until(const std::string& pod) {
   return until;
 }
 
-void LeaseBook::drop_ended(const std::string& own_pod) {
+std::vector<RemoteBranch> LeaseBook::ended(const std::string& own_pod) {
+  std::vector<RemoteBranch> refs;
   for (const auto& [pod, ref] : listed_) {
-    if (pod == own_pod) continue;
     const auto lease_until = until(pod);
-    if (lease_until && *lease_until > now_) continue;
-    try {
-      remote_.remove(ref.ref);
-    } catch (const GitError& e) {
-      if (e.kind() != GitErrorKind::not_found) problems_.push_back(ref.ref + ": " + e.what());
-    }
+    if (pod != own_pod && (!lease_until || *lease_until <= now_)) refs.push_back(ref);
   }
+  return refs;
 }
 
 }  // namespace inflight::checkpoint

@@ -179,7 +179,7 @@ void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& ca
     try {
       callbacks.throw_failure(rc, "download the listed branches from");
     } catch (const GitError& e) {
-      if (e.kind() == GitErrorKind::unreachable || e.kind() == GitErrorKind::auth) throw;
+      if (e.network()) throw;
     }
   }
 }
@@ -270,6 +270,10 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
     const auto& u = updates[i];
     require_valid_ref(u.ref);
     const auto tip = tips.find(u.ref);
+    if (u.from && (tip == tips.end() || oid_hex(tip->second) != *u.from)) {
+      results[i] = {RefOutcome::taken, tip == tips.end() ? "it is gone" : "it moved"};
+      continue;
+    }
     if (u.commit.empty()) {  // a deletion; a ref already gone is deleted
       if (tip != tips.end()) refspecs.push_back(":" + u.ref), sent.push_back(i);
       continue;

@@ -360,3 +360,28 @@ def test_a_periodic_tick_is_one_push_for_every_changed_run_and_the_lease(serve_f
     # One push per tick carries all six runs and the lease; one per run would
     # make at least as many pushes as checkpoints.
     assert connections * 3 <= checkpoints, f"{connections} pushes for {checkpoints} checkpoints"
+
+
+def test_a_restore_is_one_listing_and_one_push_whatever_the_run_count(serve_factory, tmp_path,
+                                                                      git_daemon):
+    """Issue 10: one connection lists and downloads every branch, one push
+    carries every claim and the lease."""
+    ids, _ = interrupted_runs(serve_factory, tmp_path / "pod-a", git_daemon, count=6, tests=200,
+                              extra=("--max-concurrent", "6"))
+
+    def requests():
+        log = git_daemon.process.output()
+        return log.count("Request upload-pack"), log.count("Request receive-pack")
+
+    before = requests()
+    pod_b = tmp_path / "pod-b"
+    pod_b.mkdir()
+    taker = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
+    taker.wait_ready()
+    for run_id in ids:
+        assert taker.status(run_id)["attempt"] >= 1
+    after = requests()
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 1), \
+        f"restore of {len(ids)} runs: {after[0] - before[0]} fetches, {after[1] - before[1]} pushes"
+    claims = [git(git_daemon.bare, "log", "-1", "--format=%B", f"inflight/pod-a/{i}") for i in ids]
+    assert all("(claim)" in c and "Inflight-Pod: pod-b\n" in c for c in claims), claims

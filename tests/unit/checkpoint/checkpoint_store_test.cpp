@@ -92,6 +92,58 @@ TEST_F(CheckpointStoreTest, SavePushesToTheRunBranchAndSkipsAnUnchangedDir) {
   EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1^")), *first);
 }
 
+// Every claim rides in one push; each lands on its own.
+TEST_F(CheckpointStoreTest, RestoreClaimsEveryRunInOnePush) {
+  for (const auto* id : {"r1", "r2", "r3"})
+    CheckpointStore(config("a"))
+        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a", info(id, "shutdown"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
+  EXPECT_TRUE(report.problems.empty()) << report.problems.front();
+  ASSERT_EQ(report.claimed.size(), 3u);
+  for (const auto& run : report.claimed) {
+    EXPECT_TRUE(fs::exists(run.dir / "index.jsonl"));
+    EXPECT_EQ(trimmed(git(remote(), "rev-parse " + run.branch)), run.claim);
+  }
+}
+
+// Between reading a branch and pushing the claims, another pod claimed the
+// run, or its owner finished it and deleted the branch: the claim is lost,
+// nothing is written over it or recreated, and nothing lands on disk.
+TEST_F(CheckpointStoreTest, AClaimOnABranchThatMovedOrWentSinceItWasReadIsLost) {
+  for (const std::string moved : {"claimed", "deleted"}) {
+    const std::string id = "r-" + moved;
+    CheckpointStore(config("a"))
+        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a", info(id, "shutdown"));
+    const auto ref = branch_ref({"pod-a", id});
+    const auto runs_b = temp_.path() / ("runs-b-" + moved);
+    const auto runs_c = temp_.path() / ("runs-c-" + moved);
+    fs::create_directories(runs_b);
+    fs::create_directories(runs_c);
+    auto meanwhile = [&](const RunParams& params) {
+      if (moved == "claimed")
+        EXPECT_EQ(restore(CheckpointStore(config("c")), runs_c, "pod-c").claimed.size(), 1u);
+      else
+        git(remote(), "update-ref -d " + ref);
+      return accept(params);
+    };
+    const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b", {}, meanwhile);
+    const auto tip = git(remote(), "for-each-ref " + ref);
+    EXPECT_TRUE(report.claimed.empty()) << moved;
+    EXPECT_EQ(report.lost, std::vector<std::string>{id}) << moved;
+    EXPECT_FALSE(fs::exists(runs_b / id)) << moved;
+    EXPECT_FALSE(fs::exists(runs_b / (".restore-" + id))) << moved;
+    if (moved == "deleted") {
+      EXPECT_EQ(tip, "") << "a finished run's branch was recreated";
+    } else {
+      EXPECT_NE(git(remote(), "log -1 --format=%B " + ref).find("Inflight-Pod: pod-c\n"),
+                std::string::npos)
+          << "pod-c's claim was written over";
+    }
+  }
+}
+
 TEST_F(CheckpointStoreTest, RestoreClaimsAndMaterialisesOnAnEmptyDisk) {
   const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
   CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));

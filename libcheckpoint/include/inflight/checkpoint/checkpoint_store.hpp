@@ -58,7 +58,7 @@ struct RestoreRequest {
   RunJudge judge;
   // A run id or branch: restore only that run, push no local run.
   std::optional<std::string> only;
-  // This pod's lease to take or renew before anything is claimed (serve).
+  // This pod's lease to take or renew, in the push of the claims (serve).
   std::optional<std::int64_t> lease_until;
   // Run ids this instance holds already: a later look at the store must not
   // take its own runs a second time.
@@ -135,9 +135,10 @@ class CheckpointStore {
   // checkpoint (handed over). A claim that is rejected means another
   // instance took the run: it is lost. A branch whose run is final is
   // deleted. A run id is restored from one branch only, and never into a run
-  // dir of another origin pod. Local runs with no branch get one. Problems
-  // with single branches are collected; an unreachable remote or refused
-  // credentials throw.
+  // dir of another origin pod. Local runs with no branch get one. One
+  // connection lists and downloads, one push carries every claim, deletion
+  // and the lease. Problems with single branches are collected; an
+  // unreachable remote or refused credentials throw.
   RestoreReport restore(const RestoreRequest& request);
 
   RemoteStore& remote() { return remote_; }
@@ -149,20 +150,25 @@ class CheckpointStore {
   // instance (the branch's copy replaces it).
   enum class LocalCopy { none, resumable, finished, stale };
 
+  // The ref updates a restore pushes at its end, each with what follows
+  // from its outcome (restore.cpp).
+  struct RestorePush;
+
   std::optional<std::string> snapshot(const std::filesystem::path& run_dir,
                                       const std::string& origin_pod, const CheckpointInfo& info);
-  void restore_branch(const RemoteBranch& branch, const RestoreRequest& request, LeaseBook& leases,
-                      std::set<std::string>& taken, RestoreReport& report);
-  LocalCopy local_copy(const BranchName& name, const RestoreRequest& request);
-  void take_lease(const RestoreRequest& request, RestoreReport& report);
   std::optional<std::string> renew_taken_lease(const RefResult& result, const Lease& lease);
+  void restore_branch(const RemoteBranch& branch, const RestoreRequest& request, LeaseBook& leases,
+                      std::set<std::string>& taken, RestorePush& push, RestoreReport& report);
+  LocalCopy local_copy(const BranchName& name, const RestoreRequest& request);
   void mark_stale(const BranchName& name, const RestoreRequest& request, RestoreReport& report);
   void push_local_run(const std::filesystem::path& dir, const RestoreRequest& request,
-                      RestoreReport& report);
+                      RestorePush& push, RestoreReport& report);
   std::optional<LeftRun> live_owner(const BranchName& name, const std::string& tip,
                                     const std::string& pod, LeaseBook& leases);
-  ClaimedRun claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
-                   const RunVerdict& verdict, bool branch_wins, const RestoreRequest& request);
+  void claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
+             const RunVerdict& verdict, bool branch_wins, const RestoreRequest& request,
+             RestorePush& push, RestoreReport& report);
+  void push_restore(RestorePush& push, RestoreReport& report);
 
   StoreConfig config_;
   CacheRepo cache_;

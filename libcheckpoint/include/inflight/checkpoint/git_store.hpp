@@ -30,6 +30,8 @@ class GitError : public std::runtime_error {
   GitError(GitErrorKind kind, const std::string& message)
       : std::runtime_error(message), kind_(kind) {}
   GitErrorKind kind() const { return kind_; }
+  // A failure of the connection itself, not of one ref: every ref's.
+  bool network() const { return kind_ == GitErrorKind::unreachable || kind_ == GitErrorKind::auth; }
 
  private:
   GitErrorKind kind_;
@@ -141,6 +143,9 @@ class RunSnapshotter {
 struct RefUpdate {
   std::string ref;
   std::string commit;  // empty: delete the ref
+  // The tip the update was judged on; a ref that moved or went since is
+  // taken. Without it, a fast-forward of whatever tip there is.
+  std::optional<std::string> from;
 };
 
 enum class RefOutcome {

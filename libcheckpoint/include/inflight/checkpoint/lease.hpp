@@ -44,9 +44,9 @@ class LeaseBook {
             std::int64_t now, std::vector<std::string>& problems);
   // Until when `pod` holds its runs; nullopt when it holds no lease.
   std::optional<std::int64_t> until(const std::string& pod);
-  // Deletes every other pod's lease that is over: whoever may take over its
-  // runs also cleans up after it.
-  void drop_ended(const std::string& own_pod);
+  // Every other pod's lease that is over, to delete: whoever may take over
+  // its runs also cleans up after it.
+  std::vector<RemoteBranch> ended(const std::string& own_pod);
 
  private:
   CacheRepo& cache_;

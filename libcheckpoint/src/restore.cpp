@@ -1,0 +1,293 @@
+// Restore: which runs of the results repo this instance takes, and taking
+// them. One connection lists the branches and downloads their tips; every
+// branch is judged on its own; one push carries every claim, every deletion
+// and the lease, and each ref's outcome settles its own run.
+#include <functional>
+#include <set>
+
+#include "inflight/bounded_json.hpp"
+#include "inflight/checkpoint/branch_listing.hpp"
+#include "inflight/checkpoint/checkpoint_store.hpp"
+#include "inflight/checkpoint/run_dir.hpp"
+
+namespace inflight::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::uint64_t records_of(const fs::path& dir, const RunVerdict& verdict) {
+  return verdict.progress_file.empty() ? 0 : RecordCounter().count(dir, verdict.progress_file);
+}
+
+std::int64_t seconds_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct CheckpointStore::RestorePush {
+  std::vector<RefUpdate> updates;
+  std::vector<std::function<void(const RefResult&)>> settle;  // one per update
+  std::vector<fs::path> staging;  // materialised claims, removed if the push fails
+
+  void add(RefUpdate update, std::function<void(const RefResult&)> then) {
+    updates.push_back(std::move(update));
+    settle.push_back(std::move(then));
+  }
+};
+
+RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
+  RestoreReport report;
+  RestorePush push;
+  auto branches = remote_.list(std::string(kInflightPrefix), RemoteStore::Tips::downloaded);
+  LeaseBook leases(cache_, remote_, branches, seconds_now(), report.problems);
+  std::erase_if(branches, [&](const RemoteBranch& b) {
+    const auto name = parse_branch_ref(b.ref);
+    if (name && request.skip.count(name->run_id)) return true;
+    return !b.ref.starts_with(kBranchPrefix) ||
+           (request.only && !branch_matches(b.ref, *request.only));
+  });
+  if (request.only && branches.size() > 1) {
+    for (const auto& branch : branches) report.ambiguous.push_back(short_branch(branch.ref));
+    return report;
+  }
+  std::set<std::string> taken;     // run ids restored or held from a branch
+  std::set<std::string> branched;  // every ref seen, for the local runs below
+  for (const auto& branch : branches) {
+    branched.insert(branch.ref);
+    try {
+      restore_branch(branch, request, leases, taken, push, report);
+    } catch (const GitError& e) {
+      if (e.network()) throw;
+      report.problems.push_back(printable(branch.ref) + ": " + e.what());
+    } catch (const std::exception& e) {
+      report.problems.push_back(printable(branch.ref) + ": " + e.what());
+    }
+  }
+  if (!request.only) {
+    // Only as listed: a lease renewed since is its pod's again.
+    for (const auto& lease : leases.ended(request.pod))
+      push.add({.ref = lease.ref, .commit = "", .from = lease.oid},
+               [&report, ref = lease.ref](const RefResult& result) {
+                 if (result.outcome != RefOutcome::updated)
+                   report.problems.push_back(ref + ": " + result.detail);
+               });
+    for (const auto& [run_id, local] : request.local)
+      if (!branched.count(branch_ref({local.origin_pod, run_id})) && !taken.count(run_id) &&
+          !request.skip.count(run_id))
+        push_local_run(request.runs_dir / run_id, request, push, report);
+  }
+  // A lease the server refuses (a hook that allows only `inflight/*`) costs
+  // this pod the protection of its runs, not its restore.
+  if (request.lease_until) {
+    const Lease lease{.pod = request.pod, .until = *request.lease_until};
+    push.add(lease_update(cache_, remote_, lease), [this, &report, lease](const RefResult& result) {
+      if (const auto error = renew_taken_lease(result, lease))
+        report.problems.push_back(lease_ref(lease.pod) + ": lease not taken: " + *error);
+    });
+  }
+  push_restore(push, report);
+  return report;
+}
+
+// A failure of one ref's aftermath (a run dir that cannot be moved in) is
+// that run's alone.
+void CheckpointStore::push_restore(RestorePush& push, RestoreReport& report) {
+  if (push.updates.empty()) return;
+  std::vector<RefResult> results;
+  try {
+    results = remote_.update(push.updates);
+  } catch (...) {
+    for (const auto& dir : push.staging) fs::remove_all(dir);
+    throw;
+  }
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    try {
+      push.settle[i](results[i]);
+    } catch (const GitError& e) {
+      if (e.network()) throw;
+      report.problems.push_back(printable(push.updates[i].ref) + ": " + e.what());
+    } catch (const std::exception& e) {
+      report.problems.push_back(printable(push.updates[i].ref) + ": " + e.what());
+    }
+  }
+}
+
+// Another instance took the run or answers for it: this disk's copy, if any,
+// is stale from now on, so that no later start here resumes it once the
+// owner deleted the branch.
+void CheckpointStore::mark_stale(const BranchName& name, const RestoreRequest& request,
+                                 RestoreReport& report) {
+  const auto it = request.local.find(name.run_id);
+  if (it == request.local.end() || it->second.origin_pod != name.pod) return;
+  try {
+    mark_handed_over(request.runs_dir / name.run_id,
+                     "another instance holds the run, not pod " + request.pod);
+  } catch (const std::exception& e) {
+    report.problems.push_back((request.runs_dir / name.run_id).string() +
+                              ": not marked as handed over: " + e.what());
+  }
+}
+
+// One branch, with everything it says checked before anything is claimed or
+// written; whatever it holds, it can only fail itself.
+void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRequest& request,
+                                     LeaseBook& leases, std::set<std::string>& taken,
+                                     RestorePush& push, RestoreReport& report) {
+  const auto name = parse_branch_ref(branch.ref);
+  if (!name) throw std::runtime_error("not an inflight/<pod>/<run-id> branch");
+  if (taken.count(name->run_id))
+    throw std::runtime_error("run id " + name->run_id +
+                             " is already restored from another pod's branch; this one is left "
+                             "alone (`inflight resume " +
+                             short_branch(branch.ref) + "` where that id is free)");
+  const auto tip = remote_.fetch_listed(branch);
+  const auto text = read_file_at(cache_, tip, kRunParamsFile);
+  if (!text) throw std::runtime_error("the checkpoint has no run-params.json");
+  auto params = run_params_from_text(*text);
+  if (params.run_id != name->run_id || params.origin_pod != name->pod)
+    throw std::runtime_error("run-params.json names run " + params.origin_pod + "/" +
+                             params.run_id + ", not this branch's");
+  const auto local = local_copy(*name, request);
+  if (params.final_status || local == LocalCopy::finished) {
+    return push.add(
+        {.ref = branch.ref, .commit = "", .from = tip}, [&report, branch](const RefResult& result) {
+          if (result.outcome != RefOutcome::updated)
+            return report.problems.push_back(printable(branch.ref) + ": " + result.detail);
+          report.released.push_back(short_branch(branch.ref));
+        });
+  }
+  taken.insert(name->run_id);
+  if (auto owner = live_owner(*name, tip, request.pod, leases)) {
+    report.left.push_back(std::move(*owner));
+    return mark_stale(*name, request, report);
+  }
+  const auto verdict = request.judge(params);
+  if (verdict.refusal) {
+    report.held.push_back({std::move(params), branch.ref, *verdict.refusal});
+    return;
+  }
+  const bool branch_wins = local != LocalCopy::resumable ||
+                           params.attempts.size() > request.local.at(name->run_id).attempts;
+  claim(branch, tip, std::move(params), verdict, branch_wins, request, push, report);
+}
+
+// What the run dir of the branch's run id holds. Another origin pod's run of
+// the same id, or anything else that is not this run, keeps the branch out.
+CheckpointStore::LocalCopy CheckpointStore::local_copy(const BranchName& name,
+                                                       const RestoreRequest& request) {
+  const auto dir = request.runs_dir / name.run_id;
+  if (const auto it = request.local.find(name.run_id); it != request.local.end()) {
+    if (it->second.origin_pod == name.pod) return LocalCopy::resumable;
+    throw std::runtime_error("run dir " + dir.string() + " holds the run of pod " +
+                             it->second.origin_pod +
+                             " with the same id; this branch is left alone");
+  }
+  std::error_code ec;
+  if (fs::symlink_status(dir, ec).type() == fs::file_type::not_found) return LocalCopy::none;
+  std::optional<RunParams> params;
+  try {
+    params = read_run_params(dir);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("run dir " + dir.string() + " is in the way: " + e.what());
+  }
+  if (params && params->origin_pod == name.pod) {
+    if (params->handed_over) return LocalCopy::stale;
+    if (params->final_status) return LocalCopy::finished;
+  }
+  throw std::runtime_error("run dir " + dir.string() +
+                           " exists and is not a resumable copy of this run; the branch is left "
+                           "alone");
+}
+
+// A run that only this disk holds (its shutdown push failed, or it never had
+// one) gets its branch now, which also claims it.
+void CheckpointStore::push_local_run(const fs::path& dir, const RestoreRequest& request,
+                                     RestorePush& push, RestoreReport& report) {
+  try {
+    auto params = read_run_params(dir);
+    if (!params) return;
+    const auto verdict = request.judge(*params);
+    if (verdict.refusal) {
+      report.held.push_back({std::move(*params), "", *verdict.refusal});
+      return;
+    }
+    const CheckpointInfo info{params->run_id, static_cast<int>(params->attempts.size()), "claim",
+                              request.pod, records_of(dir, verdict)};
+    const auto commit = snapshot(dir, params->origin_pod, info);
+    auto branch = branch_ref({params->origin_pod, params->run_id});
+    ClaimedRun claimed{std::move(*params), dir, branch, commit.value_or("")};
+    if (!commit) return report.claimed.push_back(std::move(claimed));
+    push.add({.ref = branch, .commit = *commit, .from = std::nullopt},
+             [&report, claimed = std::move(claimed)](const RefResult& result) {
+               if (result.outcome != RefOutcome::updated)
+                 return report.problems.push_back(claimed.dir.string() + ": " + result.detail);
+               report.claimed.push_back(claimed);
+             });
+  } catch (const GitError& e) {
+    if (e.network()) throw;
+    report.problems.push_back(dir.string() + ": " + e.what());
+  }
+}
+
+// The pod that answers for the run, when it is another one: the writer of
+// the tip, unless it handed the run over (a shutdown checkpoint) or its lease
+// is over. A pod without a lease (`inflight resume`) holds what it claimed
+// for claim_lease. Pushing on top of a live owner would take the run from an
+// instance that is running it now.
+std::optional<LeftRun> CheckpointStore::live_owner(const BranchName& name, const std::string& tip,
+                                                   const std::string& pod, LeaseBook& leases) {
+  const auto last = describe_commit(commit_summary(cache_, tip));
+  if (last.pod == pod || last.reason == "shutdown") return std::nullopt;
+  auto until = leases.until(last.pod).value_or(0);
+  if (last.reason == "claim") until = std::max(until, last.time + config_.claim_lease.count());
+  if (until <= seconds_now()) return std::nullopt;
+  return LeftRun{.run_id = name.run_id, .pod = last.pod, .until = until};
+}
+
+// The branch copy is materialised beside the run dir and moved in only once
+// the claim landed, so a lost claim or a hostile tree leaves nothing behind.
+// A claim that does not land means another instance took the run first.
+void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
+                            const RunVerdict& verdict, bool branch_wins,
+                            const RestoreRequest& request, RestorePush& push,
+                            RestoreReport& report) {
+  const auto dir = request.runs_dir / params.run_id;
+  const auto staging = request.runs_dir / (".restore-" + params.run_id);
+  fs::remove_all(staging);
+  const auto claim_from = branch_wins ? staging : dir;
+  std::string claim_commit;
+  try {
+    if (branch_wins) materialize(cache_, tip, staging, config_.restore_limits);
+    const CheckpointInfo info{params.run_id, static_cast<int>(params.attempts.size()), "claim",
+                              request.pod, records_of(claim_from, verdict)};
+    claim_commit = *RunSnapshotter(cache_, config_.exclude_globs).snapshot(claim_from, info, tip);
+  } catch (...) {
+    fs::remove_all(staging);
+    throw;
+  }
+  if (branch_wins) push.staging.push_back(staging);
+  const auto name = *parse_branch_ref(branch.ref);
+  push.add({.ref = branch.ref, .commit = claim_commit, .from = tip},
+           [this, &request, &report, name, dir, staging, branch_wins, claim_commit, branch,
+            params = std::move(params)](const RefResult& result) mutable {
+             if (result.outcome != RefOutcome::updated) {
+               fs::remove_all(staging);
+               report.lost.push_back(name.run_id);
+               mark_stale(name, request, report);
+               return report.problems.push_back(printable(branch.ref) + ": " + result.detail);
+             }
+             if (branch_wins) {
+               fs::remove_all(dir);
+               fs::rename(staging, dir);
+             } else if (auto local = read_run_params(dir)) {
+               params = std::move(*local);
+             }
+             report.claimed.push_back({std::move(params), dir, branch.ref, claim_commit});
+           });
+}
+
+}  // namespace inflight::checkpoint
