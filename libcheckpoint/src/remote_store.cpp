@@ -59,6 +59,22 @@ git_proxy_options environment_proxy() {
   return proxy;
 }
 
+// Refspecs as libgit2 takes them, valid while the strings live.
+class RefspecArray {
+ public:
+  explicit RefspecArray(std::vector<std::string>& specs) {
+    for (auto& spec : specs) raw_.push_back(spec.data());
+    array_ = {raw_.data(), raw_.size()};
+  }
+  RefspecArray(const RefspecArray&) = delete;
+  RefspecArray& operator=(const RefspecArray&) = delete;
+  const git_strarray* get() const { return &array_; }
+
+ private:
+  std::vector<char*> raw_;
+  git_strarray array_{};
+};
+
 // Connects and returns the refs the server advertised, valid while `remote`
 // stays connected; `raw_callbacks` (of `callbacks`) must live as long.
 std::span<const git_remote_head*> connect_and_list(git_remote* remote, RemoteCallbacks& callbacks,
@@ -168,14 +184,12 @@ void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& ca
       refspecs.push_back(branch.ref);
   }
   if (refspecs.empty()) return;
-  std::vector<char*> raw_specs;
-  for (auto& spec : refspecs) raw_specs.push_back(spec.data());
-  const git_strarray specs{raw_specs.data(), raw_specs.size()};
+  const RefspecArray specs(refspecs);
   git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
   options.callbacks = callbacks.callbacks();
   options.proxy_opts = environment_proxy();
   options.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
-  if (const int rc = git_remote_download(remote, &specs, &options); rc < 0) {
+  if (const int rc = git_remote_download(remote, specs.get(), &options); rc < 0) {
     try {
       callbacks.throw_failure(rc, "download the listed branches from");
     } catch (const GitError& e) {
@@ -293,13 +307,11 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
     sent.push_back(i);
   }
   if (refspecs.empty()) return results;
-  std::vector<char*> raw_specs;
-  for (auto& spec : refspecs) raw_specs.push_back(spec.data());
-  const git_strarray specs{raw_specs.data(), raw_specs.size()};
+  const RefspecArray specs(refspecs);
   git_push_options options = GIT_PUSH_OPTIONS_INIT;
   options.callbacks = callbacks.callbacks();
   options.proxy_opts = environment_proxy();
-  if (const int rc = git_remote_upload(remote.get(), &specs, &options); rc < 0)
+  if (const int rc = git_remote_upload(remote.get(), specs.get(), &options); rc < 0)
     callbacks.throw_failure(rc, "push to");
   for (const std::size_t i : sent)
     if (const auto refusal = callbacks.refusal_of(updates[i].ref))
