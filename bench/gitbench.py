@@ -307,11 +307,14 @@ def agent_save(run_dir, cache_dir, url, run_id="r1", attempt=1, reason="shutdown
     """One save request to a fresh `inflight-checkpoint-agent`.
     Returns (seconds from spawn to exit, parsed result)."""
     request = {
-        "op": "save", "run_dir": os.path.abspath(run_dir), "origin_pod": "pod-a",
-        "run_id": run_id, "attempt": attempt, "reason": reason, "pod": "pod-a", "records": 0,
+        "version": 1, "op": "save", "pod": "pod-a",
+        "call": {"run": {"run_dir": os.path.abspath(run_dir), "origin_pod": "pod-a",
+                         "run_id": run_id, "attempt": attempt, "reason": reason,
+                         "records": 0}},
         "store": {"cache_dir": os.path.abspath(cache_dir), "url": url, "username": "",
                   "token": "", "ssh_key": "", "known_hosts": "", "ca_file": "",
-                  "excludes": EXCLUDES, "restore_max_bytes": 1 << 30},
+                  "excludes": EXCLUDES, "restore_max_bytes": 1 << 30,
+                  "restore_max_files": 100000, "claim_lease_seconds": 120},
     }
     data = json.dumps(request).encode()
     t0 = time.monotonic()

@@ -1,16 +1,17 @@
-// The agent's side of AgentCheckpoints: one store operation per process.
+// The agent's side of AgentCheckpoints: one store operation per process, its
+// request and answer the structs of agent_protocol.hpp.
 #include "operations.hpp"
 
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <map>
-#include <set>
+#include <variant>
 
-#include "inflight/bounded_json.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
-#include "inflight/supervisor/agent_client.hpp"
+#include "inflight/supervisor/agent_protocol.hpp"
 #include "inflight/supervisor/child_templates.hpp"
 
 namespace inflight {
@@ -19,293 +20,308 @@ namespace ck = checkpoint;
 
 namespace {
 
-ck::StoreConfig store_config(const OrderedJson& s) {
-  ck::StoreConfig config;
-  config.cache_dir = s.at("cache_dir").get<std::string>();
-  config.remote = {s.at("url").get<std::string>(), s.value("username", ""),
-                   s.value("token", ""),           s.value("ssh_key", ""),
-                   s.value("known_hosts", ""),     s.value("ca_file", "")};
-  config.exclude_globs = s.value("excludes", std::vector<std::string>{});
-  config.restore_limits = {.max_bytes = s.at("restore_max_bytes").get<std::uint64_t>(),
-                           .max_files = s.at("restore_max_files").get<std::uint64_t>()};
-  config.claim_lease = std::chrono::seconds(s.value("claim_lease_seconds", 120));
-  return config;
+// An answer, or a failure that is the expected outcome (not an error): the
+// caller acts on its kind.
+template <class Answer>
+using AnswerOr = std::variant<Answer, AgentFailure>;
+
+ck::StoreConfig store_config(const AgentStore& s) {
+  return {.cache_dir = s.cache_dir,
+          .remote = {.url = s.url,
+                     .username = s.username,
+                     .token = s.token,
+                     .ssh_key = s.ssh_key,
+                     .ssh_known_hosts = s.known_hosts,
+                     .ca_file = s.ca_file},
+          .exclude_globs = s.excludes,
+          .restore_limits = {.max_bytes = s.restore_max_bytes, .max_files = s.restore_max_files},
+          .claim_lease = std::chrono::seconds(s.claim_lease_seconds)};
 }
 
-const char* kind_name(ck::GitErrorKind kind) {
-  switch (kind) {
-    case ck::GitErrorKind::unreachable:
-      return "unreachable";
-    case ck::GitErrorKind::auth:
-      return "auth";
-    case ck::GitErrorKind::rejected:
-      return "rejected";
-    case ck::GitErrorKind::not_found:
-      return "not_found";
-    case ck::GitErrorKind::hostile_tree:
-      return "hostile_tree";
-    case ck::GitErrorKind::cache:
-      return "cache";
-    case ck::GitErrorKind::other:
-      break;
-  }
-  return "other";
+// The store and the instance that a request concerns.
+struct Context {
+  ck::CheckpointStore& store;
+  const std::string& pod;
+};
+
+ck::CheckpointInfo checkpoint_info(const agent::RunCheckpoint& run, const std::string& pod) {
+  return {.run_id = run.run_id,
+          .attempt = run.attempt,
+          .reason = run.reason,
+          .pod = pod,
+          .records = run.records};
 }
 
-ck::CheckpointInfo checkpoint_info(const OrderedJson& r) {
-  return {r.at("run_id").get<std::string>(), r.at("attempt").get<int>(),
-          r.at("reason").get<std::string>(), r.at("pod").get<std::string>(),
-          r.at("records").get<std::uint64_t>()};
+agent::Done check(Context c, const agent::Check&) {
+  c.store.cache().check_writable();
+  return {};
 }
 
-OrderedJson save(ck::CheckpointStore& store, const OrderedJson& r) {
-  const auto commit = store.save(r.at("run_dir").get<std::string>(),
-                                 r.at("origin_pod").get<std::string>(), checkpoint_info(r));
-  return {{"ok", true}, {"commit", commit ? OrderedJson(*commit) : OrderedJson(nullptr)}};
+agent::Saved save(Context c, const agent::Save& call) {
+  return {.commit = c.store.save(call.run.run_dir, call.run.origin_pod,
+                                 checkpoint_info(call.run, c.pod))};
 }
 
-// Each run answers as save() would, in the order asked.
-// The lease, when asked for, rides in the same push as the runs.
-OrderedJson save_all(ck::CheckpointStore& store, const OrderedJson& r) {
+agent::Done release(Context c, const agent::Release& call) {
+  c.store.release(call.run.run_dir, call.run.origin_pod, checkpoint_info(call.run, c.pod));
+  return {};
+}
+
+std::optional<AgentFailure> part_failure(const ck::SaveOutcome& outcome) {
+  if (!outcome.error) return std::nullopt;
+  return AgentFailure{.kind = outcome.ref == ck::RefOutcome::updated ? AgentFailureKind::other
+                                                                     : AgentFailureKind::rejected,
+                      .error = *outcome.error,
+                      .branches = {}};
+}
+
+// Each run answers as save() would, in the order asked. The lease, when
+// asked for, rides in the same push as the runs.
+agent::SavedAll save_all(Context c, const agent::SaveAll& call) {
   std::vector<ck::SaveRequest> runs;
-  for (const auto& run : r.at("runs"))
-    runs.push_back({.run_dir = run.at("run_dir").get<std::string>(),
-                    .origin_pod = run.at("origin_pod").get<std::string>(),
-                    .info = checkpoint_info(run)});
+  for (const auto& run : call.runs)
+    runs.push_back({.run_dir = run.run_dir,
+                    .origin_pod = run.origin_pod,
+                    .info = checkpoint_info(run, c.pod)});
   std::optional<ck::Lease> lease;
-  if (r.contains("lease_until"))
-    lease = ck::Lease{.pod = r.at("pod").get<std::string>(),
-                      .until = r.at("lease_until").get<std::int64_t>()};
-  const auto report = store.save_all(runs, lease);
-  OrderedJson results = OrderedJson::array();
-  for (const auto& outcome : report.runs) {
-    OrderedJson result{{"ok", !outcome.error},
-                       {"commit", outcome.commit ? OrderedJson(*outcome.commit) : OrderedJson()}};
-    if (outcome.error) {
-      result["kind"] = outcome.ref == ck::RefOutcome::updated ? "other" : "rejected";
-      result["error"] = *outcome.error;
-    }
-    results.push_back(std::move(result));
-  }
-  OrderedJson answer{{"ok", true}, {"results", results}};
+  if (call.lease_until) lease = ck::Lease{.pod = c.pod, .until = *call.lease_until};
+  const auto report = c.store.save_all(runs, lease);
+  agent::SavedAll answer;
+  for (const auto& outcome : report.runs)
+    answer.runs.push_back({.failure = part_failure(outcome), .commit = outcome.commit});
   if (lease)
-    answer["lease"] =
-        report.lease_error
-            ? OrderedJson{{"ok", false}, {"kind", "other"}, {"error", *report.lease_error}}
-            : OrderedJson{{"ok", true}};
+    answer.lease = agent::PartResult{
+        .failure = report.lease_error ? std::optional(AgentFailure{.kind = AgentFailureKind::other,
+                                                                   .error = *report.lease_error,
+                                                                   .branches = {}})
+                                      : std::nullopt,
+        .commit = std::nullopt};
   return answer;
 }
 
-OrderedJson release(ck::CheckpointStore& store, const OrderedJson& r) {
-  store.release(r.at("run_dir").get<std::string>(), r.at("origin_pod").get<std::string>(),
-                checkpoint_info(r));
-  return {{"ok", true}};
+agent::Done hold_lease(Context c, const agent::HoldLease& call) {
+  ck::hold_lease(c.store.cache(), c.store.remote(), {.pod = c.pod, .until = call.until});
+  return {};
+}
+
+agent::Done drop_lease(Context c, const agent::DropLease&) {
+  ck::drop_lease(c.store.remote(), c.pod);
+  return {};
 }
 
 // The instance's templates, sent by the caller so that a branch is judged
 // before it is claimed.
-ChildTemplates templates_of(const OrderedJson& r) {
-  return ChildTemplates::from_config({{"children", r.at("children")}}, "");
+ChildTemplates templates_of(const OrderedJson& children) {
+  return ChildTemplates::from_config({{"children", children}}, "");
 }
 
-std::map<std::string, ck::LocalRun> local_runs(const OrderedJson& local) {
-  std::map<std::string, ck::LocalRun> runs;
-  for (const auto& [run_id, run] : local.items())
-    runs[run_id] = {.attempts = run.at("attempts").get<std::size_t>(),
-                    .origin_pod = run.at("origin_pod").get<std::string>()};
-  return runs;
-}
-
-OrderedJson restore(ck::CheckpointStore& store, const OrderedJson& r) {
-  const auto templates = templates_of(r);
-  const auto report = store.restore(
-      {.runs_dir = r.at("runs_dir").get<std::string>(),
-       .pod = r.at("pod").get<std::string>(),
-       .local = local_runs(r.at("local")),
-       .judge = [&templates](const ck::RunParams& params) { return templates.judge(params); },
-       .only = r.contains("only") ? std::optional(r["only"].get<std::string>()) : std::nullopt,
-       .lease_until = r.contains("lease_until")
-                          ? std::optional(r["lease_until"].get<std::int64_t>())
-                          : std::nullopt,
-       .skip = r.value("skip", std::set<std::string>{})});
-  OrderedJson claimed = OrderedJson::array();
+agent::Restored restored(const ck::RestoreReport& report) {
+  agent::Restored answer{.claimed = {},
+                         .left = report.left,
+                         .held = {},
+                         .lost = report.lost,
+                         .released = report.released,
+                         .ambiguous = report.ambiguous,
+                         .problems = report.problems};
   for (const auto& run : report.claimed)
-    claimed.push_back({{"run_id", run.params.run_id},
-                       {"dir", run.dir.string()},
-                       {"branch", run.branch},
-                       {"claim", run.claim}});
-  OrderedJson held = OrderedJson::array();
+    answer.claimed.push_back({.run_id = run.params.run_id,
+                              .dir = run.dir.string(),
+                              .branch = run.branch,
+                              .claim = run.claim});
   for (const auto& run : report.held)
-    held.push_back(
-        {{"params", ck::to_json(run.params)}, {"branch", run.branch}, {"reason", run.reason}});
-  OrderedJson left = OrderedJson::array();
-  for (const auto& run : report.left)
-    left.push_back({{"run_id", run.run_id}, {"pod", run.pod}, {"until", run.until}});
-  return {{"ok", true},
-          {"claimed", claimed},
-          {"left", left},
-          {"held", held},
-          {"lost", report.lost},
-          {"released", report.released},
-          {"ambiguous", report.ambiguous},
-          {"problems", report.problems}};
+    answer.held.push_back(
+        {.params = ck::to_json(run.params), .branch = run.branch, .reason = run.reason});
+  return answer;
 }
 
-OrderedJson commit_json(const ck::CheckpointCommit& c) {
-  return {{"oid", c.oid},         {"time", c.time}, {"reason", c.reason},
-          {"attempt", c.attempt}, {"pod", c.pod},   {"records", c.records}};
+agent::Restored restore(Context c, const agent::Restore& call) {
+  const auto templates = templates_of(call.children);
+  std::map<std::string, ck::LocalRun> local;
+  for (const auto& run : call.local)
+    local[run.run_id] = {.attempts = run.attempts, .origin_pod = run.origin_pod};
+  return restored(c.store.restore(
+      {.runs_dir = call.runs_dir,
+       .pod = c.pod,
+       .local = std::move(local),
+       .judge = [&templates](const ck::RunParams& params) { return templates.judge(params); },
+       .only = call.only,
+       .lease_until = call.lease_until,
+       .skip = {call.skip.begin(), call.skip.end()}}));
 }
 
-OrderedJson summary_json(const ck::BranchSummary& s) {
-  return {
-      {"run_id", s.name.run_id},   {"origin_pod", s.name.pod}, {"branch", ck::short_branch(s.ref)},
-      {"attempts", s.attempts},    {"time", s.tip.time},       {"records", s.tip.records},
-      {"size_bytes", s.size_bytes}};
+agent::BranchInfo branch_info(const ck::BranchSummary& s) {
+  return {.run_id = s.name.run_id,
+          .origin_pod = s.name.pod,
+          .branch = ck::short_branch(s.ref),
+          .attempts = s.attempts,
+          .time = s.tip.time,
+          .records = s.tip.records,
+          .size_bytes = s.size_bytes,
+          .state = "resumable",
+          .reason = std::nullopt};
 }
 
 // What a restore by this instance would do with the branch: resume it, hold
 // it (no such template, a request that no longer validates), refuse it, or
 // delete it (the run is over).
-void add_state(OrderedJson& summary, const ck::BranchSummary& branch,
-               const ChildTemplates& templates) {
-  std::optional<std::string> reason;
-  std::string state = "resumable";
+void judge_branch(agent::BranchInfo& info, const ck::BranchSummary& branch,
+                  const ChildTemplates& templates) {
   try {
     if (!branch.run_params) throw std::runtime_error(branch.problem);
     const auto params = ck::run_params_from_json(*branch.run_params);
     if (params.final_status) {
-      state = "finished";
+      info.state = "finished";
     } else if (auto refusal = templates.judge(params).refusal) {
-      state = "held";
-      reason = *refusal;
+      info.state = "held";
+      info.reason = *refusal;
     }
   } catch (const std::exception& e) {
-    state = "refused";
-    reason = e.what();
+    info.state = "refused";
+    info.reason = e.what();
   }
-  summary["state"] = state;
-  summary["reason"] = reason ? OrderedJson(*reason) : OrderedJson(nullptr);
 }
 
-OrderedJson list(ck::CheckpointStore& store, const OrderedJson& r) {
-  const auto pod = r.contains("pod") ? std::optional(r["pod"].get<std::string>()) : std::nullopt;
-  const auto templates = templates_of(r);
-  const auto listing = ck::list_branches(store.cache(), store.remote(), pod);
-  OrderedJson checkpoints = OrderedJson::array();
+agent::Listed list(Context c, const agent::List& call) {
+  const auto templates = templates_of(call.children);
+  const auto listing = ck::list_branches(c.store.cache(), c.store.remote(), call.pod);
+  agent::Listed answer{
+      .url = c.store.remote().display_url(), .checkpoints = {}, .problems = listing.problems};
   for (const auto& branch : listing.branches) {
-    checkpoints.push_back(summary_json(branch));
-    add_state(checkpoints.back(), branch, templates);
+    answer.checkpoints.push_back(branch_info(branch));
+    judge_branch(answer.checkpoints.back(), branch, templates);
   }
-  return {{"ok", true},
-          {"url", store.remote().display_url()},
-          {"checkpoints", checkpoints},
-          {"problems", listing.problems}};
+  return answer;
 }
 
-OrderedJson show_branch(ck::CheckpointStore& store, const ck::RemoteBranch& branch) {
+agent::Shown show_branch(ck::CheckpointStore& store, const ck::RemoteBranch& branch) {
   const auto summary = ck::summarize_branch(store.cache(), store.remote(), branch);
-  OrderedJson history = OrderedJson::array();
-  for (const auto& commit : ck::history(store.cache(), summary.tip.oid))
-    history.push_back(commit_json(ck::describe_commit(commit)));
-  auto result = summary_json(summary);
-  result["ok"] = true;
-  result["tip"] = summary.tip.oid;
-  result["history"] = history;
-  result["run_params"] = summary.run_params ? *summary.run_params : OrderedJson(nullptr);
-  return result;
+  agent::Shown answer{.branch = branch_info(summary),
+                      .tip = summary.tip.oid,
+                      .history = {},
+                      .run_params = summary.run_params ? *summary.run_params : OrderedJson()};
+  for (const auto& commit : ck::history(store.cache(), summary.tip.oid)) {
+    const auto c = ck::describe_commit(commit);
+    answer.history.push_back({.oid = c.oid,
+                              .time = c.time,
+                              .reason = c.reason,
+                              .attempt = c.attempt,
+                              .pod = c.pod,
+                              .records = c.records});
+  }
+  return answer;
 }
 
 // One run's branch, searched on every pod: not_found when no pod holds it,
 // ambiguous when several do (the caller then names the branch).
-OrderedJson show(ck::CheckpointStore& store, const OrderedJson& r) {
-  const auto id = r.at("run_id").get<std::string>();
-  const auto found = ck::find_run_branches(store.remote(), id);
+AnswerOr<agent::Shown> show(Context c, const agent::Show& call) {
+  const auto found = ck::find_run_branches(c.store.remote(), call.run_id);
   if (found.empty())
-    throw ck::GitError(ck::GitErrorKind::not_found,
-                       "no checkpoint branch for '" + id + "' on " + store.remote().display_url());
-  if (found.size() == 1) return show_branch(store, found.front());
-  OrderedJson branches = OrderedJson::array();
-  for (const auto& branch : found) branches.push_back(ck::short_branch(branch.ref));
-  return {{"ok", false},
-          {"kind", "ambiguous"},
-          {"error", "'" + id + "' has checkpoints from several pods"},
-          {"branches", branches}};
-}
-
-ck::PruneRequest prune_request(const OrderedJson& r) {
-  ck::PruneRequest request;
-  if (r.contains("older_than_seconds"))
-    request.older_than_seconds = r["older_than_seconds"].get<std::int64_t>();
-  request.run_ids = r.value("run_ids", std::vector<std::string>{});
-  request.all = r.value("all", false);
-  return request;
+    throw ck::GitError(ck::GitErrorKind::not_found, "no checkpoint branch for '" + call.run_id +
+                                                        "' on " + c.store.remote().display_url());
+  if (found.size() == 1) return show_branch(c.store, found.front());
+  AgentFailure ambiguous{.kind = AgentFailureKind::ambiguous,
+                         .error = "'" + call.run_id + "' has checkpoints from several pods",
+                         .branches = {}};
+  for (const auto& branch : found) ambiguous.branches.push_back(ck::short_branch(branch.ref));
+  return ambiguous;
 }
 
 // Every deletion in one push; each branch is deleted or fails on its own.
-OrderedJson prune(ck::CheckpointStore& store, const OrderedJson& r) {
+agent::Pruned prune(Context c, const agent::Prune& call) {
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
-  const auto plan = ck::plan_prune(store.cache(), store.remote(), prune_request(r), now);
+  const auto plan = ck::plan_prune(
+      c.store.cache(), c.store.remote(),
+      {.older_than_seconds = call.older_than_seconds, .run_ids = call.run_ids, .all = call.all},
+      now);
   std::vector<ck::RefUpdate> deletions;
   for (const auto& ref : plan.refs) deletions.push_back({.ref = ref, .commit = "", .from = {}});
   std::vector<ck::RefResult> results(deletions.size());
-  if (!r.value("dry_run", false) && !deletions.empty()) results = store.remote().update(deletions);
-  OrderedJson deleted = OrderedJson::array();
-  OrderedJson failed = OrderedJson::array();
+  if (!call.dry_run && !deletions.empty()) results = c.store.remote().update(deletions);
+  agent::Pruned answer{.url = c.store.remote().display_url(),
+                       .deleted = {},
+                       .failed = {},
+                       .missing = plan.missing_run_ids,
+                       .problems = plan.problems};
   for (std::size_t i = 0; i < deletions.size(); ++i) {
     const auto branch = ck::short_branch(deletions[i].ref);
     if (results[i].outcome == ck::RefOutcome::updated)
-      deleted.push_back(branch);
+      answer.deleted.push_back(branch);
     else
-      failed.push_back({{"branch", branch}, {"kind", "rejected"}, {"error", results[i].detail}});
+      answer.failed.push_back(
+          {.branch = branch,
+           .failure = {
+               .kind = AgentFailureKind::rejected, .error = results[i].detail, .branches = {}}});
   }
-  return {{"ok", true},       {"url", store.remote().display_url()}, {"deleted", deleted},
-          {"failed", failed}, {"missing", plan.missing_run_ids},     {"problems", plan.problems}};
+  return answer;
 }
 
-OrderedJson perform(const OrderedJson& request) {
+template <class Answer>
+OrderedJson message(const Answer& answer) {
+  return answer_message(answer);
+}
+
+template <class Answer>
+OrderedJson message(const AnswerOr<Answer>& outcome) {
+  if (const auto* failure = std::get_if<AgentFailure>(&outcome)) return failure_message(*failure);
+  return answer_message(std::get<Answer>(outcome));
+}
+
+// The whole answer message of one op.
+using Operation = std::function<OrderedJson(Context, const OrderedJson& call)>;
+
+// The op's call read into its struct, and its answer written from its struct.
+template <class Call, class Result>
+std::pair<std::string_view, Operation> operation(Result (*perform)(Context, const Call&)) {
+  return {Call::op, [perform](Context c, const OrderedJson& call) {
+            return message(perform(c, call.get<Call>()));
+          }};
+}
+
+const std::map<std::string_view, Operation>& operations() {
+  static const std::map<std::string_view, Operation> all{
+      operation(check),      operation(save),       operation(save_all), operation(release),
+      operation(hold_lease), operation(drop_lease), operation(restore),  operation(list),
+      operation(show),       operation(prune)};
+  return all;
+}
+
+// The version and the op are read first: a caller of another release learns
+// that, not which field it lacks.
+OrderedJson perform(const OrderedJson& message) {
+  const auto version = message.at("version").get<int>();
+  if (version != kAgentProtocolVersion)
+    throw std::runtime_error("the caller speaks protocol " + std::to_string(version) +
+                             ", this agent " + std::to_string(kAgentProtocolVersion) +
+                             ": install both binaries of one release");
+  const auto name = message.at("op").get<std::string>();
+  const auto op = operations().find(name);
+  if (op == operations().end())
+    throw std::runtime_error("unknown checkpoint-agent op '" + name + "'");
+  const auto request = message.get<AgentRequest>();
   ck::GitLibrary library;
-  ck::CheckpointStore store(store_config(request.at("store")));
-  const auto op = request.at("op").get<std::string>();
-  if (op == "check") {
-    store.cache().check_writable();
-    return {{"ok", true}};
+  ck::CheckpointStore store(store_config(request.store));
+  return op->second({.store = store, .pod = request.pod}, request.call);
+}
+
+OrderedJson answer(const std::string& text) {
+  try {
+    std::string error;
+    const auto request = parse_bounded_json(text, kAgentMessageLimits, error);
+    if (!request) throw std::runtime_error("checkpoint-agent request: " + error);
+    return perform(*request);
+  } catch (const ck::GitError& e) {
+    return failure_message({.kind = failure_kind(e.kind()), .error = e.what(), .branches = {}});
+  } catch (const std::exception& e) {
+    return failure_message({.kind = AgentFailureKind::other, .error = e.what(), .branches = {}});
   }
-  if (op == "save") return save(store, request);
-  if (op == "save_all") return save_all(store, request);
-  if (op == "lease") {
-    ck::hold_lease(store.cache(), store.remote(),
-                   {request.at("pod").get<std::string>(), request.at("until").get<std::int64_t>()});
-    return {{"ok", true}};
-  }
-  if (op == "unlease") {
-    ck::drop_lease(store.remote(), request.at("pod").get<std::string>());
-    return {{"ok", true}};
-  }
-  if (op == "release") return release(store, request);
-  if (op == "restore") return restore(store, request);
-  if (op == "list") return list(store, request);
-  if (op == "show") return show(store, request);
-  if (op == "prune") return prune(store, request);
-  throw std::runtime_error("unknown checkpoint-agent op '" + op + "'");
 }
 
 }  // namespace
 
 int run_checkpoint_agent() {
-  const std::string text{std::istreambuf_iterator<char>(std::cin), {}};
-  OrderedJson result;
-  try {
-    std::string error;
-    const auto request = parse_bounded_json(text, kAgentMessageLimits, error);
-    if (!request) throw std::runtime_error("checkpoint-agent request: " + error);
-    result = perform(*request);
-  } catch (const ck::GitError& e) {
-    result = {{"ok", false}, {"kind", kind_name(e.kind())}, {"error", e.what()}};
-  } catch (const std::exception& e) {
-    result = {{"ok", false}, {"kind", "other"}, {"error", e.what()}};
-  }
+  const auto result = answer(std::string{std::istreambuf_iterator<char>(std::cin), {}});
   // Names from branches may not be UTF-8: they are shown replaced, never
   // allowed to abort the answer.
   std::cout << result.dump(-1, ' ', false, OrderedJson::error_handler_t::replace) << std::endl;

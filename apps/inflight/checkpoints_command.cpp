@@ -65,134 +65,126 @@ struct Failure {
   const char* hint;
 };
 
-Failure failure_of(const std::string& kind) {
-  if (kind == "unreachable" || kind == "deadline")
-    return {kExitUnreachable,
-            "check --results-repo and the network; a slow remote needs a longer --git-timeout"};
-  if (kind == "auth")
-    return {kExitUnreachable, "check --git-username and --git-token, or --git-ssh-key"};
-  if (kind == "not_found")
-    return {kExitNotFound, "`inflight checkpoints list` shows the runs that have checkpoints"};
-  return {kExitFailure, "check that --results-repo names a git repository inflight can write to"};
+Failure failure_of(AgentFailureKind kind) {
+  switch (kind) {
+    case AgentFailureKind::unreachable:
+    case AgentFailureKind::deadline:
+      return {kExitUnreachable,
+              "check --results-repo and the network; a slow remote needs a longer --git-timeout"};
+    case AgentFailureKind::auth:
+      return {kExitUnreachable, "check --git-username and --git-token, or --git-ssh-key"};
+    case AgentFailureKind::not_found:
+      return {kExitNotFound, "`inflight checkpoints list` shows the runs that have checkpoints"};
+    default:
+      return {kExitFailure,
+              "check that --results-repo names a git repository inflight can write to"};
+  }
 }
 
 // Prints what went wrong and what to try; returns the exit code.
-int report_failure(const OrderedJson& result) {
-  const auto kind = result.value("kind", std::string("other"));
-  const auto error = result.value("error", std::string("the checkpoint agent failed"));
-  if (kind == "ambiguous") {
-    const auto branches = result.at("branches");
-    std::cerr << "inflight: " << error << ": " << branches.front().get<std::string>() << "\n";
-    for (std::size_t i = 1; i < branches.size(); ++i)
-      std::cerr << "  " << branches[i].get<std::string>() << "\n";
-    std::cerr << "name one branch, e.g. `inflight checkpoints show "
-              << branches.front().get<std::string>() << "`\n";
+int report_failure(const AgentFailure& failure) {
+  if (failure.kind == AgentFailureKind::ambiguous && !failure.branches.empty()) {
+    const auto& branches = failure.branches;
+    std::cerr << "inflight: " << failure.error << ": " << branches.front() << "\n";
+    for (std::size_t i = 1; i < branches.size(); ++i) std::cerr << "  " << branches[i] << "\n";
+    std::cerr << "name one branch, e.g. `inflight checkpoints show " << branches.front() << "`\n";
     return kExitUsage;
   }
-  const Failure failure = failure_of(kind);
-  std::cerr << "inflight: " << error << "\n" << failure.hint << "\n";
-  return failure.exit_code;
+  const Failure hint = failure_of(failure.kind);
+  std::cerr << "inflight: " << failure.error << "\n" << hint.hint << "\n";
+  return hint.exit_code;
 }
 
 // Run ids without a branch (exit 4) and deletions the remote refused; the
 // branches that were deleted are already printed.
-int report_prune_errors(const OrderedJson& result) {
+int report_prune_errors(const agent::Pruned& pruned) {
   int code = 0;
-  for (const auto& id : result.at("missing")) {
-    std::cerr << "inflight: no checkpoint branch for '" << id.get<std::string>() << "' on "
-              << result.at("url").get<std::string>() << "\n";
+  for (const auto& id : pruned.missing) {
+    std::cerr << "inflight: no checkpoint branch for '" << id << "' on " << pruned.url << "\n";
     code = kExitNotFound;
   }
-  if (code == kExitNotFound) std::cerr << failure_of("not_found").hint << "\n";
-  for (const auto& failed : result.at("failed")) {
-    const auto failure = failure_of(failed.at("kind").get<std::string>());
-    std::cerr << "inflight: could not delete " << failed.at("branch").get<std::string>() << ": "
-              << failed.at("error").get<std::string>() << "\n"
-              << failure.hint << "\n";
-    code = failure.exit_code;
+  if (code == kExitNotFound) std::cerr << failure_of(AgentFailureKind::not_found).hint << "\n";
+  for (const auto& failed : pruned.failed) {
+    const auto hint = failure_of(failed.failure.kind);
+    std::cerr << "inflight: could not delete " << failed.branch << ": " << failed.failure.error
+              << "\n"
+              << hint.hint << "\n";
+    code = hint.exit_code;
   }
   return code;
 }
 
-void warn_problems(const OrderedJson& result) {
-  for (const auto& problem : result.value("problems", OrderedJson::array()))
-    std::cerr << "inflight: skipped " << problem.get<std::string>() << "\n";
+void warn_problems(const std::vector<std::string>& problems) {
+  for (const auto& problem : problems) std::cerr << "inflight: skipped " << problem << "\n";
 }
 
-// The agent's summary of a branch as `list --json` shows it.
-OrderedJson checkpoint_json(const OrderedJson& c) {
-  return {{"run_id", c.at("run_id")},
-          {"origin_pod", c.at("origin_pod")},
-          {"branch", c.at("branch")},
-          {"attempts", c.at("attempts")},
-          {"last_checkpoint", iso_time(c.at("time").get<std::int64_t>())},
-          {"records", c.at("records")},
-          {"size_bytes", c.at("size_bytes")},
-          {"state", c.value("state", OrderedJson("resumable"))},
-          {"reason", c.value("reason", OrderedJson(nullptr))}};
+// A branch as `list --json` and `show --json` show it.
+OrderedJson checkpoint_json(const agent::BranchInfo& c) {
+  return {{"run_id", c.run_id},
+          {"origin_pod", c.origin_pod},
+          {"branch", c.branch},
+          {"attempts", c.attempts},
+          {"last_checkpoint", iso_time(c.time)},
+          {"records", c.records},
+          {"size_bytes", c.size_bytes},
+          {"state", c.state},
+          {"reason", c.reason}};
 }
 
 // The table, then why each branch that will not resume here does not.
-void print_checkpoints(const OrderedJson& checkpoints) {
+void print_checkpoints(const std::vector<agent::BranchInfo>& checkpoints) {
   Table rows{{"RUN ID", "POD", "ATTEMPTS", "LAST CHECKPOINT", "RECORDS", "SIZE", "STATE"}};
   std::vector<std::string> reasons;
   for (const auto& c : checkpoints) {
-    rows.push_back({c.at("run_id").get<std::string>(), c.at("origin_pod").get<std::string>(),
-                    c.at("attempts").dump(), relative_age(c.at("time").get<std::int64_t>()),
-                    c.at("records").dump(), human_size(c.at("size_bytes").get<std::uint64_t>()),
-                    c.at("state").get<std::string>()});
-    if (c.at("reason").is_string())
-      reasons.push_back(c.at("branch").get<std::string>() + ": " +
-                        c.at("state").get<std::string>() + ": " +
-                        c.at("reason").get<std::string>());
+    rows.push_back({c.run_id, c.origin_pod, std::to_string(c.attempts), relative_age(c.time),
+                    std::to_string(c.records), human_size(c.size_bytes), c.state});
+    if (c.reason) reasons.push_back(c.branch + ": " + c.state + ": " + *c.reason);
   }
   print_table(rows);
   if (!reasons.empty()) std::cout << "\n";
   for (const auto& reason : reasons) std::cout << reason << "\n";
 }
 
-OrderedJson history_json(const OrderedJson& history) {
+OrderedJson history_json(const std::vector<agent::HistoryEntry>& history) {
   OrderedJson out = OrderedJson::array();
   for (const auto& c : history)
-    out.push_back({{"commit", c.at("oid")},
-                   {"time", iso_time(c.at("time").get<std::int64_t>())},
-                   {"reason", c.at("reason")},
-                   {"attempt", c.at("attempt")},
-                   {"pod", c.at("pod")},
-                   {"records", c.at("records")}});
+    out.push_back({{"commit", c.oid},
+                   {"time", iso_time(c.time)},
+                   {"reason", c.reason},
+                   {"attempt", c.attempt},
+                   {"pod", c.pod},
+                   {"records", c.records}});
   return out;
 }
 
-void print_history(const OrderedJson& history) {
+void print_history(const std::vector<agent::HistoryEntry>& history) {
   Table rows{{"TIME", "AGE", "REASON", "ATTEMPT", "POD", "RECORDS", "COMMIT"}};
-  for (const auto& c : history) {
-    const auto time = c.at("time").get<std::int64_t>();
-    rows.push_back({iso_time(time), relative_age(time), c.at("reason").get<std::string>(),
-                    c.at("attempt").dump(), c.at("pod").get<std::string>(), c.at("records").dump(),
-                    c.at("oid").get<std::string>().substr(0, 12)});
-  }
+  for (const auto& c : history)
+    rows.push_back({iso_time(c.time), relative_age(c.time), c.reason, std::to_string(c.attempt),
+                    c.pod, std::to_string(c.records), c.oid.substr(0, 12)});
   print_table(rows);
 }
 
-void print_run(const OrderedJson& run) {
-  print_table({{"run", run.at("run_id").get<std::string>()},
-               {"branch", run.at("branch").get<std::string>()},
-               {"tip", run.at("tip").get<std::string>()},
-               {"attempts", run.at("attempts").dump()},
-               {"records", run.at("records").dump()},
-               {"size", human_size(run.at("size_bytes").get<std::uint64_t>())}});
+void print_run(const agent::Shown& run) {
+  print_table({{"run", run.branch.run_id},
+               {"branch", run.branch.branch},
+               {"tip", run.tip},
+               {"attempts", std::to_string(run.branch.attempts)},
+               {"records", std::to_string(run.branch.records)},
+               {"size", human_size(run.branch.size_bytes)}});
   std::cout << "\nhistory (newest first):\n";
-  print_history(run.at("history"));
+  print_history(run.history);
   std::cout << "\nrun-params.json:\n";
-  if (run.at("run_params").is_null())
+  if (run.run_params.is_null())
     std::cout << "(missing or not JSON: this branch was not written by inflight)\n";
   else
-    std::cout << run.at("run_params").dump(2) << "\n";
+    std::cout << run.run_params.dump(2) << "\n";
 }
 
 // One agent call bounded by --git-timeout.
-OrderedJson call(const StoreSettings& store, OrderedJson request) {
-  return call_agent(store, store.runs_dir, std::move(request), store.git_timeout);
+template <class Call>
+AgentReply<typename Call::Answer> call(const StoreSettings& store, const Call& request) {
+  return call_agent(store, request, store.git_timeout);
 }
 
 }  // namespace
@@ -229,65 +221,67 @@ int CheckpointsCommand::run(const OptionSources& sources) const {
 }
 
 int CheckpointsCommand::list(const StoreSettings& store, const ChildTemplates& templates) const {
-  OrderedJson request{{"op", "list"}, {"children", templates.sources()}};
-  if (!pod_.empty()) request["pod"] = pod_;
-  const auto result = call(store, std::move(request));
-  if (!result.value("ok", false)) return report_failure(result);
-  warn_problems(result);
-  const auto& checkpoints = result.at("checkpoints");
+  const auto reply =
+      call(store, agent::List{.pod = pod_.empty() ? std::nullopt : std::optional(pod_),
+                              .children = templates.sources()});
+  if (!reply.answer) return report_failure(reply.failure);
+  const auto& listed = *reply.answer;
+  warn_problems(listed.problems);
   if (json_) {
     OrderedJson out = OrderedJson::array();
-    for (const auto& c : checkpoints) out.push_back(checkpoint_json(c));
+    for (const auto& c : listed.checkpoints) out.push_back(checkpoint_json(c));
     std::cout << OrderedJson{{"checkpoints", out}}.dump(2) << "\n";
-  } else if (checkpoints.empty()) {
-    std::cout << "no checkpoints" << (pod_.empty() ? "" : " of pod " + pod_) << " on "
-              << result.at("url").get<std::string>() << "\n";
+  } else if (listed.checkpoints.empty()) {
+    std::cout << "no checkpoints" << (pod_.empty() ? "" : " of pod " + pod_) << " on " << listed.url
+              << "\n";
   } else {
-    print_checkpoints(checkpoints);
+    print_checkpoints(listed.checkpoints);
   }
   return 0;
 }
 
 int CheckpointsCommand::show(const StoreSettings& store) const {
-  const auto result = call(store, {{"op", "show"}, {"run_id", run_id_}});
-  if (!result.value("ok", false)) return report_failure(result);
+  const auto reply = call(store, agent::Show{.run_id = run_id_});
+  if (!reply.answer) return report_failure(reply.failure);
+  const auto& shown = *reply.answer;
   if (!json_) {
-    print_run(result);
+    print_run(shown);
     return 0;
   }
-  auto out = checkpoint_json(result);
-  out["tip"] = result.at("tip");
-  out["history"] = history_json(result.at("history"));
-  out["run_params"] = result.at("run_params");
+  auto out = checkpoint_json(shown.branch);
+  out["tip"] = shown.tip;
+  out["history"] = history_json(shown.history);
+  out["run_params"] = shown.run_params;
   std::cout << out.dump(2) << "\n";
   return 0;
 }
 
-OrderedJson CheckpointsCommand::prune_request() const {
+agent::Prune CheckpointsCommand::prune_request() const {
   const int selectors = !older_than_.empty() + !run_ids_.empty() + all_;
   if (selectors != 1)
     throw UsageError(
         "prune needs exactly one of --older-than DURATION, --run-id ID..., --all; "
         "e.g. `inflight checkpoints prune --older-than 7d --dry-run`");
-  OrderedJson request{{"op", "prune"}, {"dry_run", dry_run_}, {"all", all_}, {"run_ids", run_ids_}};
+  agent::Prune request{
+      .older_than_seconds = std::nullopt, .run_ids = run_ids_, .all = all_, .dry_run = dry_run_};
   if (older_than_.empty()) return request;
   const auto age = parse_duration(older_than_);
   if (!age)
     throw UsageError("--older-than '" + older_than_ +
                      "' is not a duration; write e.g. 90m, 12h or 7d");
-  request["older_than_seconds"] = std::chrono::duration_cast<std::chrono::seconds>(*age).count();
+  request.older_than_seconds = std::chrono::duration_cast<std::chrono::seconds>(*age).count();
   return request;
 }
 
 int CheckpointsCommand::prune(const StoreSettings& store) const {
-  const auto result = call(store, prune_request());
-  if (!result.value("ok", false)) return report_failure(result);
-  warn_problems(result);
-  for (const auto& branch : result.at("deleted"))
-    std::cout << (dry_run_ ? "would delete " : "deleted ") << branch.get<std::string>() << "\n";
-  if (result.at("deleted").empty())
-    std::cout << "nothing to prune on " << result.at("url").get<std::string>() << "\n";
-  return report_prune_errors(result);
+  const auto reply = call(store, prune_request());
+  if (!reply.answer) return report_failure(reply.failure);
+  const auto& pruned = *reply.answer;
+  warn_problems(pruned.problems);
+  for (const auto& branch : pruned.deleted)
+    std::cout << (dry_run_ ? "would delete " : "deleted ") << branch << "\n";
+  if (pruned.deleted.empty()) std::cout << "nothing to prune on " << pruned.url << "\n";
+  return report_prune_errors(pruned);
 }
 
 }  // namespace inflight::app

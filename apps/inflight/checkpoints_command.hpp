@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "inflight/supervisor/agent_protocol.hpp"
 #include "inflight/supervisor/settings.hpp"
 
 namespace inflight::app {
@@ -29,7 +30,7 @@ class CheckpointsCommand {
   int list(const StoreSettings& store, const ChildTemplates& templates) const;
   int show(const StoreSettings& store) const;
   int prune(const StoreSettings& store) const;
-  OrderedJson prune_request() const;
+  agent::Prune prune_request() const;
 
   CLI::App* list_ = nullptr;
   CLI::App* show_ = nullptr;

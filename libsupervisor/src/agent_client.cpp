@@ -40,7 +40,7 @@ struct AgentCall : std::enable_shared_from_this<AgentCall> {
   bool exited = false;
   bool timed_out = false;
   std::string display_url;
-  std::function<void(const OrderedJson&)> done;
+  std::function<void(const AgentOutput&)> done;
 
   void read() {
     output.async_read_some(
@@ -62,19 +62,12 @@ struct AgentCall : std::enable_shared_from_this<AgentCall> {
     callback(result());
   }
 
-  OrderedJson result() const {
-    if (timed_out)
-      return {{"ok", false},
-              {"kind", "deadline"},
-              {"error", "no answer from " + display_url + " before the deadline"}};
-    std::string error;
-    auto parsed = parse_bounded_json(response, kAgentMessageLimits, error);
-    if (parsed && parsed->is_object() && parsed->value("ok", OrderedJson()).is_boolean())
-      return *parsed;
-    return {{"ok", false},
-            {"kind", "other"},
-            {"error", response.empty() ? "the checkpoint agent gave no answer"
-                                       : "the checkpoint agent's answer is malformed: " + error}};
+  AgentOutput result() const {
+    if (!timed_out) return read_output(response);
+    return {.answer = std::nullopt,
+            .failure = {.kind = AgentFailureKind::deadline,
+                        .error = "no answer from " + display_url + " before the deadline",
+                        .branches = {}}};
   }
 };
 
@@ -94,18 +87,19 @@ AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
                          const StoreSettings& store, const fs::path& runs_dir)
     : io_(io),
       reaper_(reaper),
-      store_({{"cache_dir", cache_repo_path(runs_dir).string()},
-              {"url", store.results_repo},
-              {"username", store.git_username},
-              {"token", store.git_token},
-              {"ssh_key", store.git_ssh_key.string()},
-              {"known_hosts", store.git_ssh_known_hosts.string()},
-              {"ca_file", store.git_ca_file.string()},
-              {"excludes", store.checkpoint_exclude},
-              {"restore_max_bytes", store.restore_limits.max_bytes},
-              {"restore_max_files", store.restore_limits.max_files},
-              {"claim_lease_seconds",
-               2 * std::chrono::duration_cast<std::chrono::seconds>(store.git_timeout).count()}}),
+      store_({.cache_dir = cache_repo_path(runs_dir).string(),
+              .url = store.results_repo,
+              .username = store.git_username,
+              .token = store.git_token,
+              .ssh_key = store.git_ssh_key.string(),
+              .known_hosts = store.git_ssh_known_hosts.string(),
+              .ca_file = store.git_ca_file.string(),
+              .excludes = store.checkpoint_exclude,
+              .restore_max_bytes = store.restore_limits.max_bytes,
+              .restore_max_files = store.restore_limits.max_files,
+              .claim_lease_seconds =
+                  2 * std::chrono::duration_cast<std::chrono::seconds>(store.git_timeout).count()}),
+      pod_(store.pod_name),
       display_url_(checkpoint::display_url(store.results_repo)),
       agent_binary_(checkpoint_agent_binary()) {}
 
@@ -113,13 +107,17 @@ AgentClient::~AgentClient() {
   for (pid_t pid : running_) signal_group(pid, SIGKILL);
 }
 
-void AgentClient::call(OrderedJson request, SteadyClock::time_point deadline,
-                       std::function<void(const OrderedJson&)> done) {
-  request["store"] = store_;
+void AgentClient::send(std::string op, OrderedJson call_json, SteadyClock::time_point deadline,
+                       std::function<void(const AgentOutput&)> done) {
+  const AgentRequest request{.version = kAgentProtocolVersion,
+                             .op = std::move(op),
+                             .store = store_,
+                             .pod = pod_,
+                             .call = std::move(call_json)};
   auto call = std::make_shared<AgentCall>(io_);
   call->display_url = display_url_;
   call->done = std::move(done);
-  call->request = request.dump();
+  call->request = OrderedJson(request).dump();
   auto [stdin_read, stdin_write] = make_pipe();
   auto [stdout_read, stdout_write] = make_pipe();
   std::vector<std::string> env;
@@ -147,21 +145,6 @@ void AgentClient::call(OrderedJson request, SteadyClock::time_point deadline,
     call->exited = true;
     call->finish_if_complete();
   });
-}
-
-OrderedJson call_agent(const StoreSettings& store, const fs::path& runs_dir, OrderedJson request,
-                       Duration timeout) {
-  boost::asio::io_context io;
-  ChildReaper reaper(io);
-  AgentClient client(io, reaper, store, runs_dir);
-  OrderedJson result;
-  // The reaper always waits for the next SIGCHLD: the answer ends the loop.
-  client.call(std::move(request), SteadyClock::now() + timeout, [&](const OrderedJson& r) {
-    result = r;
-    io.stop();
-  });
-  io.run();
-  return result;
 }
 
 }  // namespace inflight

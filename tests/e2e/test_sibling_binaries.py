@@ -1,6 +1,7 @@
 """Where `inflight` finds its helpers: next to it (build tree) or in
 <prefix>/libexec/inflight (installed tree). A missing checkpoint agent stops
 serve, resume and checkpoints at their start with exit 2, before any work."""
+import json
 import os
 import shutil
 import signal
@@ -62,3 +63,20 @@ def test_installed_layout_runs_the_default_child_and_checkpoints(serve_factory, 
     second.wait_status(run_id, "succeeded", timeout=60)
     ids = index_ids(runs / run_id)
     assert sorted(ids) == [f"t{n:03d}" for n in range(1, 13)] and max(Counter(ids).values()) == 1
+
+
+@pytest.mark.parametrize("request_text, says", [
+    ('{"version":2,"op":"check","store":{},"pod":"p","call":{}}', "protocol 2"),
+    ('{"version":1,"op":"reboot","store":{},"pod":"p","call":{}}', "unknown checkpoint-agent op"),
+    ('{"version":1,"op":"check"}', "store"),
+    ('[' * 100 + ']' * 100, "deep"),
+])
+def test_the_agent_answers_a_request_it_cannot_read_with_a_failure_naming_why(request_text, says):
+    agent = BIN_DIR / "inflight-checkpoint-agent"
+    done = subprocess.run([str(agent)], input=request_text.encode(), capture_output=True,
+                          timeout=30)
+    answer = json.loads(done.stdout)
+    assert done.returncode == 1
+    assert answer["version"] == 1 and answer["ok"] is False
+    assert answer["failure"]["kind"] == "other"
+    assert says in answer["failure"]["error"], answer

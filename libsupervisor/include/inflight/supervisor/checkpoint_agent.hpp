@@ -30,15 +30,17 @@ class AgentCheckpoints final : public CheckpointPort {
                   std::function<void(CheckpointResult)> done) override;
 
  private:
-  OrderedJson store_request(const CheckpointRequest& request) const;
-  void store_call(const char* op, const CheckpointRequest& request,
-                  SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done);
-  static RestoreResult failed_restore(const OrderedJson& r, const std::vector<RestoredRun>& local);
-  static RestoreResult restore_result(const OrderedJson& r, const std::vector<RestoredRun>& local);
+  // A step whose answer is one run's (or none's) result.
+  template <class Call>
+  void step(const Call& call, std::string branch, SteadyClock::time_point deadline,
+            std::function<void(CheckpointResult)> done);
+  static RestoreResult failed_restore(const AgentFailure& failure,
+                                      const std::vector<RestoredRun>& local);
+  static RestoreResult restore_result(const agent::Restored& r,
+                                      const std::vector<RestoredRun>& local);
 
   AgentClient agent_;
   std::filesystem::path runs_dir_;
-  std::string pod_;
   const ChildTemplates& templates_;
 };
 
