@@ -13,6 +13,7 @@
 #include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/supervisor/agent_protocol.hpp"
 #include "inflight/supervisor/child_templates.hpp"
+#include "inflight/supervisor/exit_code.hpp"
 
 namespace inflight {
 
@@ -325,7 +326,7 @@ int run_checkpoint_agent() {
   // Names from branches may not be UTF-8: they are shown replaced, never
   // allowed to abort the answer.
   std::cout << result.dump(-1, ' ', false, OrderedJson::error_handler_t::replace) << std::endl;
-  return result["ok"].get<bool>() ? 0 : 1;
+  return result["ok"].get<bool>() ? kExitSuccess : kExitFailure;
 }
 
 }  // namespace inflight

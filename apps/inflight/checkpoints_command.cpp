@@ -98,7 +98,7 @@ int report_failure(const AgentFailure& failure) {
 // Run ids without a branch (exit 4) and deletions the remote refused; the
 // branches that were deleted are already printed.
 int report_prune_errors(const agent::Pruned& pruned) {
-  int code = 0;
+  int code = kExitSuccess;
   for (const auto& id : pruned.missing) {
     std::cerr << "inflight: no checkpoint branch for '" << id << "' on " << pruned.url << "\n";
     code = kExitNotFound;
@@ -237,7 +237,7 @@ int CheckpointsCommand::list(const StoreSettings& store, const ChildTemplates& t
   } else {
     print_checkpoints(listed.checkpoints);
   }
-  return 0;
+  return kExitSuccess;
 }
 
 int CheckpointsCommand::show(const StoreSettings& store) const {
@@ -246,14 +246,14 @@ int CheckpointsCommand::show(const StoreSettings& store) const {
   const auto& shown = *reply.answer;
   if (!json_) {
     print_run(shown);
-    return 0;
+    return kExitSuccess;
   }
   auto out = checkpoint_json(shown.branch);
   out["tip"] = shown.tip;
   out["history"] = history_json(shown.history);
   out["run_params"] = shown.run_params;
   std::cout << out.dump(2) << "\n";
-  return 0;
+  return kExitSuccess;
 }
 
 agent::Prune CheckpointsCommand::prune_request() const {

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   if (help->parsed()) {
     // app.help() would describe the `help` subcommand itself once it is parsed.
     std::cout << app.get_formatter()->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal);
-    return 0;
+    return inflight::kExitSuccess;
   }
   try {
     return command_line.run();

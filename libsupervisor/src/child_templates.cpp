@@ -22,7 +22,8 @@ ChildTemplates ChildTemplates::from_config(const OrderedJson& file, const fs::pa
     for (const auto& [name, child] : children.items()) {
       const auto where = "children." + name;
       if (!checkpoint::is_valid_run_id(name))
-        throw ConfigError(where, "a template name must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+        throw ConfigError(where,
+                          "a template name must match " + std::string(checkpoint::kRunIdPattern));
       if (t.templates_.count(name))
         throw ConfigError(where, "is also given as `child`, the template named default");
       t.templates_.emplace(name, ChildTemplate::parse(child, name, where));

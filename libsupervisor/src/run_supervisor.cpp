@@ -64,7 +64,8 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   if (request.contains("id")) {
     if (!request["id"].is_string() ||
         !checkpoint::is_valid_run_id(request["id"].get<std::string>()))
-      return {400, nullptr, "invalid_param", "id: must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}"};
+      return {400, nullptr, "invalid_param",
+              "id: must match " + std::string(checkpoint::kRunIdPattern)};
     id = request["id"].get<std::string>();
     request.erase("id");
     if (Run* existing = find(id)) return {200, existing, "", ""};

@@ -18,7 +18,9 @@ inline constexpr std::string_view kLeasePrefix = "refs/heads/inflight-lease/";
 // What one listing of the results repo asks for: run branches and leases.
 inline constexpr std::string_view kInflightPrefix = "refs/heads/inflight";
 
-// `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`
+// The rule of run ids (and template names), as error messages show it.
+inline constexpr std::string_view kRunIdPattern = "[A-Za-z0-9][A-Za-z0-9._-]{0,63}";
+// Whether `id` matches kRunIdPattern.
 bool is_valid_run_id(std::string_view id);
 // `r-YYYYMMDDTHHMMSSZ-<6 hex>`
 std::string generate_run_id();
