@@ -84,8 +84,10 @@ agent::SavedAll save_all(Context c, const agent::SaveAll& call) {
     runs.push_back({.run_dir = run.run_dir,
                     .origin_pod = run.origin_pod,
                     .info = checkpoint_info(run, c.pod)});
-  std::optional<ck::Lease> lease;
-  if (call.lease_until) lease = ck::Lease{.pod = c.pod, .until = *call.lease_until};
+  std::optional<ck::LeaseStep> lease;
+  if (call.lease_until)
+    lease = ck::LeaseStep{.lease = {.pod = c.pod, .until = *call.lease_until},
+                          .release = call.release_lease};
   const auto report = c.store.save_all(runs, lease);
   agent::SavedAll answer;
   for (const auto& outcome : report.runs)

@@ -2,6 +2,8 @@
 // release of a finished run. Restore is in restore.cpp.
 #include "inflight/checkpoint/checkpoint_store.hpp"
 
+#include <algorithm>
+
 #include "inflight/checkpoint/run_dir.hpp"
 
 namespace inflight::checkpoint {
@@ -30,7 +32,7 @@ std::optional<std::string> CheckpointStore::snapshot(const fs::path& run_dir,
 }
 
 SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
-                                        const std::optional<Lease>& lease) {
+                                        const std::optional<LeaseStep>& lease) {
   SaveAllReport report{.runs = std::vector<SaveOutcome>(runs.size()), .lease_error = std::nullopt};
   std::vector<RefUpdate> updates;
   std::vector<std::size_t> pushed;  // index of each run update's run
@@ -51,7 +53,14 @@ SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
                        .from = {}});
     pushed.push_back(i);
   }
-  if (lease) updates.push_back(lease_update(cache_, remote_, *lease));
+  const bool unsaved = std::any_of(report.runs.begin(), report.runs.end(),
+                                   [](const SaveOutcome& outcome) { return outcome.error; });
+  if (lease && lease->release && unsaved)
+    report.lease_error = "not released: a run could not be saved";
+  else if (lease)
+    updates.push_back(lease->release
+                          ? RefUpdate{.ref = lease_ref(lease->lease.pod), .commit = "", .from = {}}
+                          : lease_update(cache_, remote_, lease->lease));
   if (updates.empty()) return report;
   const auto results = remote_.update(updates);
   for (std::size_t n = 0; n < pushed.size(); ++n) {
@@ -59,8 +68,32 @@ SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
     if (results[n].outcome != RefOutcome::updated)
       report.runs[pushed[n]].error = updates[n].ref + ": " + results[n].detail;
   }
-  if (lease) report.lease_error = renew_taken_lease(results.back(), *lease);
+  if (!lease || report.lease_error) return report;
+  report.lease_error = lease->release ? undo_release(results.back(), report, lease->lease)
+                                      : renew_taken_lease(results.back(), lease->lease);
   return report;
+}
+
+// A run that another instance took is its business; one whose ref the
+// server refused is still this pod's, and its last state is on this disk
+// only: the lease is taken again, so that no restore takes the run from an
+// older tip.
+std::optional<std::string> CheckpointStore::undo_release(const RefResult& result,
+                                                         const SaveAllReport& report,
+                                                         const Lease& lease) {
+  if (result.outcome != RefOutcome::updated)
+    return lease_ref(lease.pod) + " not released: " + result.detail;
+  const bool refused =
+      std::any_of(report.runs.begin(), report.runs.end(),
+                  [](const SaveOutcome& outcome) { return outcome.ref == RefOutcome::refused; });
+  if (!refused) return std::nullopt;
+  try {
+    hold_lease(cache_, remote_, lease);
+  } catch (const GitError& e) {
+    if (e.network()) throw;
+    return std::string("released, and not taken again after a refused run: ") + e.what();
+  }
+  return "taken again: the server refused a run";
 }
 
 // A lease tip this cache did not write (a restart on a fresh disk) is renewed

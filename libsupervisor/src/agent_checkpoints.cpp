@@ -104,7 +104,8 @@ void AgentCheckpoints::save_all(const SaveAllRequest& request, SteadyClock::time
   agent::SaveAll call{.runs = {},
                       .lease_until = request.lease_until
                                          ? std::optional(epoch_seconds(*request.lease_until))
-                                         : std::nullopt};
+                                         : std::nullopt,
+                      .release_lease = request.release_lease};
   std::vector<std::string> branches;
   for (const auto& run : request.runs) {
     call.runs.push_back(run_checkpoint(run));

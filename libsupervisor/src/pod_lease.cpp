@@ -67,6 +67,11 @@ void PodLease::stop() {
   timer_.cancel();
 }
 
+std::optional<SystemClock::time_point> PodLease::release() const {
+  if (renewing_) return std::nullopt;
+  return end_from_now();
+}
+
 void PodLease::give_up(SteadyClock::time_point deadline, std::function<void()> done) {
   stop();
   auto drop = [this, deadline, done] {

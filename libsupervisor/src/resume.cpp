@@ -86,7 +86,7 @@ int resume(const ResumeSettings& s, const std::string& target, bool restore_only
     Run& run = *supervisor->find(run_id);
     if (run.held) return finish(kExitUsage);
     if (is_final(run.status)) return finish(kExitFailure);  // out of attempts
-    plan.emplace(io, *supervisor, s.grace_period, s.flush_window,
+    plan.emplace(io, *supervisor, nullptr, s.grace_period, s.flush_window,
                  [&](int code) { finish(code == 0 ? child_exit_code(run) : code); });
     supervisor->on_child_exit([&] {
       if (run.status == RunStatus::queued) return;  // a crash being retried

@@ -91,10 +91,11 @@ int serve(const ServeSettings& settings) {
   };
   // A shutdown that left a run unpushed keeps the lease: only this disk
   // knows that run's last state, and a restart here finds it still its own.
-  ShutdownPlan plan(io, supervisor, settings.grace_period, settings.flush_window, [&](int code) {
-    if (code != 0) return exit(code);
-    lease.give_up(shutdown_started + settings.grace_period, [&exit] { exit(0); });
-  });
+  ShutdownPlan plan(io, supervisor, &lease, settings.grace_period, settings.flush_window,
+                    [&](int code) {
+                      if (code != 0 || plan.lease_released()) return exit(code);
+                      lease.give_up(shutdown_started + settings.grace_period, [&exit] { exit(0); });
+                    });
   std::function<void()> await_signal = [&] {
     signals.async_wait([&](const boost::system::error_code& ec, int signal) {
       if (ec) return;

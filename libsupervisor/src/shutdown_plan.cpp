@@ -7,10 +7,11 @@
 
 namespace inflight {
 
-ShutdownPlan::ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor,
+ShutdownPlan::ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor, PodLease* lease,
                            Duration grace_period, Duration flush_window,
                            std::function<void(int)> done)
     : supervisor_(supervisor),
+      lease_(lease),
       grace_period_(grace_period),
       flush_window_(flush_window),
       done_(std::move(done)),
@@ -86,22 +87,38 @@ void ShutdownPlan::checkpoint_all() {
     supervisor_.when_store_idle(run, [this, &run] { on_released(run); });
   }
   // One push for all; runs that had started hold paid-for work: they go first.
-  checkpoint_batch(
-      started, [this, unstarted] { checkpoint_batch(unstarted, [this] { finish_when_idle(); }); });
+  auto finish = [this] { finish_when_idle(); };
+  if (unstarted.empty()) return checkpoint_batch(started, true, finish);
+  checkpoint_batch(started, false,
+                   [this, unstarted, finish] { checkpoint_batch(unstarted, true, finish); });
 }
 
-void ShutdownPlan::checkpoint_batch(const std::vector<Run*>& runs, std::function<void()> then) {
+// The lease rides the last push when nothing else is under way and every
+// earlier push landed: a shutdown is then one connection. Otherwise it is
+// given up after everything landed, or kept (serve.cpp).
+std::optional<SystemClock::time_point> ShutdownPlan::lease_release() const {
+  if (lease_ == nullptr || !all_landed_ || in_flight_ > 0) return std::nullopt;
+  return lease_->release();
+}
+
+void ShutdownPlan::checkpoint_batch(const std::vector<Run*>& runs, bool last,
+                                    std::function<void()> then) {
+  const auto release = last ? lease_release() : std::nullopt;
   ++in_flight_;
   supervisor_.checkpoint_together(
       runs,
       {.reason = "shutdown",
        .deadline = deadline_,
-       .lease_until = std::nullopt,
+       .lease_until = release,
+       .release_lease = release.has_value(),
        .each = [this](Run& run, const CheckpointResult& result) { on_checkpointed(run, result); },
        .done =
-           [this, then = std::move(then)](const std::optional<CheckpointResult>&) {
+           [this, then = std::move(then)](const std::optional<CheckpointResult>& lease) {
              if (stage_ == Stage::done) return;
              --in_flight_;
+             if (lease && lease->landed) lease_released_ = true;
+             if (lease && !lease->landed)
+               log::warn("lease not released with the runs", {{"error", lease->error}});
              then();
            }});
 }

@@ -385,3 +385,33 @@ def test_a_restore_is_one_listing_and_one_push_whatever_the_run_count(serve_fact
         f"restore of {len(ids)} runs: {after[0] - before[0]} fetches, {after[1] - before[1]} pushes"
     claims = [git(git_daemon.bare, "log", "-1", "--format=%B", f"inflight/pod-a/{i}") for i in ids]
     assert all("(claim)" in c and "Inflight-Pod: pod-b\n" in c for c in claims), claims
+
+
+def test_a_shutdown_is_one_push_that_also_releases_the_lease(serve_factory, tmp_path, git_daemon):
+    """Issue 10: every run's shutdown checkpoint and the lease's release
+    travel in one push; nothing else connects after the signal."""
+    workdir = tmp_path / "pod-a"
+    workdir.mkdir()
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--max-concurrent", "4", workdir=workdir)
+    serve.wait_ready()
+    leases = lambda: git(git_daemon.bare, "for-each-ref", "--format=%(refname)",  # noqa: E731
+                         "refs/heads/inflight-lease/").split()
+    assert leases() == ["refs/heads/inflight-lease/pod-a"]
+    ids = [serve.submit(tests=200, test_ms=100) for _ in range(4)]
+    runs = workdir / ".inflight" / "runs"
+    wait_for(lambda: all(len(index_ids(runs / i)) >= 1 for i in ids if (runs / i).exists())
+             and all((runs / i).exists() for i in ids), 30, "each run to record a test")
+
+    def requests():
+        log = git_daemon.process.output()
+        return log.count("Request upload-pack") + log.count("Request receive-pack")
+
+    before = requests()
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit(timeout=60) == 0, "".join(serve.lines)
+    assert requests() - before == 1, "".join(serve.lines)
+    assert leases() == []
+    for run_id in ids:
+        message = git(git_daemon.bare, "log", "-1", "--format=%B", f"inflight/pod-a/{run_id}")
+        assert "(shutdown)" in message

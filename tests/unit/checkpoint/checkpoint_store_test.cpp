@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "background_process.hpp"
 #include "checkpoint_test_support.hpp"
 #include "inflight/checkpoint/lease.hpp"
 #include "inflight/checkpoint/run_params.hpp"
@@ -375,7 +376,8 @@ TEST_F(CheckpointStoreTest, SaveAllPushesEachRunOnItsOwnMerits) {
   append_file(runs / "r2" / "index.jsonl", "{\"test_id\":\"t003\"}\n");
   const auto claimed = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r2"));
 
-  const auto report = store.save_all(requests, Lease{.pod = "pod-a", .until = 1'800'000'000});
+  const auto report =
+      store.save_all(requests, LeaseStep{.lease = {.pod = "pod-a", .until = 1'800'000'000}});
   const auto& outcomes = report.runs;
   EXPECT_FALSE(report.lease_error);
   EXPECT_NE(git(remote(), "log -1 --format=%B " + lease_ref("pod-a")).find("Until: 1800000000"),
@@ -395,14 +397,83 @@ TEST_F(CheckpointStoreTest, SaveAllPushesEachRunOnItsOwnMerits) {
 // A restart under the same name on a fresh disk finds the lease's tip
 // written by another cache; the batch renews it on that tip.
 TEST_F(CheckpointStoreTest, SaveAllRenewsALeaseAnotherCacheWrote) {
-  CheckpointStore(config("a")).save_all({}, Lease{.pod = "pod-a", .until = 1'800'000'000});
+  CheckpointStore(config("a"))
+      .save_all({}, LeaseStep{.lease = {.pod = "pod-a", .until = 1'800'000'000}});
   const auto first = trimmed(git(remote(), "rev-parse " + lease_ref("pod-a")));
   CheckpointStore fresh(config("b"));
-  const auto report = fresh.save_all({}, Lease{.pod = "pod-a", .until = 1'800'000'060});
+  const auto report =
+      fresh.save_all({}, LeaseStep{.lease = {.pod = "pod-a", .until = 1'800'000'060}});
   EXPECT_FALSE(report.lease_error);
   EXPECT_EQ(trimmed(git(remote(), "rev-parse " + lease_ref("pod-a") + "^")), first);
   EXPECT_NE(git(remote(), "log -1 --format=%B " + lease_ref("pod-a")).find("Until: 1800000060"),
             std::string::npos);
+}
+
+// The last push of a shutdown carries the lease's deletion: one connection
+// hands every run over.
+TEST_F(CheckpointStoreTest, TheLastShutdownPushReleasesTheLeaseWithTheRuns) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore store(config("a"));
+  const Lease lease{.pod = "pod-a", .until = 1'800'000'000};
+  store.save_all({}, LeaseStep{.lease = lease});
+  ASSERT_EQ(store.remote().list(lease_ref("pod-a")).size(), 1u);
+
+  const auto report = store.save_all({{.run_dir = dir, .origin_pod = "pod-a", .info = info("r1")}},
+                                     LeaseStep{.lease = lease, .release = true});
+  EXPECT_FALSE(report.lease_error);
+  EXPECT_EQ(report.runs[0].ref, RefOutcome::updated);
+  EXPECT_TRUE(store.remote().list(lease_ref("pod-a")).empty());
+  EXPECT_EQ(store.remote().list(branch_ref({"pod-a", "r1"})).size(), 1u);
+}
+
+// A run whose dir could not be read is on this disk only: the lease stays.
+TEST_F(CheckpointStoreTest, ALeaseIsNotReleasedWhileARunCouldNotBeSaved) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore store(config("a"));
+  const Lease lease{.pod = "pod-a", .until = 1'800'000'000};
+  store.save_all({}, LeaseStep{.lease = lease});
+
+  const auto report = store.save_all(
+      {{.run_dir = dir, .origin_pod = "pod-a", .info = info("r1")},
+       {.run_dir = temp_.path() / "runs-a" / "gone", .origin_pod = "pod-a", .info = info("gone")}},
+      LeaseStep{.lease = lease, .release = true});
+  ASSERT_TRUE(report.lease_error);
+  EXPECT_NE(report.lease_error->find("not released"), std::string::npos) << *report.lease_error;
+  EXPECT_TRUE(report.runs[1].error);
+  EXPECT_EQ(report.runs[0].ref, RefOutcome::updated);
+  EXPECT_EQ(store.remote().list(lease_ref("pod-a")).size(), 1u);
+}
+
+// Over a real server, whose update hook refuses one run's ref: the release
+// went through with the others, and the lease is taken again at once.
+TEST_F(CheckpointStoreTest, ARunTheServerRefusedTakesTheReleasedLeaseAgain) {
+  git(temp_.path(), "init -q --bare results.git");
+  const int port = free_port();
+  const BackgroundProcess daemon(
+      {"git", "daemon", "--reuseaddr", "--listen=127.0.0.1", "--port=" + std::to_string(port),
+       "--base-path=" + temp_.path().string(), "--export-all", "--enable=receive-pack",
+       temp_.path().string()},
+      port);
+  auto settings = config("a");
+  settings.remote.url = "git://127.0.0.1:" + std::to_string(port) + "/results.git";
+  CheckpointStore store(settings);
+  const Lease lease{.pod = "pod-a", .until = now_plus(600)};
+  store.save_all({}, LeaseStep{.lease = lease});
+  write_file(remote() / "hooks" / "update",
+             "#!/bin/sh\n[ \"$1\" = refs/heads/inflight/pod-a/r2 ] && exit 1\nexit 0\n");
+  fs::permissions(remote() / "hooks" / "update", fs::perms::owner_all);
+
+  const auto runs = temp_.path() / "runs-a";
+  const auto report = store.save_all(
+      {{.run_dir = make_run(runs, "r1", 1), .origin_pod = "pod-a", .info = info("r1")},
+       {.run_dir = make_run(runs, "r2", 1), .origin_pod = "pod-a", .info = info("r2")}},
+      LeaseStep{.lease = lease, .release = true});
+  EXPECT_EQ(report.runs[0].ref, RefOutcome::updated);
+  EXPECT_EQ(report.runs[1].ref, RefOutcome::refused);
+  ASSERT_TRUE(report.lease_error);
+  EXPECT_NE(report.lease_error->find("taken again"), std::string::npos) << *report.lease_error;
+  const auto message = git(remote(), "log -1 --format=%B " + lease_ref("pod-a"));
+  EXPECT_NE(message.find("Until: " + std::to_string(lease.until)), std::string::npos) << message;
 }
 
 // Once the owner is gone without finishing, the branch's copy replaces a

@@ -102,10 +102,21 @@ struct SaveOutcome {
   std::optional<std::string> error;  // this run's own failure (its dir could not be read)
 };
 
-// What a batched save did: each run's outcome, and the lease's renewal.
+// What a batched save does with the pod's lease: renew it until
+// `lease.until`, or (the last push of a shutdown) release it. A release
+// rides the push only when every run was snapshotted; should the server then
+// refuse a run's ref, the lease is taken again until `lease.until`, since
+// only this disk holds that run's last state.
+struct LeaseStep {
+  Lease lease;
+  bool release = false;
+};
+
+// What a batched save did: each run's outcome, and the lease's renewal or release.
 struct SaveAllReport {
   std::vector<SaveOutcome> runs;
   std::optional<std::string> lease_error;  // set when the lease was asked for and not renewed
+                                           // (or not released)
 };
 
 class CheckpointStore {
@@ -117,10 +128,11 @@ class CheckpointStore {
   // push throws GitError(rejected): another instance owns the run.
   std::optional<std::string> save(const std::filesystem::path& run_dir,
                                   const std::string& origin_pod, const CheckpointInfo& info);
-  // save() of many runs, pushed over one connection with the renewal of
-  // `lease`, when given; each run's outcome is its own (a taken branch
-  // fences that run only).
-  SaveAllReport save_all(const std::vector<SaveRequest>& runs, const std::optional<Lease>& lease);
+  // save() of many runs, pushed over one connection with the lease's step,
+  // when given; each run's outcome is its own (a taken branch fences that
+  // run only).
+  SaveAllReport save_all(const std::vector<SaveRequest>& runs,
+                         const std::optional<LeaseStep>& lease);
   // The run is over: a last commit carrying its final run-params.json, then
   // the branch is deleted. A crash or a failure between the two leaves a
   // branch that every restore deletes instead of running. A rejected push
@@ -157,6 +169,8 @@ class CheckpointStore {
   std::optional<std::string> snapshot(const std::filesystem::path& run_dir,
                                       const std::string& origin_pod, const CheckpointInfo& info);
   std::optional<std::string> renew_taken_lease(const RefResult& result, const Lease& lease);
+  std::optional<std::string> undo_release(const RefResult& result, const SaveAllReport& report,
+                                          const Lease& lease);
   void restore_branch(const RemoteBranch& branch, const RestoreRequest& request, LeaseBook& leases,
                       std::set<std::string>& taken, RestorePush& push, RestoreReport& report);
   LocalCopy local_copy(const BranchName& name, const RestoreRequest& request);

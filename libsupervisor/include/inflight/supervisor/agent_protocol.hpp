@@ -177,14 +177,16 @@ struct SavedAll {
 };
 INFLIGHT_AGENT_MESSAGE(SavedAll, runs, lease)
 
-// Every run in one push, with the lease's renewal when `lease_until` is set.
+// Every run in one push, with the lease's renewal when `lease_until` is set,
+// or its release (checkpoint_store.hpp's LeaseStep) with `release_lease`.
 struct SaveAll {
   static constexpr std::string_view op = "save_all";
   using Answer = SavedAll;
   std::vector<RunCheckpoint> runs;
   std::optional<std::int64_t> lease_until;  // seconds since the epoch
+  bool release_lease = false;
 };
-INFLIGHT_AGENT_MESSAGE(SaveAll, runs, lease_until)
+INFLIGHT_AGENT_MESSAGE(SaveAll, runs, lease_until, release_lease)
 
 struct HoldLease {
   static constexpr std::string_view op = "lease";

@@ -39,11 +39,16 @@ struct CheckpointResult {
 struct SaveAllRequest {
   std::vector<CheckpointRequest> runs;
   std::optional<SystemClock::time_point> lease_until;  // this pod's lease, renewed in the push
+  // … or released in it (the last push of a shutdown), when every run is
+  // saved; `lease_until` is then how long to take it again should the
+  // server refuse a run (checkpoint_store.hpp's LeaseStep).
+  bool release_lease = false;
 };
 
 struct SaveAllResult {
   std::vector<CheckpointResult> runs;     // one per request, in order
-  std::optional<CheckpointResult> lease;  // when the lease was asked for
+  std::optional<CheckpointResult> lease;  // when the lease was asked for: `landed` once renewed
+                                          // (or released)
 };
 
 // A run taken over from the store, materialised into its run dir.

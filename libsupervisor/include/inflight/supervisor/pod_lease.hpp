@@ -44,6 +44,10 @@ class PodLease {
   void renewed(const CheckpointResult& result);
   // No more renewals: the lease runs out (shutdown).
   void stop();
+  // For the last push of a shutdown, which releases the lease with the runs:
+  // the end to take it again until should a run be refused (see
+  // SaveAllRequest), none while a renewal is under way.
+  std::optional<SystemClock::time_point> release() const;
   // Stops renewing and, once a renewal under way is over, deletes the lease.
   // `done` runs in any case, at the latest at the deadline.
   void give_up(SteadyClock::time_point deadline, std::function<void()> done);

@@ -43,6 +43,7 @@ struct StoreStep {
   std::string reason;
   SteadyClock::time_point deadline;
   std::optional<SystemClock::time_point> lease_until;       // renewed in the same push
+  bool release_lease = false;                               // … or released (SaveAllRequest)
   std::function<void(Run&, const CheckpointResult&)> each;  // every run's result
   std::function<void(const std::optional<CheckpointResult>& lease)> done;  // once, at the end
 };

@@ -1,6 +1,7 @@
 // SIGTERM or SIGINT to serve (SPEC §8): refuse new runs, SIGTERM every group,
 // wait for the children or the flush window, SIGKILL the rest, checkpoint every
-// interrupted run within the grace period, then report the exit code.
+// interrupted run within the grace period, then report the exit code. The
+// last push also releases the pod's lease when it can (see checkpoint_batch).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -10,14 +11,16 @@
 
 #include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/duration.hpp"
+#include "inflight/supervisor/pod_lease.hpp"
 #include "inflight/supervisor/run_supervisor.hpp"
 
 namespace inflight {
 
 class ShutdownPlan {
  public:
-  ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor, Duration grace_period,
-               Duration flush_window, std::function<void(int)> done);
+  // `lease` is none for a command that holds no lease (`inflight resume`).
+  ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor, PodLease* lease,
+               Duration grace_period, Duration flush_window, std::function<void(int)> done);
 
   // The first signal starts the shutdown; a second skips what is left of the flush window.
   void on_signal(int signal);
@@ -25,6 +28,8 @@ class ShutdownPlan {
   // are pushed back before exit instead of stranded under a fresh claim.
   void restore_started() { restored_ = false; }
   void restore_finished();
+  // Whether the last push released the lease: no separate step needed.
+  bool lease_released() const { return lease_released_; }
 
  private:
   enum class Stage { idle, flushing, killing, awaiting_restore, checkpointing, done };
@@ -33,13 +38,15 @@ class ShutdownPlan {
   void on_child_exit();
   void end_flush();
   void checkpoint_all();
-  void checkpoint_batch(const std::vector<Run*>& runs, std::function<void()> then);
+  void checkpoint_batch(const std::vector<Run*>& runs, bool last, std::function<void()> then);
+  std::optional<SystemClock::time_point> lease_release() const;
   void on_checkpointed(Run& run, const CheckpointResult& result);
   void on_released(Run& run);
   void finish_when_idle();
   void finish(int exit_code);
 
   RunSupervisor& supervisor_;
+  PodLease* lease_;
   Duration grace_period_;
   Duration flush_window_;
   std::function<void(int)> done_;
@@ -51,6 +58,7 @@ class ShutdownPlan {
   int in_flight_ = 0;
   bool all_landed_ = true;
   bool restored_ = true;
+  bool lease_released_ = false;
 };
 
 }  // namespace inflight

@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Restore of N checkpoint branches by a new pod, through a proxy that adds
+25 ms each way to a `git daemon` (a hosted git service's round trip).
+
+Setup (untimed, once): `inflight serve` as pod-a runs N demo runs and is
+stopped with SIGTERM, which pushes N `inflight/pod-a/<run>` branches with
+shutdown tips. Each repetition starts from a copy of that repo.
+
+inflight: `inflight serve --pod-name pod-b` on an empty disk, timed from its
+spawn to its `ready` log line: one listing and download of every branch, a
+claim of each, every run dir materialised (`--max-concurrent 1`, so the
+children do not compete with it for the 2 cores).
+
+Baseline, same run, same daemon and proxy: `git fetch` of the same N
+branches into a fresh repo, timed from spawn to exit.
+
+Repetitions alternate which goes first (default 3; --reps); medians are
+reported, with the connections the proxy saw. Goal: serve/git <= 2 for
+N = 100 (issue 10). No pass/fail assertion.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gitbench  # noqa: E402
+from serve_process import Serve, wait_for  # noqa: E402
+from shutdown_push_latency import DELAY_S, DelayProxy  # noqa: E402
+
+GOAL = 2.0
+
+
+def make_branches(daemon, n):
+    """The bare repo of N interrupted runs of pod-a, each with a shutdown tip."""
+    daemon.new_repo("template.git")
+    serve = Serve(["--results-repo", daemon.url("template.git"), "--checkpoint-interval", "0",
+                   "--max-concurrent", str(n), "--pod-name", "pod-a"])
+    try:
+        serve.start_long_runs(n, "run")
+        code = serve.stop(timeout=120)
+        if code != 0:
+            raise RuntimeError(f"pod-a exited {code}: " + "".join(serve.log[-20:]))
+    finally:
+        serve.cleanup()
+    return os.path.join(daemon.base, "template.git")
+
+
+def fresh_copy(template, daemon, name):
+    shutil.copytree(template, os.path.join(daemon.base, name))
+    return name
+
+
+def serve_restore(daemon, proxy, template, n, name):
+    repo = fresh_copy(template, daemon, name)
+    before = proxy.connections
+    t0 = time.monotonic()
+    serve = Serve(["--results-repo", daemon.url(repo, proxy.port), "--checkpoint-interval", "0",
+                   "--max-concurrent", "1", "--pod-name", "pod-b", "--grace-period", "120s"])
+    try:
+        ready = wait_for(lambda: serve.logged("ready"), 120, "serve ready")
+        took = time.monotonic() - t0
+        connections = proxy.connections - before
+        if ready.get("restored") != n:
+            raise RuntimeError(f"restored {ready.get('restored')} of {n}: " + "".join(serve.log[-20:]))
+        serve.stop(timeout=120)
+        return took, connections
+    finally:
+        serve.cleanup()
+
+
+def git_fetch(daemon, proxy, template, n, tmp, name):
+    repo = fresh_copy(template, daemon, name)
+    work = os.path.join(tmp, f"{name}-fetch")
+    gitbench.git(None, "init", "-q", "--bare", work)
+    before = proxy.connections
+    t0 = time.monotonic()
+    gitbench.git(work, "fetch", "-q", daemon.url(repo, proxy.port),
+                 "refs/heads/inflight/*:refs/remotes/results/inflight/*")
+    took = time.monotonic() - t0
+    fetched = gitbench.git(work, "for-each-ref", "refs/remotes/results/inflight/").splitlines()
+    if len(fetched) != n:
+        raise RuntimeError(f"git fetched {len(fetched)} of {n} branches")
+    return took, proxy.connections - before
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=100)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="inflight-bench-restore-")
+    daemon = gitbench.GitDaemon(os.path.join(tmp, "srv"))
+    proxy = DelayProxy(daemon.port)
+    try:
+        n = args.runs
+        template = make_branches(daemon, n)
+        print(f"restore_latency: {n} branches, git daemon behind a proxy adding "
+              f"{DELAY_S * 1000:.0f} ms each way, {args.reps} repetitions, medians")
+        ours, theirs, conns = [], [], {}
+        for rep in range(args.reps):
+            order = ["serve", "git"] if rep % 2 == 0 else ["git", "serve"]
+            for who in order:
+                if who == "serve":
+                    took, c = serve_restore(daemon, proxy, template, n, f"s{rep}.git")
+                    ours.append(took)
+                else:
+                    took, c = git_fetch(daemon, proxy, template, n, tmp, f"g{rep}.git")
+                    theirs.append(took)
+                conns[who] = c
+        a, b = statistics.median(ours), statistics.median(theirs)
+        print(f"  serve spawn->ready {a * 1000:7.0f} ms ({conns['serve']} connections, "
+              f"lease and claims included) | git fetch of {n} branches {b * 1000:6.0f} ms "
+              f"({conns['git']} connection(s)) | ratio {a / b:.2f} (goal <= {GOAL})")
+    finally:
+        proxy.close()
+        daemon.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
