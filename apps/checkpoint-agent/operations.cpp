@@ -14,6 +14,7 @@
 #include "inflight/supervisor/agent_protocol.hpp"
 #include "inflight/supervisor/child_templates.hpp"
 #include "inflight/supervisor/exit_code.hpp"
+#include "inflight/supervisor/log.hpp"
 
 namespace inflight {
 
@@ -43,6 +44,9 @@ ck::StoreConfig store_config(const AgentStore& s) {
 struct Context {
   ck::CheckpointStore& store;
   const std::string& pod;
+  // Whether the cache writes the objects the op made to disk afterwards:
+  // the next step's parents and unchanged chunks come from there.
+  bool keep_objects = true;
 };
 
 ck::CheckpointInfo checkpoint_info(const agent::RunCheckpoint& run, const std::string& pod) {
@@ -53,17 +57,17 @@ ck::CheckpointInfo checkpoint_info(const agent::RunCheckpoint& run, const std::s
           .records = run.records};
 }
 
-agent::Done check(Context c, const agent::Check&) {
+agent::Done check(Context& c, const agent::Check&) {
   c.store.cache().check_writable();
   return {};
 }
 
-agent::Saved save(Context c, const agent::Save& call) {
+agent::Saved save(Context& c, const agent::Save& call) {
   return {.commit = c.store.save(call.run.run_dir, call.run.origin_pod,
                                  checkpoint_info(call.run, c.pod))};
 }
 
-agent::Done release(Context c, const agent::Release& call) {
+agent::Done release(Context& c, const agent::Release& call) {
   c.store.release(call.run.run_dir, call.run.origin_pod, checkpoint_info(call.run, c.pod));
   return {};
 }
@@ -78,7 +82,7 @@ std::optional<AgentFailure> part_failure(const ck::SaveOutcome& outcome) {
 
 // Each run answers as save() would, in the order asked. The lease, when
 // asked for, rides in the same push as the runs.
-agent::SavedAll save_all(Context c, const agent::SaveAll& call) {
+agent::SavedAll save_all(Context& c, const agent::SaveAll& call) {
   std::vector<ck::SaveRequest> runs;
   for (const auto& run : call.runs)
     runs.push_back({.run_dir = run.run_dir,
@@ -88,6 +92,7 @@ agent::SavedAll save_all(Context c, const agent::SaveAll& call) {
   if (call.lease_until)
     lease = ck::LeaseStep{.lease = {.pod = c.pod, .until = *call.lease_until},
                           .release = call.release_lease};
+  c.keep_objects = call.keep_objects;
   const auto report = c.store.save_all(runs, lease);
   agent::SavedAll answer;
   for (const auto& outcome : report.runs)
@@ -102,12 +107,12 @@ agent::SavedAll save_all(Context c, const agent::SaveAll& call) {
   return answer;
 }
 
-agent::Done hold_lease(Context c, const agent::HoldLease& call) {
+agent::Done hold_lease(Context& c, const agent::HoldLease& call) {
   ck::hold_lease(c.store.cache(), c.store.remote(), {.pod = c.pod, .until = call.until});
   return {};
 }
 
-agent::Done drop_lease(Context c, const agent::DropLease&) {
+agent::Done drop_lease(Context& c, const agent::DropLease&) {
   ck::drop_lease(c.store.remote(), c.pod);
   return {};
 }
@@ -137,7 +142,7 @@ agent::Restored restored(const ck::RestoreReport& report) {
   return answer;
 }
 
-agent::Restored restore(Context c, const agent::Restore& call) {
+agent::Restored restore(Context& c, const agent::Restore& call) {
   const auto templates = templates_of(call.children);
   std::map<std::string, ck::LocalRun> local;
   for (const auto& run : call.local)
@@ -184,7 +189,7 @@ void judge_branch(agent::BranchInfo& info, const ck::BranchSummary& branch,
   }
 }
 
-agent::Listed list(Context c, const agent::List& call) {
+agent::Listed list(Context& c, const agent::List& call) {
   const auto templates = templates_of(call.children);
   const auto listing = ck::list_branches(c.store.cache(), c.store.remote(), call.pod);
   agent::Listed answer{
@@ -216,7 +221,7 @@ agent::Shown show_branch(ck::CheckpointStore& store, const ck::RemoteBranch& bra
 
 // One run's branch, searched on every pod: not_found when no pod holds it,
 // ambiguous when several do (the caller then names the branch).
-AnswerOr<agent::Shown> show(Context c, const agent::Show& call) {
+AnswerOr<agent::Shown> show(Context& c, const agent::Show& call) {
   const auto found = ck::find_run_branches(c.store.remote(), call.run_id);
   if (found.empty())
     throw ck::GitError(ck::GitErrorKind::not_found, "no checkpoint branch for '" + call.run_id +
@@ -230,7 +235,7 @@ AnswerOr<agent::Shown> show(Context c, const agent::Show& call) {
 }
 
 // Every deletion in one push; each branch is deleted or fails on its own.
-agent::Pruned prune(Context c, const agent::Prune& call) {
+agent::Pruned prune(Context& c, const agent::Prune& call) {
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
@@ -272,12 +277,12 @@ OrderedJson message(const AnswerOr<Answer>& outcome) {
 }
 
 // The whole answer message of one op.
-using Operation = std::function<OrderedJson(Context, const OrderedJson& call)>;
+using Operation = std::function<OrderedJson(Context&, const OrderedJson& call)>;
 
 // The op's call read into its struct, and its answer written from its struct.
 template <class Call, class Result>
-std::pair<std::string_view, Operation> operation(Result (*perform)(Context, const Call&)) {
-  return {Call::op, [perform](Context c, const OrderedJson& call) {
+std::pair<std::string_view, Operation> operation(Result (*perform)(Context&, const Call&)) {
+  return {Call::op, [perform](Context& c, const OrderedJson& call) {
             return message(perform(c, call.get<Call>()));
           }};
 }
@@ -288,6 +293,16 @@ const std::map<std::string_view, Operation>& operations() {
       operation(hold_lease), operation(drop_lease), operation(restore),  operation(list),
       operation(show),       operation(prune)};
   return all;
+}
+
+// What the op pushed has landed whatever happens here: a cache that cannot
+// keep it costs the next save a fetch of its parent, not this answer.
+void keep_objects(ck::CacheRepo& cache) {
+  try {
+    cache.persist();
+  } catch (const ck::GitError& e) {
+    log::warn("cache cannot keep the new objects", {{"error", e.what()}});
+  }
 }
 
 // The version and the op are read first: a caller of another release learns
@@ -305,7 +320,10 @@ OrderedJson perform(const OrderedJson& message) {
   const auto request = message.get<AgentRequest>();
   ck::GitLibrary library;
   ck::CheckpointStore store(store_config(request.store));
-  return op->second({.store = store, .pod = request.pod}, request.call);
+  Context context{.store = store, .pod = request.pod};
+  auto answer = op->second(context, request.call);
+  if (context.keep_objects) keep_objects(store.cache());
+  return answer;
 }
 
 OrderedJson answer(const std::string& text) {

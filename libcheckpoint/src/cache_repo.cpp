@@ -1,16 +1,21 @@
 // The cache repo: disposable, so anything that is not a repository where it
 // should be is replaced. It appears whole or not at all (made aside, then
 // renamed into place), so an agent killed while creating it leaves nothing
-// that wedges the next one.
+// that wedges the next one. New objects live in memory until persist(), so a
+// snapshot is hashed once and compressed once, by the push that sends it.
 #include <git2.h>
+#include <git2/sys/mempack.h>
+#include <git2/sys/odb_backend.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <system_error>
 
 #include "cache_repo_impl.hpp"
 #include "git_error.hpp"
 #include "inflight/checkpoint/git_store.hpp"
 #include "inflight/checkpoint/run_dir.hpp"
+#include "repo_objects.hpp"
 
 namespace inflight::checkpoint {
 
@@ -90,16 +95,98 @@ void skip_delta_search(git_repository* repo) {
     git_error_clear();
 }
 
+// Every object written from now on is held in memory, ahead of the disk's
+// loose and packed objects, which stay readable.
+git_odb_backend* hold_new_objects_in_memory(git_repository* repo) {
+  git_odb_backend* memory = nullptr;
+  git_check(git_mempack_new(&memory), "create the in-memory object store");
+  const OdbHandle odb = open_odb(repo);
+  if (const int rc = git_odb_add_backend(odb.get(), memory, /*priority=*/999); rc < 0) {
+    memory->free(memory);
+    throw_git_error(rc, "add the in-memory object store");
+  }
+  return memory;
+}
+
+struct GitBufFree {
+  void operator()(git_buf* buf) const { git_buf_dispose(buf); }
+};
+
+struct WritepackFree {
+  void operator()(git_odb_writepack* writer) const { writer->free(writer); }
+};
+
+// The objects that `commits` brought, without what their parents outside
+// the set reach: git_mempack_dump() would pack each commit's whole tree again.
+void pack_new_objects(git_buf& pack, git_repository* repo, const std::vector<git_oid>& commits) {
+  git_revwalk* raw_walk = nullptr;
+  git_check(git_revwalk_new(&raw_walk, repo), "walk new commits");
+  const RevwalkHandle walk(raw_walk);
+  const auto is_new = [&commits](const git_oid* oid) {
+    return std::any_of(commits.begin(), commits.end(),
+                       [oid](const git_oid& c) { return git_oid_equal(&c, oid); });
+  };
+  for (const auto& oid : commits) {
+    git_check(git_revwalk_push(walk.get(), &oid), "walk new commits");
+    const CommitHandle commit = lookup_commit(repo, oid);
+    for (unsigned n = 0; n < git_commit_parentcount(commit.get()); ++n)
+      if (const git_oid* parent = git_commit_parent_id(commit.get(), n); !is_new(parent))
+        git_check(git_revwalk_hide(walk.get(), parent), "walk new commits");
+  }
+  git_packbuilder* raw_builder = nullptr;
+  git_check(git_packbuilder_new(&raw_builder, repo), "pack new objects");
+  const PackbuilderHandle builder(raw_builder);
+  git_check(git_packbuilder_insert_walk(builder.get(), walk.get()), "pack new objects");
+  git_check(git_packbuilder_write_buf(&pack, builder.get()), "pack new objects");
+}
+
+// Indexes `pack` into the repository's objects/pack, as a fetch would.
+void write_pack(git_repository* repo, const git_buf& pack) {
+  const OdbHandle odb = open_odb(repo);
+  git_odb_writepack* raw = nullptr;
+  git_check(git_odb_write_pack(&raw, odb.get(), nullptr, nullptr), "start a pack");
+  const std::unique_ptr<git_odb_writepack, WritepackFree> writer(raw);
+  git_indexer_progress progress{};
+  git_check(writer->append(writer.get(), pack.ptr, pack.size, &progress), "write the pack");
+  git_check(writer->commit(writer.get(), &progress), "index the pack");
+}
+
 }  // namespace
 
 CacheRepo::CacheRepo(const fs::path& path) {
   try {
-    impl_ = std::make_unique<Impl>(Impl{path, open_or_init_bare(path)});
+    auto repo = open_or_init_bare(path);
+    git_odb_backend* memory = hold_new_objects_in_memory(repo.get());
+    impl_ = std::make_unique<Impl>(
+        Impl{.path = path, .repo = std::move(repo), .memory = memory, .new_commits = {}});
   } catch (const GitError& e) {
     if (e.kind() == GitErrorKind::cache) throw;
     throw GitError(GitErrorKind::cache, e.what());
   }
   skip_delta_search(impl_->repo.get());
+}
+
+void CacheRepo::persist() {
+  if (impl_->new_commits.empty()) return;
+  git_buf pack = GIT_BUF_INIT;
+  const std::unique_ptr<git_buf, GitBufFree> owned(&pack);
+  try {
+    pack_new_objects(pack, impl_->repo.get(), impl_->new_commits);
+    write_pack(impl_->repo.get(), pack);
+  } catch (const GitError& e) {
+    cache_failure(impl_->path, "cannot keep new objects", e.what());
+  }
+  git_mempack_reset(impl_->memory);
+  impl_->new_commits.clear();
+}
+
+bool CacheRepo::contains(const std::string& oid) {
+  git_oid id;
+  if (git_oid_fromstrn(&id, oid.data(), oid.size()) < 0) {
+    git_error_clear();
+    return false;
+  }
+  return git_odb_exists(open_odb(impl_->repo.get()).get(), &id) == 1;
 }
 
 void CacheRepo::check_writable() {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <vector>
 
 #include "git_handle.hpp"
 #include "inflight/checkpoint/git_store.hpp"
@@ -10,6 +11,8 @@ namespace inflight::checkpoint {
 struct CacheRepo::Impl {
   std::filesystem::path path;
   RepositoryHandle repo;
+  git_odb_backend* memory = nullptr;  // new objects until persist(); owned by the repo's odb
+  std::vector<git_oid> new_commits;   // in `memory`: what persist() packs
 };
 
 // Opens the bare repository at `path`, creating it and its parents if absent

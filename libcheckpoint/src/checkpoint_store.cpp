@@ -27,8 +27,22 @@ std::optional<std::string> CheckpointStore::snapshot(const fs::path& run_dir,
                                                      const std::string& origin_pod,
                                                      const CheckpointInfo& info) {
   auto [it, inserted] = snapshotters_.try_emplace(run_dir.string(), cache_, config_.exclude_globs);
-  return it->second.snapshot(run_dir, info,
-                             remote_.last_pushed(branch_ref({origin_pod, info.run_id})));
+  return it->second.snapshot(run_dir, info, parent_of(branch_ref({origin_pod, info.run_id})));
+}
+
+// The commit this cache last pushed to `ref`. A cache that does not hold it
+// (a shutdown keeps no objects, a persist failed) asks the branch: its tip
+// is that commit unless another instance moved it, and then the new commit
+// has no parent and its push is taken, as it should be.
+std::optional<std::string> CheckpointStore::parent_of(const std::string& ref) {
+  const auto last = remote_.last_pushed(ref);
+  if (!last || cache_.contains(*last)) return last;
+  try {
+    if (remote_.fetch(ref) == *last) return last;
+  } catch (const GitError& e) {
+    if (e.kind() != GitErrorKind::not_found) throw;
+  }
+  return std::nullopt;
 }
 
 SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,

@@ -21,7 +21,7 @@ std::string lease_commit(CacheRepo& cache, const Lease& lease,
                          const std::optional<std::string>& parent) {
   git_repository* git = raw_repo(cache);
   const CommitHandle parent_commit = parent ? lookup_commit(git, *parent) : CommitHandle();
-  return oid_hex(write_commit(git, empty_tree(git), parent_commit.get(), lease_message(lease)));
+  return oid_hex(write_commit(cache, empty_tree(git), parent_commit.get(), lease_message(lease)));
 }
 
 std::optional<std::string> remote_tip(RemoteStore& remote, const std::string& ref) {
@@ -57,11 +57,15 @@ std::optional<Lease> parse_lease_message(const std::string& message, std::int64_
   return lease;
 }
 
-// The parent is the lease this cache pushed last; when another process of
-// the same pod name moved it since (a restart on a fresh disk), its tip.
+// The parent is the lease this cache pushed last, when the cache still holds
+// it; when another process of the same pod name moved it since (a restart on
+// a fresh disk), or the cache lost it, the push is taken and hold_lease()
+// builds on the tip.
 RefUpdate lease_update(CacheRepo& cache, RemoteStore& remote, const Lease& lease) {
   const auto ref = lease_ref(lease.pod);
-  return {.ref = ref, .commit = lease_commit(cache, lease, remote.last_pushed(ref)), .from = {}};
+  auto parent = remote.last_pushed(ref);
+  if (parent && !cache.contains(*parent)) parent.reset();
+  return {.ref = ref, .commit = lease_commit(cache, lease, parent), .from = {}};
 }
 
 void hold_lease(CacheRepo& cache, RemoteStore& remote, const Lease& lease) {

@@ -101,6 +101,7 @@ struct RemoteStore::Impl {
   RemoteHandle open_remote();
   void push_refspec(const std::string& refspec, const std::string& doing);
   void delete_local_ref(const std::string& name);
+  void drop_dangling_refs();
   void download_missing(git_remote* remote, RemoteCallbacks& callbacks,
                         const std::vector<RemoteBranch>& branches);
 };
@@ -134,6 +135,26 @@ void RemoteStore::Impl::delete_local_ref(const std::string& name) {
   if (rc == GIT_ENOTFOUND) return git_error_clear();
   git_check(rc, "look up " + name);
   git_check(git_reference_delete(ref.get()), "delete " + name);
+}
+
+// A ref to a commit this cache does not hold (pushed by a step that kept no
+// objects, see CacheRepo::persist) would fail a fetch's negotiation, which
+// offers every ref's commit: such refs go before any fetch.
+void RemoteStore::Impl::drop_dangling_refs() {
+  git_reference_iterator* raw = nullptr;
+  git_check(git_reference_iterator_new(&raw, git()), "list the cache's refs");
+  const ReferenceIteratorHandle refs(raw);
+  const OdbHandle odb = open_odb(git());
+  std::vector<std::string> dangling;
+  git_reference* ref = nullptr;
+  while (git_reference_next(&ref, refs.get()) == 0) {
+    const ReferenceHandle owned(ref);
+    const git_oid* target = git_reference_target(ref);
+    if (target != nullptr && git_odb_exists(odb.get(), target) != 1)
+      dangling.emplace_back(git_reference_name(ref));
+  }
+  git_error_clear();
+  for (const auto& name : dangling) delete_local_ref(name);
 }
 
 RemoteStore::RemoteStore(CacheRepo& repo, RemoteConfig config)
@@ -184,6 +205,7 @@ void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& ca
       refspecs.push_back(branch.ref);
   }
   if (refspecs.empty()) return;
+  drop_dangling_refs();
   const RefspecArray specs(refspecs);
   git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
   options.callbacks = callbacks.callbacks();
@@ -203,6 +225,7 @@ std::string RemoteStore::fetch(const std::string& ref) {
   const std::string local = std::string(kFetchedPrefix) + short_name(ref);
   // A branch deleted remotely must not be answered from an earlier fetch.
   impl_->delete_local_ref(local);
+  impl_->drop_dangling_refs();
   const RemoteHandle remote = impl_->open_remote();
   RemoteCallbacks callbacks(impl_->config, impl_->location);
   git_fetch_options options = GIT_FETCH_OPTIONS_INIT;

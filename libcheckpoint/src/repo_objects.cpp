@@ -1,5 +1,6 @@
 #include "repo_objects.hpp"
 
+#include "cache_repo_impl.hpp"
 #include "git_error.hpp"
 #include "git_handle.hpp"
 #include "oid_text.hpp"
@@ -37,8 +38,9 @@ git_oid empty_tree(git_repository* repo) {
   return oid;
 }
 
-git_oid write_commit(git_repository* repo, const git_oid& tree_oid, const git_commit* parent,
+git_oid write_commit(CacheRepo& cache, const git_oid& tree_oid, const git_commit* parent,
                      const std::string& message) {
+  git_repository* repo = raw_repo(cache);
   git_signature* raw_signature = nullptr;
   git_check(git_signature_now(&raw_signature, "inflight", "inflight@localhost"), "make signature");
   const SignatureHandle signature(raw_signature);
@@ -48,6 +50,7 @@ git_oid write_commit(git_repository* repo, const git_oid& tree_oid, const git_co
   git_check(git_commit_create(&commit, repo, nullptr, signature.get(), signature.get(), nullptr,
                               message.c_str(), tree.get(), parent != nullptr ? 1 : 0, parents),
             "write commit");
+  cache.impl().new_commits.push_back(commit);
   return commit;
 }
 

@@ -147,7 +147,7 @@ std::optional<std::string> RunSnapshotter::snapshot(const fs::path& run_dir,
       info.reason == "periodic") {
     return std::nullopt;
   }
-  return oid_hex(write_commit(impl_->git(), tree, parent_commit.get(), commit_message(info)));
+  return oid_hex(write_commit(impl_->repo, tree, parent_commit.get(), commit_message(info)));
 }
 
 const std::vector<std::string>& RunSnapshotter::warnings() const {

@@ -105,7 +105,8 @@ void AgentCheckpoints::save_all(const SaveAllRequest& request, SteadyClock::time
                       .lease_until = request.lease_until
                                          ? std::optional(epoch_seconds(*request.lease_until))
                                          : std::nullopt,
-                      .release_lease = request.release_lease};
+                      .release_lease = request.release_lease,
+                      .keep_objects = request.keep_objects};
   std::vector<std::string> branches;
   for (const auto& run : request.runs) {
     call.runs.push_back(run_checkpoint(run));

@@ -68,8 +68,10 @@ void RunSupervisor::checkpoint_together(const std::vector<Run*>& runs, StoreStep
 void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
   const auto& step = batch->step;
   std::vector<Run*> sending;
-  SaveAllRequest request{
-      .runs = {}, .lease_until = step.lease_until, .release_lease = step.release_lease};
+  SaveAllRequest request{.runs = {},
+                         .lease_until = step.lease_until,
+                         .release_lease = step.release_lease,
+                         .keep_objects = step.keep_objects};
   for (Run* run : batch->runs) {
     if (run->fenced) {
       step.each(*run, CheckpointResult{.landed = false,

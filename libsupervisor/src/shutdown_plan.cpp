@@ -111,6 +111,7 @@ void ShutdownPlan::checkpoint_batch(const std::vector<Run*>& runs, bool last,
        .deadline = deadline_,
        .lease_until = release,
        .release_lease = release.has_value(),
+       .keep_objects = false,
        .each = [this](Run& run, const CheckpointResult& result) { on_checkpointed(run, result); },
        .done =
            [this, then = std::move(then)](const std::optional<CheckpointResult>& lease) {

@@ -93,6 +93,44 @@ TEST_F(CheckpointStoreTest, SavePushesToTheRunBranchAndSkipsAnUnchangedDir) {
   EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1^")), *first);
 }
 
+// A shutdown's push keeps no objects in the cache: the next save on that
+// disk builds on the branch's tip all the same, fast-forward, and a restore
+// there fetches what the cache lacks.
+TEST_F(CheckpointStoreTest, ASaveAfterOneThatKeptNoObjectsBuildsOnTheBranch) {
+  const auto dir = make_run(temp_.path() / "runs", "r1", 1);
+  const auto shutdown = CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+  ASSERT_TRUE(shutdown);
+  EXPECT_FALSE(CacheRepo(config("a").cache_dir).contains(*shutdown));
+  append_file(dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  CheckpointStore next(config("a"));
+  const auto periodic = next.save(dir, "pod-a", info("r1", "periodic"));
+  ASSERT_TRUE(periodic);
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1^")), *shutdown);
+  next.cache().persist();
+  const auto runs_a2 = temp_.path() / "runs-a2";
+  fs::create_directories(runs_a2);
+  EXPECT_EQ(restore(CheckpointStore(config("a")), runs_a2, "pod-a").claimed.size(), 1u);
+}
+
+// The same, when another instance moved the branch meanwhile: the save does
+// not build on the other's tip, and its push is taken.
+TEST_F(CheckpointStoreTest, ALostParentOnABranchAnotherMovedIsTaken) {
+  const auto dir = make_run(temp_.path() / "runs", "r1", 1);
+  ASSERT_TRUE(CheckpointStore(config("a")).save(dir, "pod-a", info("r1")));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  ASSERT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
+  const auto claim = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1"));
+  append_file(dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  try {
+    CheckpointStore(config("a")).save(dir, "pod-a", info("r1", "periodic"));
+    FAIL() << "expected GitError(rejected)";
+  } catch (const GitError& e) {
+    EXPECT_EQ(e.kind(), GitErrorKind::rejected) << e.what();
+  }
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1")), claim);
+}
+
 // Every claim rides in one push; each lands on its own.
 TEST_F(CheckpointStoreTest, RestoreClaimsEveryRunInOnePush) {
   for (const auto* id : {"r1", "r2", "r3"})

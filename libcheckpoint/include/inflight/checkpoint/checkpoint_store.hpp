@@ -168,6 +168,7 @@ class CheckpointStore {
 
   std::optional<std::string> snapshot(const std::filesystem::path& run_dir,
                                       const std::string& origin_pod, const CheckpointInfo& info);
+  std::optional<std::string> parent_of(const std::string& ref);
   std::optional<std::string> renew_taken_lease(const RefResult& result, const Lease& lease);
   std::optional<std::string> undo_release(const RefResult& result, const SaveAllReport& report,
                                           const Lease& lease);

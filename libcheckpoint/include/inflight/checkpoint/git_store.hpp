@@ -81,7 +81,10 @@ class GitLibrary {
 // A bare repository on local disk that holds snapshot objects and the
 // fetched tips of branches; created (with its parent dirs) on first use, and
 // created afresh when what is there is not a repository. Failures to open or
-// write it are GitError(cache): this disk cannot checkpoint.
+// write it are GitError(cache): this disk cannot checkpoint. Objects written
+// through it stay in memory, readable and pushable, until persist() writes
+// them to disk as one pack; without it they are gone with the CacheRepo
+// (refs may then name commits the cache lacks: contains() tells).
 // One CacheRepo, and everything built on it, belongs to one thread at a time
 // (libgit2 repository handles are not thread-safe); threads that work in
 // parallel each open their own CacheRepo on the same path.
@@ -95,6 +98,12 @@ class CacheRepo {
   const std::filesystem::path& path() const;
   // Throws GitError(cache) when a small file cannot be written beside it.
   void check_writable();
+  // Writes the commits made through this cache since the last persist(),
+  // with the objects they brought, to disk as one pack; throws
+  // GitError(cache) when it cannot (they stay in memory then).
+  void persist();
+  // Whether the object `oid` (hex) is in the cache, in memory or on disk.
+  bool contains(const std::string& oid);
   struct Impl;
   Impl& impl();
 

@@ -58,7 +58,7 @@ namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
 
-inline constexpr int kAgentProtocolVersion = 1;
+inline constexpr int kAgentProtocolVersion = 2;
 
 // Either side's message: a restore answer carries the run-params of every
 // run it holds back, each at most 1 MiB.
@@ -179,14 +179,17 @@ INFLIGHT_AGENT_MESSAGE(SavedAll, runs, lease)
 
 // Every run in one push, with the lease's renewal when `lease_until` is set,
 // or its release (checkpoint_store.hpp's LeaseStep) with `release_lease`.
+// Without `keep_objects` (a shutdown) the cache does not write the new
+// objects to disk: the push is the only place they are compressed.
 struct SaveAll {
   static constexpr std::string_view op = "save_all";
   using Answer = SavedAll;
   std::vector<RunCheckpoint> runs;
   std::optional<std::int64_t> lease_until;  // seconds since the epoch
   bool release_lease = false;
+  bool keep_objects = true;
 };
-INFLIGHT_AGENT_MESSAGE(SaveAll, runs, lease_until, release_lease)
+INFLIGHT_AGENT_MESSAGE(SaveAll, runs, lease_until, release_lease, keep_objects)
 
 struct HoldLease {
   static constexpr std::string_view op = "lease";

@@ -43,6 +43,9 @@ struct SaveAllRequest {
   // saved; `lease_until` is then how long to take it again should the
   // server refuse a run (checkpoint_store.hpp's LeaseStep).
   bool release_lease = false;
+  // Whether the cache keeps the pushed objects for the next save; a
+  // shutdown's push does not need them (the next start fetches what it lacks).
+  bool keep_objects = true;
 };
 
 struct SaveAllResult {

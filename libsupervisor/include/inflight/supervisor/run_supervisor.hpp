@@ -44,6 +44,7 @@ struct StoreStep {
   SteadyClock::time_point deadline;
   std::optional<SystemClock::time_point> lease_until;       // renewed in the same push
   bool release_lease = false;                               // … or released (SaveAllRequest)
+  bool keep_objects = true;                                 // SaveAllRequest
   std::function<void(Run&, const CheckpointResult&)> each;  // every run's result
   std::function<void(const std::optional<CheckpointResult>& lease)> done;  // once, at the end
 };
