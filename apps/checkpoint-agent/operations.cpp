@@ -297,9 +297,9 @@ const std::map<std::string_view, Operation>& operations() {
 
 // What the op pushed has landed whatever happens here: a cache that cannot
 // keep it costs the next save a fetch of its parent, not this answer.
-void keep_objects(ck::CacheRepo& cache) {
+void keep_objects(ck::CheckpointStore& store) {
   try {
-    cache.persist();
+    store.persist();
   } catch (const ck::GitError& e) {
     log::warn("cache cannot keep the new objects", {{"error", e.what()}});
   }
@@ -322,7 +322,7 @@ OrderedJson perform(const OrderedJson& message) {
   ck::CheckpointStore store(store_config(request.store));
   Context context{.store = store, .pod = request.pod};
   auto answer = op->second(context, request.call);
-  if (context.keep_objects) keep_objects(store.cache());
+  if (context.keep_objects) keep_objects(store);
   return answer;
 }
 

@@ -15,6 +15,7 @@
 #include "git_error.hpp"
 #include "inflight/checkpoint/git_store.hpp"
 #include "inflight/checkpoint/run_dir.hpp"
+#include "oid_text.hpp"
 #include "repo_objects.hpp"
 
 namespace inflight::checkpoint {
@@ -157,13 +158,48 @@ CacheRepo::CacheRepo(const fs::path& path) {
   try {
     auto repo = open_or_init_bare(path);
     git_odb_backend* memory = hold_new_objects_in_memory(repo.get());
-    impl_ = std::make_unique<Impl>(
-        Impl{.path = path, .repo = std::move(repo), .memory = memory, .new_commits = {}});
+    impl_ = std::make_unique<Impl>(Impl{.path = path,
+                                        .repo = std::move(repo),
+                                        .memory = memory,
+                                        .new_commits = {},
+                                        .pending_refs = {}});
   } catch (const GitError& e) {
     if (e.kind() == GitErrorKind::cache) throw;
     throw GitError(GitErrorKind::cache, e.what());
   }
   skip_delta_search(impl_->repo.get());
+}
+
+namespace {
+
+void set_ref(git_repository* repo, const std::string& ref, const git_oid& commit) {
+  git_reference* raw = nullptr;
+  git_check(git_reference_create(&raw, repo, ref.c_str(), &commit, /*force=*/1, nullptr),
+            "point " + ref + " at " + oid_hex(commit));
+  git_reference_free(raw);
+}
+
+}  // namespace
+
+void CacheRepo::set_ref_when_kept(const std::string& ref, const std::string& commit) {
+  const git_oid oid = parse_oid(commit);
+  const bool in_memory = std::any_of(impl_->new_commits.begin(), impl_->new_commits.end(),
+                                     [&oid](const git_oid& c) { return git_oid_equal(&c, &oid); });
+  if (in_memory)
+    impl_->pending_refs.emplace_back(ref, oid);
+  else
+    set_ref(impl_->repo.get(), ref, oid);
+}
+
+std::optional<std::string> CacheRepo::ref_target(const std::string& ref) {
+  for (auto it = impl_->pending_refs.rbegin(); it != impl_->pending_refs.rend(); ++it)
+    if (it->first == ref) return oid_hex(it->second);
+  git_oid oid;
+  if (git_reference_name_to_id(&oid, impl_->repo.get(), ref.c_str()) != 0) {
+    git_error_clear();
+    return std::nullopt;
+  }
+  return oid_hex(oid);
 }
 
 void CacheRepo::persist() {
@@ -178,6 +214,12 @@ void CacheRepo::persist() {
   }
   git_mempack_reset(impl_->memory);
   impl_->new_commits.clear();
+  try {
+    for (const auto& [ref, commit] : impl_->pending_refs) set_ref(impl_->repo.get(), ref, commit);
+  } catch (const GitError& e) {
+    cache_failure(impl_->path, "cannot keep a ref", e.what());
+  }
+  impl_->pending_refs.clear();
 }
 
 bool CacheRepo::contains(const std::string& oid) {

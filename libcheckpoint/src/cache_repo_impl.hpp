@@ -13,6 +13,7 @@ struct CacheRepo::Impl {
   RepositoryHandle repo;
   git_odb_backend* memory = nullptr;  // new objects until persist(); owned by the repo's odb
   std::vector<git_oid> new_commits;   // in `memory`: what persist() packs
+  std::vector<std::pair<std::string, git_oid>> pending_refs;  // set by persist()
 };
 
 // Opens the bare repository at `path`, creating it and its parents if absent

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "inflight/checkpoint/run_dir.hpp"
+#include "stat_cache.hpp"
 
 namespace inflight::checkpoint {
 
@@ -27,22 +28,8 @@ std::optional<std::string> CheckpointStore::snapshot(const fs::path& run_dir,
                                                      const std::string& origin_pod,
                                                      const CheckpointInfo& info) {
   auto [it, inserted] = snapshotters_.try_emplace(run_dir.string(), cache_, config_.exclude_globs);
-  return it->second.snapshot(run_dir, info, parent_of(branch_ref({origin_pod, info.run_id})));
-}
-
-// The commit this cache last pushed to `ref`. A cache that does not hold it
-// (a shutdown keeps no objects, a persist failed) asks the branch: its tip
-// is that commit unless another instance moved it, and then the new commit
-// has no parent and its push is taken, as it should be.
-std::optional<std::string> CheckpointStore::parent_of(const std::string& ref) {
-  const auto last = remote_.last_pushed(ref);
-  if (!last || cache_.contains(*last)) return last;
-  try {
-    if (remote_.fetch(ref) == *last) return last;
-  } catch (const GitError& e) {
-    if (e.kind() != GitErrorKind::not_found) throw;
-  }
-  return std::nullopt;
+  return it->second.snapshot(run_dir, info,
+                             remote_.last_pushed(branch_ref({origin_pod, info.run_id})));
 }
 
 SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
@@ -125,9 +112,20 @@ std::optional<std::string> CheckpointStore::renew_taken_lease(const RefResult& r
   }
 }
 
+void CheckpointStore::persist() {
+  cache_.persist();
+  try {
+    for (auto& [dir, snapshotter] : snapshotters_) snapshotter.keep_stat_cache();
+  } catch (const std::exception& e) {
+    throw GitError(GitErrorKind::cache, std::string("keeping the stat cache: ") + e.what());
+  }
+}
+
 void CheckpointStore::release(const fs::path& run_dir, const std::string& origin_pod,
                               const CheckpointInfo& info) {
   save(run_dir, origin_pod, info);
+  snapshotters_.erase(run_dir.string());
+  drop_stat_cache(cache_, run_dir);
   try {
     remote_.remove(branch_ref({origin_pod, info.run_id}));
   } catch (const GitError& e) {

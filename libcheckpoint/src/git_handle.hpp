@@ -31,6 +31,5 @@ using OdbObjectHandle = GitHandle<git_odb_object, git_odb_object_free>;
 using ConfigHandle = GitHandle<git_config, git_config_free>;
 using RevwalkHandle = GitHandle<git_revwalk, git_revwalk_free>;
 using PackbuilderHandle = GitHandle<git_packbuilder, git_packbuilder_free>;
-using ReferenceIteratorHandle = GitHandle<git_reference_iterator, git_reference_iterator_free>;
 
 }  // namespace inflight::checkpoint

@@ -57,15 +57,11 @@ std::optional<Lease> parse_lease_message(const std::string& message, std::int64_
   return lease;
 }
 
-// The parent is the lease this cache pushed last, when the cache still holds
-// it; when another process of the same pod name moved it since (a restart on
-// a fresh disk), or the cache lost it, the push is taken and hold_lease()
-// builds on the tip.
+// The parent is the lease this cache pushed last; when another process of
+// the same pod name moved it since (a restart on a fresh disk), its tip.
 RefUpdate lease_update(CacheRepo& cache, RemoteStore& remote, const Lease& lease) {
   const auto ref = lease_ref(lease.pod);
-  auto parent = remote.last_pushed(ref);
-  if (parent && !cache.contains(*parent)) parent.reset();
-  return {.ref = ref, .commit = lease_commit(cache, lease, parent), .from = {}};
+  return {.ref = ref, .commit = lease_commit(cache, lease, remote.last_pushed(ref)), .from = {}};
 }
 
 void hold_lease(CacheRepo& cache, RemoteStore& remote, const Lease& lease) {

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -37,6 +39,42 @@ std::string short_name(const std::string& ref) {
   }
   return ref;
 }
+
+// The refs a push sends commits from. They are tags of this process's own:
+// a fetch's negotiation offers every ref's commit but skips tags, and these
+// name commits that may exist only in this process's memory (CacheRepo), so
+// another agent fetching into the same cache must never see them. Gone when
+// the push is over; refs/inflight-local/ moves once the commit is on disk.
+class PushSources {
+ public:
+  explicit PushSources(git_repository* git) : git_(git) {}
+  ~PushSources() {
+    for (const auto& name : names_) {
+      git_reference* raw = nullptr;
+      if (git_reference_lookup(&raw, git_, name.c_str()) == 0) git_reference_delete(raw);
+      git_reference_free(raw);
+    }
+    git_error_clear();
+  }
+  PushSources(const PushSources&) = delete;
+  PushSources& operator=(const PushSources&) = delete;
+
+  // A ref at `commit` to push `ref` from.
+  std::string add(const std::string& ref, const git_oid& commit) {
+    const std::string name =
+        "refs/tags/inflight-push/" + std::to_string(::getpid()) + "/" + short_name(ref);
+    git_reference* raw = nullptr;
+    git_check(git_reference_create(&raw, git_, name.c_str(), &commit, /*force=*/1, nullptr),
+              "point " + name + " at " + oid_hex(commit));
+    git_reference_free(raw);
+    names_.push_back(name);
+    return name;
+  }
+
+ private:
+  git_repository* git_;
+  std::vector<std::string> names_;
+};
 
 bool is_valid_ref(const std::string& ref) {
   int valid = 0;
@@ -101,7 +139,6 @@ struct RemoteStore::Impl {
   RemoteHandle open_remote();
   void push_refspec(const std::string& refspec, const std::string& doing);
   void delete_local_ref(const std::string& name);
-  void drop_dangling_refs();
   void download_missing(git_remote* remote, RemoteCallbacks& callbacks,
                         const std::vector<RemoteBranch>& branches);
 };
@@ -135,26 +172,6 @@ void RemoteStore::Impl::delete_local_ref(const std::string& name) {
   if (rc == GIT_ENOTFOUND) return git_error_clear();
   git_check(rc, "look up " + name);
   git_check(git_reference_delete(ref.get()), "delete " + name);
-}
-
-// A ref to a commit this cache does not hold (pushed by a step that kept no
-// objects, see CacheRepo::persist) would fail a fetch's negotiation, which
-// offers every ref's commit: such refs go before any fetch.
-void RemoteStore::Impl::drop_dangling_refs() {
-  git_reference_iterator* raw = nullptr;
-  git_check(git_reference_iterator_new(&raw, git()), "list the cache's refs");
-  const ReferenceIteratorHandle refs(raw);
-  const OdbHandle odb = open_odb(git());
-  std::vector<std::string> dangling;
-  git_reference* ref = nullptr;
-  while (git_reference_next(&ref, refs.get()) == 0) {
-    const ReferenceHandle owned(ref);
-    const git_oid* target = git_reference_target(ref);
-    if (target != nullptr && git_odb_exists(odb.get(), target) != 1)
-      dangling.emplace_back(git_reference_name(ref));
-  }
-  git_error_clear();
-  for (const auto& name : dangling) delete_local_ref(name);
 }
 
 RemoteStore::RemoteStore(CacheRepo& repo, RemoteConfig config)
@@ -205,7 +222,6 @@ void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& ca
       refspecs.push_back(branch.ref);
   }
   if (refspecs.empty()) return;
-  drop_dangling_refs();
   const RefspecArray specs(refspecs);
   git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
   options.callbacks = callbacks.callbacks();
@@ -225,7 +241,6 @@ std::string RemoteStore::fetch(const std::string& ref) {
   const std::string local = std::string(kFetchedPrefix) + short_name(ref);
   // A branch deleted remotely must not be answered from an earlier fetch.
   impl_->delete_local_ref(local);
-  impl_->drop_dangling_refs();
   const RemoteHandle remote = impl_->open_remote();
   RemoteCallbacks callbacks(impl_->config, impl_->location);
   git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
@@ -255,25 +270,15 @@ std::string RemoteStore::fetch_listed(const RemoteBranch& branch) {
 }
 
 std::optional<std::string> RemoteStore::last_pushed(const std::string& ref) {
-  const std::string local = std::string(kLocalPrefix) + short_name(ref);
-  git_oid oid;
-  if (git_reference_name_to_id(&oid, impl_->git(), local.c_str()) != 0) {
-    git_error_clear();
-    return std::nullopt;
-  }
-  return oid_hex(oid);
+  return impl_->repo.ref_target(std::string(kLocalPrefix) + short_name(ref));
 }
 
 void RemoteStore::push(const std::string& ref, const std::string& oid) {
   require_valid_ref(ref);
-  const git_oid target = parse_oid(oid);
-  const std::string local = std::string(kLocalPrefix) + short_name(ref);
-  git_reference* raw = nullptr;
-  git_check(git_reference_create(&raw, impl_->git(), local.c_str(), &target, /*force=*/1, nullptr),
-            "point " + local + " at " + oid);
-  const ReferenceHandle local_ref(raw);
+  PushSources sources(impl_->git());
   // No '+': the push is fast-forward only, so a moved tip fences us out.
-  impl_->push_refspec(local + ":" + ref, "push " + ref + " to");
+  impl_->push_refspec(sources.add(ref, parse_oid(oid)) + ":" + ref, "push " + ref + " to");
+  impl_->repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(ref), oid);
 }
 
 namespace {
@@ -303,6 +308,7 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
   std::vector<RefResult> results(updates.size());
   std::vector<std::string> refspecs;
   std::vector<std::size_t> sent;
+  PushSources sources(impl_->git());
   for (std::size_t i = 0; i < updates.size(); ++i) {
     const auto& u = updates[i];
     require_valid_ref(u.ref);
@@ -321,12 +327,7 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
       results[i] = {RefOutcome::taken, "its tip " + oid_hex(tip->second) + " is another's"};
       continue;
     }
-    const std::string local = std::string(kLocalPrefix) + short_name(u.ref);
-    git_reference* raw = nullptr;
-    git_check(git_reference_create(&raw, impl_->git(), local.c_str(), &commit, 1, nullptr),
-              "point " + local + " at " + u.commit);
-    ReferenceHandle(raw).reset();
-    refspecs.push_back(local + ":" + u.ref);
+    refspecs.push_back(sources.add(u.ref, commit) + ":" + u.ref);
     sent.push_back(i);
   }
   if (refspecs.empty()) return results;
@@ -336,9 +337,13 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
   options.proxy_opts = environment_proxy();
   if (const int rc = git_remote_upload(remote.get(), specs.get(), &options); rc < 0)
     callbacks.throw_failure(rc, "push to");
-  for (const std::size_t i : sent)
+  for (const std::size_t i : sent) {
     if (const auto refusal = callbacks.refusal_of(updates[i].ref))
       results[i] = {RefOutcome::refused, *refusal};
+    else if (!updates[i].commit.empty())
+      impl_->repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(updates[i].ref),
+                                    updates[i].commit);
+  }
   return results;
 }
 

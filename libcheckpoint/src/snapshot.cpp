@@ -10,6 +10,7 @@
 #include "git_error.hpp"
 #include "oid_text.hpp"
 #include "repo_objects.hpp"
+#include "stat_cache.hpp"
 #include "stored_file.hpp"
 
 namespace inflight::checkpoint {
@@ -20,8 +21,8 @@ struct RunSnapshotter::Impl {
   CacheRepo& repo;
   std::vector<std::string> exclude_globs;
   fs::path run_dir;  // the dir the stat cache describes
-  std::map<std::string, StoredFile> stat_cache;
-  std::map<std::string, StoredFile> seen_now;  // becomes stat_cache after a snapshot
+  StatCache stat_cache;
+  StatCache seen_now;  // becomes stat_cache after a snapshot
   std::vector<std::string> warnings;
   SnapshotStats stats;
 
@@ -118,7 +119,7 @@ std::optional<git_oid> RunSnapshotter::Impl::write_dir(const fs::path& dir,
 }
 
 git_oid RunSnapshotter::Impl::write_root(const fs::path& dir) {
-  if (dir != run_dir) stat_cache.clear();
+  if (dir != run_dir) stat_cache = load_stat_cache(repo, dir);
   run_dir = dir;
   warnings.clear();
   stats = {};
@@ -148,6 +149,10 @@ std::optional<std::string> RunSnapshotter::snapshot(const fs::path& run_dir,
     return std::nullopt;
   }
   return oid_hex(write_commit(impl_->repo, tree, parent_commit.get(), commit_message(info)));
+}
+
+void RunSnapshotter::keep_stat_cache() {
+  if (!impl_->run_dir.empty()) save_stat_cache(impl_->repo, impl_->run_dir, impl_->stat_cache);
 }
 
 const std::vector<std::string>& RunSnapshotter::warnings() const {

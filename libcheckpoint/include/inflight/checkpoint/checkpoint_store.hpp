@@ -153,6 +153,10 @@ class CheckpointStore {
   // unreachable remote or refused credentials throw.
   RestoreReport restore(const RestoreRequest& request);
 
+  // Writes what this store's steps made to the cache's disk (CacheRepo::
+  // persist) with each run dir's stat cache; throws GitError(cache).
+  void persist();
+
   RemoteStore& remote() { return remote_; }
   CacheRepo& cache() { return cache_; }
 
@@ -168,7 +172,6 @@ class CheckpointStore {
 
   std::optional<std::string> snapshot(const std::filesystem::path& run_dir,
                                       const std::string& origin_pod, const CheckpointInfo& info);
-  std::optional<std::string> parent_of(const std::string& ref);
   std::optional<std::string> renew_taken_lease(const RefResult& result, const Lease& lease);
   std::optional<std::string> undo_release(const RefResult& result, const SaveAllReport& report,
                                           const Lease& lease);

@@ -83,8 +83,7 @@ class GitLibrary {
 // created afresh when what is there is not a repository. Failures to open or
 // write it are GitError(cache): this disk cannot checkpoint. Objects written
 // through it stay in memory, readable and pushable, until persist() writes
-// them to disk as one pack; without it they are gone with the CacheRepo
-// (refs may then name commits the cache lacks: contains() tells).
+// them to disk as one pack; without it they are gone with the CacheRepo.
 // One CacheRepo, and everything built on it, belongs to one thread at a time
 // (libgit2 repository handles are not thread-safe); threads that work in
 // parallel each open their own CacheRepo on the same path.
@@ -104,6 +103,12 @@ class CacheRepo {
   void persist();
   // Whether the object `oid` (hex) is in the cache, in memory or on disk.
   bool contains(const std::string& oid);
+  // Points `ref` at `commit` once the commit is on disk: now, or when
+  // persist() writes it. No ref of the cache ever names an object that is
+  // only in memory: another process would find it dangling.
+  void set_ref_when_kept(const std::string& ref, const std::string& commit);
+  // The commit `ref` names, as set_ref_when_kept() left it.
+  std::optional<std::string> ref_target(const std::string& ref);
   struct Impl;
   Impl& impl();
 
@@ -119,9 +124,10 @@ struct SnapshotStats {
   std::uint64_t bytes_read = 0;       // file content read from disk
 };
 
-// Builds snapshot commits of one run dir. Keeps a stat cache between calls so
-// that an unchanged file is never read again, and stores files over 64 KiB as
-// trees of 32 KiB chunk blobs (`<name>.inflight-chunks/000000`, ...) so that
+// Builds snapshot commits of one run dir. Keeps a stat cache between calls,
+// and in the cache repo between processes (keep_stat_cache()), so that an
+// unchanged file is never read again, and stores files over 64 KiB as trees
+// of 32 KiB chunk blobs (`<name>.inflight-chunks/000000`, ...) so that
 // appending to a big file costs objects proportional to the append.
 class RunSnapshotter {
  public:
@@ -140,6 +146,10 @@ class RunSnapshotter {
 
   // Entries the last snapshot() left out because they are neither regular
   // files nor directories (symlinks, sockets, ...), one message each.
+  // Writes the stat cache of the last snapshot() into the cache repo, for
+  // the next process; only once CacheRepo::persist() put its objects on disk.
+  void keep_stat_cache();
+
   const std::vector<std::string>& warnings() const;
   const SnapshotStats& last_stats() const;
 
