@@ -55,7 +55,7 @@ def push_inflight(daemon, tmp, run_dir, name):
     bare, url = daemon.new_repo(f"{name}.git")
     cache = os.path.join(tmp, f"{name}-cache.git")
     elapsed, result = gitbench.agent_save(run_dir, cache, url)
-    if not result.get("commit"):
+    if not result.get("answer", {}).get("commit"):
         raise RuntimeError(f"first save made no commit: {result}")
     return elapsed, bare
 

@@ -51,7 +51,7 @@ def write_config(tmp, src):
     return path
 
 
-def serve_first_push(daemon, config, name):
+def serve_first_push(daemon, tmp, config, name):
     """Seconds from SIGTERM to exit, and the run dir serve pushed (kept)."""
     bare, url = daemon.new_repo(f"{name}.git")
     serve = Serve(["--config", config, "--results-repo", url, "--checkpoint-interval", "0",
@@ -70,7 +70,7 @@ def serve_first_push(daemon, config, name):
             raise RuntimeError(f"serve exited {code}: " + "".join(serve.log[-20:]))
         if not gitbench.git(bare, "for-each-ref", "refs/heads/inflight/pod-a/r1"):
             raise RuntimeError("no branch pushed")
-        kept = os.path.join(os.path.dirname(serve.tmp), f"{name}-run")
+        kept = os.path.join(tmp, f"{name}-run")
         shutil.copytree(run_dir, kept)
         return took, kept
     finally:
@@ -87,7 +87,7 @@ def main():
         config = write_config(tmp, source_dir(tmp))
         ours, theirs, floors = [], [], []
         for rep in range(args.reps):
-            took, run_dir = serve_first_push(daemon, config, f"s{rep}")
+            took, run_dir = serve_first_push(daemon, tmp, config, f"s{rep}")
             steps = [lambda: ours.append(took),
                      lambda: theirs.append(push_git(daemon, tmp, run_dir, f"g{rep}")[0]),
                      lambda: floors.append(hash_compress_floor(run_dir))]
