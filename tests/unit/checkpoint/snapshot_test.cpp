@@ -196,6 +196,32 @@ TEST_F(SnapshotTest, ObjectsReachTheDiskAsOnePackOnlyWhenPersisted) {
   EXPECT_TRUE(CacheRepo(cache_path()).contains(*commit));
 }
 
+// The stat cache outlives the process that built it (each periodic save is
+// an agent of its own), and a kept one that does not check out is ignored.
+TEST_F(SnapshotTest, TheNextProcessReadsOnlyWhatChanged) {
+  write_file(run_dir() / "index.jsonl", big_content(5 * 1024 * 1024 + 1000));
+  write_file(run_dir() / "small.txt", "s");
+  const auto first = snap("periodic");
+  ASSERT_TRUE(first);
+  repo_->persist();
+  snapshotter_->keep_stat_cache();
+  append_file(run_dir() / "index.jsonl", "{\"test_id\":\"t\"}\n");
+  {
+    CacheRepo next(cache_path());
+    RunSnapshotter snapshotter(next, kDefaultExcludes);
+    ASSERT_TRUE(snapshotter.snapshot(run_dir(), info("periodic"), first));
+    EXPECT_EQ(snapshotter.last_stats().files_unchanged, 1u);
+    EXPECT_LT(snapshotter.last_stats().bytes_read, 2 * 32 * 1024u);
+  }
+  for (const auto& kept : fs::directory_iterator(cache_path() / "inflight-stat"))
+    write_file(kept.path(), "{\"format\":1,\"run_dir\":");
+  CacheRepo next(cache_path());
+  RunSnapshotter snapshotter(next, kDefaultExcludes);
+  ASSERT_TRUE(snapshotter.snapshot(run_dir(), info("manual"), first));
+  EXPECT_EQ(snapshotter.last_stats().files_unchanged, 0u);
+  EXPECT_GT(snapshotter.last_stats().bytes_read, 5u * 1024 * 1024);
+}
+
 TEST_F(SnapshotTest, MissingParentIsNotFound) {
   write_file(run_dir() / "a.txt", "a");
   try {
