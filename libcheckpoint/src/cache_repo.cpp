@@ -117,21 +117,23 @@ struct WritepackFree {
   void operator()(git_odb_writepack* writer) const { writer->free(writer); }
 };
 
+bool has_commit(const std::vector<git_oid>& commits, const git_oid& oid) {
+  return std::any_of(commits.begin(), commits.end(),
+                     [&oid](const git_oid& c) { return git_oid_equal(&c, &oid); });
+}
+
 // The objects that `commits` brought, without what their parents outside
 // the set reach: git_mempack_dump() would pack each commit's whole tree again.
 void pack_new_objects(git_buf& pack, git_repository* repo, const std::vector<git_oid>& commits) {
   git_revwalk* raw_walk = nullptr;
   git_check(git_revwalk_new(&raw_walk, repo), "walk new commits");
   const RevwalkHandle walk(raw_walk);
-  const auto is_new = [&commits](const git_oid* oid) {
-    return std::any_of(commits.begin(), commits.end(),
-                       [oid](const git_oid& c) { return git_oid_equal(&c, oid); });
-  };
   for (const auto& oid : commits) {
     git_check(git_revwalk_push(walk.get(), &oid), "walk new commits");
     const CommitHandle commit = lookup_commit(repo, oid);
     for (unsigned n = 0; n < git_commit_parentcount(commit.get()); ++n)
-      if (const git_oid* parent = git_commit_parent_id(commit.get(), n); !is_new(parent))
+      if (const git_oid* parent = git_commit_parent_id(commit.get(), n);
+          !has_commit(commits, *parent))
         git_check(git_revwalk_hide(walk.get(), parent), "walk new commits");
   }
   git_packbuilder* raw_builder = nullptr;
@@ -183,9 +185,7 @@ void set_ref(git_repository* repo, const std::string& ref, const git_oid& commit
 
 void CacheRepo::set_ref_when_kept(const std::string& ref, const std::string& commit) {
   const git_oid oid = parse_oid(commit);
-  const bool in_memory = std::any_of(impl_->new_commits.begin(), impl_->new_commits.end(),
-                                     [&oid](const git_oid& c) { return git_oid_equal(&c, &oid); });
-  if (in_memory)
+  if (has_commit(impl_->new_commits, oid))
     impl_->pending_refs.emplace_back(ref, oid);
   else
     set_ref(impl_->repo.get(), ref, oid);
