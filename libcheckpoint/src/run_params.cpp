@@ -40,13 +40,24 @@ std::optional<T> optional_field(const OrderedJson& json, const char* key) {
 }
 
 OrderedJson attempt_to_json(const AttemptRecord& a) {
-  return {{"attempt", a.attempt},
-          {"pod", a.pod},
-          {"started_at", a.started_at},
-          {"ended_at", optional_json(a.ended_at)},
-          {"exit_code", optional_json(a.exit_code)},
-          {"signal", optional_json(a.signal)},
-          {"outcome", optional_json(a.outcome)}};
+  OrderedJson json{{"attempt", a.attempt},
+                   {"pod", a.pod},
+                   {"started_at", a.started_at},
+                   {"ended_at", optional_json(a.ended_at)},
+                   {"exit_code", optional_json(a.exit_code)},
+                   {"signal", optional_json(a.signal)},
+                   {"outcome", optional_json(a.outcome)}};
+  if (a.error) json["error"] = *a.error;
+  return json;
+}
+
+std::optional<std::string> attempt_error(const OrderedJson& json) {
+  const auto it = json.find("error");
+  if (it == json.end() || it->is_null()) return std::nullopt;
+  auto text = it->get<std::string>();
+  if (text.size() > kMaxAttemptErrorBytes)
+    malformed("error", "is longer than " + std::to_string(kMaxAttemptErrorBytes) + " bytes");
+  return text;
 }
 
 AttemptRecord attempt_from_json(const OrderedJson& json) {
@@ -56,7 +67,8 @@ AttemptRecord attempt_from_json(const OrderedJson& json) {
           .ended_at = optional_field<std::string>(json, "ended_at"),
           .exit_code = optional_field<int>(json, "exit_code"),
           .signal = optional_field<int>(json, "signal"),
-          .outcome = optional_field<std::string>(json, "outcome")};
+          .outcome = optional_field<std::string>(json, "outcome"),
+          .error = attempt_error(json)};
 }
 
 // The fields that name things: a branch or a disk must not smuggle a path or

@@ -86,7 +86,9 @@ OrderedJson ApiRoutes::status_json(Run& run) {
             {"last_at", nullable(run.checkpoint.last_at)},
             {"last_commit", nullable(run.checkpoint.last_commit)}}},
           {"child", run.params.child_name},
-          {"error", nullable(run.held)}};
+          {"error", nullable(run.held  ? run.held
+                             : attempt ? attempt->error
+                                       : std::nullopt)}};
 }
 
 HttpRefusals ApiRoutes::refusals() const {

@@ -48,6 +48,10 @@ std::vector<std::string> ChildTemplate::render(const OrderedJson& request,
   };
   std::vector<std::string> argv;
   const auto plain = lookup_with("", nullptr);
+  if (context.resume && resume_replaces_) {
+    for (const auto& arg : resume_argv_) argv.push_back(substitute(arg, plain));
+    return argv;
+  }
   for (const auto& arg : argv_) argv.push_back(substitute(arg, plain));
   for (const auto& group : optional_) {
     if (!values.contains(group.param)) continue;
@@ -60,6 +64,19 @@ std::vector<std::string> ChildTemplate::render(const OrderedJson& request,
   if (context.resume)
     for (const auto& arg : resume_argv_) argv.push_back(substitute(arg, plain));
   return argv;
+}
+
+std::vector<std::pair<std::string, std::string>> ChildTemplate::render_env(
+    const RenderContext& context) const {
+  const auto builtin = [&](const std::string& name) -> std::string {
+    if (name == "run_id") return context.run_id;
+    if (name == "output_dir") return context.output_dir;
+    return std::to_string(context.attempt);  // the only other one check_env allows
+  };
+  auto env = env_;
+  for (auto& [name, value] : env)
+    if (!env_reference(value)) value = substitute(value, builtin);
+  return env;
 }
 
 }  // namespace inflight

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "inflight/bounded_json.hpp"
 #include "inflight/fd.hpp"
 #include "inflight/supervisor/child_process.hpp"
 #include "inflight/supervisor/log.hpp"
@@ -50,14 +51,15 @@ std::string resolve_env_value(const std::string& value) {
 
 }  // namespace
 
-std::vector<std::string> RunSupervisor::child_environment(const ChildTemplate& child) const {
+std::vector<std::string> RunSupervisor::child_environment(const ChildTemplate& child,
+                                                          const RenderContext& context) const {
   std::vector<std::string> env;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     // The supervisor's own settings hold secrets (tokens) that a child never needs.
     if (std::strncmp(*entry, "INFLIGHT_", 9) == 0) continue;
     env.emplace_back(*entry);
   }
-  for (const auto& [name, value] : child.env()) {
+  for (const auto& [name, value] : child.render_env(context)) {
     const auto assignment = name + "=";
     std::erase_if(env, [&](const std::string& e) { return e.starts_with(assignment); });
     env.push_back(assignment + resolve_env_value(value));
@@ -65,9 +67,13 @@ std::vector<std::string> RunSupervisor::child_environment(const ChildTemplate& c
   return env;
 }
 
-pid_t RunSupervisor::spawn_attempt(Run& run, Fd console) {
-  ChildSpec spec{run.params.argv, run.params.cwd, child_environment(*run.child), -1,
-                 console.get(),   console.get()};
+pid_t RunSupervisor::spawn_attempt(Run& run, const RenderContext& context, Fd console) {
+  ChildSpec spec{.argv = run.params.argv,
+                 .cwd = run.params.cwd,
+                 .env = child_environment(*run.child, context),
+                 .stdin_fd = -1,
+                 .stdout_fd = console.get(),
+                 .stderr_fd = console.get()};
   if (!settings_.echo_output) return spawn_child(io_, spec);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
@@ -86,8 +92,9 @@ void RunSupervisor::start_attempt(Run& run) {
   const RenderContext context{run.id, fs::absolute(run.dir).string(), attempt, run.resume_next};
   run.params.argv = run.child->render(run.params.request, context);
   run.params.cwd = fs::absolute(run.child->cwd()).lexically_normal().string();
-  run.params.attempts.push_back(
-      {attempt, settings_.pod_name, iso8601_utc(SystemClock::now()), {}, {}, {}, {}});
+  run.params.attempts.push_back({.attempt = attempt,
+                                 .pod = settings_.pod_name,
+                                 .started_at = iso8601_utc(SystemClock::now())});
   run.finished_at.reset();
   run.exit_code.reset();
   try {
@@ -102,27 +109,40 @@ void RunSupervisor::start_attempt(Run& run) {
                       join(run.params.argv) + "\n";
   Fd console = open_console_log(run.dir, header);
   try {
-    const pid_t pid = spawn_attempt(run, std::move(console));
+    const pid_t pid = spawn_attempt(run, context, std::move(console));
     run.pgid = pid;
     run.status = RunStatus::running;
     reaper_.watch(pid, [this, &run](int wait_status) { on_exit(run, wait_status); });
     log::info("attempt started", {{"run_id", run.id}, {"attempt", attempt}, {"pid", pid}});
   } catch (const std::system_error& e) {
-    const std::string message =
-        "inflight: cannot start " + run.params.argv.front() + ": " + e.code().message() + "\n";
-    open_console_log(run.dir, message);
-    log::error("attempt could not start", {{"run_id", run.id}, {"error", e.code().message()}});
-    auto& record = run.params.attempts.back();
-    record.ended_at = iso8601_utc(SystemClock::now());
-    record.exit_code = 127;
-    run.exit_code = 127;
-    settle(run, Outcome::failed);
+    not_started(run, e.code());
   }
+}
+
+// The child could not be started (the program is gone since serve checked
+// it, or cannot be executed): the run fails, and says why in its status.
+void RunSupervisor::not_started(Run& run, const std::error_code& error) {
+  // The program's name comes from the config; bounded, so that the record
+  // stays readable from a branch.
+  const auto program = printable(run.params.argv.front().substr(0, 200));
+  const auto message = "cannot start " + program + ": " + error.message();
+  try {
+    open_console_log(run.dir, "inflight: " + message + "\n");
+  } catch (const std::exception& e) {
+    log::error("console.log not written", {{"run_id", run.id}, {"error", e.what()}});
+  }
+  log::error("attempt could not start", {{"run_id", run.id}, {"error", message}});
+  auto& record = run.params.attempts.back();
+  record.ended_at = iso8601_utc(SystemClock::now());
+  record.exit_code = 127;
+  record.error = message;
+  run.exit_code = 127;
+  settle(run, Outcome::failed);
 }
 
 void RunSupervisor::on_exit(Run& run, int wait_status) {
   const auto status = decode_wait_status(wait_status);
-  const auto outcome = classify(status, run.stop_cause);
+  const auto outcome = classify(status, run.stop_cause, run.child->retry_exit_codes());
   run.stop_timer.cancel();
   // The leader is gone; whatever it left in its group goes with it.
   signal_group(*run.pgid, SIGKILL);
@@ -159,13 +179,15 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
       run.finished_at = iso8601_utc(SystemClock::now());
       break;
     case Outcome::crashed:
+    case Outcome::deferred:
       if (phase_ == Phase::shutting_down) {
         run.status = RunStatus::interrupted;
       } else if (run.attempts() < settings_.max_attempts) {
-        // A signal nobody here sent (OOM killer, a stray kill): resume at once.
         run.status = RunStatus::queued;
         run.resume_next = true;
-        queue_.push_front(&run);
+        // A signal nobody here sent (OOM killer, a stray kill): resume at once.
+        if (outcome == Outcome::crashed) queue_.push_front(&run);
+        if (outcome == Outcome::deferred) defer(run);
       } else {
         log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
                    {{"run_id", run.id}, {"attempts", run.attempts()}});
@@ -184,6 +206,26 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
   // attempts keeps its branch for inspection.
   if (outcome == Outcome::succeeded || outcome == Outcome::failed || outcome == Outcome::cancelled)
     release_checkpoint(run);
+}
+
+// The child asked to be run again later: the run waits, queued but out of
+// the queue, for its backoff, doubled with each deferral in a row.
+void RunSupervisor::defer(Run& run) {
+  int deferrals = 0;
+  for (auto a = run.params.attempts.rbegin();
+       a != run.params.attempts.rend() && a->outcome == to_string(Outcome::deferred); ++a)
+    ++deferrals;
+  const auto delay = run.child->retry_delay(deferrals);
+  log::info("run deferred by its child; it resumes after the backoff",
+            {{"run_id", run.id},
+             {"exit_code", run.exit_code ? OrderedJson(*run.exit_code) : nullptr},
+             {"backoff", format_duration(delay)}});
+  run.retry_timer.expires_after(delay);
+  run.retry_timer.async_wait([this, &run](const boost::system::error_code& ec) {
+    if (ec || run.status != RunStatus::queued || phase_ != Phase::ready) return;
+    queue_.push_back(&run);
+    start_queued();
+  });
 }
 
 void RunSupervisor::finish(Run& run, RunStatus status) {

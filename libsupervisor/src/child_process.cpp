@@ -96,13 +96,19 @@ pid_t spawn_child(boost::asio::io_context& io, const ChildSpec& spec) {
   // mask and dispositions (CleanChildState): until then the child would run
   // the supervisor's handlers, which write into the supervisor's signal pipe.
   const SignalsBlocked blocked;
-  bp::process child(io, program, args, bp::process_start_dir{spec.cwd.string()},
-                    bp::process_environment{spec.env},
-                    bp::process_stdio{input, spec.stdout_fd, spec.stderr_fd}, CleanChildState{});
-  // The reaper owns the wait; the handle must not kill the child when it goes.
-  const pid_t pid = child.id();
-  child.detach();
-  return pid;
+  try {
+    bp::process child(io, program, args, bp::process_start_dir{spec.cwd.string()},
+                      bp::process_environment{spec.env},
+                      bp::process_stdio{input, spec.stdout_fd, spec.stderr_fd}, CleanChildState{});
+    // The reaper owns the wait; the handle must not kill the child when it goes.
+    const pid_t pid = child.id();
+    child.detach();
+    return pid;
+  } catch (const boost::system::system_error& e) {
+    // The child's exec failed (its errno comes back through the launcher's
+    // pipe): one exception type for callers, whatever the library threw.
+    throw std::system_error(std::error_code(e.code()), program.string());
+  }
 }
 
 void signal_group(pid_t pgid, int signal) {

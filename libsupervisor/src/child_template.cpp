@@ -6,6 +6,7 @@
 #include <set>
 
 #include "inflight/fnv1a.hpp"
+#include "inflight/supervisor/duration.hpp"
 #include "param_rules.hpp"
 #include "placeholders.hpp"
 
@@ -131,7 +132,8 @@ const ParamSpec* ChildTemplate::find_param(const std::string& name) const {
 ChildTemplate ChildTemplate::parse(const OrderedJson& child, const std::string& name,
                                    const std::string& where) {
   require_known_keys(child, where,
-                     {"argv", "optional", "resume_argv", "cwd", "env", "params", "progress_file"});
+                     {"argv", "optional", "resume_argv", "resume", "cwd", "env", "params",
+                      "progress_file", "retry_exit_codes", "retry_backoff"});
   ChildTemplate t;
   t.name_ = name;
   t.where_ = where;
@@ -150,8 +152,8 @@ ChildTemplate ChildTemplate::parse(const OrderedJson& child, const std::string& 
     for (const auto& [param, args] : child["optional"].items())
       t.optional_.push_back({param, string_array(args, where + ".optional." + param)});
   }
-  if (child.contains("resume_argv"))
-    t.resume_argv_ = string_array(child["resume_argv"], where + ".resume_argv");
+  t.parse_resume(child);
+  t.parse_retry(child);
   if (child.contains("cwd")) t.cwd_ = string_field(child["cwd"], where + ".cwd");
   if (child.contains("env")) {
     if (!child["env"].is_object()) throw ConfigError(where + ".env", "must be an object");
@@ -162,6 +164,56 @@ ChildTemplate ChildTemplate::parse(const OrderedJson& child, const std::string& 
     t.progress_file_ = string_field(child["progress_file"], where + ".progress_file");
   t.check_consistency();
   return t;
+}
+
+// `resume_argv` is appended to the argv of a resumed attempt; `resume.argv`
+// replaces it, for tools whose resume is another command.
+void ChildTemplate::parse_resume(const OrderedJson& child) {
+  if (child.contains("resume_argv") && child.contains("resume"))
+    throw ConfigError(where_ + ".resume", "cannot be given with resume_argv");
+  if (child.contains("resume_argv"))
+    resume_argv_ = string_array(child["resume_argv"], where_ + ".resume_argv");
+  if (!child.contains("resume")) return;
+  require_known_keys(child["resume"], where_ + ".resume", {"argv"});
+  if (!child["resume"].contains("argv")) throw ConfigError(where_ + ".resume.argv", "is required");
+  resume_argv_ = string_array(child["resume"]["argv"], where_ + ".resume.argv");
+  if (resume_argv_.empty() || resume_argv_.front().empty())
+    throw ConfigError(where_ + ".resume.argv", "must name a program");
+  resume_replaces_ = true;
+}
+
+// Exit codes by which a child says "run me again later" (rate limited,
+// preempted): such an attempt is deferred, not failed.
+void ChildTemplate::parse_retry(const OrderedJson& child) {
+  if (child.contains("retry_exit_codes")) {
+    const auto where = where_ + ".retry_exit_codes";
+    const auto& codes = child["retry_exit_codes"];
+    if (!codes.is_array() || codes.size() > 255)
+      throw ConfigError(where, "must be an array of at most 255 exit codes");
+    for (const auto& code : codes) {
+      if (!code.is_number_integer() || code.get<std::int64_t>() < 1 ||
+          code.get<std::int64_t>() > 255)
+        throw ConfigError(where, "must hold exit codes from 1 to 255");
+      retry_exit_codes_.push_back(code.get<int>());
+    }
+  }
+  if (!child.contains("retry_backoff")) return;
+  const auto where = where_ + ".retry_backoff";
+  const auto backoff = parse_duration(string_field(child["retry_backoff"], where));
+  if (!backoff) throw ConfigError(where, "must be a duration such as 10s or 2m");
+  retry_backoff_ = *backoff;
+}
+
+std::vector<std::string> ChildTemplate::programs() const {
+  if (resume_replaces_ && resume_argv_.front() != argv_.front())
+    return {argv_.front(), resume_argv_.front()};
+  return {argv_.front()};
+}
+
+Duration ChildTemplate::retry_delay(int deferrals) const {
+  auto delay = retry_backoff_;
+  for (int i = 1; i < deferrals && delay < kMaxRetryBackoff; ++i) delay *= 2;
+  return std::min(delay, std::max(retry_backoff_, kMaxRetryBackoff));
 }
 
 // The progress file is read and repaired in place: it must stay inside the
@@ -188,6 +240,13 @@ void ChildTemplate::check_env() const {
       throw ConfigError(where_ + ".env." + var, "must not refer to " + *reference +
                                                     ": INFLIGHT_* variables hold "
                                                     "inflight's own settings and secrets");
+    if (reference) continue;
+    // Only what inflight itself decides: a param in the environment would
+    // reach every process the child starts.
+    for (const auto& name : placeholder_names(value))
+      if (!std::count(kBuiltinPlaceholders.begin(), kBuiltinPlaceholders.end(), name))
+        throw ConfigError(where_ + ".env." + var,
+                          "{" + name + "} is not one of {run_id}, {output_dir}, {attempt}");
   }
 }
 
@@ -218,7 +277,8 @@ void ChildTemplate::check_consistency() const {
       throw ConfigError(where_ + ".params." + p.name + ".default", *problem);
   }
   check_placeholders(argv_, where_ + ".argv", "");
-  check_placeholders(resume_argv_, where_ + ".resume_argv", "");
+  check_placeholders(resume_argv_, where_ + (resume_replaces_ ? ".resume.argv" : ".resume_argv"),
+                     "");
   for (const auto& group : optional_) {
     if (!find_param(group.param))
       throw ConfigError(where_ + ".optional." + group.param, "is not a declared param");

@@ -55,8 +55,10 @@ checkpoint::RunVerdict ChildTemplates::judge(const checkpoint::RunParams& params
 void ChildTemplates::check_programs() const {
   for (const auto& [name, child] : templates_) {
     const auto where = name == "default" ? std::string("child") : "children." + name;
-    if (auto problem = program_problem(child.program(), fs::absolute(child.cwd())))
-      throw ConfigError(where + ".argv", *problem);
+    const auto programs = child.programs();
+    for (std::size_t i = 0; i < programs.size(); ++i)
+      if (auto problem = program_problem(programs[i], fs::absolute(child.cwd())))
+        throw ConfigError(where + (i == 0 ? ".argv" : ".resume.argv"), *problem);
   }
 }
 

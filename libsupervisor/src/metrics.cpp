@@ -24,8 +24,7 @@ HttpResponse ApiRoutes::metrics(unsigned version) {
   for (auto status : kAllRunStatuses)
     out << "inflight_runs{status=\"" << to_string(status) << "\"} " << by_status[status] << "\n";
   family(out, "inflight_attempts_total", "counter", "Attempts that ended, by outcome.");
-  for (auto outcome : {Outcome::succeeded, Outcome::failed, Outcome::interrupted,
-                       Outcome::cancelled, Outcome::crashed}) {
+  for (auto outcome : kAllOutcomes) {
     const auto it = supervisor_.attempts_by_outcome().find(outcome);
     const auto count = it == supervisor_.attempts_by_outcome().end() ? 0 : it->second;
     out << "inflight_attempts_total{outcome=\"" << to_string(outcome) << "\"} " << count << "\n";

@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -9,12 +10,13 @@ namespace inflight {
 
 namespace {
 
-constexpr std::array<std::pair<Outcome, std::string_view>, 5> kNames{{
+constexpr std::array<std::pair<Outcome, std::string_view>, 6> kNames{{
     {Outcome::succeeded, "succeeded"},
     {Outcome::failed, "failed"},
     {Outcome::interrupted, "interrupted"},
     {Outcome::cancelled, "cancelled"},
     {Outcome::crashed, "crashed"},
+    {Outcome::deferred, "deferred"},
 }};
 
 }  // namespace
@@ -32,7 +34,8 @@ std::optional<Outcome> outcome_from_string(std::string_view text) {
 }
 
 bool is_resumable(Outcome outcome) {
-  return outcome == Outcome::interrupted || outcome == Outcome::crashed;
+  return outcome == Outcome::interrupted || outcome == Outcome::crashed ||
+         outcome == Outcome::deferred;
 }
 
 ExitStatus decode_wait_status(int wait_status) {
@@ -41,11 +44,14 @@ ExitStatus decode_wait_status(int wait_status) {
   return {};
 }
 
-Outcome classify(const ExitStatus& status, StopCause cause) {
+Outcome classify(const ExitStatus& status, StopCause cause, std::span<const int> retry_exit_codes) {
   if (status.exit_code == 0) return Outcome::succeeded;
   if (cause == StopCause::shutdown) return Outcome::interrupted;
   if (cause == StopCause::cancel) return Outcome::cancelled;
   if (status.signal) return Outcome::crashed;
+  if (std::find(retry_exit_codes.begin(), retry_exit_codes.end(), *status.exit_code) !=
+      retry_exit_codes.end())
+    return Outcome::deferred;
   return Outcome::failed;
 }
 

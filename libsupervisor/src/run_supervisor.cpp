@@ -133,6 +133,7 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
 void RunSupervisor::stop(Run& run) {
   if (run.status == RunStatus::queued) {
     std::erase(queue_, &run);
+    run.retry_timer.cancel();
     finish(run, RunStatus::cancelled);
     write_params(run);
     release_checkpoint(run);  // a restored run has a branch
@@ -244,7 +245,12 @@ int RunSupervisor::live_children() const {
 void RunSupervisor::begin_shutdown() {
   phase_ = Phase::shutting_down;
   disk_health_.stop();
-  for (Run* run : queue_) run->status = RunStatus::interrupted;
+  // Queued runs, and deferred ones waiting for their backoff, stay unstarted.
+  for (auto& run : runs_) {
+    if (run->status != RunStatus::queued) continue;
+    run->status = RunStatus::interrupted;
+    run->retry_timer.cancel();
+  }
   queue_.clear();
   for (auto& run : runs_) {
     if (!run->pgid) continue;

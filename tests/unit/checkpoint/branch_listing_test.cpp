@@ -31,7 +31,12 @@ class BranchListingTest : public CheckpointTest {
     params.origin_pod = pod;
     params.created_at = "2026-11-21T10:00:00Z";
     for (int n = 1; n <= attempts; ++n)
-      params.attempts.push_back({n, pod, "t", "t", 143, {}, "interrupted"});
+      params.attempts.push_back({.attempt = n,
+                                 .pod = pod,
+                                 .started_at = "t",
+                                 .ended_at = "t",
+                                 .exit_code = 143,
+                                 .outcome = "interrupted"});
     write_run_params(dir, params);
     write_file(dir / "index.jsonl", std::string(records, '\n'));
     StoreConfig config{temp_.path() / "writer-cache.git", remote_config(), {}, 1 << 20};

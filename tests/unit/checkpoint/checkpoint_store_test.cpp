@@ -70,7 +70,12 @@ class CheckpointStoreTest : public CheckpointTest {
     params.origin_pod = "pod-a";
     params.created_at = "2026-11-21T10:00:00Z";
     for (int n = 1; n <= attempts; ++n)
-      params.attempts.push_back({n, "pod-a", "t", "t", 143, {}, "interrupted"});
+      params.attempts.push_back({.attempt = n,
+                                 .pod = "pod-a",
+                                 .started_at = "t",
+                                 .ended_at = "t",
+                                 .exit_code = 143,
+                                 .outcome = "interrupted"});
     write_run_params(dir, params);
     write_file(dir / "index.jsonl", "{\"test_id\":\"t001\"}\n{\"test_id\":\"t002\"}\n");
     return dir;
@@ -543,7 +548,12 @@ TEST_F(CheckpointStoreTest, TheBranchReplacesAHandedOverCopy) {
   const auto dir = make_run(runs_a, "r1", 1);
   CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
   auto stale = *read_run_params(dir);
-  stale.attempts.push_back({2, "pod-a", "t", "t", 143, {}, "interrupted"});
+  stale.attempts.push_back({.attempt = 2,
+                            .pod = "pod-a",
+                            .started_at = "t",
+                            .ended_at = "t",
+                            .exit_code = 143,
+                            .outcome = "interrupted"});
   write_run_params(dir, stale);
   mark_handed_over(dir, "fenced");
   write_file(dir / "index.jsonl", "stale\n");

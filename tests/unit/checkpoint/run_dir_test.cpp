@@ -106,9 +106,13 @@ TEST(RunParams, RoundTripsThroughTheRunDir) {
   params.cwd = "/srv";
   params.origin_pod = "pod-a";
   params.created_at = "2026-11-21T10:15:00Z";
-  params.attempts.push_back({1, "pod-a", "2026-11-21T10:15:01Z", "2026-11-21T10:16:00Z", 143,
-                             std::nullopt, "interrupted"});
-  params.attempts.push_back({2, "pod-b", "2026-11-21T10:17:00Z", {}, {}, {}, {}});
+  params.attempts.push_back({.attempt = 1,
+                             .pod = "pod-a",
+                             .started_at = "2026-11-21T10:15:01Z",
+                             .ended_at = "2026-11-21T10:16:00Z",
+                             .exit_code = 143,
+                             .outcome = "interrupted"});
+  params.attempts.push_back({.attempt = 2, .pod = "pod-b", .started_at = "2026-11-21T10:17:00Z"});
   write_run_params(dir.path(), params);
 
   const auto back = read_run_params(dir.path());
@@ -119,6 +123,26 @@ TEST(RunParams, RoundTripsThroughTheRunDir) {
   // Declaration order of the template is kept (optional groups depend on it).
   EXPECT_EQ(back->child.begin().key(), "argv");
   EXPECT_FALSE(std::filesystem::exists(dir.path() / ".run-params.json.tmp"));
+}
+
+TEST(RunParams, AnAttemptErrorIsKeptAndBounded) {
+  TempDir dir;
+  RunParams params;
+  params.run_id = "r-1";
+  params.child = {{"argv", {"agentv-typo"}}};
+  params.argv = {"agentv-typo"};
+  params.origin_pod = "pod-a";
+  params.attempts.push_back({.attempt = 1,
+                             .pod = "pod-a",
+                             .started_at = "t",
+                             .exit_code = 127,
+                             .outcome = "failed",
+                             .error = "cannot start agentv-typo: No such file or directory"});
+  write_run_params(dir.path(), params);
+  EXPECT_EQ(read_run_params(dir.path())->attempts[0].error, params.attempts[0].error);
+  auto json = to_json(params);
+  json["attempts"][0]["error"] = std::string(kMaxAttemptErrorBytes + 1, 'x');
+  EXPECT_THROW(run_params_from_json(json), std::runtime_error);
 }
 
 TEST(RunParams, MalformedFileNamesTheProblem) {

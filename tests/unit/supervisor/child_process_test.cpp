@@ -18,6 +18,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -134,6 +135,28 @@ TEST(ChildProcess, StartsInItsOwnGroupWithNoSignalBlockedIgnoredOrCaught) {
     }
   }
   std::_Exit(0);
+}
+
+// The exec fails in the child; its errno comes back as a std::system_error,
+// whose code the run's status shows.
+TEST(ChildProcess, AProgramThatCannotBeExecutedThrowsItsErrno) {
+  boost::asio::io_context io;
+  const Fd null(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+  for (const auto& [program, expected] :
+       {std::pair{"/nonexistent/eval-tool", ENOENT}, std::pair{"/dev/null", EACCES},
+        std::pair{"eval-tool-not-on-path", ENOENT}}) {
+    try {
+      spawn_child(io, {.argv = {program},
+                       .cwd = "/",
+                       .env = {},
+                       .stdin_fd = -1,
+                       .stdout_fd = null.get(),
+                       .stderr_fd = null.get()});
+      FAIL() << program << " started";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code().value(), expected) << program << ": " << e.what();
+    }
+  }
 }
 
 TEST(ChildProcess, ASignalToTheGroupDuringABurstOfSpawnsIsSeenOnce) {

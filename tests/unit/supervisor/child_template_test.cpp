@@ -297,6 +297,44 @@ TEST(ChildTemplateRender, AppendsResumeArgvOnlyOnResume) {
   EXPECT_EQ(t.render(body, context(true)), resumed);
 }
 
+TEST(ChildTemplateRender, ResumeArgvReplacesTheWholeArgvWhenGivenAsResumeArgv) {
+  auto child = spec_child();
+  child.erase("resume_argv");
+  child["resume"] = {{"argv", {"inspect", "eval-retry", "{output_dir}/log.eval"}}};
+  const auto t = ChildTemplate::parse(child);
+  const auto body = request(R"({"suite_filter": "core", "workers": 2})");
+  EXPECT_EQ(t.render(body, context(false)).front(), "agentv");
+  EXPECT_EQ(t.render(body, context(true)),
+            (Argv{"inspect", "eval-retry", "/runs/r-20240101-abc/log.eval"}));
+  EXPECT_EQ(t.programs(), (Argv{"agentv", "inspect"}));
+}
+
+TEST(ChildTemplateRender, EnvValuesTakeBuiltinPlaceholdersAndKeepReferences) {
+  auto child = spec_child();
+  child["env"] = {{"OUT", "{output_dir}/db"},
+                  {"TAG", "run={run_id};try={attempt}"},
+                  {"KEY", "${OPENAI_API_KEY}"},
+                  {"JSON", R"({"a": 1})"}};
+  const auto env = ChildTemplate::parse(child).render_env(context());
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(env, (Env{{"OUT", "/runs/r-20240101-abc/db"},
+                      {"TAG", "run=r-20240101-abc;try=2"},
+                      {"KEY", "${OPENAI_API_KEY}"},
+                      {"JSON", R"({"a": 1})"}}));
+}
+
+TEST(ChildTemplateRender, RetryDelayDoublesPerDeferralUpToTheCap) {
+  auto child = spec_child();
+  child["retry_exit_codes"] = {75};
+  child["retry_backoff"] = "2s";
+  const auto t = ChildTemplate::parse(child);
+  EXPECT_EQ(t.retry_exit_codes(), (std::vector<int>{75}));
+  EXPECT_EQ(t.retry_delay(1), Duration(2000));
+  EXPECT_EQ(t.retry_delay(3), Duration(8000));
+  EXPECT_EQ(t.retry_delay(40), kMaxRetryBackoff);
+  EXPECT_EQ(spec_template().retry_delay(1), kDefaultRetryBackoff);
+}
+
 TEST(ChildTemplateRender, AHostileValueStaysOneArgvElementUnchanged) {
   const auto t = free_text_template();
   for (const std::string hostile :
@@ -336,6 +374,31 @@ std::string config_error_key(const OrderedJson& child) {
 
 TEST(ChildTemplateParse, AcceptsTheSpecExample) {
   EXPECT_EQ(config_error_key(spec_child()), "<accepted>");
+}
+
+TEST(ChildTemplateParse, RefusesBadResumeEnvAndRetrySettingsNamingTheKey) {
+  auto both = spec_child();
+  both["resume"] = {{"argv", {"x"}}};
+  EXPECT_EQ(config_error_key(both), "child.resume");
+  auto resume = spec_child();
+  resume.erase("resume_argv");
+  resume["resume"] = {{"argv", OrderedJson::array()}};
+  EXPECT_EQ(config_error_key(resume), "child.resume.argv");
+  resume["resume"] = {{"argv", {"x", "{nope}"}}};
+  EXPECT_EQ(config_error_key(resume), "child.resume.argv");
+  resume["resume"] = {{"args", {"x"}}};
+  EXPECT_EQ(config_error_key(resume), "child.resume.args");
+  auto env = spec_child();
+  env["env"] = {{"OUT", "{suite_filter}"}};  // a param never reaches the environment
+  EXPECT_EQ(config_error_key(env), "child.env.OUT");
+  for (const auto& codes : {OrderedJson{0}, OrderedJson{256}, OrderedJson{"75"}, OrderedJson(75)}) {
+    auto retry = spec_child();
+    retry["retry_exit_codes"] = codes;
+    EXPECT_EQ(config_error_key(retry), "child.retry_exit_codes") << codes;
+  }
+  auto backoff = spec_child();
+  backoff["retry_backoff"] = "soon";
+  EXPECT_EQ(config_error_key(backoff), "child.retry_backoff");
 }
 
 TEST(ChildTemplateParse, RefusesAnUnknownKeyInChild) {

@@ -64,7 +64,7 @@ TEST(ChildTemplates, JudgesARunByItsNamedConfiguredTemplateOnly) {
 
 TEST(ChildTemplates, WithoutAConfigTheDemoIsTheDefault) {
   const auto templates = ChildTemplates::from_config(OrderedJson::object(), "/x/demo");
-  EXPECT_EQ(templates.find("default")->program(), "/x/demo");
+  EXPECT_EQ(templates.find("default")->programs(), std::vector<std::string>{"/x/demo"});
   EXPECT_EQ(templates.find("default")->digest().rfind("fnv1a64:", 0), 0u);
 }
 
@@ -117,6 +117,14 @@ TEST(ProgramProblem, NamesAMissingOrNonExecutableProgram) {
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "children.x.argv");
+  }
+  auto resume =
+      OrderedJson::parse(R"({"child": {"argv": ["true"], "resume": {"argv": ["nope-retry"]}}})");
+  try {
+    ChildTemplates::from_config(resume, "").check_programs();
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "child.resume.argv");
   }
 }
 

@@ -59,15 +59,25 @@ TEST(Outcome, StopThroughTheApiIsCancelled) {
   EXPECT_EQ(classify(status, StopCause::cancel), Outcome::cancelled);
 }
 
-TEST(Outcome, OnlyInterruptedAndCrashedAreResumable) {
+TEST(Outcome, OnlyInterruptedCrashedAndDeferredAreResumable) {
   EXPECT_TRUE(is_resumable(Outcome::interrupted));
   EXPECT_TRUE(is_resumable(Outcome::crashed));
+  EXPECT_TRUE(is_resumable(Outcome::deferred));
   EXPECT_FALSE(is_resumable(Outcome::succeeded));
   EXPECT_FALSE(is_resumable(Outcome::failed));
   EXPECT_FALSE(is_resumable(Outcome::cancelled));
-  for (auto o : {Outcome::succeeded, Outcome::failed, Outcome::interrupted, Outcome::cancelled,
-                 Outcome::crashed})
-    EXPECT_EQ(outcome_from_string(to_string(o)), o);
+  for (auto o : kAllOutcomes) EXPECT_EQ(outcome_from_string(to_string(o)), o);
+}
+
+TEST(Outcome, ARetryExitCodeIsDeferredOnlyWhenTheChildExitedByItself) {
+  const int retry[] = {75, 99};
+  const auto exited_75 = decode_wait_status(wait_status_of([] { _exit(75); }));
+  EXPECT_EQ(classify(exited_75, StopCause::none, retry), Outcome::deferred);
+  EXPECT_EQ(classify(exited_75, StopCause::none), Outcome::failed);
+  EXPECT_EQ(classify(exited_75, StopCause::shutdown, retry), Outcome::interrupted);
+  EXPECT_EQ(classify(exited_75, StopCause::cancel, retry), Outcome::cancelled);
+  const auto exited_76 = decode_wait_status(wait_status_of([] { _exit(76); }));
+  EXPECT_EQ(classify(exited_76, StopCause::none, retry), Outcome::failed);
 }
 
 }  // namespace

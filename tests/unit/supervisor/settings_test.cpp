@@ -188,7 +188,7 @@ TEST(LoadConfigFile, NamedTemplatesBesideTheDefaultOneAndDeepFilesRefused) {
   })"));
   const auto s = read_serve_settings(sources({}, {}, file));
   EXPECT_EQ(s.children.names(), "agentv, default");
-  EXPECT_EQ(s.children.find("agentv")->program(), "agentv");
+  EXPECT_EQ(s.children.find("agentv")->programs().front(), "agentv");
   const auto deep = "{\"child\": " + std::string(100, '[') + std::string(100, ']') + "}";
   EXPECT_TRUE(contains(load_error(write_file(dir, deep)), "nested deeper"))
       << load_error(write_file(dir, deep));

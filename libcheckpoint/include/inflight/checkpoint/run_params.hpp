@@ -18,10 +18,13 @@ struct AttemptRecord {
   int attempt = 0;
   std::string pod;
   std::string started_at;
-  std::optional<std::string> ended_at;
-  std::optional<int> exit_code;
-  std::optional<int> signal;
-  std::optional<std::string> outcome;  // unset while the attempt runs
+  std::optional<std::string> ended_at{};
+  std::optional<int> exit_code{};
+  std::optional<int> signal{};
+  std::optional<std::string> outcome{};  // unset while the attempt runs
+  // Why the attempt ended without running, such as a child that could not be
+  // started; written only when set. At most kMaxAttemptErrorBytes.
+  std::optional<std::string> error{};
 };
 
 struct RunParams {
@@ -52,6 +55,7 @@ inline constexpr const char* kRunParamsFile = "run-params.json";
 // volume access can write: it is bounded like any input from outside.
 inline constexpr std::size_t kMaxRunParamsBytes = 1 << 20;
 inline constexpr std::size_t kMaxAttemptRecords = 1000;
+inline constexpr std::size_t kMaxAttemptErrorBytes = 1024;
 
 OrderedJson to_json(const RunParams& params);
 // Throws std::runtime_error naming the field that is missing, malformed or

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "inflight/supervisor/duration.hpp"
+
 namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
@@ -55,6 +57,9 @@ struct OptionalGroup {
   std::vector<std::string> args;
 };
 
+inline constexpr Duration kDefaultRetryBackoff{10'000};
+inline constexpr Duration kMaxRetryBackoff{600'000};
+
 struct RenderContext {
   std::string run_id;
   std::string output_dir;  // absolute
@@ -78,13 +83,23 @@ class ChildTemplate {
   // nullopt when the request is acceptable, else the first param at fault.
   std::optional<ParamError> validate(const OrderedJson& request) const;
   std::vector<std::string> render(const OrderedJson& request, const RenderContext& context) const;
+  // `env` with {run_id}, {output_dir} and {attempt} filled in; `${NAME}`
+  // references are left for the caller to resolve.
+  std::vector<std::pair<std::string, std::string>> render_env(const RenderContext& context) const;
+  // Exit codes by which the child asks to be run again later.
+  const std::vector<int>& retry_exit_codes() const { return retry_exit_codes_; }
+  // How long to wait before the attempt after `deferrals` deferred ones in a
+  // row (1-based): retry_backoff, doubled each time, at most kMaxRetryBackoff.
+  Duration retry_delay(int deferrals) const;
 
   const std::string& name() const { return name_; }
   // A fingerprint of the template as configured, recorded with every run so
   // that a changed template is noticed (and logged) when the run resumes.
   const std::string& digest() const { return digest_; }
   const OrderedJson& source() const { return source_; }
-  const std::string& program() const { return argv_.front(); }
+  // Every program an attempt may start: argv[0], and resume.argv[0] when the
+  // resume command is another one.
+  std::vector<std::string> programs() const;
   const std::string& cwd() const { return cwd_; }
   const std::vector<std::pair<std::string, std::string>>& env() const { return env_; }
   const std::string& progress_file() const { return progress_file_; }
@@ -95,6 +110,8 @@ class ChildTemplate {
   void check_consistency() const;
   void check_progress_file() const;
   void check_env() const;
+  void parse_resume(const OrderedJson& child);
+  void parse_retry(const OrderedJson& child);
   void check_placeholders(const std::vector<std::string>& args, const std::string& where,
                           const std::string& group_param) const;
   OrderedJson with_defaults(const OrderedJson& request) const;
@@ -106,6 +123,9 @@ class ChildTemplate {
   std::vector<std::string> argv_;
   std::vector<OptionalGroup> optional_;
   std::vector<std::string> resume_argv_;
+  bool resume_replaces_ = false;  // `resume.argv`: the whole argv of a resumed attempt
+  std::vector<int> retry_exit_codes_;
+  Duration retry_backoff_ = kDefaultRetryBackoff;
   std::string cwd_ = ".";
   std::vector<std::pair<std::string, std::string>> env_;
   std::vector<ParamSpec> params_;

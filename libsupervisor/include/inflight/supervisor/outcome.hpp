@@ -3,11 +3,17 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace inflight {
 
-enum class Outcome { succeeded, failed, interrupted, cancelled, crashed };
+// `deferred`: the child exited with one of its template's retry_exit_codes
+// ("run me again later": rate limited, preempted).
+enum class Outcome { succeeded, failed, interrupted, cancelled, crashed, deferred };
+inline constexpr Outcome kAllOutcomes[] = {Outcome::succeeded,   Outcome::failed,
+                                           Outcome::interrupted, Outcome::cancelled,
+                                           Outcome::crashed,     Outcome::deferred};
 
 // Why the supervisor signalled the child's group, if it did.
 enum class StopCause { none, shutdown, cancel };
@@ -15,7 +21,7 @@ enum class StopCause { none, shutdown, cancel };
 std::string_view to_string(Outcome outcome);
 std::optional<Outcome> outcome_from_string(std::string_view text);
 
-// Interrupted and crashed runs are resumed; the others are finished.
+// Interrupted, crashed and deferred runs are resumed; the others are finished.
 bool is_resumable(Outcome outcome);
 
 struct ExitStatus {
@@ -25,6 +31,7 @@ struct ExitStatus {
 
 ExitStatus decode_wait_status(int wait_status);
 
-Outcome classify(const ExitStatus& status, StopCause cause);
+Outcome classify(const ExitStatus& status, StopCause cause,
+                 std::span<const int> retry_exit_codes = {});
 
 }  // namespace inflight

@@ -45,7 +45,11 @@ struct CheckpointState {
 struct Run {
   Run(std::string id, std::filesystem::path dir, checkpoint::RunParams params,
       boost::asio::io_context& io)
-      : id(std::move(id)), dir(std::move(dir)), params(std::move(params)), stop_timer(io) {}
+      : id(std::move(id)),
+        dir(std::move(dir)),
+        params(std::move(params)),
+        stop_timer(io),
+        retry_timer(io) {}
 
   std::string id;
   std::filesystem::path dir;
@@ -74,6 +78,7 @@ struct Run {
   std::deque<std::function<void()>> store_ops;
   std::optional<std::uint64_t> saved_signature;  // stat_signature of the last checkpoint
   boost::asio::steady_timer stop_timer;          // escalates a stop to SIGKILL
+  boost::asio::steady_timer retry_timer;         // ends the backoff of a deferred run
 
   int attempts() const { return static_cast<int>(params.attempts.size()); }
   std::uint64_t record_count();

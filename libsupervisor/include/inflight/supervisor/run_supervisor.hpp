@@ -110,12 +110,15 @@ class RunSupervisor {
   void start_queued();
   void start_attempt(Run& run);
   void stop_child(Run& run, StopCause cause);
-  pid_t spawn_attempt(Run& run, Fd console);
+  pid_t spawn_attempt(Run& run, const RenderContext& context, Fd console);
+  void not_started(Run& run, const std::error_code& error);
   void on_exit(Run& run, int wait_status);
   void settle(Run& run, Outcome outcome);
+  void defer(Run& run);
   void finish(Run& run, RunStatus status);
   void write_params(Run& run, checkpoint::Durability durability = checkpoint::Durability::synced);
-  std::vector<std::string> child_environment(const ChildTemplate& child) const;
+  std::vector<std::string> child_environment(const ChildTemplate& child,
+                                             const RenderContext& context) const;
   void enqueue_store_op(Run& run, std::function<void()> op);
   void start_store_op(Run& run);
   void store_op_done(Run& run);
