@@ -22,6 +22,7 @@ constexpr auto kIoDeadline = std::chrono::seconds(30);
 // Accepting again at once after EMFILE would spin: the pending connection
 // stays in the backlog until a descriptor is free.
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(250);
+constexpr auto kAcceptErrorLogInterval = std::chrono::minutes(1);
 
 // Where refused bodies are drained to: read and dropped, so one buffer for
 // every session (one thread) instead of 64 KiB each.
@@ -152,7 +153,6 @@ void HttpServer::accept() {
   acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == boost::asio::error::operation_aborted) return;
     if (ec) return back_off(ec);
-    accept_failing_ = false;
     if (*live_ >= max_connections_)
       refuse_connection(std::move(socket));
     else
@@ -161,11 +161,15 @@ void HttpServer::accept() {
   });
 }
 
-// Out of descriptors (or memory): logged once per episode, retried on a timer.
+// Out of descriptors (or memory): retried on a timer, and logged at most once
+// a minute. While descriptors are scarce, accepts fail and succeed in turn as
+// connections close; that is one episode to an operator, not many.
 void HttpServer::back_off(const boost::system::error_code& ec) {
-  if (!accept_failing_)
+  const auto now = std::chrono::steady_clock::now();
+  if (!accept_error_logged_ || now - *accept_error_logged_ >= kAcceptErrorLogInterval) {
     log::error("cannot accept connections; retrying", {{"error", ec.message()}});
-  accept_failing_ = true;
+    accept_error_logged_ = now;
+  }
   retry_timer_.expires_after(kAcceptBackoff);
   retry_timer_.async_wait([this](const boost::system::error_code& timer) {
     if (!timer) accept();

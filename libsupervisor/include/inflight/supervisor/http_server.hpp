@@ -7,8 +7,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 
 namespace inflight {
 
@@ -45,7 +47,8 @@ class HttpServer {
   std::size_t max_connections_;
   // Shared with the sessions, which may outlive the server at teardown.
   std::shared_ptr<std::size_t> live_ = std::make_shared<std::size_t>(0);
-  bool accept_failing_ = false;
+  // When "cannot accept" was last logged; unset before the first time.
+  std::optional<std::chrono::steady_clock::time_point> accept_error_logged_;
 };
 
 }  // namespace inflight
