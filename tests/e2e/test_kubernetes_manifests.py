@@ -1,0 +1,479 @@
+"""deploy/kubernetes: the manifests are valid Kubernetes objects (checked
+offline against the OpenAPI schemas by tests/deploy/validate.cjs), their
+shutdown budget adds up, their wiring (probes, ports, Secret, downward API,
+writable volumes, security context) is what the README promises, and the real
+`inflight serve` accepts the settings the Deployment gives it.
+
+The validator's npm packages are installed with `npm ci` from the committed
+lock file into a cache outside the repo, keyed by the lock file's hash, so a
+second run installs nothing."""
+
+import copy
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN_DIR, INFLIGHT, http, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "deploy" / "kubernetes"
+VALIDATOR_DIR = REPO / "tests" / "deploy"
+VALIDATOR = VALIDATOR_DIR / "validate.cjs"
+
+# What must be left between the end of --grace-period (plus any preStop) and
+# terminationGracePeriodSeconds, when the kubelet SIGKILLs the container: serve's
+# exit after its last git step is cut off at the deadline, and the kubelet and
+# container runtime delivering SIGTERM and seeing the exit. Seconds, not
+# milliseconds, since the kubelet counts whole seconds and its SIGTERM is not
+# instant.
+MARGIN_SECONDS = 5
+
+EXPECTED_OBJECTS = {"Deployment/inflight", "Service/inflight", "ConfigMap/inflight-config",
+                    "Secret/inflight"}
+
+
+def manifest_files():
+    return sorted(p for p in MANIFESTS.rglob("*") if p.suffix in (".yaml", ".yml"))
+
+
+@pytest.fixture(scope="module")
+def node_modules():
+    """The validator's packages, installed once per lock file."""
+    for tool in ("node", "npm"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is not installed (scripts/setup installs Node.js and npm)")
+    digest = hashlib.sha256((VALIDATOR_DIR / "package-lock.json").read_bytes()).hexdigest()[:16]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inflight-tests"
+    target = base / f"deploy-{digest}"
+    complete = target / "node_modules" / ".inflight-complete"
+    if not complete.exists():
+        base.mkdir(parents=True, exist_ok=True)
+        if target.exists():  # left by an install that did not finish
+            shutil.rmtree(target, ignore_errors=True)
+        work = Path(tempfile.mkdtemp(prefix=f"deploy-{digest}.", dir=base))
+        try:
+            for name in ("package.json", "package-lock.json"):
+                shutil.copy(VALIDATOR_DIR / name, work / name)
+            r = subprocess.run(
+                ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=work, capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, f"npm ci failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+            (work / "node_modules" / ".inflight-complete").write_text(digest + "\n")
+            try:
+                work.rename(target)  # atomic: a concurrent run sees all or nothing
+            except OSError:
+                if not complete.exists():
+                    raise
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    assert (target / "node_modules" / "kubernetes-models").is_dir()
+    return target / "node_modules"
+
+
+def run_validator(node_modules, *args):
+    env = dict(os.environ, NODE_PATH=str(node_modules))
+    return subprocess.run(["node", str(VALIDATOR), *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def objects(node_modules):
+    """Every document of deploy/kubernetes, parsed by the same YAML parser as
+    the validator, keyed by "Kind/name"."""
+    r = run_validator(node_modules, "--dump", *manifest_files())
+    assert r.returncode == 0, r.stderr
+    found = {}
+    for entry in json.loads(r.stdout):
+        for doc in entry["documents"]:
+            key = f"{doc['kind']}/{doc['metadata']['name']}"
+            assert key not in found, f"{key} defined twice"
+            found[key] = dict(doc, _file=entry["file"])
+    return found
+
+
+def pod_spec(objects):
+    return objects["Deployment/inflight"]["spec"]["template"]["spec"]
+
+
+def serve_container(spec):
+    containers = [c for c in spec["containers"] if c["name"] == "inflight"]
+    assert len(containers) == 1, "the Deployment has no container named inflight"
+    return containers[0]
+
+
+def env_values(container):
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def env_entry(container, name):
+    entries = [e for e in container.get("env", []) if e["name"] == name]
+    assert len(entries) == 1, f"{name}: set {len(entries)} times in the serve container"
+    return entries[0]
+
+
+def seconds(duration):
+    """inflight's durations: 250ms, 30s, 5m, 2h, 7d."""
+    m = re.fullmatch(r"(\d+)(ms|s|m|h|d)", duration)
+    assert m, f"not an inflight duration: {duration!r}"
+    return int(m[1]) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[m[2]]
+
+
+def prestop_seconds(container):
+    """How long the preStop hook may hold SIGTERM back; 0 without one."""
+    hook = container.get("lifecycle", {}).get("preStop")
+    if not hook:
+        return 0
+    if "sleep" in hook:
+        return hook["sleep"]["seconds"]
+    command = hook.get("exec", {}).get("command", [])
+    if len(command) == 2 and Path(command[0]).name == "sleep" and command[1].isdigit():
+        return int(command[1])
+    pytest.fail(f"cannot bound the duration of the preStop hook {hook}")
+
+
+def shutdown_budget(deployment):
+    """The numbers of the grace budget; raises AssertionError when they do not add up."""
+    spec = deployment["spec"]["template"]["spec"]
+    container = serve_container(spec)
+    env = env_values(container)
+    budget = {
+        "termination_grace": spec.get("terminationGracePeriodSeconds", 30),
+        "grace": seconds(env.get("INFLIGHT_GRACE_PERIOD") or "30s"),
+        "flush": seconds(env.get("INFLIGHT_FLUSH_WINDOW") or "2s"),
+        "prestop": prestop_seconds(container),
+    }
+    assert budget["flush"] < budget["grace"], \
+        f"the flush window {budget['flush']}s leaves nothing of the grace period {budget['grace']}s for pushes"
+    assert budget["grace"] + budget["prestop"] + MARGIN_SECONDS <= budget["termination_grace"], (
+        f"grace period {budget['grace']}s + preStop {budget['prestop']}s + margin {MARGIN_SECONDS}s "
+        f"exceeds terminationGracePeriodSeconds {budget['termination_grace']}")
+    return budget
+
+
+# --- schema validation -------------------------------------------------------
+
+
+def test_every_manifest_is_a_valid_kubernetes_object(node_modules):
+    files = manifest_files()
+    r = run_validator(node_modules, *files)
+    assert r.returncode == 0, r.stderr
+    valid = {line.split()[-1] for line in r.stdout.splitlines() if line.startswith("ok ")}
+    assert valid == EXPECTED_OBJECTS, r.stdout
+    assert {Path(line.split()[1]) for line in r.stdout.splitlines()} == set(files)
+
+
+def test_a_valid_copy_stays_valid(node_modules, objects, tmp_path):
+    """The control for the broken copies below: copying as JSON changes nothing."""
+    copy_path = tmp_path / "deployment.yaml"
+    copy_path.write_text(json.dumps(strip(objects["Deployment/inflight"])))
+    r = run_validator(node_modules, copy_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"ok {copy_path} Deployment/inflight"
+
+
+def strip(doc):
+    return {k: v for k, v in doc.items() if k != "_file"}
+
+
+def container_of(doc):
+    return doc["spec"]["template"]["spec"]["containers"][0]
+
+
+BROKEN = {
+    "probe port is an object": (
+        lambda d: container_of(d)["readinessProbe"]["httpGet"].update(port={"number": 3117}),
+        "readinessProbe/httpGet/port must"),
+    "unknown field (a typo)": (
+        lambda d: d["spec"]["template"]["spec"].update(terminationGracePeriodSecond=60),
+        "unknown field spec.template.spec.terminationGracePeriodSecond"),
+    "unknown field in the security context": (
+        lambda d: container_of(d)["securityContext"].update(readOnlyRootFS=True),
+        "unknown field spec.template.spec.containers.0.securityContext.readOnlyRootFS"),
+    "replicas is a string": (
+        lambda d: d["spec"].update(replicas="2"), "spec/replicas must be integer"),
+    "env entry without a name": (
+        lambda d: container_of(d)["env"][0].pop("name"), "must have required property name"),
+    "misspelt kind": (
+        lambda d: d.update(kind="Deploymnet"), 'unknown apiVersion/kind "apps/v1"/"Deploymnet"'),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_broken_copy_is_rejected(node_modules, objects, tmp_path, case):
+    break_it, message = BROKEN[case]
+    doc = copy.deepcopy(strip(objects["Deployment/inflight"]))
+    break_it(doc)
+    broken = tmp_path / "deployment.yaml"
+    broken.write_text(json.dumps(doc))
+    r = run_validator(node_modules, broken)
+    assert r.returncode == 1, r.stdout + r.stderr
+    kind = "Deploymnet" if case == "misspelt kind" else "Deployment"
+    assert f"{broken}: {kind}/inflight: " in r.stderr, r.stderr
+    assert message in r.stderr, r.stderr
+
+
+def test_broken_yaml_text_is_rejected(node_modules, tmp_path):
+    original = (MANIFESTS / "deployment.yaml").read_text()
+    cases = {
+        "wrong type": ("terminationGracePeriodSeconds: 60", "terminationGracePeriodSeconds: sixty",
+                       "terminationGracePeriodSeconds must be integer"),
+        "duplicate key": ("  replicas: 2\n", "  replicas: 2\n  replicas: 3\n", "not valid YAML"),
+    }
+    for name, (old, new, message) in cases.items():
+        assert original.count(old) == 1, f"{name}: {old!r} is not in deployment.yaml once"
+        broken = tmp_path / f"{name.replace(' ', '-')}.yaml"
+        broken.write_text(original.replace(old, new))
+        r = run_validator(node_modules, broken)
+        assert r.returncode == 1 and f"{broken}: " in r.stderr and message in r.stderr, \
+            f"{name}: {r.stdout}{r.stderr}"
+
+
+# --- the shutdown budget ----------------------------------------------------
+
+
+def test_the_shutdown_budget_adds_up(objects):
+    budget = shutdown_budget(objects["Deployment/inflight"])
+    # The numbers the README section and the Deployment's comment quote.
+    assert budget == {"termination_grace": 60, "grace": 45, "flush": 10, "prestop": 0}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"INFLIGHT_GRACE_PERIOD": "56s"}, "exceeds terminationGracePeriodSeconds"),
+    ({"INFLIGHT_FLUSH_WINDOW": "45s"}, "leaves nothing of the grace period"),
+    ({"preStop": 11}, "exceeds terminationGracePeriodSeconds"),
+])
+def test_the_budget_check_refuses_a_budget_that_does_not_add_up(objects, change, message):
+    deployment = copy.deepcopy(objects["Deployment/inflight"])
+    container = serve_container(deployment["spec"]["template"]["spec"])
+    for name, value in change.items():
+        if name == "preStop":
+            container["lifecycle"] = {"preStop": {"sleep": {"seconds": value}}}
+        else:
+            env_entry(container, name)["value"] = value
+    with pytest.raises(AssertionError, match=message):
+        shutdown_budget(deployment)
+
+
+# --- wiring ----------------------------------------------------------------
+
+
+def test_probes_ports_and_service_agree(objects):
+    spec = pod_spec(objects)
+    container = serve_container(spec)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    listen = env_values(container)["INFLIGHT_LISTEN"]
+    host, port = listen.rsplit(":", 1)
+    assert host == "0.0.0.0" and ports["http"] == int(port)
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        get = container[probe]["httpGet"]
+        assert get["path"] == path and get["port"] in ("http", int(port)), (probe, get)
+        assert "httpHeaders" not in get  # both routes answer without the API token
+    service = objects["Service/inflight"]["spec"]
+    assert service["selector"].items() <= spec_labels(objects).items()
+    assert [p["targetPort"] for p in service["ports"]] == ["http"]
+
+
+def spec_labels(objects):
+    return objects["Deployment/inflight"]["spec"]["template"]["metadata"]["labels"]
+
+
+def test_secrets_and_pod_name_come_from_the_cluster(objects):
+    container = serve_container(pod_spec(objects))
+    pod_name = env_entry(container, "INFLIGHT_POD_NAME")["valueFrom"]["fieldRef"]
+    assert pod_name["fieldPath"] == "metadata.name"
+    secret = objects["Secret/inflight"]
+    assert secret["_file"].endswith("example/secret.yaml"), "the example Secret must stay out of deploy/kubernetes/*.yaml"
+    keys = set(secret.get("stringData", {})) | set(secret.get("data", {}))
+    for name in ("INFLIGHT_API_TOKEN", "INFLIGHT_GIT_USERNAME", "INFLIGHT_GIT_TOKEN"):
+        entry = env_entry(container, name)
+        assert "value" not in entry, f"{name} must not be written into the Deployment"
+        ref = entry["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == "inflight" and ref["key"] in keys, (name, ref)
+    assert not env_entry(container, "INFLIGHT_API_TOKEN")["valueFrom"]["secretKeyRef"].get("optional")
+    assert all("REPLACE-ME" in secret["stringData"][k] for k in ("api-token", "git-token"))
+
+
+def test_every_writable_path_is_a_volume(objects):
+    spec = pod_spec(objects)
+    container = serve_container(spec)
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]
+              if not m.get("readOnly")}
+    assert all("emptyDir" in v for v in mounts.values())
+
+    def on_writable_volume(path):
+        return any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts)
+
+    env = env_values(container)
+    runs_dir = env["INFLIGHT_RUNS_DIR"]
+    # cache.git is created beside the runs dir, so the parent must be writable too.
+    assert on_writable_volume(str(Path(runs_dir).parent)), runs_dir
+    assert on_writable_volume(env["HOME"]) and on_writable_volume(container["workingDir"])
+    assert "/tmp" in mounts
+    # The config file comes from the ConfigMap.
+    config_mount = [m for m in container["volumeMounts"]
+                    if env["INFLIGHT_CONFIG"].startswith(m["mountPath"] + "/")]
+    assert len(config_mount) == 1 and config_mount[0].get("readOnly")
+    config_volume = volumes[config_mount[0]["name"]]["configMap"]
+    config_map = objects[f"ConfigMap/{config_volume['name']}"]
+    key = env["INFLIGHT_CONFIG"][len(config_mount[0]["mountPath"]) + 1:]
+    assert "child" in json.loads(config_map["data"][key])
+
+
+def test_the_security_context_is_restrictive(objects):
+    spec = pod_spec(objects)
+    pod = spec["securityContext"]
+    container = serve_container(spec)["securityContext"]
+    assert pod["runAsNonRoot"] is True and container["runAsNonRoot"] is True
+    assert pod["runAsUser"] == 10001 and pod["runAsGroup"] == 10001
+    assert (container.get("seccompProfile") or pod["seccompProfile"])["type"] == "RuntimeDefault"
+    assert container["allowPrivilegeEscalation"] is False
+    assert container["capabilities"]["drop"] == ["ALL"] and not container["capabilities"].get("add")
+    assert spec["automountServiceAccountToken"] is False
+    resources = serve_container(spec)["resources"]
+    assert {"cpu", "memory"} <= resources["requests"].keys() <= resources["limits"].keys()
+
+
+# --- the real binary with the manifest's settings ------------------------------
+
+
+class ServeProcess:
+    """`inflight serve` started with an environment only (no flags), so that
+    every setting is the manifest's; stderr collected line by line."""
+
+    def __init__(self, env, cwd):
+        self.lines = []
+        self.proc = subprocess.Popen([str(INFLIGHT), "serve"], cwd=cwd, env=env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def event(self, msg, timeout=30):
+        def found():
+            for line in list(self.lines):
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if event.get("msg") == msg:
+                    return event
+            if self.proc.poll() is not None and not self.reader.is_alive():
+                raise AssertionError(f"serve exited {self.proc.returncode} before {msg!r}:\n"
+                                     + "".join(self.lines))
+            return None
+        return wait_for(found, timeout, f"log line {msg!r}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def local_settings(objects, root):
+    """The serve container's environment as the kubelet would build it, with
+    each volume a directory under `root`. Only the results repo differs from
+    the manifest (its host is a placeholder): a bare repo under `root`; and
+    the API's port is 0, since 3117 may be taken on this machine."""
+    spec = pod_spec(objects)
+    container = serve_container(spec)
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {}
+    for m in container["volumeMounts"]:
+        mounts[m["mountPath"]] = root / "volumes" / m["name"]
+        mounts[m["mountPath"]].mkdir(parents=True)
+        if "configMap" in volumes[m["name"]]:
+            config_map = objects[f"ConfigMap/{volumes[m['name']]['configMap']['name']}"]
+            for key, text in config_map["data"].items():
+                (mounts[m["mountPath"]] / key).write_text(local_programs(text))
+
+    def rebase(path):
+        mount = max((p for p in mounts if path == p or path.startswith(p + "/")), key=len, default=None)
+        return str(mounts[mount] / path[len(mount):].lstrip("/")) if mount else path
+
+    secret = objects["Secret/inflight"]["stringData"]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    for entry in container["env"]:
+        source = entry.get("valueFrom", {})
+        if "value" in entry:
+            value = entry["value"]
+        elif "fieldRef" in source:
+            assert source["fieldRef"]["fieldPath"] == "metadata.name"
+            value = "inflight-7d9c4b-x2k8q"
+        elif source["secretKeyRef"]["key"] in secret:
+            value = secret[source["secretKeyRef"]["key"]]
+        else:
+            assert source["secretKeyRef"].get("optional"), entry
+            continue
+        env[entry["name"]] = rebase(value) if value.startswith("/") else value
+    env["INFLIGHT_RESULTS_REPO"] = str(root / "results.git")
+    env["INFLIGHT_LISTEN"] = env["INFLIGHT_LISTEN"].rsplit(":", 1)[0] + ":0"
+    return env, rebase(container["workingDir"]), mounts
+
+
+def local_programs(config_text):
+    """The image's /usr/local/libexec/inflight/inflight-demo-eval is this
+    build's $INFLIGHT_BIN_DIR/inflight-demo-eval."""
+    config = json.loads(config_text)
+    for template in [config.get("child")] + list(config.get("children", {}).values()):
+        if template and not Path(template["argv"][0]).exists():
+            local = BIN_DIR / Path(template["argv"][0]).name
+            assert local.exists(), f"{template['argv'][0]}: no {local} to stand in for it"
+            template["argv"][0] = str(local)
+    return json.dumps(config)
+
+
+def test_serve_runs_with_the_manifest_settings(objects, tmp_path):
+    env, cwd, mounts = local_settings(objects, tmp_path)
+    serve = ServeProcess(env, cwd)
+    try:
+        listening = serve.event("listening")
+        assert listening["pod"] == "inflight-7d9c4b-x2k8q"
+        assert listening["address"].startswith("0.0.0.0:")
+        url = "http://127.0.0.1:" + listening["address"].rsplit(":", 1)[1]
+        token = {"Authorization": "Bearer " + env["INFLIGHT_API_TOKEN"]}
+        assert http("GET", url + "/healthz").status == 200
+        wait_for(lambda: http("GET", url + "/readyz").status == 200, 30, "readyz")
+        assert http("GET", url + "/api/eval/runs").status == 401
+        assert http("GET", url + "/api/eval/runs", headers=token).status == 200
+
+        r = http("POST", url + "/api/eval/run", {"id": "k8s-1", "tests": 3, "test_ms": 10}, headers=token)
+        assert r.status == 202, r.body
+        wait_for(lambda: http("GET", url + "/api/eval/status/k8s-1", headers=token).json()["status"]
+                 == "succeeded", 30, "the run to succeed")
+        run_dir = Path(env["INFLIGHT_RUNS_DIR"]) / "k8s-1"
+        assert len((run_dir / "index.jsonl").read_text().splitlines()) == 3
+        assert json.loads((run_dir / "run-params.json").read_text())["origin_pod"] == "inflight-7d9c4b-x2k8q"
+        # The cache sits beside the runs dir, on the same writable volume.
+        assert (Path(env["INFLIGHT_RUNS_DIR"]).parent / "cache.git").is_dir()
+        assert Path(env["INFLIGHT_RUNS_DIR"]).parent == mounts["/data"]
+
+        serve.proc.send_signal(signal.SIGTERM)
+        grace = seconds(env["INFLIGHT_GRACE_PERIOD"])
+        assert serve.proc.wait(timeout=grace + MARGIN_SECONDS) == 0, "".join(serve.lines)
+    finally:
+        serve.stop()
+
+
+def test_serve_refuses_the_manifest_settings_without_the_api_token(objects, tmp_path):
+    """The Secret's API token is what lets serve listen on 0.0.0.0."""
+    env, cwd, _ = local_settings(objects, tmp_path)
+    del env["INFLIGHT_API_TOKEN"]
+    r = subprocess.run([str(INFLIGHT), "serve"], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert "api-token" in r.stderr.lower() or "api_token" in r.stderr.lower(), r.stderr
