@@ -5,6 +5,7 @@
 #include <mutex>
 #include <span>
 
+#include "cache_lock.hpp"
 #include "cache_repo_impl.hpp"
 #include "git_error.hpp"
 #include "oid_text.hpp"
@@ -40,11 +41,12 @@ std::string short_name(const std::string& ref) {
   return ref;
 }
 
-// The refs a push sends commits from. They are tags of this process's own:
-// a fetch's negotiation offers every ref's commit but skips tags, and these
-// name commits that may exist only in this process's memory (CacheRepo), so
-// another agent fetching into the same cache must never see them. Gone when
-// the push is over; refs/inflight-local/ moves once the commit is on disk.
+// The refs a push sends commits from: tags of this process's own, which
+// name commits that may exist only in its memory (CacheRepo). A fetch over
+// the smart protocol still resolves them (seen in the rollout test: "object
+// not found" for a lease another agent was pushing), so they exist only
+// under the exclusive CacheLock. Gone when the push is over;
+// refs/inflight-local/ moves once the commit is on disk.
 class PushSources {
  public:
   explicit PushSources(git_repository* git) : git_(git) {}
@@ -223,6 +225,7 @@ void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& ca
   }
   if (refspecs.empty()) return;
   const RefspecArray specs(refspecs);
+  const CacheLock lock(repo.path(), CacheLock::Mode::shared);
   git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
   options.callbacks = callbacks.callbacks();
   options.proxy_opts = environment_proxy();
@@ -251,6 +254,7 @@ std::string RemoteStore::fetch(const std::string& ref) {
   const std::string refspec = "+" + ref + ":" + local;
   char* refspecs[] = {const_cast<char*>(refspec.c_str())};
   const git_strarray specs{refspecs, 1};
+  const CacheLock lock(impl_->repo.path(), CacheLock::Mode::shared);
   if (const int rc = git_remote_fetch(remote.get(), &specs, &options, nullptr); rc < 0) {
     callbacks.throw_failure(rc, "fetch " + ref + " from");
   }
@@ -275,6 +279,7 @@ std::optional<std::string> RemoteStore::last_pushed(const std::string& ref) {
 
 void RemoteStore::push(const std::string& ref, const std::string& oid) {
   require_valid_ref(ref);
+  const CacheLock lock(impl_->repo.path(), CacheLock::Mode::exclusive);
   PushSources sources(impl_->git());
   // No '+': the push is fast-forward only, so a moved tip fences us out.
   impl_->push_refspec(sources.add(ref, parse_oid(oid)) + ":" + ref, "push " + ref + " to");
@@ -308,6 +313,7 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
   std::vector<RefResult> results(updates.size());
   std::vector<std::string> refspecs;
   std::vector<std::size_t> sent;
+  const CacheLock lock(impl_->repo.path(), CacheLock::Mode::exclusive);
   PushSources sources(impl_->git());
   for (std::size_t i = 0; i < updates.size(); ++i) {
     const auto& u = updates[i];

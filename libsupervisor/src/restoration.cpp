@@ -59,10 +59,12 @@ void Restoration::on_result(RestoreResult result, bool first) {
   } else if (restored > 0) {
     log::info("runs taken over from other instances", {{"restored", restored}});
   }
-  if (!result.left.empty() || result.unreachable) look_again_later(result.left);
+  look_again_later(result.left);
 }
 
-// At the next lease period, or just after the first known lease ends.
+// At the next lease period, or just after the first known lease ends. A look
+// that found nothing to wait for looks again too: a pod scaled down later
+// hands its runs over, and someone must take them.
 void Restoration::look_again_later(const std::vector<checkpoint::LeftRun>& left) {
   auto delay = period_;
   const auto now = SystemClock::now();

@@ -1,11 +1,14 @@
 """The cache repo beside the runs dir is disposable: one left broken by a
 killed agent is recreated, and a disk that cannot hold a checkpoint makes the
 instance not ready until it can (SPEC §5: /readyz)."""
+import fcntl
+import os
 import signal
 import subprocess
 
 from conftest import small_tmpfs, wait_for
 from git_servers import *  # noqa: F401,F403 (fixtures)
+from git_servers import branches
 
 
 def test_a_cache_left_half_created_is_recreated(serve_factory, tmp_path, bare_repo):
@@ -50,3 +53,48 @@ def test_a_disk_that_cannot_checkpoint_is_not_ready_until_it_can(serve_factory, 
         assert serve.wait_exit(timeout=30) == 0, "".join(serve.lines)
         assert f"refs/heads/inflight/pod-a/{run_id}" in branches(bare_repo.bare)
 
+
+
+def blocked_on(lock_file):
+    """Whether some process waits for a flock on `lock_file` (/proc/locks
+    lists waiters with '->')."""
+    inode = os.stat(lock_file).st_ino
+    return any(line.split()[1] == "->" and line.split()[6].endswith(f":{inode}")
+               for line in open("/proc/locks") if len(line.split()) > 6)
+
+
+def test_a_fetch_waits_for_another_agents_push_to_end(serve_factory, tmp_path, git_daemon):
+    """An agent's push names its commits by tags that only its memory can
+    resolve; libgit2's fetch reads them ("object not found"). The rollout test
+    saw looks fail so while a periodic push was under way. The push holds the
+    cache lock, and a fetch of another agent waits for it."""
+    pod_a, pod_b = tmp_path / "pod-a", tmp_path / "pod-b"
+    pod_a.mkdir(), pod_b.mkdir()
+    first = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url, workdir=pod_a)
+    first.wait_ready()
+    run_id = first.submit(tests=200, test_ms=100)
+    first.wait_status(run_id, "running")
+    first.signal()
+    assert first.wait_exit() == 0
+    # pod-b moves the branch: pod-a's next look must fetch commits it lacks.
+    taker = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
+    taker.wait_ready()
+    taker.wait_status(run_id, "running")
+    taker.signal()
+    assert taker.wait_exit() == 0
+    # pod-a's cache as another agent's push leaves it while under way.
+    cache = pod_a / ".inflight" / "cache.git"
+    tag = cache / "refs" / "tags" / "inflight-push" / "99999" / "inflight" / "x"
+    tag.parent.mkdir(parents=True)
+    tag.write_text("0123456789abcdef0123456789abcdef01234567\n")
+    lock_file = cache / "inflight-refs.lock"
+    with open(lock_file, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        second = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                               workdir=pod_a)
+        wait_for(lambda: blocked_on(lock_file), 30, "the restore's fetch to wait for the lock")
+        assert second.get("/readyz").status == 503
+        tag.unlink()  # the push is over
+    second.wait_ready()
+    assert second.status(run_id)["attempt"] >= 3, "pod-a takes the run back"
+    assert not [line for line in second.lines if "object not found" in line]

@@ -1,7 +1,7 @@
 // Serve's restore (SPEC §5). The first look at the store, before serve is
-// ready, takes this pod's lease and claims every run it may. While other
-// instances hold runs (live pods, claims lost to another), it looks again
-// every lease period and takes those whose owner handed them over or died.
+// ready, takes this pod's lease and claims every run it may. Then it looks
+// again every lease period (sooner when a known lease ends first) and takes
+// the runs whose owner handed them over (a scale-down) or died.
 // A shutdown signal lets a look under way finish (the plan waits), so the
 // runs it claims are pushed back before exit rather than stranded.
 #pragma once
