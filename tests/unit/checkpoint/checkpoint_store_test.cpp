@@ -133,26 +133,6 @@ TEST_F(CheckpointStoreTest, AnotherAgentFetchesWhileOneHoldsUnkeptCommits) {
   EXPECT_EQ(pushing.remote().last_pushed(listing[0].ref), listing[0].oid);
 }
 
-// Another agent of the pod may be mid-push: its push source names a commit
-// only its memory holds. A fetch here must not need that commit.
-TEST_F(CheckpointStoreTest, AFetchDoesNotNeedTheObjectsOfAnotherAgentsPushInFlight) {
-  const auto dir = make_run(temp_.path() / "runs", "r1", 1);
-  ASSERT_TRUE(CheckpointStore(config("a")).save(dir, "pod-a", info("r1", "periodic")));
-  CheckpointStore other(config("b"));
-  ASSERT_TRUE(other.save(make_run(temp_.path() / "runs", "r2", 1), "pod-b", info("r2")));
-  const auto cache = config("a").cache_dir;
-  const std::string unkept = "0123456789abcdef0123456789abcdef01234567";
-  for (const auto* name : {"refs/tags/inflight-push/99999/inflight/pod-a/r1", "refs/heads/x"}) {
-    fs::create_directories((cache / name).parent_path());
-    std::ofstream(cache / name) << unkept << "\n";
-  }
-  // pod-b moves its branch: the fetch must negotiate for the new tip.
-  append_file(temp_.path() / "runs" / "r2" / "index.jsonl", "{\"test_id\":\"t9\"}\n");
-  ASSERT_TRUE(other.save(temp_.path() / "runs" / "r2", "pod-b", info("r2", "periodic")));
-  CheckpointStore fetching(config("a"));
-  EXPECT_NO_THROW(fetching.remote().fetch("refs/heads/inflight/pod-b/r2"));
-}
-
 // The steps of serve on one disk, one agent process each: a restore's
 // claim, kept, then periodic saves on top of it.
 TEST_F(CheckpointStoreTest, PeriodicSavesBuildOnAKeptClaim) {
