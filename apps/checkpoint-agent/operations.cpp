@@ -154,7 +154,8 @@ agent::Restored restore(Context& c, const agent::Restore& call) {
        .judge = [&templates](const ck::RunParams& params) { return templates.judge(params); },
        .only = call.only,
        .lease_until = call.lease_until,
-       .skip = {call.skip.begin(), call.skip.end()}}));
+       .skip = {call.skip.begin(), call.skip.end()},
+       .leave_handovers = call.leave_handovers}));
 }
 
 agent::BranchInfo branch_info(const ck::BranchSummary& s) {

@@ -161,7 +161,7 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
         });
   }
   taken.insert(name->run_id);
-  if (auto owner = live_owner(*name, tip, request.pod, leases)) {
+  if (auto owner = live_owner(*name, tip, request, leases)) {
     report.left.push_back(std::move(*owner));
     return mark_stale(*name, request, report);
   }
@@ -237,11 +237,18 @@ void CheckpointStore::push_local_run(const fs::path& dir, const RestoreRequest& 
 // the tip, unless it handed the run over (a shutdown checkpoint) or its lease
 // is over. A pod without a lease (`inflight resume`) holds what it claimed
 // for claim_lease. Pushing on top of a live owner would take the run from an
-// instance that is running it now.
+// instance that is running it now. A busy instance leaves a handed-over run
+// to an idle one for claim_lease (RestoreRequest::leave_handovers).
 std::optional<LeftRun> CheckpointStore::live_owner(const BranchName& name, const std::string& tip,
-                                                   const std::string& pod, LeaseBook& leases) {
+                                                   const RestoreRequest& request,
+                                                   LeaseBook& leases) {
   const auto last = describe_commit(commit_summary(cache_, tip));
-  if (last.pod == pod || last.reason == "shutdown") return std::nullopt;
+  if (last.pod == request.pod) return std::nullopt;
+  if (last.reason == "shutdown") {
+    const auto until = last.time + config_.claim_lease.count();
+    if (!request.leave_handovers || until <= seconds_now()) return std::nullopt;
+    return LeftRun{.run_id = name.run_id, .pod = last.pod, .until = until};
+  }
   auto until = leases.until(last.pod).value_or(0);
   if (last.reason == "claim") until = std::max(until, last.time + config_.claim_lease.count());
   if (until <= seconds_now()) return std::nullopt;

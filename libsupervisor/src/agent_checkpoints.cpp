@@ -143,7 +143,8 @@ void AgentCheckpoints::restore(const RestoreQuery& query, SteadyClock::time_poin
                       .only = query.only,
                       .lease_until = query.lease_until
                                          ? std::optional(epoch_seconds(*query.lease_until))
-                                         : std::nullopt};
+                                         : std::nullopt,
+                      .leave_handovers = query.leave_handovers};
   for (const auto& run : query.local)
     call.local.push_back({.run_id = run.params.run_id,
                           .attempts = run.params.attempts.size(),

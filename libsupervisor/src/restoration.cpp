@@ -34,6 +34,9 @@ void Restoration::look(bool first) {
   for (auto& run : find_resumable_runs(supervisor_.settings().runs_dir))
     if (!query.skip.count(run.params.run_id)) query.local.push_back(std::move(run));
   if (first) query.lease_until = lease_.end_from_now();
+  // A pod that runs something leaves handed-over runs to an idle one first:
+  // in a rolling deploy, the new pod rather than an old one about to stop.
+  query.leave_handovers = !first && supervisor_.live_children() > 0;
   plan_.restore_started();
   store_.restore(query, SteadyClock::now() + settings_.store.git_timeout,
                  [this, first](RestoreResult result) { on_result(std::move(result), first); });

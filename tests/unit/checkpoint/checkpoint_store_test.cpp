@@ -380,6 +380,31 @@ TEST_F(CheckpointStoreTest, AShutdownCheckpointHandsTheRunOverDespiteTheLease) {
   EXPECT_TRUE(has_ref("refs/heads/inflight-lease/pod-a"));
 }
 
+// A busy instance leaves a handed-over run to an idle one (the new pod of a
+// rolling deploy) for claim_lease; after that, anyone takes it (a scale-down).
+TEST_F(CheckpointStoreTest, ABusyInstanceLeavesAHandedOverRunToAnIdleOneForAWhile) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", "shutdown"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  RestoreRequest busy{.runs_dir = runs_b,
+                      .pod = "pod-b",
+                      .local = {},
+                      .judge = accept,
+                      .only = std::nullopt,
+                      .lease_until = std::nullopt,
+                      .skip = {},
+                      .leave_handovers = true};
+  const auto left = CheckpointStore(config("b")).restore(busy);
+  EXPECT_TRUE(left.claimed.empty());
+  ASSERT_EQ(left.left.size(), 1u);
+  EXPECT_EQ(left.left[0].pod, "pod-a");
+  EXPECT_GT(left.left[0].until, now_plus(60));
+  auto patient = config("b");
+  patient.claim_lease = std::chrono::seconds(0);
+  EXPECT_EQ(CheckpointStore(patient).restore(busy).claimed.size(), 1u);
+}
+
 TEST_F(CheckpointStoreTest, TheOwnerItselfTakesItsRunWhateverTheLease) {
   running_run_with_lease(now_plus(60));
   const auto runs = temp_.path() / "runs-a2";
@@ -577,9 +602,12 @@ TEST_F(CheckpointStoreTest, ACacheThatIsNotARepositoryIsRecreated) {
       fs::create_directories(cfg.cache_dir / "objects");
       write_file(cfg.cache_dir / leftover, "ref: refs/heads/master\n");
     }
-    const auto dir = make_run(temp_.path() / ("runs-" + std::string(leftover)), "r1", 1);
+    // A run of its own: the other cache's commit of the same run would be
+    // another's tip (the same commit only when both fall in one second).
+    const std::string run = std::string(leftover) == "file" ? "r2" : "r1";
+    const auto dir = make_run(temp_.path() / ("runs-" + std::string(leftover)), run, 1);
     CheckpointStore store(cfg);
-    EXPECT_TRUE(store.save(dir, "pod-a", info("r1"))) << leftover;
+    EXPECT_TRUE(store.save(dir, "pod-a", info(run))) << leftover;
     EXPECT_TRUE(fs::exists(cfg.cache_dir / "HEAD")) << leftover;
   }
 }

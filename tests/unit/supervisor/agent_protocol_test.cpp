@@ -91,7 +91,7 @@ TEST(AgentProtocol, EveryStoreErrorKindHasAFailureKind) {
 
 TEST(AgentProtocol, AnUnknownFailureKindIsOther) {
   const auto out = read_output(
-      R"({"version":2,"ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})");
+      R"({"version":3,"ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})");
   EXPECT_FALSE(out.answer);
   EXPECT_EQ(out.failure.kind, AgentFailureKind::other);
   EXPECT_EQ(out.failure.error, "e");
@@ -105,7 +105,7 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
       {"not json", "malformed"},
       {R"({"version":99,"ok":true,"answer":{}})", "protocol 99"},
       {R"({"ok":true,"answer":{}})", "malformed"},
-      {R"({"version":2,"ok":true})", "malformed"},
+      {R"({"version":3,"ok":true})", "malformed"},
       {std::string(70, '[') + std::string(70, ']'), "malformed"},
   };
   for (const auto& [output, says] : cases) {
@@ -118,7 +118,7 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
 
 TEST(AgentProtocol, AnAnswerThatLacksAFieldIsMalformed) {
   const auto reply =
-      read_reply<agent::Saved>(read_output(R"({"version":2,"ok":true,"answer":{}})"));
+      read_reply<agent::Saved>(read_output(R"({"version":3,"ok":true,"answer":{}})"));
   EXPECT_FALSE(reply.answer);
   EXPECT_NE(reply.failure.error.find("malformed"), std::string::npos) << reply.failure.error;
 }

@@ -63,6 +63,11 @@ struct RestoreRequest {
   // Run ids this instance holds already: a later look at the store must not
   // take its own runs a second time.
   std::set<std::string> skip;
+  // This instance runs runs already: a run another pod handed over (a
+  // shutdown checkpoint) less than claim_lease ago is left for an idle
+  // instance, such as the new pod of a rolling deploy, so that the run moves
+  // once and not to a pod that is about to stop too.
+  bool leave_handovers = false;
 };
 
 // A run this instance cannot run: its branch is left as it is.
@@ -182,7 +187,7 @@ class CheckpointStore {
   void push_local_run(const std::filesystem::path& dir, const RestoreRequest& request,
                       RestorePush& push, RestoreReport& report);
   std::optional<LeftRun> live_owner(const BranchName& name, const std::string& tip,
-                                    const std::string& pod, LeaseBook& leases);
+                                    const RestoreRequest& request, LeaseBook& leases);
   void claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
              const RunVerdict& verdict, bool branch_wins, const RestoreRequest& request,
              RestorePush& push, RestoreReport& report);

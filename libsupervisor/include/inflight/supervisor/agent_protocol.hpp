@@ -58,7 +58,7 @@ namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
 
-inline constexpr int kAgentProtocolVersion = 2;
+inline constexpr int kAgentProtocolVersion = 3;
 
 // Either side's message: a restore answer carries the run-params of every
 // run it holds back, each at most 1 MiB.
@@ -251,8 +251,9 @@ struct Restore {
   OrderedJson children;  // the instance's templates, to judge branches before claiming them
   std::optional<std::string> only;
   std::optional<std::int64_t> lease_until;
+  bool leave_handovers = false;
 };
-INFLIGHT_AGENT_MESSAGE(Restore, runs_dir, local, skip, children, only, lease_until)
+INFLIGHT_AGENT_MESSAGE(Restore, runs_dir, local, skip, children, only, lease_until, leave_handovers)
 
 // A checkpoint branch as `checkpoints list` and `show` describe it.
 struct BranchInfo {

@@ -69,6 +69,9 @@ struct RestoreQuery {
   std::set<std::string> skip;       // run ids this instance holds already
   // This pod's lease, taken or renewed before anything is claimed (serve).
   std::optional<SystemClock::time_point> lease_until;
+  // This instance runs runs: handed-over runs are left to an idle instance
+  // for a while (checkpoint::RestoreRequest::leave_handovers).
+  bool leave_handovers = false;
 };
 
 // What start-up restore found. `refused` is set when the results repo refused
