@@ -41,6 +41,18 @@ def test_resume_argv_replaces_the_argv_of_a_resumed_attempt(serve_factory, tmp_p
     assert run_params(run_dir)["argv"][1:] == [str(CHILDREN / "argv_echo.py"), *record["argv"]]
 
 
+def test_a_misspelt_program_stops_serve_at_start_naming_it(tmp_path):
+    from conftest import INFLIGHT
+    config = {"children": {"agentv": {"argv": ["agentv-typo", "eval"]}}}
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    result = subprocess.run([str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--config",
+                             str(tmp_path / "c.json")],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "children.agentv.argv" in result.stderr
+    assert "cannot start agentv-typo: not found on PATH" in result.stderr
+
+
 def test_a_missing_resume_program_stops_serve_at_start_naming_it(tmp_path):
     from conftest import INFLIGHT
     child = {"argv": [PYTHON, "-c", "pass"], "resume": {"argv": ["inspect-typo", "eval-retry"]}}
