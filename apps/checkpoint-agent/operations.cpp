@@ -322,7 +322,16 @@ OrderedJson perform(const OrderedJson& message) {
   ck::GitLibrary library;
   ck::CheckpointStore store(store_config(request.store));
   Context context{.store = store, .pod = request.pod};
-  auto answer = op->second(context, request.call);
+  OrderedJson answer;
+  try {
+    answer = op->second(context, request.call);
+  } catch (...) {
+    // What the op pushed before it failed (a release's final state, before
+    // its refused deletion) has landed: kept, or the next save builds on an
+    // older commit and is judged another instance's.
+    if (context.keep_objects) keep_objects(store);
+    throw;
+  }
   if (context.keep_objects) keep_objects(store);
   return answer;
 }
