@@ -4,11 +4,10 @@ on (a child that cannot be started, /metrics as promtool reads it)."""
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import CHILDREN, PYTHON, run_params, wait_for, write_config
+from conftest import CHILDREN, INFLIGHT, PYTHON, run_params, write_config
 from git_servers import branches
 
 # A child that exits 75 ("try later") until it is resumed, then 0.
@@ -18,6 +17,14 @@ EXITS_75_UNTIL_RESUMED = "import sys; sys.exit(0 if '--resume' in sys.argv else 
 def retrying_child(backoff="100ms", code=EXITS_75_UNTIL_RESUMED):
     return {"argv": [PYTHON, "-c", code], "resume_argv": ["--resume"],
             "retry_exit_codes": [75, 76], "retry_backoff": backoff}
+
+
+def serve_at_start(tmp_path, config):
+    """`serve` with `config` written as its config file; it should stop at start."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(config))
+    return subprocess.run([str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--config", str(path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=30)
 
 
 def runs_dir(tmp_path):
@@ -42,23 +49,15 @@ def test_resume_argv_replaces_the_argv_of_a_resumed_attempt(serve_factory, tmp_p
 
 
 def test_a_misspelt_program_stops_serve_at_start_naming_it(tmp_path):
-    from conftest import INFLIGHT
-    config = {"children": {"agentv": {"argv": ["agentv-typo", "eval"]}}}
-    (tmp_path / "c.json").write_text(json.dumps(config))
-    result = subprocess.run([str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--config",
-                             str(tmp_path / "c.json")],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    result = serve_at_start(tmp_path, {"children": {"agentv": {"argv": ["agentv-typo", "eval"]}}})
     assert result.returncode == 2
     assert "children.agentv.argv" in result.stderr
     assert "cannot start agentv-typo: not found on PATH" in result.stderr
 
 
 def test_a_missing_resume_program_stops_serve_at_start_naming_it(tmp_path):
-    from conftest import INFLIGHT
     child = {"argv": [PYTHON, "-c", "pass"], "resume": {"argv": ["inspect-typo", "eval-retry"]}}
-    result = subprocess.run([str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--config",
-                             write_config(tmp_path / "c.json", child)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    result = serve_at_start(tmp_path, {"child": child})
     assert result.returncode == 2
     assert "child.resume.argv" in result.stderr and "inspect-typo" in result.stderr
 
@@ -81,12 +80,9 @@ def test_env_values_take_run_id_output_dir_and_attempt(serve_factory, tmp_path, 
 
 
 def test_a_param_in_an_env_value_is_refused_at_start(tmp_path):
-    from conftest import INFLIGHT
     child = {"argv": [PYTHON, "-c", "pass"], "env": {"X": "{suite}"},
              "params": {"suite": {"type": "string"}}}
-    result = subprocess.run([str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--config",
-                             write_config(tmp_path / "c.json", child)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    result = serve_at_start(tmp_path, {"child": child})
     assert result.returncode == 2 and "child.env.X" in result.stderr
 
 
