@@ -109,10 +109,6 @@ git_odb_backend* hold_new_objects_in_memory(git_repository* repo) {
   return memory;
 }
 
-struct GitBufFree {
-  void operator()(git_buf* buf) const { git_buf_dispose(buf); }
-};
-
 struct WritepackFree {
   void operator()(git_odb_writepack* writer) const { writer->free(writer); }
 };
@@ -205,7 +201,7 @@ std::optional<std::string> CacheRepo::ref_target(const std::string& ref) {
 void CacheRepo::persist() {
   if (impl_->new_commits.empty()) return;
   git_buf pack = GIT_BUF_INIT;
-  const std::unique_ptr<git_buf, GitBufFree> owned(&pack);
+  const BufContents owned(&pack);
   try {
     pack_new_objects(pack, impl_->repo.get(), impl_->new_commits);
     write_pack(impl_->repo.get(), pack);

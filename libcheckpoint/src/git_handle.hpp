@@ -31,5 +31,7 @@ using OdbObjectHandle = GitHandle<git_odb_object, git_odb_object_free>;
 using ConfigHandle = GitHandle<git_config, git_config_free>;
 using RevwalkHandle = GitHandle<git_revwalk, git_revwalk_free>;
 using PackbuilderHandle = GitHandle<git_packbuilder, git_packbuilder_free>;
+// Owns what a git_buf on the stack holds, not the git_buf itself.
+using BufContents = GitHandle<git_buf, git_buf_dispose>;
 
 }  // namespace inflight::checkpoint

@@ -11,6 +11,11 @@ GitLibrary::GitLibrary() {
   // the cluster chose; we never search parent directories for a repository,
   // so the safe.directory ownership check only gets in the way.
   git_check(git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0), "disable owner validation");
+  // As in git, an object read is not hashed again: what we hashed ourselves
+  // moments ago is packed from memory, what a fetch brought was hashed by
+  // the indexer, and a results repo hashes every object it receives.
+  git_check(git_libgit2_opts(GIT_OPT_ENABLE_STRICT_HASH_VERIFICATION, 0),
+            "disable hash verification on read");
 }
 
 GitLibrary::~GitLibrary() {

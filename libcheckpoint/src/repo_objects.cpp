@@ -1,5 +1,7 @@
 #include "repo_objects.hpp"
 
+#include <git2/sys/odb_backend.h>
+
 #include "cache_repo_impl.hpp"
 #include "git_error.hpp"
 #include "git_handle.hpp"
@@ -46,12 +48,25 @@ git_oid write_commit(CacheRepo& cache, const git_oid& tree_oid, const git_commit
   const SignatureHandle signature(raw_signature);
   const TreeHandle tree = lookup_tree(repo, tree_oid);
   const git_commit* parents[] = {parent};
-  git_oid commit;
-  git_check(git_commit_create(&commit, repo, nullptr, signature.get(), signature.get(), nullptr,
-                              message.c_str(), tree.get(), parent != nullptr ? 1 : 0, parents),
-            "write commit");
+  git_buf buffer = GIT_BUF_INIT;
+  const int rc =
+      git_commit_create_buffer(&buffer, repo, signature.get(), signature.get(), nullptr,
+                               message.c_str(), tree.get(), parent != nullptr ? 1 : 0, parents);
+  const BufContents owned(&buffer);
+  git_check(rc, "write commit");
+  const git_oid commit = write_object(cache, buffer.ptr, buffer.size, GIT_OBJECT_COMMIT);
   cache.impl().new_commits.push_back(commit);
   return commit;
+}
+
+git_oid write_object(CacheRepo& cache, const void* data, std::size_t size, git_object_t type) {
+  git_oid oid;
+  git_check(git_odb_hash(&oid, data, size, type), "hash object");
+  const OdbHandle odb = open_odb(raw_repo(cache));
+  if (git_odb_exists_ext(odb.get(), &oid, GIT_ODB_LOOKUP_NO_REFRESH) == 1) return oid;
+  git_odb_backend* memory = cache.impl().memory;
+  git_check(memory->write(memory, &oid, data, size, type), "hold object " + oid_hex(oid));
+  return oid;
 }
 
 OdbHandle open_odb(git_repository* repo) {

@@ -71,7 +71,7 @@ void RunSnapshotter::Impl::add_file(git_treebuilder* tree, const std::string& na
     ++stats.files_unchanged;
     stored = *previous;
   } else {
-    stored = store_file(git(), path.c_str(), seen, previous, stats);
+    stored = store_file(repo, path.c_str(), seen, previous, stats);
   }
   if (stored.chunked()) {
     insert_entry(tree, name + std::string(kChunkSuffix), stored.entry, GIT_FILEMODE_TREE);

@@ -7,8 +7,10 @@
 #include <cstring>
 #include <string>
 
+#include "cache_repo_impl.hpp"
 #include "chunked_file.hpp"
 #include "git_error.hpp"
+#include "repo_objects.hpp"
 
 namespace inflight::checkpoint {
 
@@ -51,18 +53,16 @@ class ReadOnlyFile {
   int fd_;
 };
 
-git_oid write_blob(git_repository* repo, const char* data, std::size_t size) {
-  git_oid oid;
-  git_check(git_blob_create_from_buffer(&oid, repo, data, size), "write blob");
-  return oid;
+git_oid write_blob(CacheRepo& cache, const char* data, std::size_t size) {
+  return write_object(cache, data, size, GIT_OBJECT_BLOB);
 }
 
-StoredFile store_whole(git_repository* repo, const ReadOnlyFile& file, const FileStat& seen,
+StoredFile store_whole(CacheRepo& cache, const ReadOnlyFile& file, const FileStat& seen,
                        SnapshotStats& stats) {
   std::string content(seen.size, '\0');
   const std::size_t got = file.read_at(content.data(), content.size(), 0);
   stats.bytes_read += got;
-  StoredFile stored{seen, write_blob(repo, content.data(), got), {}};
+  StoredFile stored{seen, write_blob(cache, content.data(), got), {}};
   stored.stat.size = got;
   return stored;
 }
@@ -75,7 +75,7 @@ std::size_t reusable_chunks(const FileStat& seen, const StoredFile* previous) {
   return static_cast<std::size_t>(previous->stat.size / kChunkSize);
 }
 
-StoredFile store_chunked(git_repository* repo, const ReadOnlyFile& file, const FileStat& seen,
+StoredFile store_chunked(CacheRepo& cache, const ReadOnlyFile& file, const FileStat& seen,
                          const StoredFile* previous, SnapshotStats& stats) {
   const std::size_t kept = reusable_chunks(seen, previous);
   StoredFile stored{seen, {}, {}};
@@ -90,12 +90,12 @@ StoredFile store_chunked(git_repository* repo, const ReadOnlyFile& file, const F
     const std::size_t got = file.read_at(buffer.data(), want, offset);
     stats.bytes_read += got;
     if (got == 0) break;
-    stored.chunks.push_back(write_blob(repo, buffer.data(), got));
+    stored.chunks.push_back(write_blob(cache, buffer.data(), got));
     offset += got;
     if (got < want) break;
   }
   stored.stat.size = offset;
-  stored.entry = write_chunk_tree(repo, stored.chunks);
+  stored.entry = write_chunk_tree(raw_repo(cache), stored.chunks);
   return stored;
 }
 
@@ -107,12 +107,12 @@ FileStat file_stat_of(const struct stat& st) {
                   static_cast<std::uint32_t>(st.st_mode)};
 }
 
-StoredFile store_file(git_repository* repo, const char* path, const FileStat& seen,
+StoredFile store_file(CacheRepo& cache, const char* path, const FileStat& seen,
                       const StoredFile* previous, SnapshotStats& stats) {
   const ReadOnlyFile file(path);
   ++stats.files_read;
-  if (seen.size <= kChunkThreshold) return store_whole(repo, file, seen, stats);
-  return store_chunked(repo, file, seen, previous, stats);
+  if (seen.size <= kChunkThreshold) return store_whole(cache, file, seen, stats);
+  return store_chunked(cache, file, seen, previous, stats);
 }
 
 }  // namespace inflight::checkpoint

@@ -36,7 +36,7 @@ struct StoredFile {
 // inode, chunked and no longer than now, the file is taken to have grown by
 // appending: its full chunks are reused and reading starts at the first
 // partial chunk.
-StoredFile store_file(git_repository* repo, const char* path, const FileStat& seen,
+StoredFile store_file(CacheRepo& cache, const char* path, const FileStat& seen,
                       const StoredFile* previous, SnapshotStats& stats);
 
 }  // namespace inflight::checkpoint
