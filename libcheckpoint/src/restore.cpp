@@ -9,6 +9,7 @@
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/checkpoint/run_dir.hpp"
+#include "repo_objects.hpp"
 
 namespace inflight::checkpoint {
 
@@ -271,7 +272,10 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
     if (branch_wins) materialize(cache_, tip, staging, config_.restore_limits);
     const CheckpointInfo info{params.run_id, static_cast<int>(params.attempts.size()), "claim",
                               request.pod, records_of(claim_from, verdict)};
-    claim_commit = *RunSnapshotter(cache_, config_.exclude_globs).snapshot(claim_from, info, tip);
+    claim_commit =
+        branch_wins
+            ? commit_on_own_tree(cache_, tip, info)
+            : *RunSnapshotter(cache_, config_.exclude_globs).snapshot(claim_from, info, tip);
   } catch (...) {
     fs::remove_all(staging);
     throw;

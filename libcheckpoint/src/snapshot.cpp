@@ -43,13 +43,6 @@ void insert_entry(git_treebuilder* tree, const std::string& name, const git_oid&
   git_check(git_treebuilder_insert(nullptr, tree, name.c_str(), &oid, mode), "add " + name);
 }
 
-std::string commit_message(const CheckpointInfo& info) {
-  const std::string attempt = std::to_string(info.attempt);
-  return "inflight checkpoint " + info.run_id + " attempt " + attempt + " (" + info.reason +
-         ")\n\nInflight-Pod: " + info.pod + "\nInflight-Attempt: " + attempt +
-         "\nInflight-Records: " + std::to_string(info.records) + "\n";
-}
-
 }  // namespace
 
 bool RunSnapshotter::Impl::excluded(const std::string& name, const std::string& relative) const {
@@ -148,7 +141,7 @@ std::optional<std::string> RunSnapshotter::snapshot(const fs::path& run_dir,
       info.reason == "periodic") {
     return std::nullopt;
   }
-  return oid_hex(write_commit(impl_->repo, tree, parent_commit.get(), commit_message(info)));
+  return oid_hex(write_commit(impl_->repo, tree, parent_commit.get(), checkpoint_message(info)));
 }
 
 void RunSnapshotter::keep_stat_cache() {
