@@ -228,6 +228,10 @@ TEST_F(CheckpointStoreTest, RestoreClaimsAndMaterialisesOnAnEmptyDisk) {
   EXPECT_NE(message.find("inflight checkpoint r1 attempt 1 (claim)"), std::string::npos);
   EXPECT_NE(message.find("Inflight-Pod: pod-b"), std::string::npos);
   EXPECT_FALSE(fs::exists(runs_b / ".restore-r1"));
+  // The branch's copy won: the claim carries the tip's own tree.
+  const std::string ref = "refs/heads/inflight/pod-a/r1";
+  EXPECT_EQ(git(remote(), "rev-parse " + ref + "^{tree}"),
+            git(remote(), "rev-parse " + ref + "~1^{tree}"));
 }
 
 TEST_F(CheckpointStoreTest, LocalCopyWithMoreAttemptsWinsButTheBranchIsStillClaimed) {
@@ -244,6 +248,8 @@ TEST_F(CheckpointStoreTest, LocalCopyWithMoreAttemptsWinsButTheBranchIsStillClai
   EXPECT_EQ(read_file(runs / "r1" / "local-only"), "kept");
   EXPECT_NE(git(remote(), "log -1 --format=%s refs/heads/inflight/pod-a/r1").find("(claim)"),
             std::string::npos);
+  // The local copy won: the claim carries its tree, not the tip's.
+  EXPECT_NE(git(remote(), "ls-tree refs/heads/inflight/pod-a/r1 local-only"), "");
 }
 
 TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
