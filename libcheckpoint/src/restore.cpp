@@ -245,13 +245,14 @@ std::optional<LeftRun> CheckpointStore::live_owner(const BranchName& name, const
                                                    LeaseBook& leases) {
   const auto last = describe_commit(commit_summary(cache_, tip));
   if (last.pod == request.pod) return std::nullopt;
+  const std::int64_t commit_lease_end = last.time + config_.claim_lease.count();
+  std::int64_t until = 0;
   if (last.reason == "shutdown") {
-    const auto until = last.time + config_.claim_lease.count();
-    if (!request.leave_handovers || until <= seconds_now()) return std::nullopt;
-    return LeftRun{.run_id = name.run_id, .pod = last.pod, .until = until};
+    if (request.leave_handovers) until = commit_lease_end;
+  } else {
+    until = leases.until(last.pod).value_or(0);
+    if (last.reason == "claim") until = std::max(until, commit_lease_end);
   }
-  auto until = leases.until(last.pod).value_or(0);
-  if (last.reason == "claim") until = std::max(until, last.time + config_.claim_lease.count());
   if (until <= seconds_now()) return std::nullopt;
   return LeftRun{.run_id = name.run_id, .pod = last.pod, .until = until};
 }
