@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gitbench  # noqa: E402
-from serve_process import Serve, wait_for  # noqa: E402
+from serve_process import Serve  # noqa: E402
 from shutdown_push_latency import DELAY_S, DelayProxy  # noqa: E402
 
 GOAL = 2.0
@@ -61,7 +61,7 @@ def serve_restore(daemon, proxy, template, n, name):
     serve = Serve(["--results-repo", daemon.url(repo, proxy.port), "--checkpoint-interval", "0",
                    "--max-concurrent", "1", "--pod-name", "pod-b", "--grace-period", "120s"])
     try:
-        ready = wait_for(lambda: serve.logged("ready"), 120, "serve ready")
+        ready = serve.wait_logged("ready", 120)
         took = time.monotonic() - t0
         connections = proxy.connections - before
         if ready.get("restored") != n:

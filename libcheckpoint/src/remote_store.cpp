@@ -5,6 +5,7 @@
 #include <mutex>
 #include <span>
 
+#include "batched_socket.hpp"
 #include "cache_lock.hpp"
 #include "cache_repo_impl.hpp"
 #include "git_error.hpp"
@@ -146,6 +147,7 @@ struct RemoteStore::Impl {
 };
 
 RemoteHandle RemoteStore::Impl::open_remote() {
+  use_batched_sockets(!location.over_ssh);
   git_remote* raw = nullptr;
   git_check(git_remote_create_anonymous(&raw, git(), location.url.c_str()),
             "use remote " + location.display);

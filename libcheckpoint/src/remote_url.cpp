@@ -54,6 +54,7 @@ RemoteLocation parse_scheme_url(const std::string& url, std::string::size_type s
   split_host_port(host_port, location);
   location.url = url;
   location.display = scheme + "://" + user + host_port + path;
+  location.over_ssh = scheme == "ssh" || scheme == "ssh+git" || scheme == "git+ssh";
   return location;
 }
 
@@ -81,6 +82,7 @@ RemoteLocation parse_remote_url(const std::string& url) {
     const auto at = user_host.rfind('@');
     location.host = at == std::string::npos ? user_host : user_host.substr(at + 1);
     location.url = location.display = url;
+    location.over_ssh = true;
     return location;
   }
   location.local_path = std::filesystem::absolute(url);

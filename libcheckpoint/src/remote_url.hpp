@@ -13,7 +13,8 @@ struct RemoteLocation {
   std::optional<std::filesystem::path> local_path;  // plain paths and file:// URLs
   std::string host;                                 // network URLs only
   int port = 0;                                     // 0 when the URL names none
-  std::string password;  // from the URL's userinfo, to scrub from messages
+  bool over_ssh = false;  // ssh://, its aliases and scp-like `user@host:path`
+  std::string password;   // from the URL's userinfo, to scrub from messages
 
   // `message` with the URL's password and `token` replaced by "***".
   std::string scrub(std::string message, const std::string& token) const;
