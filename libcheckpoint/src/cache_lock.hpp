@@ -1,9 +1,11 @@
-// Agents of one pod share the cache repository. A push sends its commits
-// from tags that name objects only the pushing process holds (in memory);
-// libgit2's fetch over the smart protocol resolves those tags, so another
-// agent's fetch fails ("object not found") while a push is under way. Pushes
-// hold this lock exclusively and fetches shared, so neither sees the other
-// half-done. flock(2): the kernel drops it when an agent dies (killed at its
+// Agents of one pod share the cache repository. libgit2's fetch reads every
+// ref of the cache to negotiate, and fails ("object not found") on a ref
+// that names an object not on disk. Pushes send from sources held in memory
+// (push_sources.hpp) and move refs/inflight-local only once their objects
+// are kept, so no such ref is made now; the lock still guards caches that
+// older releases left with loose push tags, and keeps a fetch from reading
+// a push's refs half-written. Pushes hold it exclusively and fetches shared.
+// flock(2): the kernel drops it when an agent dies (killed at its
 // deadline), so a lock is never left behind.
 #pragma once
 

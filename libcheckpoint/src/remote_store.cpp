@@ -10,6 +10,7 @@
 #include "cache_repo_impl.hpp"
 #include "git_error.hpp"
 #include "oid_text.hpp"
+#include "push_sources.hpp"
 #include "remote_callbacks.hpp"
 #include "remote_url.hpp"
 #include "repo_objects.hpp"
@@ -41,43 +42,6 @@ std::string short_name(const std::string& ref) {
   }
   return ref;
 }
-
-// The refs a push sends commits from: tags of this process's own, which
-// name commits that may exist only in its memory (CacheRepo). A fetch over
-// the smart protocol still resolves them (seen in the rollout test: "object
-// not found" for a lease another agent was pushing), so they exist only
-// under the exclusive CacheLock. Gone when the push is over;
-// refs/inflight-local/ moves once the commit is on disk.
-class PushSources {
- public:
-  explicit PushSources(git_repository* git) : git_(git) {}
-  ~PushSources() {
-    for (const auto& name : names_) {
-      git_reference* raw = nullptr;
-      if (git_reference_lookup(&raw, git_, name.c_str()) == 0) git_reference_delete(raw);
-      git_reference_free(raw);
-    }
-    git_error_clear();
-  }
-  PushSources(const PushSources&) = delete;
-  PushSources& operator=(const PushSources&) = delete;
-
-  // A ref at `commit` to push `ref` from.
-  std::string add(const std::string& ref, const git_oid& commit) {
-    const std::string name =
-        "refs/tags/inflight-push/" + std::to_string(::getpid()) + "/" + short_name(ref);
-    git_reference* raw = nullptr;
-    git_check(git_reference_create(&raw, git_, name.c_str(), &commit, /*force=*/1, nullptr),
-              "point " + name + " at " + oid_hex(commit));
-    git_reference_free(raw);
-    names_.push_back(name);
-    return name;
-  }
-
- private:
-  git_repository* git_;
-  std::vector<std::string> names_;
-};
 
 bool is_valid_ref(const std::string& ref) {
   int valid = 0;
@@ -139,23 +103,26 @@ struct RemoteStore::Impl {
   RemoteLocation location;
 
   git_repository* git() { return raw_repo(repo); }
-  RemoteHandle open_remote();
-  void push_refspec(const std::string& refspec, const std::string& doing);
+  // On the cache, or on the repository a push sends its sources from.
+  RemoteHandle open_remote(git_repository* from = nullptr);
+  void push_refspec(const std::string& refspec, const std::string& doing,
+                    git_repository* from = nullptr);
   void delete_local_ref(const std::string& name);
   void download_missing(git_remote* remote, RemoteCallbacks& callbacks,
                         const std::vector<RemoteBranch>& branches);
 };
 
-RemoteHandle RemoteStore::Impl::open_remote() {
+RemoteHandle RemoteStore::Impl::open_remote(git_repository* from) {
   use_batched_sockets(!location.over_ssh);
   git_remote* raw = nullptr;
-  git_check(git_remote_create_anonymous(&raw, git(), location.url.c_str()),
+  git_check(git_remote_create_anonymous(&raw, from != nullptr ? from : git(), location.url.c_str()),
             "use remote " + location.display);
   return RemoteHandle(raw);
 }
 
-void RemoteStore::Impl::push_refspec(const std::string& refspec, const std::string& doing) {
-  const RemoteHandle remote = open_remote();
+void RemoteStore::Impl::push_refspec(const std::string& refspec, const std::string& doing,
+                                     git_repository* from) {
+  const RemoteHandle remote = open_remote(from);
   RemoteCallbacks callbacks(config, location);
   git_push_options options = GIT_PUSH_OPTIONS_INIT;
   options.callbacks = callbacks.callbacks();
@@ -282,9 +249,10 @@ std::optional<std::string> RemoteStore::last_pushed(const std::string& ref) {
 void RemoteStore::push(const std::string& ref, const std::string& oid) {
   require_valid_ref(ref);
   const CacheLock lock(impl_->repo.path(), CacheLock::Mode::exclusive);
-  PushSources sources(impl_->git());
+  PushSources sources(impl_->repo);
   // No '+': the push is fast-forward only, so a moved tip fences us out.
-  impl_->push_refspec(sources.add(ref, parse_oid(oid)) + ":" + ref, "push " + ref + " to");
+  impl_->push_refspec(sources.add(ref, parse_oid(oid)) + ":" + ref, "push " + ref + " to",
+                      sources.git());
   impl_->repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(ref), oid);
 }
 
@@ -304,7 +272,8 @@ bool fast_forward(git_repository* git, const git_oid& tip, const git_oid& commit
 }  // namespace
 
 std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates) {
-  const RemoteHandle remote = impl_->open_remote();
+  PushSources sources(impl_->repo);
+  const RemoteHandle remote = impl_->open_remote(sources.git());
   RemoteCallbacks callbacks(impl_->config, impl_->location);
   const git_remote_callbacks raw_callbacks = callbacks.callbacks();
   std::map<std::string, git_oid> tips;
@@ -316,7 +285,6 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
   std::vector<std::string> refspecs;
   std::vector<std::size_t> sent;
   const CacheLock lock(impl_->repo.path(), CacheLock::Mode::exclusive);
-  PushSources sources(impl_->git());
   for (std::size_t i = 0; i < updates.size(); ++i) {
     const auto& u = updates[i];
     require_valid_ref(u.ref);

@@ -64,10 +64,11 @@ def blocked_on(lock_file):
 
 
 def test_a_fetch_waits_for_another_agents_push_to_end(serve_factory, tmp_path, git_daemon):
-    """An agent's push names its commits by tags that only its memory can
-    resolve; libgit2's fetch reads them ("object not found"). The rollout test
-    saw looks fail so while a periodic push was under way. The push holds the
-    cache lock, and a fetch of another agent waits for it."""
+    """A ref naming an object that only another agent's memory holds makes
+    libgit2's fetch fail ("object not found"): the rollout test saw looks fail
+    so while a periodic push was under way (pushes then sent from loose tags;
+    their sources are in memory now). The push holds the cache lock, and a
+    fetch of another agent waits for it."""
     pod_a, pod_b = tmp_path / "pod-a", tmp_path / "pod-b"
     pod_a.mkdir(), pod_b.mkdir()
     first = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url, workdir=pod_a)

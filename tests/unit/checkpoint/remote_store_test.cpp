@@ -67,6 +67,22 @@ TEST_F(RemoteStoreTest, PushListFetchRemoveRoundTrip) {
   EXPECT_EQ(kind_of([&] { other.fetch(kRef); }), GitErrorKind::not_found);
 }
 
+// A push's sources live in its memory: no ref is written in the cache before
+// the push lands, so a cache that cannot take one does not stop it.
+TEST_F(RemoteStoreTest, APushWritesNoRefInTheCacheBeforeItLands) {
+  RemoteStore store(*repo_, config(remote_path().string()));
+  const std::string commit = checkpoint("1\n");
+  fs::remove_all(cache_path() / "refs" / "tags");
+  write_file(cache_path() / "refs" / "tags", "not a directory\n");
+  store.push(kRef, commit);
+  EXPECT_EQ(store.update({{.ref = "refs/heads/inflight/pod-a/r-2", .commit = commit, .from = {}}})
+                .front()
+                .outcome,
+            RefOutcome::updated);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), commit);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse refs/heads/inflight/pod-a/r-2")), commit);
+}
+
 TEST_F(RemoteStoreTest, FileUrlsAreLocalToo) {
   RemoteStore store(*repo_, config("file://" + remote_path().string()));
   const std::string commit = checkpoint("x\n");
