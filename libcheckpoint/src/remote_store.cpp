@@ -186,10 +186,13 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix, Tips tips
 void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& callbacks,
                                          const std::vector<RemoteBranch>& branches) {
   const OdbHandle odb = open_odb(git());
+  // One look for packs other agents wrote, not one per missing tip.
+  if (git_odb_refresh(odb.get()) < 0) git_error_clear();
   std::vector<std::string> refspecs;
   for (const auto& branch : branches) {
     const git_oid oid = parse_oid(branch.oid);
-    if (git_odb_exists(odb.get(), &oid) != 1 && is_valid_ref(branch.ref))
+    if (git_odb_exists_ext(odb.get(), &oid, GIT_ODB_LOOKUP_NO_REFRESH) != 1 &&
+        is_valid_ref(branch.ref))
       refspecs.push_back(branch.ref);
   }
   if (refspecs.empty()) return;
