@@ -47,6 +47,14 @@ def http(port, method, path, body=None):
         return None, None
 
 
+def log_entry(line):
+    """The JSON entry of one line of serve's log; None for any other line."""
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
 class Serve:
     """`inflight serve` in a temp cwd; stderr JSON lines are read by a thread."""
 
@@ -70,17 +78,8 @@ class Serve:
         self.lines.put(None)
 
     def _wait_listening(self, timeout):
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            if line is None:
-                raise RuntimeError("serve exited before listening: " + "".join(self.log))
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if entry.get("msg") == "listening":
-                return int(entry["address"].rsplit(":", 1)[1])
+        entry = self.wait_logged("listening", timeout)
+        return int(entry["address"].rsplit(":", 1)[1])
 
     def start_long_runs(self, n, prefix, test_ms=1000):
         """Submits n demo runs that would last a day; returns once every child
@@ -105,11 +104,8 @@ class Serve:
     def logged(self, msg):
         """The first log entry with this message, if serve wrote one."""
         for line in list(self.log):
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if entry.get("msg") == msg:
+            entry = log_entry(line)
+            if entry and entry.get("msg") == msg:
                 return entry
         return None
 
@@ -129,11 +125,8 @@ class Serve:
                 continue
             if line is None:
                 raise RuntimeError(f"serve exited before '{msg}': " + "".join(self.log[-20:]))
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if entry.get("msg") == msg:
+            entry = log_entry(line)
+            if entry and entry.get("msg") == msg:
                 return entry
 
     def stop(self, timeout=30):
