@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <mutex>
 #include <span>
@@ -97,12 +98,30 @@ std::span<const git_remote_head*> connect_and_list(git_remote* remote, RemoteCal
 
 }  // namespace
 
+// A connection to push over: the sources it sends from, its callbacks and
+// the tips the server advertised.
+struct PushConnection {
+  PushConnection(CacheRepo& cache, const RemoteConfig& config, const RemoteLocation& location)
+      : sources(cache), callbacks(config, location) {}
+
+  PushSources sources;
+  RemoteCallbacks callbacks;
+  git_remote_callbacks raw_callbacks = callbacks.callbacks();
+  RemoteHandle remote;  // freed before the sources it pushes from
+  std::map<std::string, git_oid> tips;
+};
+
 struct RemoteStore::Impl {
   CacheRepo& repo;
   RemoteConfig config;
   RemoteLocation location;
+  // connect_ahead()'s connection until update() takes it. Last: its thread
+  // reads the members above, and destroying it waits for that thread.
+  std::future<std::unique_ptr<PushConnection>> ahead;
 
   git_repository* git() { return raw_repo(repo); }
+  void connect(PushConnection& connection);
+  std::unique_ptr<PushConnection> push_connection();
   // On the cache, or on the repository a push sends its sources from.
   RemoteHandle open_remote(git_repository* from = nullptr);
   void push_refspec(const std::string& refspec, const std::string& doing,
@@ -146,7 +165,7 @@ void RemoteStore::Impl::delete_local_ref(const std::string& name) {
 }
 
 RemoteStore::RemoteStore(CacheRepo& repo, RemoteConfig config)
-    : impl_(std::make_unique<Impl>(Impl{repo, std::move(config), {}})) {
+    : impl_(std::make_unique<Impl>(Impl{repo, std::move(config), {}, {}})) {
   impl_->location = parse_remote_url(impl_->config.url);
   // The default results repo is a local path that exists once we made it.
   if (impl_->location.local_path && !std::filesystem::exists(*impl_->location.local_path)) {
@@ -274,16 +293,34 @@ bool fast_forward(git_repository* git, const git_oid& tip, const git_oid& commit
 
 }  // namespace
 
-std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates) {
-  PushSources sources(impl_->repo);
-  const RemoteHandle remote = impl_->open_remote(sources.git());
-  RemoteCallbacks callbacks(impl_->config, impl_->location);
-  const git_remote_callbacks raw_callbacks = callbacks.callbacks();
-  std::map<std::string, git_oid> tips;
-  for (const git_remote_head* head :
-       connect_and_list(remote.get(), callbacks, raw_callbacks, GIT_DIRECTION_PUSH))
-    tips.emplace(head->name, head->oid);
+void RemoteStore::Impl::connect(PushConnection& connection) {
+  connection.remote = open_remote(connection.sources.git());
+  for (const git_remote_head* head : connect_and_list(connection.remote.get(), connection.callbacks,
+                                                      connection.raw_callbacks, GIT_DIRECTION_PUSH))
+    connection.tips.emplace(head->name, head->oid);
+}
 
+std::unique_ptr<PushConnection> RemoteStore::Impl::push_connection() {
+  if (ahead.valid()) return ahead.get();
+  auto connection = std::make_unique<PushConnection>(repo, config, location);
+  connect(*connection);
+  return connection;
+}
+
+// The push's sources are made here, on this thread; the other thread only
+// connects their repository handle, which nothing else uses meanwhile.
+void RemoteStore::connect_ahead() {
+  auto connection = std::make_unique<PushConnection>(impl_->repo, impl_->config, impl_->location);
+  impl_->ahead =
+      std::async(std::launch::async, [impl = impl_.get(), c = std::move(connection)]() mutable {
+        impl->connect(*c);
+        return std::move(c);
+      });
+}
+
+std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates) {
+  const auto connection = impl_->push_connection();
+  const auto& tips = connection->tips;
   std::vector<RefResult> results(updates.size());
   std::vector<std::string> refspecs;
   std::vector<std::size_t> sent;
@@ -306,18 +343,18 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
       results[i] = {RefOutcome::taken, "its tip " + oid_hex(tip->second) + " is another's"};
       continue;
     }
-    refspecs.push_back(sources.add(u.ref, commit) + ":" + u.ref);
+    refspecs.push_back(connection->sources.add(u.ref, commit) + ":" + u.ref);
     sent.push_back(i);
   }
   if (refspecs.empty()) return results;
   const RefspecArray specs(refspecs);
   git_push_options options = GIT_PUSH_OPTIONS_INIT;
-  options.callbacks = callbacks.callbacks();
+  options.callbacks = connection->raw_callbacks;
   options.proxy_opts = environment_proxy();
-  if (const int rc = git_remote_upload(remote.get(), specs.get(), &options); rc < 0)
-    callbacks.throw_failure(rc, "push to");
+  if (const int rc = git_remote_upload(connection->remote.get(), specs.get(), &options); rc < 0)
+    connection->callbacks.throw_failure(rc, "push to");
   for (const std::size_t i : sent) {
-    if (const auto refusal = callbacks.refusal_of(updates[i].ref))
+    if (const auto refusal = connection->callbacks.refusal_of(updates[i].ref))
       results[i] = {RefOutcome::refused, *refusal};
     else if (!updates[i].commit.empty())
       impl_->repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(updates[i].ref),

@@ -43,6 +43,8 @@ struct CheckpointStore::RestorePush {
 RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   RestoreReport report;
   RestorePush push;
+  // A serve's restore always pushes (its lease at least).
+  if (request.lease_until) remote_.connect_ahead();
   auto branches = remote_.list(std::string(kInflightPrefix), RemoteStore::Tips::downloaded);
   LeaseBook leases(cache_, remote_, branches, seconds_now(), report.problems);
   std::erase_if(branches, [&](const RemoteBranch& b) {

@@ -192,6 +192,34 @@ TEST_F(GitDaemonTest, DeletionRefusedByTheServerIsRejected) {
   EXPECT_EQ(store.list().size(), 1u);
 }
 
+// A connection opened ahead carries the tips of its time: a ref made since
+// is not overwritten, the server refuses the stale update.
+TEST_F(GitDaemonTest, AnUpdateOverAConnectionOpenedAheadIsJudgedByTheServer) {
+  RemoteStore store(*repo_, config(url()));
+  const std::string ours = checkpoint("ours\n");
+  store.connect_ahead();
+  CacheRepo elsewhere(temp_.path() / "other-cache.git");
+  RunSnapshotter other_snapshotter(elsewhere, {});
+  write_file(run_dir() / "index.jsonl", "theirs\n");
+  const std::string theirs =
+      *other_snapshotter.snapshot(run_dir(), CheckpointInfo{"r-1", 1, "manual", "pod-b", 1}, {});
+  RemoteStore(elsewhere, config(url())).push(kRef, theirs);
+
+  const auto results = store.update({{.ref = kRef, .commit = ours, .from = {}},
+                                     {.ref = kRef + "-2", .commit = ours, .from = {}}});
+  EXPECT_EQ(results[0].outcome, RefOutcome::refused) << results[0].detail;
+  EXPECT_EQ(results[1].outcome, RefOutcome::updated) << results[1].detail;
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), theirs);
+}
+
+TEST_F(RemoteStoreTest, AConnectionThatCouldNotBeOpenedAheadFailsTheUpdate) {
+  RemoteStore store(*repo_, config("git://127.0.0.1:" + std::to_string(free_port()) + "/x.git"));
+  store.connect_ahead();
+  EXPECT_EQ(
+      kind_of([&] { store.update({{.ref = kRef, .commit = checkpoint("1\n"), .from = {}}}); }),
+      GitErrorKind::unreachable);
+}
+
 // An HTTP server that refuses every request with 401, to see auth give up fast.
 TEST_F(RemoteStoreTest, RefusedCredentialsEndQuicklyAsAuth) {
   const int port = free_port();

@@ -202,6 +202,10 @@ class RemoteStore {
   // refused ref does not hold the others back. Throws only for what fails
   // the whole connection (unreachable, credentials).
   std::vector<RefResult> update(const std::vector<RefUpdate>& updates);
+  // Opens the next update()'s connection on another thread, so that its
+  // round trips overlap the work that decides the updates (a restore's
+  // download and run dirs). Its failure is update()'s.
+  void connect_ahead();
   // Deletes the remote branch; a refused deletion throws GitError(rejected).
   void remove(const std::string& ref);
   // The remote URL with any password removed, for messages and logs.
