@@ -136,7 +136,7 @@ PushSources::PushSources(CacheRepo& cache) {
   git_check(git_repository_set_odb(raw, odb.get()), "share the cache's objects");
   git_refdb* refdb = nullptr;
   git_check(git_refdb_new(&refdb, raw), "create the push sources");
-  const GitHandle<git_refdb, git_refdb_free> owned(refdb);
+  const RefdbHandle owned(refdb);
   git_refdb_backend* backend = map_refdb(refs_);
   if (const int rc = git_refdb_set_backend(refdb, backend); rc < 0) {
     backend->free(backend);
