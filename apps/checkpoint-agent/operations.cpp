@@ -74,8 +74,8 @@ agent::Done release(Context& c, const agent::Release& call) {
 
 std::optional<AgentFailure> part_failure(const ck::SaveOutcome& outcome) {
   if (!outcome.error) return std::nullopt;
-  return AgentFailure{.kind = outcome.ref == ck::RefOutcome::updated ? AgentFailureKind::other
-                                                                     : AgentFailureKind::rejected,
+  return AgentFailure{.kind = ck::judged_against(outcome.ref) ? AgentFailureKind::rejected
+                                                              : AgentFailureKind::other,
                       .error = *outcome.error,
                       .branches = {}};
 }
@@ -260,8 +260,10 @@ agent::Pruned prune(Context& c, const agent::Prune& call) {
     else
       answer.failed.push_back(
           {.branch = branch,
-           .failure = {
-               .kind = AgentFailureKind::rejected, .error = results[i].detail, .branches = {}}});
+           .failure = {.kind = ck::judged_against(results[i].outcome) ? AgentFailureKind::rejected
+                                                                      : AgentFailureKind::other,
+                       .error = results[i].detail,
+                       .branches = {}}});
   }
   return answer;
 }

@@ -76,17 +76,18 @@ SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
 }
 
 // A run that another instance took is its business; one whose ref the
-// server refused is still this pod's, and its last state is on this disk
-// only: the lease is taken again, so that no restore takes the run from an
-// older tip.
+// server refused (or a local results repo could not write) is still this
+// pod's, and its last state is on this disk only: the lease is taken again,
+// so that no restore takes the run from an older tip.
 std::optional<std::string> CheckpointStore::undo_release(const RefResult& result,
                                                          const SaveAllReport& report,
                                                          const Lease& lease) {
   if (result.outcome != RefOutcome::updated)
     return lease_ref(lease.pod) + " not released: " + result.detail;
   const bool refused =
-      std::any_of(report.runs.begin(), report.runs.end(),
-                  [](const SaveOutcome& outcome) { return outcome.ref == RefOutcome::refused; });
+      std::any_of(report.runs.begin(), report.runs.end(), [](const SaveOutcome& outcome) {
+        return outcome.ref == RefOutcome::refused || outcome.ref == RefOutcome::unwritten;
+      });
   if (!refused) return std::nullopt;
   try {
     hold_lease(cache_, remote_, lease);
@@ -94,15 +95,15 @@ std::optional<std::string> CheckpointStore::undo_release(const RefResult& result
     if (e.network()) throw;
     return std::string("released, and not taken again after a refused run: ") + e.what();
   }
-  return "taken again: the server refused a run";
+  return "taken again: a run was refused or could not be written";
 }
 
 // A lease tip this cache did not write (a restart on a fresh disk) is renewed
-// on the remote's tip; one the server refused stays as it is.
+// on the remote's tip; one that was refused or unwritten stays as it is.
 std::optional<std::string> CheckpointStore::renew_taken_lease(const RefResult& result,
                                                               const Lease& lease) {
   if (result.outcome == RefOutcome::updated) return std::nullopt;
-  if (result.outcome == RefOutcome::refused) return lease_ref(lease.pod) + ": " + result.detail;
+  if (result.outcome != RefOutcome::taken) return lease_ref(lease.pod) + ": " + result.detail;
   try {
     hold_lease(cache_, remote_, lease);
     return std::nullopt;

@@ -43,9 +43,13 @@ void RemoteCallbacks::check_push_accepted(const std::string& doing) const {
   std::string refs;
   for (const auto& [ref, status] : refused_refs_)
     refs += (refs.empty() ? "" : ", ") + ref + " (" + status + ")";
-  throw GitError(GitErrorKind::rejected,
-                 location_.scrub(doing + " " + location_.display + ": the server refused " + refs,
-                                 config_.token));
+  // libgit2 writes a local repo's refs itself: no server judged them.
+  const bool local = location_.local_path.has_value();
+  throw GitError(
+      local ? GitErrorKind::other : GitErrorKind::rejected,
+      location_.scrub(doing + " " + location_.display +
+                          (local ? ": could not write " : ": the server refused ") + refs,
+                      config_.token));
 }
 
 std::optional<std::string> RemoteCallbacks::refusal_of(const std::string& ref) const {

@@ -28,10 +28,13 @@ class RemoteCallbacks {
   // else libgit2's error, classified, naming the remote and no secret.
   [[noreturn]] void throw_failure(int code, const std::string& doing);
 
-  // Throws GitError(rejected) when the server refused any pushed ref.
+  // Throws when a pushed ref was not written: GitError(rejected) when a
+  // server refused it, GitError(other) when a local results repo could not.
   void check_push_accepted(const std::string& doing) const;
-  // The server's refusal of `ref`, if it refused it.
+  // Why `ref` was not written, if it was not.
   std::optional<std::string> refusal_of(const std::string& ref) const;
+  // Before a push sent again: what the last one was refused is forgotten.
+  void forget_refusals() { refused_refs_.clear(); }
 
  private:
   static int credentials(git_credential** out, const char* url, const char* username_from_url,

@@ -57,6 +57,12 @@ void require_valid_ref(const std::string& ref) {
     throw GitError(GitErrorKind::other, "not a valid ref name: '" + ref + "'");
 }
 
+// A ref write of a results repo on a local path can fail for a moment:
+// another agent that deletes the last branch under a pod removes the
+// directory this one is writing a ref into. Sent again, the ref lands; a
+// lock left behind fails each time.
+constexpr int kLocalWriteTries = 3;
+
 git_proxy_options environment_proxy() {
   git_proxy_options proxy = GIT_PROXY_OPTIONS_INIT;
   proxy.type = GIT_PROXY_AUTO;  // honours http.proxy and the *_proxy variables
@@ -96,6 +102,12 @@ std::span<const git_remote_head*> connect_and_list(git_remote* remote, RemoteCal
 
 }  // namespace
 
+// One ref update to send, as the index of its update and its refspec.
+struct RefSend {
+  std::size_t update;
+  std::string refspec;
+};
+
 // A connection to push over: the sources it sends from, its callbacks and
 // the tips the server advertised.
 struct PushConnection {
@@ -127,6 +139,12 @@ struct RemoteStore::Impl {
   void delete_local_ref(const std::string& name);
   void download_missing(git_remote* remote, RemoteCallbacks& callbacks,
                         const std::vector<RemoteBranch>& branches);
+  std::vector<RefSend> judge(PushConnection& connection, const std::vector<RefUpdate>& updates,
+                             std::vector<RefResult>& results);
+  void upload(PushConnection& connection, const std::vector<RefSend>& sends);
+  bool may_write_again(int attempt) const {
+    return location.local_path && attempt < kLocalWriteTries;
+  }
 };
 
 RemoteHandle RemoteStore::Impl::open_remote(git_repository* from) {
@@ -146,8 +164,12 @@ void RemoteStore::Impl::push_refspec(const std::string& refspec, const std::stri
   options.proxy_opts = environment_proxy();
   char* refspecs[] = {const_cast<char*>(refspec.c_str())};
   const git_strarray specs{refspecs, 1};
-  if (const int rc = git_remote_push(remote.get(), &specs, &options); rc < 0) {
-    callbacks.throw_failure(rc, doing);
+  for (int attempt = 1;; ++attempt) {
+    callbacks.forget_refusals();
+    if (const int rc = git_remote_push(remote.get(), &specs, &options); rc < 0)
+      callbacks.throw_failure(rc, doing);
+    const auto ref = refspec.substr(refspec.rfind(':') + 1);
+    if (!callbacks.refusal_of(ref) || !may_write_again(attempt)) break;
   }
   // A server-side refusal (hook, denyNonFastForwards) arrives here, with rc 0.
   callbacks.check_push_accepted(doing);
@@ -316,13 +338,13 @@ void RemoteStore::connect_ahead() {
       });
 }
 
-std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates) {
-  const auto connection = impl_->push_connection();
-  const auto& tips = connection->tips;
-  std::vector<RefResult> results(updates.size());
-  std::vector<std::string> refspecs;
-  std::vector<std::size_t> sent;
-  const CacheLock lock(impl_->repo.path(), CacheLock::Mode::exclusive);
+// Each update judged on the advertised tips: the refspecs to send, and the
+// result of each update that needs no push.
+std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
+                                              const std::vector<RefUpdate>& updates,
+                                              std::vector<RefResult>& results) {
+  const auto& tips = connection.tips;
+  std::vector<RefSend> sends;
   for (std::size_t i = 0; i < updates.size(); ++i) {
     const auto& u = updates[i];
     require_valid_ref(u.ref);
@@ -332,31 +354,54 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
       continue;
     }
     if (u.commit.empty()) {  // a deletion; a ref already gone is deleted
-      if (tip != tips.end()) refspecs.push_back(":" + u.ref), sent.push_back(i);
+      if (tip != tips.end()) sends.push_back({.update = i, .refspec = ":" + u.ref});
       continue;
     }
     const git_oid commit = parse_oid(u.commit);
     if (tip != tips.end() && git_oid_equal(&tip->second, &commit)) continue;
-    if (tip != tips.end() && !fast_forward(impl_->git(), tip->second, commit)) {
+    if (tip != tips.end() && !fast_forward(git(), tip->second, commit)) {
       results[i] = {RefOutcome::taken, "its tip " + oid_hex(tip->second) + " is another's"};
       continue;
     }
-    refspecs.push_back(connection->sources.add(u.ref, commit) + ":" + u.ref);
-    sent.push_back(i);
+    sends.push_back({.update = i, .refspec = connection.sources.add(u.ref, commit) + ":" + u.ref});
   }
-  if (refspecs.empty()) return results;
+  return sends;
+}
+
+void RemoteStore::Impl::upload(PushConnection& connection, const std::vector<RefSend>& sends) {
+  std::vector<std::string> refspecs;
+  for (const auto& send : sends) refspecs.push_back(send.refspec);
   const RefspecArray specs(refspecs);
   git_push_options options = GIT_PUSH_OPTIONS_INIT;
-  options.callbacks = connection->raw_callbacks;
+  options.callbacks = connection.raw_callbacks;
   options.proxy_opts = environment_proxy();
-  if (const int rc = git_remote_upload(connection->remote.get(), specs.get(), &options); rc < 0)
-    connection->callbacks.throw_failure(rc, "push to");
-  for (const std::size_t i : sent) {
-    if (const auto refusal = connection->callbacks.refusal_of(updates[i].ref))
-      results[i] = {RefOutcome::refused, *refusal};
-    else if (!updates[i].commit.empty())
-      impl_->repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(updates[i].ref),
-                                    updates[i].commit);
+  connection.callbacks.forget_refusals();
+  if (const int rc = git_remote_upload(connection.remote.get(), specs.get(), &options); rc < 0)
+    connection.callbacks.throw_failure(rc, "push to");
+}
+
+std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates) {
+  const auto connection = impl_->push_connection();
+  std::vector<RefResult> results(updates.size());
+  const CacheLock lock(impl_->repo.path(), CacheLock::Mode::exclusive);
+  auto sends = impl_->judge(*connection, updates, results);
+  for (int attempt = 1; !sends.empty(); ++attempt) {
+    impl_->upload(*connection, sends);
+    std::vector<RefSend> again;
+    for (auto& send : sends) {
+      const auto& u = updates[send.update];
+      if (const auto refusal = connection->callbacks.refusal_of(u.ref)) {
+        if (impl_->may_write_again(attempt))
+          again.push_back(std::move(send));
+        else if (impl_->location.local_path)
+          results[send.update] = {RefOutcome::unwritten, "could not write it: " + *refusal};
+        else
+          results[send.update] = {RefOutcome::refused, *refusal};
+      } else if (!u.commit.empty()) {
+        impl_->repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(u.ref), u.commit);
+      }
+    }
+    sends = std::move(again);
   }
   return results;
 }

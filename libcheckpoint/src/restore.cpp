@@ -290,8 +290,12 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
             params = std::move(params)](const RefResult& result) mutable {
              if (result.outcome != RefOutcome::updated) {
                fs::remove_all(staging);
-               report.lost.push_back(name.run_id);
-               mark_stale(name, request, report);
+               // Unwritten by a local results repo, the run is still on its
+               // branch for a later start; judged, it is another's.
+               if (judged_against(result.outcome)) {
+                 report.lost.push_back(name.run_id);
+                 mark_stale(name, request, report);
+               }
                return report.problems.push_back(printable(branch.ref) + ": " + result.detail);
              }
              if (branch_wins) {

@@ -2,7 +2,8 @@
 import signal
 import time
 
-from conftest import (index_ids, process_exists, script_child, wait_for, write_config)
+from conftest import (index_ids, process_exists, run_params, script_child, wait_for,
+                      write_config)
 
 
 def start_stubborn(serve_factory, tmp_path, *args):
@@ -97,3 +98,32 @@ def test_shutdown_refuses_new_runs_and_readyz(serve_factory, tmp_path):
     assert "Retry-After" in refused.headers
     assert serve.get("/healthz").status == 200
     assert serve.wait_exit(timeout=10) == 0
+
+
+def test_a_checkpoint_the_local_results_repo_cannot_write_fails_the_exit_but_fences_nothing(
+        serve_factory, tmp_path):
+    """A ref of the default local results repo that libgit2 cannot write (a
+    lock left behind; in CI, another agent removing its directory) was taken
+    for another owner's refusal: the run was fenced and never resumed. It is
+    this pod's run still: exit 1, and the next start resumes it from disk."""
+    serve = serve_factory()
+    serve.wait_ready()
+    run_id = serve.submit(tests=1000, test_ms=100)
+    run_dir = tmp_path / ".inflight" / "runs" / run_id
+    wait_for(lambda: (run_dir / "index.jsonl").exists() and index_ids(run_dir), 10, "a record")
+    branch = serve.status(run_id)["checkpoint"]["branch"]
+    lock = tmp_path / ".inflight" / "results.git" / f"refs/heads/{branch}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit(timeout=15) == 1
+    assert any("could not write" in e.get("error", "") for e in serve.events()), \
+        "the log names the write that failed"
+    params = run_params(run_dir)
+    assert "handed_over" not in params, params["handed_over"]
+    assert not any("another instance owns" in e.get("msg", "") for e in serve.events())
+
+    lock.unlink()
+    again = serve_factory()
+    again.wait_ready()
+    assert again.wait_status(run_id, "running")["attempt"] == 2

@@ -210,6 +210,29 @@ TEST_F(CheckpointStoreTest, AClaimOnABranchThatMovedOrWentSinceItWasReadIsLost) 
   }
 }
 
+// A claim a local results repo could not write was judged by nobody: the
+// run is not lost to another pod, and a later restore claims it.
+TEST_F(CheckpointStoreTest, AClaimALocalResultsRepoCouldNotWriteIsNotLost) {
+  CheckpointStore(config("a"))
+      .save(make_run(temp_.path() / "runs-a", "r1", 1), "pod-a", info("r1", "shutdown"));
+  const auto lock = remote() / (branch_ref({"pod-a", "r1"}) + ".lock");
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  auto lock_meanwhile = [&](const RunParams& params) {
+    write_file(lock, "");
+    return accept(params);
+  };
+  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b", {}, lock_meanwhile);
+  EXPECT_TRUE(report.claimed.empty());
+  EXPECT_TRUE(report.lost.empty());
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].find("could not write"), std::string::npos) << report.problems[0];
+  EXPECT_FALSE(fs::exists(runs_b / "r1"));
+
+  fs::remove(lock);
+  EXPECT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
+}
+
 TEST_F(CheckpointStoreTest, RestoreClaimsAndMaterialisesOnAnEmptyDisk) {
   const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
   CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));

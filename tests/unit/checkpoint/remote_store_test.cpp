@@ -1,4 +1,6 @@
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "background_process.hpp"
 #include "checkpoint_test_support.hpp"
@@ -126,6 +128,52 @@ TEST_F(RemoteStoreTest, PushOverATipWeNeverSawIsRejected) {
   RemoteStore store(*repo_, config(remote_path().string()));
   EXPECT_EQ(kind_of([&] { store.push(kRef, checkpoint("mine\n")); }), GitErrorKind::rejected);
   EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), *theirs);
+}
+
+// libgit2 writes a local results repo's refs itself: a ref it could not
+// write was judged by nobody, so the run is not another's.
+TEST_F(RemoteStoreTest, ARefALocalResultsRepoCannotWriteIsUnwrittenNotRefused) {
+  RemoteStore store(*repo_, config(remote_path().string()));
+  const std::string commit = checkpoint("1\n");
+  write_file(remote_path() / (kRef + ".lock"), "");  // left by a writer that died
+
+  const auto results = store.update({{.ref = kRef, .commit = commit, .from = {}},
+                                     {.ref = kRef + "-2", .commit = commit, .from = {}}});
+  EXPECT_EQ(results[0].outcome, RefOutcome::unwritten) << results[0].detail;
+  EXPECT_NE(results[0].detail.find("lock"), std::string::npos) << results[0].detail;
+  EXPECT_EQ(results[1].outcome, RefOutcome::updated) << results[1].detail;
+  std::string message;
+  EXPECT_EQ(kind_of([&] { store.push(kRef, commit); }, &message), GitErrorKind::other);
+  EXPECT_NE(message.find("could not write " + kRef), std::string::npos) << message;
+}
+
+// The race CI found: one agent deletes the last branch under a pod, and
+// libgit2 removes the emptied directory while another agent writes a ref
+// into it. Sent again, the ref lands; it is never taken for another owner.
+TEST_F(RemoteStoreTest, ARefRacingTheRemovalOfItsDirectoryIsNeverJudgedAgainst) {
+  const std::string commit = checkpoint("1\n");
+  CacheRepo cache(temp_.path() / "remover-cache.git");
+  const std::string theirs = *RunSnapshotter(cache, {}).snapshot(
+      run_dir(), CheckpointInfo{"r-0", 1, "manual", "pod-b", 1}, {});
+  std::atomic<bool> done = false;
+  std::thread remover([&] {
+    RemoteStore store(cache, config(remote_path().string()));
+    const std::string other = "refs/heads/inflight/pod-b/r-0";
+    while (!done) {
+      store.update({{.ref = other, .commit = theirs, .from = {}}});
+      store.update({{.ref = other, .commit = "", .from = {}}});
+    }
+  });
+  RemoteStore store(*repo_, config(remote_path().string()));
+  for (int i = 0; i < 200; ++i) {
+    const std::string ref = "refs/heads/inflight/pod-b/r-" + std::to_string(i + 1);
+    const auto results = store.update({{.ref = ref, .commit = commit, .from = {}}});
+    const auto deleted = store.update({{.ref = ref, .commit = "", .from = {}}});
+    for (const auto& result : {results[0], deleted[0]})
+      EXPECT_FALSE(judged_against(result.outcome)) << ref << ": " << result.detail;
+  }
+  done = true;
+  remover.join();
 }
 
 TEST_F(RemoteStoreTest, UnreachableServerIsUnreachable) {

@@ -171,7 +171,15 @@ enum class RefOutcome {
   updated,  // the ref is at the commit now
   taken,    // its tip is not an ancestor of the commit: another instance moved it
   refused,  // the server refused it (a hook, a race with another push)
+  // A results repo on a local path could not write it (a lock left behind, a
+  // full disk): nobody judged the update, so the run is still this pod's.
+  unwritten,
 };
+
+// Whether the update was judged against this pod: the run is another's.
+constexpr bool judged_against(RefOutcome outcome) {
+  return outcome == RefOutcome::taken || outcome == RefOutcome::refused;
+}
 
 struct RefResult {
   RefOutcome outcome = RefOutcome::updated;
@@ -196,7 +204,8 @@ class RemoteStore {
   std::string fetch_listed(const RemoteBranch& branch);
   // The tip this cache last pushed to `ref`, if it remembers one.
   std::optional<std::string> last_pushed(const std::string& ref);
-  // Fast-forward only; a rejected ref throws GitError(rejected).
+  // Fast-forward only; a rejected ref throws GitError(rejected), one a local
+  // results repo could not write GitError(other).
   void push(const std::string& ref, const std::string& oid);
   // Every update over one connection, each ref judged on its own: a taken or
   // refused ref does not hold the others back. Throws only for what fails
@@ -206,7 +215,7 @@ class RemoteStore {
   // round trips overlap the work that decides the updates (a restore's
   // download and run dirs). Its failure is update()'s.
   void connect_ahead();
-  // Deletes the remote branch; a refused deletion throws GitError(rejected).
+  // Deletes the remote branch; a refused deletion throws as push() does.
   void remove(const std::string& ref);
   // The remote URL with any password removed, for messages and logs.
   const std::string& display_url() const;
