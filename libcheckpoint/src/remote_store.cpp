@@ -57,11 +57,12 @@ void require_valid_ref(const std::string& ref) {
     throw GitError(GitErrorKind::other, "not a valid ref name: '" + ref + "'");
 }
 
-// A ref write of a results repo on a local path can fail for a moment:
-// another agent that deletes the last branch under a pod removes the
-// directory this one is writing a ref into. Sent again, the ref lands; a
-// lock left behind fails each time.
-constexpr int kLocalWriteTries = 3;
+// libgit2 reads and writes a results repo on a local path itself, and two
+// agents at work on it can trip each other for a moment: an agent deleting
+// the last branch under a pod removes the directory another is writing a ref
+// into, and a ref deleted while another agent lists them fails its listing.
+// Tried again, both succeed; a lock left behind fails each time.
+constexpr int kLocalTries = 3;
 
 git_proxy_options environment_proxy() {
   git_proxy_options proxy = GIT_PROXY_OPTIONS_INIT;
@@ -89,10 +90,14 @@ class RefspecArray {
 // stays connected; `raw_callbacks` (of `callbacks`) must live as long.
 std::span<const git_remote_head*> connect_and_list(git_remote* remote, RemoteCallbacks& callbacks,
                                                    const git_remote_callbacks& raw_callbacks,
-                                                   git_direction direction) {
+                                                   git_direction direction, bool local) {
   const git_proxy_options proxy = environment_proxy();
-  if (const int rc = git_remote_connect(remote, direction, &raw_callbacks, &proxy, nullptr); rc < 0)
-    callbacks.throw_failure(rc, "connect to");
+  for (int attempt = 1;; ++attempt) {
+    const int rc = git_remote_connect(remote, direction, &raw_callbacks, &proxy, nullptr);
+    if (rc == 0) break;
+    if (!local || rc != GIT_ENOTFOUND || attempt == kLocalTries)
+      callbacks.throw_failure(rc, "connect to");
+  }
   const git_remote_head** heads = nullptr;
   std::size_t count = 0;
   if (const int rc = git_remote_ls(&heads, &count, remote); rc < 0)
@@ -142,9 +147,7 @@ struct RemoteStore::Impl {
   std::vector<RefSend> judge(PushConnection& connection, const std::vector<RefUpdate>& updates,
                              std::vector<RefResult>& results);
   void upload(PushConnection& connection, const std::vector<RefSend>& sends);
-  bool may_write_again(int attempt) const {
-    return location.local_path && attempt < kLocalWriteTries;
-  }
+  bool may_write_again(int attempt) const { return location.local_path && attempt < kLocalTries; }
 };
 
 RemoteHandle RemoteStore::Impl::open_remote(git_repository* from) {
@@ -204,7 +207,8 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix, Tips tips
   const RemoteHandle remote = impl_->open_remote();
   RemoteCallbacks callbacks(impl_->config, impl_->location);
   const git_remote_callbacks raw_callbacks = callbacks.callbacks();
-  const auto heads = connect_and_list(remote.get(), callbacks, raw_callbacks, GIT_DIRECTION_FETCH);
+  const auto heads = connect_and_list(remote.get(), callbacks, raw_callbacks, GIT_DIRECTION_FETCH,
+                                      impl_->location.local_path.has_value());
   std::vector<RemoteBranch> branches;
   for (const git_remote_head* head : heads) {
     const std::string name = head->name;
@@ -315,8 +319,9 @@ bool fast_forward(git_repository* git, const git_oid& tip, const git_oid& commit
 
 void RemoteStore::Impl::connect(PushConnection& connection) {
   connection.remote = open_remote(connection.sources.git());
-  for (const git_remote_head* head : connect_and_list(connection.remote.get(), connection.callbacks,
-                                                      connection.raw_callbacks, GIT_DIRECTION_PUSH))
+  for (const git_remote_head* head :
+       connect_and_list(connection.remote.get(), connection.callbacks, connection.raw_callbacks,
+                        GIT_DIRECTION_PUSH, location.local_path.has_value()))
     connection.tips.emplace(head->name, head->oid);
 }
 
