@@ -1,6 +1,8 @@
 // Writes a validated checkpoint tree into a run dir through directory file
 // descriptors, so that a symlink planted in the run dir is replaced, never
 // followed.
+#include "materialize.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -110,7 +112,11 @@ Fd open_run_dir(const std::filesystem::path& run_dir) {
 
 void materialize(CacheRepo& repo, const std::string& commit, const std::filesystem::path& run_dir,
                  const TreeLimits& limits) {
-  git_repository* git = raw_repo(repo);
+  materialize_tree(raw_repo(repo), commit, run_dir, limits);
+}
+
+void materialize_tree(git_repository* git, const std::string& commit,
+                      const std::filesystem::path& run_dir, const TreeLimits& limits) {
   const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
   validate_run_tree(git, tree.get(), limits);
   const Fd dir = open_run_dir(run_dir);

@@ -10,6 +10,7 @@
 #include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/checkpoint/run_dir.hpp"
 #include "repo_objects.hpp"
+#include "run_dir_writers.hpp"
 
 namespace inflight::checkpoint {
 
@@ -30,9 +31,22 @@ std::int64_t seconds_now() {
 }  // namespace
 
 struct CheckpointStore::RestorePush {
+  // A branch copy a writer is materialising, to be claimed once written.
+  struct WrittenCopy {
+    RemoteBranch branch;
+    std::string tip;
+    RunParams params;
+    fs::path staging;
+    std::future<std::uint64_t> records;  // of the progress file, once written
+  };
+
+  RestorePush(const fs::path& cache, const TreeLimits& limits) : writers(cache, limits) {}
+
   std::vector<RefUpdate> updates;
   std::vector<std::function<void(const RefResult&)>> settle;  // one per update
   std::vector<fs::path> staging;  // materialised claims, removed if the push fails
+  RunDirWriters writers;
+  std::vector<WrittenCopy> written;  // claim_written() adds their claims
 
   void add(RefUpdate update, std::function<void(const RefResult&)> then) {
     updates.push_back(std::move(update));
@@ -42,7 +56,7 @@ struct CheckpointStore::RestorePush {
 
 RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   RestoreReport report;
-  RestorePush push;
+  RestorePush push(cache_.path(), config_.restore_limits);
   // A serve's restore always pushes (its lease at least).
   if (request.lease_until) remote_.connect_ahead();
   auto branches = remote_.list(std::string(kInflightPrefix), RemoteStore::Tips::downloaded);
@@ -92,6 +106,7 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
         report.problems.push_back(lease_ref(lease.pod) + ": lease not taken: " + *error);
     });
   }
+  claim_written(request, push, report);
   push_restore(push, report);
   return report;
 }
@@ -259,37 +274,66 @@ std::optional<LeftRun> CheckpointStore::live_owner(const BranchName& name, const
   return LeftRun{.run_id = name.run_id, .pod = last.pod, .until = until};
 }
 
-// The branch copy is materialised beside the run dir and moved in only once
-// the claim landed, so a lost claim or a hostile tree leaves nothing behind.
-// A claim that does not land means another instance took the run first.
+// The branch copy is materialised beside the run dir (by a writer thread)
+// and moved in only once the claim landed, so a lost claim or a hostile tree
+// leaves nothing behind. The local copy is claimed as it is.
 void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
                             const RunVerdict& verdict, bool branch_wins,
                             const RestoreRequest& request, RestorePush& push,
                             RestoreReport& report) {
   const auto dir = request.runs_dir / params.run_id;
-  const auto staging = request.runs_dir / (".restore-" + params.run_id);
-  fs::remove_all(staging);
-  const auto claim_from = branch_wins ? staging : dir;
-  std::string claim_commit;
-  try {
-    if (branch_wins) materialize(cache_, tip, staging, config_.restore_limits);
-    const CheckpointInfo info{params.run_id, static_cast<int>(params.attempts.size()), "claim",
-                              request.pod, records_of(claim_from, verdict)};
-    claim_commit =
-        branch_wins
-            ? commit_on_own_tree(cache_, tip, info)
-            : *RunSnapshotter(cache_, config_.exclude_globs).snapshot(claim_from, info, tip);
-  } catch (...) {
-    fs::remove_all(staging);
-    throw;
+  auto staging = request.runs_dir / (".restore-" + params.run_id);
+  fs::remove_all(staging);  // left by a restore that stopped half-way
+  if (branch_wins) {
+    auto records = push.writers.write(
+        tip, staging, [verdict](const fs::path& written) { return records_of(written, verdict); });
+    push.written.push_back({.branch = branch,
+                            .tip = tip,
+                            .params = std::move(params),
+                            .staging = std::move(staging),
+                            .records = std::move(records)});
+    return;
   }
-  if (branch_wins) push.staging.push_back(staging);
+  const CheckpointInfo info{params.run_id, static_cast<int>(params.attempts.size()), "claim",
+                            request.pod, records_of(dir, verdict)};
+  auto commit = *RunSnapshotter(cache_, config_.exclude_globs).snapshot(dir, info, tip);
+  add_claim(branch, tip, std::move(params), {}, std::move(commit), request, push, report);
+}
+
+// The branch copies, as their writers finish them: each claimed on its own
+// tree; one that could not be written (a hostile tree, the disk) fails alone.
+void CheckpointStore::claim_written(const RestoreRequest& request, RestorePush& push,
+                                    RestoreReport& report) {
+  for (auto& written : push.written) {
+    try {
+      const CheckpointInfo info{written.params.run_id,
+                                static_cast<int>(written.params.attempts.size()), "claim",
+                                request.pod, written.records.get()};
+      auto commit = commit_on_own_tree(cache_, written.tip, info);
+      push.staging.push_back(written.staging);
+      add_claim(written.branch, written.tip, std::move(written.params), written.staging,
+                std::move(commit), request, push, report);
+    } catch (const std::exception& e) {
+      fs::remove_all(written.staging);
+      report.problems.push_back(printable(written.branch.ref) + ": " + e.what());
+    }
+  }
+  push.written.clear();
+}
+
+// A claim that does not land means another instance took the run first.
+// `staging`, when set, holds the branch copy that replaces the run dir.
+void CheckpointStore::add_claim(const RemoteBranch& branch, const std::string& tip,
+                                RunParams params, const std::optional<fs::path>& staging,
+                                std::string commit, const RestoreRequest& request,
+                                RestorePush& push, RestoreReport& report) {
+  const auto dir = request.runs_dir / params.run_id;
   const auto name = *parse_branch_ref(branch.ref);
-  push.add({.ref = branch.ref, .commit = claim_commit, .from = tip},
-           [this, &request, &report, name, dir, staging, branch_wins, claim_commit, branch,
+  push.add({.ref = branch.ref, .commit = commit, .from = tip},
+           [this, &request, &report, name, dir, staging, commit, branch,
             params = std::move(params)](const RefResult& result) mutable {
              if (result.outcome != RefOutcome::updated) {
-               fs::remove_all(staging);
+               if (staging) fs::remove_all(*staging);
                // Unwritten by a local results repo, the run is still on its
                // branch for a later start; judged, it is another's.
                if (judged_against(result.outcome)) {
@@ -298,13 +342,13 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
                }
                return report.problems.push_back(printable(branch.ref) + ": " + result.detail);
              }
-             if (branch_wins) {
+             if (staging) {
                fs::remove_all(dir);
-               fs::rename(staging, dir);
+               fs::rename(*staging, dir);
              } else if (auto local = read_run_params(dir)) {
                params = std::move(*local);
              }
-             report.claimed.push_back({std::move(params), dir, branch.ref, claim_commit});
+             report.claimed.push_back({std::move(params), dir, branch.ref, commit});
            });
 }
 

@@ -191,6 +191,10 @@ class CheckpointStore {
   void claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
              const RunVerdict& verdict, bool branch_wins, const RestoreRequest& request,
              RestorePush& push, RestoreReport& report);
+  void claim_written(const RestoreRequest& request, RestorePush& push, RestoreReport& report);
+  void add_claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
+                 const std::optional<std::filesystem::path>& staging, std::string commit,
+                 const RestoreRequest& request, RestorePush& push, RestoreReport& report);
   void push_restore(RestorePush& push, RestoreReport& report);
 
   StoreConfig config_;
