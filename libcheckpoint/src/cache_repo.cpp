@@ -74,6 +74,11 @@ RepositoryHandle open_or_init_bare(const fs::path& path) {
   std::error_code ec;
   if (fs::symlink_status(path, ec).type() != fs::file_type::not_found) discard(path);
   create(path);
+  return open_bare(path);
+}
+
+RepositoryHandle open_bare(const fs::path& path) {
+  git_repository* raw = nullptr;
   git_check(git_repository_open_bare(&raw, path.c_str()), "open repository " + path.string());
   return RepositoryHandle(raw);
 }

@@ -19,6 +19,9 @@ struct CacheRepo::Impl {
 // Opens the bare repository at `path`, creating it and its parents if absent
 // and replacing whatever is there when it is not a repository.
 RepositoryHandle open_or_init_bare(const std::filesystem::path& path);
+// Another handle of a repository that exists: one per thread, or one whose
+// refs or objects are set apart.
+RepositoryHandle open_bare(const std::filesystem::path& path);
 
 // The libgit2 repository behind a CacheRepo.
 inline git_repository* raw_repo(CacheRepo& repo) {

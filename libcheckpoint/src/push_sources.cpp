@@ -127,11 +127,8 @@ git_refdb_backend* map_refdb(const std::map<std::string, git_oid>& refs) {
 
 }  // namespace
 
-PushSources::PushSources(CacheRepo& cache) {
-  git_repository* raw = nullptr;
-  git_check(git_repository_open_bare(&raw, cache.path().c_str()),
-            "open " + cache.path().string() + " to push from");
-  repo_.reset(raw);
+PushSources::PushSources(CacheRepo& cache) : repo_(open_bare(cache.path())) {
+  git_repository* raw = repo_.get();
   const OdbHandle odb = open_odb(raw_repo(cache));  // with the objects held in memory
   git_check(git_repository_set_odb(raw, odb.get()), "share the cache's objects");
   git_refdb* refdb = nullptr;

@@ -40,21 +40,24 @@ void RemoteCallbacks::throw_failure(int code, const std::string& doing) {
 
 void RemoteCallbacks::check_push_accepted(const std::string& doing) const {
   if (refused_refs_.empty()) return;
+  auto kind = GitErrorKind::other;
   std::string refs;
-  for (const auto& [ref, status] : refused_refs_)
-    refs += (refs.empty() ? "" : ", ") + ref + " (" + status + ")";
-  // libgit2 writes a local repo's refs itself: no server judged them.
-  const bool local = location_.local_path.has_value();
-  throw GitError(
-      local ? GitErrorKind::other : GitErrorKind::rejected,
-      location_.scrub(doing + " " + location_.display +
-                          (local ? ": could not write " : ": the server refused ") + refs,
-                      config_.token));
+  for (const auto& [ref, status] : refused_refs_) {
+    const auto failure = *failure_of(ref);
+    if (failure.outcome == RefOutcome::refused) kind = GitErrorKind::rejected;
+    refs += (refs.empty() ? "" : "; ") + ref + ": " + failure.detail;
+  }
+  throw GitError(kind,
+                 location_.scrub(doing + " " + location_.display + ": " + refs, config_.token));
 }
 
-std::optional<std::string> RemoteCallbacks::refusal_of(const std::string& ref) const {
-  for (const auto& [refused, status] : refused_refs_)
-    if (refused == ref) return status;
+std::optional<RefResult> RemoteCallbacks::failure_of(const std::string& ref) const {
+  for (const auto& [refused, status] : refused_refs_) {
+    if (refused != ref) continue;
+    if (location_.local_path)
+      return RefResult{.outcome = RefOutcome::unwritten, .detail = "could not write it: " + status};
+    return RefResult{.outcome = RefOutcome::refused, .detail = "the server refused it: " + status};
+  }
   return std::nullopt;
 }
 

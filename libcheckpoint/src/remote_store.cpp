@@ -2,6 +2,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <span>
 
 #include "batched_socket.hpp"
@@ -64,6 +65,12 @@ void require_valid_ref(const std::string& ref) {
 // Tried again, both succeed; a lock left behind fails each time.
 constexpr int kLocalTries = 3;
 
+// Whether a connection that failed with `rc` is tried again: one to a local
+// results repo whose listing raced a deletion.
+bool may_connect_again(bool local, int rc, int attempt) {
+  return local && rc == GIT_ENOTFOUND && attempt < kLocalTries;
+}
+
 git_proxy_options environment_proxy() {
   git_proxy_options proxy = GIT_PROXY_OPTIONS_INIT;
   proxy.type = GIT_PROXY_AUTO;  // honours http.proxy and the *_proxy variables
@@ -95,8 +102,7 @@ std::span<const git_remote_head*> connect_and_list(git_remote* remote, RemoteCal
   for (int attempt = 1;; ++attempt) {
     const int rc = git_remote_connect(remote, direction, &raw_callbacks, &proxy, nullptr);
     if (rc == 0) break;
-    if (!local || rc != GIT_ENOTFOUND || attempt == kLocalTries)
-      callbacks.throw_failure(rc, "connect to");
+    if (!may_connect_again(local, rc, attempt)) callbacks.throw_failure(rc, "connect to");
   }
   const git_remote_head** heads = nullptr;
   std::size_t count = 0;
@@ -145,6 +151,7 @@ struct RemoteStore::Impl {
   void download_missing(git_remote* remote, RemoteCallbacks& callbacks,
                         const std::vector<RemoteBranch>& branches);
   std::vector<RefSend> judge(PushConnection& connection, const std::vector<RefUpdate>& updates,
+                             const std::vector<std::size_t>& which,
                              std::vector<RefResult>& results);
   void upload(PushConnection& connection, const std::vector<RefSend>& sends);
   bool may_write_again(int attempt) const { return location.local_path && attempt < kLocalTries; }
@@ -167,12 +174,15 @@ void RemoteStore::Impl::push_refspec(const std::string& refspec, const std::stri
   options.proxy_opts = environment_proxy();
   char* refspecs[] = {const_cast<char*>(refspec.c_str())};
   const git_strarray specs{refspecs, 1};
+  const bool local = location.local_path.has_value();
   for (int attempt = 1;; ++attempt) {
     callbacks.forget_refusals();
-    if (const int rc = git_remote_push(remote.get(), &specs, &options); rc < 0)
+    if (const int rc = git_remote_push(remote.get(), &specs, &options); rc < 0) {
+      if (may_connect_again(local, rc, attempt)) continue;
       callbacks.throw_failure(rc, doing);
+    }
     const auto ref = refspec.substr(refspec.rfind(':') + 1);
-    if (!callbacks.refusal_of(ref) || !may_write_again(attempt)) break;
+    if (!callbacks.failure_of(ref) || !may_write_again(attempt)) break;
   }
   // A server-side refusal (hook, denyNonFastForwards) arrives here, with rc 0.
   callbacks.check_push_accepted(doing);
@@ -270,8 +280,11 @@ std::string RemoteStore::fetch(const std::string& ref) {
   char* refspecs[] = {const_cast<char*>(refspec.c_str())};
   const git_strarray specs{refspecs, 1};
   const CacheLock lock(impl_->repo.path(), CacheLock::Mode::shared);
-  if (const int rc = git_remote_fetch(remote.get(), &specs, &options, nullptr); rc < 0) {
-    callbacks.throw_failure(rc, "fetch " + ref + " from");
+  for (int attempt = 1;; ++attempt) {
+    const int rc = git_remote_fetch(remote.get(), &specs, &options, nullptr);
+    if (rc == 0) break;
+    if (!may_connect_again(impl_->location.local_path.has_value(), rc, attempt))
+      callbacks.throw_failure(rc, "fetch " + ref + " from");
   }
   git_oid tip;
   if (git_reference_name_to_id(&tip, impl_->git(), local.c_str()) < 0) {
@@ -343,14 +356,15 @@ void RemoteStore::connect_ahead() {
       });
 }
 
-// Each update judged on the advertised tips: the refspecs to send, and the
-// result of each update that needs no push.
+// The updates `which` judged on the advertised tips: the refspecs to send,
+// and the result of each update that needs no push.
 std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
                                               const std::vector<RefUpdate>& updates,
+                                              const std::vector<std::size_t>& which,
                                               std::vector<RefResult>& results) {
   const auto& tips = connection.tips;
   std::vector<RefSend> sends;
-  for (std::size_t i = 0; i < updates.size(); ++i) {
+  for (const std::size_t i : which) {
     const auto& u = updates[i];
     require_valid_ref(u.ref);
     const auto tip = tips.find(u.ref);
@@ -389,24 +403,29 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
   const auto connection = impl_->push_connection();
   std::vector<RefResult> results(updates.size());
   const CacheLock lock(impl_->repo.path(), CacheLock::Mode::exclusive);
-  auto sends = impl_->judge(*connection, updates, results);
+  std::vector<std::size_t> all(updates.size());
+  std::iota(all.begin(), all.end(), 0);
+  auto sends = impl_->judge(*connection, updates, all, results);
   for (int attempt = 1; !sends.empty(); ++attempt) {
     impl_->upload(*connection, sends);
-    std::vector<RefSend> again;
-    for (auto& send : sends) {
+    std::vector<std::size_t> again;
+    for (const auto& send : sends) {
       const auto& u = updates[send.update];
-      if (const auto refusal = connection->callbacks.refusal_of(u.ref)) {
+      if (auto failure = connection->callbacks.failure_of(u.ref)) {
         if (impl_->may_write_again(attempt))
-          again.push_back(std::move(send));
-        else if (impl_->location.local_path)
-          results[send.update] = {RefOutcome::unwritten, "could not write it: " + *refusal};
+          again.push_back(send.update);
         else
-          results[send.update] = {RefOutcome::refused, *refusal};
+          results[send.update] = std::move(*failure);
       } else if (!u.commit.empty()) {
         impl_->repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(u.ref), u.commit);
       }
     }
-    sends = std::move(again);
+    if (again.empty()) break;
+    // Judged again on the tips as they are now: another agent that wrote a
+    // ref meanwhile took it, and libgit2 would fail the whole push on it.
+    connection->tips.clear();
+    impl_->connect(*connection);
+    sends = impl_->judge(*connection, updates, again, results);
   }
   return results;
 }

@@ -22,6 +22,15 @@ std::uint64_t records_of(const fs::path& dir, const RunVerdict& verdict) {
   return verdict.progress_file.empty() ? 0 : RecordCounter().count(dir, verdict.progress_file);
 }
 
+// What a claim commit says: this pod took the run at its attempt so far.
+CheckpointInfo claim_info(const RunParams& params, const std::string& pod, std::uint64_t records) {
+  return {.run_id = params.run_id,
+          .attempt = static_cast<int>(params.attempts.size()),
+          .reason = "claim",
+          .pod = pod,
+          .records = records};
+}
+
 std::int64_t seconds_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -41,10 +50,17 @@ struct CheckpointStore::RestorePush {
   };
 
   RestorePush(const fs::path& cache, const TreeLimits& limits) : writers(cache, limits) {}
+  // A copy not moved in by now was not claimed (or the restore failed): it
+  // goes, once no writer is at work on it.
+  ~RestorePush() {
+    writers.stop();
+    std::error_code ec;
+    for (const auto& dir : staging) fs::remove_all(dir, ec);
+  }
 
   std::vector<RefUpdate> updates;
   std::vector<std::function<void(const RefResult&)>> settle;  // one per update
-  std::vector<fs::path> staging;  // materialised claims, removed if the push fails
+  std::vector<fs::path> staging;  // branch copies written beside their run dirs
   RunDirWriters writers;
   std::vector<WrittenCopy> written;  // claim_written() adds their claims
 
@@ -115,13 +131,7 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
 // that run's alone.
 void CheckpointStore::push_restore(RestorePush& push, RestoreReport& report) {
   if (push.updates.empty()) return;
-  std::vector<RefResult> results;
-  try {
-    results = remote_.update(push.updates);
-  } catch (...) {
-    for (const auto& dir : push.staging) fs::remove_all(dir);
-    throw;
-  }
+  const auto results = remote_.update(push.updates);
   for (std::size_t i = 0; i < results.size(); ++i) {
     try {
       push.settle[i](results[i]);
@@ -233,9 +243,8 @@ void CheckpointStore::push_local_run(const fs::path& dir, const RestoreRequest& 
       report.held.push_back({std::move(*params), "", *verdict.refusal});
       return;
     }
-    const CheckpointInfo info{params->run_id, static_cast<int>(params->attempts.size()), "claim",
-                              request.pod, records_of(dir, verdict)};
-    const auto commit = snapshot(dir, params->origin_pod, info);
+    const auto commit = snapshot(dir, params->origin_pod,
+                                 claim_info(*params, request.pod, records_of(dir, verdict)));
     auto branch = branch_ref({params->origin_pod, params->run_id});
     ClaimedRun claimed{std::move(*params), dir, branch, commit.value_or("")};
     if (!commit) return report.claimed.push_back(std::move(claimed));
@@ -285,6 +294,7 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
   auto staging = request.runs_dir / (".restore-" + params.run_id);
   fs::remove_all(staging);  // left by a restore that stopped half-way
   if (branch_wins) {
+    push.staging.push_back(staging);
     auto records = push.writers.write(
         tip, staging, [verdict](const fs::path& written) { return records_of(written, verdict); });
     push.written.push_back({.branch = branch,
@@ -294,27 +304,23 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
                             .records = std::move(records)});
     return;
   }
-  const CheckpointInfo info{params.run_id, static_cast<int>(params.attempts.size()), "claim",
-                            request.pod, records_of(dir, verdict)};
+  const auto info = claim_info(params, request.pod, records_of(dir, verdict));
   auto commit = *RunSnapshotter(cache_, config_.exclude_globs).snapshot(dir, info, tip);
   add_claim(branch, tip, std::move(params), {}, std::move(commit), request, push, report);
 }
 
 // The branch copies, as their writers finish them: each claimed on its own
-// tree; one that could not be written (a hostile tree, the disk) fails alone.
+// tree; one that could not be written (a hostile tree, the disk) fails alone
+// (~RestorePush removes what it left).
 void CheckpointStore::claim_written(const RestoreRequest& request, RestorePush& push,
                                     RestoreReport& report) {
   for (auto& written : push.written) {
     try {
-      const CheckpointInfo info{written.params.run_id,
-                                static_cast<int>(written.params.attempts.size()), "claim",
-                                request.pod, written.records.get()};
-      auto commit = commit_on_own_tree(cache_, written.tip, info);
-      push.staging.push_back(written.staging);
+      auto commit = commit_on_own_tree(
+          cache_, written.tip, claim_info(written.params, request.pod, written.records.get()));
       add_claim(written.branch, written.tip, std::move(written.params), written.staging,
                 std::move(commit), request, push, report);
     } catch (const std::exception& e) {
-      fs::remove_all(written.staging);
       report.problems.push_back(printable(written.branch.ref) + ": " + e.what());
     }
   }
@@ -333,7 +339,6 @@ void CheckpointStore::add_claim(const RemoteBranch& branch, const std::string& t
            [this, &request, &report, name, dir, staging, commit, branch,
             params = std::move(params)](const RefResult& result) mutable {
              if (result.outcome != RefOutcome::updated) {
-               if (staging) fs::remove_all(*staging);
                // Unwritten by a local results repo, the run is still on its
                // branch for a later start; judged, it is another's.
                if (judged_against(result.outcome)) {

@@ -1,39 +1,30 @@
 #include "run_dir_writers.hpp"
 
-#include "git_error.hpp"
+#include "cache_repo_impl.hpp"
 #include "materialize.hpp"
 
 namespace inflight::checkpoint {
 
-namespace {
-
 constexpr int kWriters = 2;
-
-RepositoryHandle open_cache(const std::filesystem::path& path) {
-  git_repository* raw = nullptr;
-  git_check(git_repository_open_bare(&raw, path.c_str()), "open repository " + path.string());
-  return RepositoryHandle(raw);
-}
-
-}  // namespace
 
 RunDirWriters::RunDirWriters(std::filesystem::path cache_path, TreeLimits limits)
     : cache_path_(std::move(cache_path)), limits_(limits) {}
 
-RunDirWriters::~RunDirWriters() {
+void RunDirWriters::stop() {
   {
     const std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
   for (auto& thread : threads_) thread.join();
+  threads_.clear();
 }
 
 std::future<std::uint64_t> RunDirWriters::write(std::string commit, std::filesystem::path run_dir,
                                                 Then then) {
   Job job([this, commit = std::move(commit), run_dir = std::move(run_dir),
            then = std::move(then)](RepositoryHandle& cache) {
-    if (!cache) cache = open_cache(cache_path_);
+    if (!cache) cache = open_bare(cache_path_);
     materialize_tree(cache.get(), commit, run_dir, limits_);
     return then(run_dir);
   });

@@ -27,14 +27,15 @@ class RunDirWriters {
   using Then = std::function<std::uint64_t(const std::filesystem::path& run_dir)>;
 
   RunDirWriters(std::filesystem::path cache_path, TreeLimits limits);
-  // Jobs not started are dropped (their futures break); those under way end.
-  ~RunDirWriters();
+  ~RunDirWriters() { stop(); }
   RunDirWriters(const RunDirWriters&) = delete;
   RunDirWriters& operator=(const RunDirWriters&) = delete;
 
   // materialize() of `commit` into `run_dir`, then `then(run_dir)`, on a
   // writer; a failure of either is the future's.
   std::future<std::uint64_t> write(std::string commit, std::filesystem::path run_dir, Then then);
+  // Jobs not started are dropped (their futures break); those under way end.
+  void stop();
 
  private:
   using Job = std::packaged_task<std::uint64_t(RepositoryHandle& cache)>;

@@ -233,6 +233,23 @@ TEST_F(CheckpointStoreTest, AClaimALocalResultsRepoCouldNotWriteIsNotLost) {
   EXPECT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
 }
 
+// The branch copies are written beside the run dirs before the push: a
+// restore that fails after them (the results repo gone) leaves none behind.
+TEST_F(CheckpointStoreTest, ARestoreThatFailsLeavesNoBranchCopyBehind) {
+  for (const std::string id : {"r1", "r2"})
+    CheckpointStore(config("a"))
+        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a", info(id, "shutdown"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  auto repo_gone_meanwhile = [&](const RunParams& params) {
+    if (params.run_id == "r2") fs::rename(remote(), temp_.path() / "gone.git");
+    return accept(params);
+  };
+  EXPECT_THROW(restore(CheckpointStore(config("b")), runs_b, "pod-b", {}, repo_gone_meanwhile),
+               GitError);
+  EXPECT_TRUE(fs::is_empty(runs_b));
+}
+
 TEST_F(CheckpointStoreTest, RestoreClaimsAndMaterialisesOnAnEmptyDisk) {
   const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
   CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));

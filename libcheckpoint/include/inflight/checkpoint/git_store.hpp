@@ -176,7 +176,8 @@ enum class RefOutcome {
   unwritten,
 };
 
-// Whether the update was judged against this pod: the run is another's.
+// Whether the update was judged against this pod (its tip moved, or the
+// server refused it): the pod stops writing the run's branch.
 constexpr bool judged_against(RefOutcome outcome) {
   return outcome == RefOutcome::taken || outcome == RefOutcome::refused;
 }
