@@ -155,6 +155,11 @@ struct RemoteStore::Impl {
                              std::vector<RefResult>& results);
   void upload(PushConnection& connection, const std::vector<RefSend>& sends);
   bool may_write_again(int attempt) const { return location.local_path && attempt < kLocalTries; }
+  // The ref is at the update's commit: the next save builds on it.
+  void landed(const RefUpdate& u) {
+    if (!u.commit.empty())
+      repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(u.ref), u.commit);
+  }
 };
 
 RemoteHandle RemoteStore::Impl::open_remote(git_repository* from) {
@@ -367,6 +372,7 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
   for (const std::size_t i : which) {
     const auto& u = updates[i];
     require_valid_ref(u.ref);
+    results[i] = {};  // a try before this one failed; this one judges anew
     const auto tip = tips.find(u.ref);
     if (u.from && (tip == tips.end() || oid_hex(tip->second) != *u.from)) {
       results[i] = {RefOutcome::taken, tip == tips.end() ? "it is gone" : "it moved"};
@@ -377,7 +383,10 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
       continue;
     }
     const git_oid commit = parse_oid(u.commit);
-    if (tip != tips.end() && git_oid_equal(&tip->second, &commit)) continue;
+    if (tip != tips.end() && git_oid_equal(&tip->second, &commit)) {
+      landed(u);
+      continue;
+    }
     if (tip != tips.end() && !fast_forward(git(), tip->second, commit)) {
       results[i] = {RefOutcome::taken, "its tip " + oid_hex(tip->second) + " is another's"};
       continue;
@@ -411,20 +420,24 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
     std::vector<std::size_t> again;
     for (const auto& send : sends) {
       const auto& u = updates[send.update];
-      if (auto failure = connection->callbacks.failure_of(u.ref)) {
-        if (impl_->may_write_again(attempt))
-          again.push_back(send.update);
-        else
-          results[send.update] = std::move(*failure);
-      } else if (!u.commit.empty()) {
-        impl_->repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(u.ref), u.commit);
+      auto failure = connection->callbacks.failure_of(u.ref);
+      if (!failure) {
+        impl_->landed(u);
+      } else {
+        results[send.update] = std::move(*failure);
+        if (impl_->may_write_again(attempt)) again.push_back(send.update);
       }
     }
     if (again.empty()) break;
     // Judged again on the tips as they are now: another agent that wrote a
     // ref meanwhile took it, and libgit2 would fail the whole push on it.
+    // What landed stands if the listing fails: the rest stays unwritten.
     connection->tips.clear();
-    impl_->connect(*connection);
+    try {
+      impl_->connect(*connection);
+    } catch (const GitError&) {
+      break;
+    }
     sends = impl_->judge(*connection, updates, again, results);
   }
   return results;
