@@ -65,12 +65,6 @@ void require_valid_ref(const std::string& ref) {
 // Tried again, both succeed; a lock left behind fails each time.
 constexpr int kLocalTries = 3;
 
-// Whether a connection that failed with `rc` is tried again: one to a local
-// results repo whose listing raced a deletion.
-bool may_connect_again(bool local, int rc, int attempt) {
-  return local && rc == GIT_ENOTFOUND && attempt < kLocalTries;
-}
-
 git_proxy_options environment_proxy() {
   git_proxy_options proxy = GIT_PROXY_OPTIONS_INIT;
   proxy.type = GIT_PROXY_AUTO;  // honours http.proxy and the *_proxy variables
@@ -92,24 +86,6 @@ class RefspecArray {
   std::vector<char*> raw_;
   git_strarray array_{};
 };
-
-// Connects and returns the refs the server advertised, valid while `remote`
-// stays connected; `raw_callbacks` (of `callbacks`) must live as long.
-std::span<const git_remote_head*> connect_and_list(git_remote* remote, RemoteCallbacks& callbacks,
-                                                   const git_remote_callbacks& raw_callbacks,
-                                                   git_direction direction, bool local) {
-  const git_proxy_options proxy = environment_proxy();
-  for (int attempt = 1;; ++attempt) {
-    const int rc = git_remote_connect(remote, direction, &raw_callbacks, &proxy, nullptr);
-    if (rc == 0) break;
-    if (!may_connect_again(local, rc, attempt)) callbacks.throw_failure(rc, "connect to");
-  }
-  const git_remote_head** heads = nullptr;
-  std::size_t count = 0;
-  if (const int rc = git_remote_ls(&heads, &count, remote); rc < 0)
-    callbacks.throw_failure(rc, "list branches of");
-  return {heads, count};
-}
 
 }  // namespace
 
@@ -154,13 +130,39 @@ struct RemoteStore::Impl {
                              const std::vector<std::size_t>& which,
                              std::vector<RefResult>& results);
   void upload(PushConnection& connection, const std::vector<RefSend>& sends);
+  // Connects and returns the refs the server advertised, valid while `remote`
+  // stays connected; `raw_callbacks` (of `callbacks`) must live as long.
+  std::span<const git_remote_head*> connect_and_list(git_remote* remote, RemoteCallbacks& callbacks,
+                                                     const git_remote_callbacks& raw_callbacks,
+                                                     git_direction direction);
   bool may_write_again(int attempt) const { return location.local_path && attempt < kLocalTries; }
+  // Whether a connection that failed with `rc` is tried again: one to a
+  // local results repo whose listing raced a deletion.
+  bool may_connect_again(int rc, int attempt) const {
+    return location.local_path && rc == GIT_ENOTFOUND && attempt < kLocalTries;
+  }
   // The ref is at the update's commit: the next save builds on it.
   void landed(const RefUpdate& u) {
     if (!u.commit.empty())
       repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(u.ref), u.commit);
   }
 };
+
+std::span<const git_remote_head*> RemoteStore::Impl::connect_and_list(
+    git_remote* remote, RemoteCallbacks& callbacks, const git_remote_callbacks& raw_callbacks,
+    git_direction direction) {
+  const git_proxy_options proxy = environment_proxy();
+  for (int attempt = 1;; ++attempt) {
+    const int rc = git_remote_connect(remote, direction, &raw_callbacks, &proxy, nullptr);
+    if (rc == 0) break;
+    if (!may_connect_again(rc, attempt)) callbacks.throw_failure(rc, "connect to");
+  }
+  const git_remote_head** heads = nullptr;
+  std::size_t count = 0;
+  if (const int rc = git_remote_ls(&heads, &count, remote); rc < 0)
+    callbacks.throw_failure(rc, "list branches of");
+  return {heads, count};
+}
 
 RemoteHandle RemoteStore::Impl::open_remote(git_repository* from) {
   use_batched_sockets(!location.over_ssh);
@@ -179,14 +181,13 @@ void RemoteStore::Impl::push_refspec(const std::string& refspec, const std::stri
   options.proxy_opts = environment_proxy();
   char* refspecs[] = {const_cast<char*>(refspec.c_str())};
   const git_strarray specs{refspecs, 1};
-  const bool local = location.local_path.has_value();
+  const auto ref = refspec.substr(refspec.rfind(':') + 1);
   for (int attempt = 1;; ++attempt) {
     callbacks.forget_refusals();
     if (const int rc = git_remote_push(remote.get(), &specs, &options); rc < 0) {
-      if (may_connect_again(local, rc, attempt)) continue;
+      if (may_connect_again(rc, attempt)) continue;
       callbacks.throw_failure(rc, doing);
     }
-    const auto ref = refspec.substr(refspec.rfind(':') + 1);
     if (!callbacks.failure_of(ref) || !may_write_again(attempt)) break;
   }
   // A server-side refusal (hook, denyNonFastForwards) arrives here, with rc 0.
@@ -222,8 +223,8 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix, Tips tips
   const RemoteHandle remote = impl_->open_remote();
   RemoteCallbacks callbacks(impl_->config, impl_->location);
   const git_remote_callbacks raw_callbacks = callbacks.callbacks();
-  const auto heads = connect_and_list(remote.get(), callbacks, raw_callbacks, GIT_DIRECTION_FETCH,
-                                      impl_->location.local_path.has_value());
+  const auto heads =
+      impl_->connect_and_list(remote.get(), callbacks, raw_callbacks, GIT_DIRECTION_FETCH);
   std::vector<RemoteBranch> branches;
   for (const git_remote_head* head : heads) {
     const std::string name = head->name;
@@ -288,7 +289,7 @@ std::string RemoteStore::fetch(const std::string& ref) {
   for (int attempt = 1;; ++attempt) {
     const int rc = git_remote_fetch(remote.get(), &specs, &options, nullptr);
     if (rc == 0) break;
-    if (!may_connect_again(impl_->location.local_path.has_value(), rc, attempt))
+    if (!impl_->may_connect_again(rc, attempt))
       callbacks.throw_failure(rc, "fetch " + ref + " from");
   }
   git_oid tip;
@@ -337,9 +338,8 @@ bool fast_forward(git_repository* git, const git_oid& tip, const git_oid& commit
 
 void RemoteStore::Impl::connect(PushConnection& connection) {
   connection.remote = open_remote(connection.sources.git());
-  for (const git_remote_head* head :
-       connect_and_list(connection.remote.get(), connection.callbacks, connection.raw_callbacks,
-                        GIT_DIRECTION_PUSH, location.local_path.has_value()))
+  for (const git_remote_head* head : connect_and_list(connection.remote.get(), connection.callbacks,
+                                                      connection.raw_callbacks, GIT_DIRECTION_PUSH))
     connection.tips.emplace(head->name, head->oid);
 }
 
