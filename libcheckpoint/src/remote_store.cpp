@@ -137,9 +137,14 @@ struct RemoteStore::Impl {
                                                      git_direction direction);
   bool may_write_again(int attempt) const { return location.local_path && attempt < kLocalTries; }
   // Whether a connection that failed with `rc` is tried again: one to a
-  // local results repo whose listing raced a deletion.
+  // local results repo whose listing raced a deletion. libgit2 reports that
+  // as GIT_ENOTFOUND or, from another step of the listing, as -1 with a
+  // reference error ("reference '...' not found").
   bool may_connect_again(int rc, int attempt) const {
-    return location.local_path && rc == GIT_ENOTFOUND && attempt < kLocalTries;
+    const git_error* error = git_error_last();
+    const bool raced =
+        rc == GIT_ENOTFOUND || (error != nullptr && error->klass == GIT_ERROR_REFERENCE);
+    return location.local_path && raced && attempt < kLocalTries;
   }
   // The ref is at the update's commit: the next save builds on it.
   void landed(const RefUpdate& u) {

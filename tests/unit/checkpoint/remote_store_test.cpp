@@ -1,4 +1,3 @@
-#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <iostream>
@@ -152,18 +151,21 @@ TEST_F(RemoteStoreTest, ARefALocalResultsRepoCannotWriteIsUnwrittenNotRefused) {
 // The races CI found on a results repo at a local path: one agent deletes
 // the last branch under a pod, and libgit2 removes the emptied directory
 // while another agent writes a ref into it; or deletes a ref while another
-// agent lists them. Tried again, each update lands: none fails the
-// connection, none is taken for another owner's.
+// agent lists them. The two agents start each step together (a barrier), and
+// the other deletes once per step, so it can fail one try of each update at
+// most: tried again, each update lands, none is taken for another owner's.
 TEST_F(RemoteStoreTest, AnUpdateRacingAnotherAgentOnALocalResultsRepoLands) {
+  constexpr int kSteps = 200;
   const std::string commit = checkpoint("1\n");
   CacheRepo cache(temp_.path() / "remover-cache.git");
   const std::string theirs = *RunSnapshotter(cache, {}).snapshot(
       run_dir(), CheckpointInfo{"r-0", 1, "manual", "pod-b", 1}, {});
-  std::atomic<bool> done = false;
+  std::barrier both(2);
   std::thread remover([&] {
     RemoteStore store(cache, config(remote_path().string()));
     const std::string other = "refs/heads/inflight/pod-b/r-0";
-    while (!done) {
+    for (int i = 0; i < kSteps; ++i) {
+      both.arrive_and_wait();
       try {
         store.update({{.ref = other, .commit = theirs, .from = {}}});
         store.update({{.ref = other, .commit = "", .from = {}}});
@@ -172,15 +174,15 @@ TEST_F(RemoteStoreTest, AnUpdateRacingAnotherAgentOnALocalResultsRepoLands) {
     }
   });
   RemoteStore store(*repo_, config(remote_path().string()));
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < kSteps; ++i) {
     const std::string ref = "refs/heads/inflight/pod-b/r-" + std::to_string(i + 1);
+    both.arrive_and_wait();
     std::vector<RefResult> results;
     EXPECT_NO_THROW(results = store.update({{.ref = ref, .commit = commit, .from = {}}}));
     EXPECT_NO_THROW(results.push_back(store.update({{.ref = ref, .commit = "", .from = {}}})[0]));
     for (const auto& result : results)
       EXPECT_EQ(result.outcome, RefOutcome::updated) << ref << ": " << result.detail;
   }
-  done = true;
   remover.join();
 }
 
