@@ -1,5 +1,6 @@
 #include <barrier>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -39,6 +40,27 @@ class RemoteStoreTest : public CheckpointTest {
     write_file(run_dir() / "index.jsonl", content);
     return *snapshotter_->snapshot(run_dir(), CheckpointInfo{"r-1", 1, "manual", "pod-a", 1},
                                    parent);
+  }
+
+  // Another agent on the local results repo, with a cache and a commit of
+  // its own: step(store, its commit, i) for each of `steps` steps, each begun
+  // together with the test's (`both`). Its failures are only load here.
+  using Step = std::function<void(RemoteStore&, const std::string& theirs, int i)>;
+  std::thread other_agent(std::barrier<>& both, int steps, Step step) {
+    CacheRepo cache(temp_.path() / "other-cache.git");
+    std::string theirs = *RunSnapshotter(cache, {}).snapshot(
+        run_dir(), CheckpointInfo{"r-0", 1, "manual", "pod-b", 1}, {});
+    return std::thread([this, &both, steps, step = std::move(step), cache = std::move(cache),
+                        theirs = std::move(theirs)]() mutable {
+      RemoteStore store(cache, config(remote_path().string()));
+      for (int i = 0; i < steps; ++i) {
+        both.arrive_and_wait();
+        try {
+          step(store, theirs, i);
+        } catch (const GitError&) {
+        }
+      }
+    });
   }
 
   std::optional<CacheRepo> repo_;
@@ -157,22 +179,13 @@ TEST_F(RemoteStoreTest, ARefALocalResultsRepoCannotWriteIsUnwrittenNotRefused) {
 TEST_F(RemoteStoreTest, AnUpdateRacingAnotherAgentOnALocalResultsRepoLands) {
   constexpr int kSteps = 200;
   const std::string commit = checkpoint("1\n");
-  CacheRepo cache(temp_.path() / "remover-cache.git");
-  const std::string theirs = *RunSnapshotter(cache, {}).snapshot(
-      run_dir(), CheckpointInfo{"r-0", 1, "manual", "pod-b", 1}, {});
   std::barrier both(2);
-  std::thread remover([&] {
-    RemoteStore store(cache, config(remote_path().string()));
-    const std::string other = "refs/heads/inflight/pod-b/r-0";
-    for (int i = 0; i < kSteps; ++i) {
-      both.arrive_and_wait();
-      try {
+  std::thread remover =
+      other_agent(both, kSteps, [](RemoteStore& store, const std::string& theirs, int) {
+        const std::string other = "refs/heads/inflight/pod-b/r-0";
         store.update({{.ref = other, .commit = theirs, .from = {}}});
         store.update({{.ref = other, .commit = "", .from = {}}});
-      } catch (const GitError&) {  // only the load here; the other side is tested
-      }
-    }
-  });
+      });
   RemoteStore store(*repo_, config(remote_path().string()));
   for (int i = 0; i < kSteps; ++i) {
     const std::string ref = "refs/heads/inflight/pod-b/r-" + std::to_string(i + 1);
@@ -194,20 +207,11 @@ TEST_F(RemoteStoreTest, ARefAnotherAgentWroteBetweenTriesIsTakenAloneOnALocalRes
   constexpr int kRefs = 200;
   auto contested = [](int i) { return "refs/heads/inflight/pod-b/r-" + std::to_string(i); };
   const std::string ours = checkpoint("1\n");
-  CacheRepo cache(temp_.path() / "rival-cache.git");
-  const std::string theirs = *RunSnapshotter(cache, {}).snapshot(
-      run_dir(), CheckpointInfo{"r-0", 1, "manual", "pod-b", 1}, {});
   std::barrier both(2);
-  std::thread rival([&] {
-    RemoteStore store(cache, config(remote_path().string()));
-    for (int i = 0; i < kRefs; ++i) {
-      both.arrive_and_wait();
-      try {
+  std::thread rival =
+      other_agent(both, kRefs, [&](RemoteStore& store, const std::string& theirs, int i) {
         store.update({{.ref = contested(i), .commit = theirs, .from = {}}});
-      } catch (const GitError&) {  // only the load here; the other side is tested
-      }
-    }
-  });
+      });
   RemoteStore store(*repo_, config(remote_path().string()));
   int taken = 0;
   for (int i = 0; i < kRefs; ++i) {
