@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "inflight/checkpoint/run_dir.hpp"
+#include "inflight/core/run_dir.hpp"
 
 namespace {
 

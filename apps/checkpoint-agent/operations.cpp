@@ -9,12 +9,12 @@
 #include <map>
 #include <variant>
 
+#include "inflight/checkpoint/agent_protocol.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
-#include "inflight/supervisor/agent_protocol.hpp"
-#include "inflight/supervisor/child_templates.hpp"
-#include "inflight/supervisor/exit_code.hpp"
-#include "inflight/supervisor/log.hpp"
+#include "inflight/core/child_templates.hpp"
+#include "inflight/core/exit_code.hpp"
+#include "inflight/core/log.hpp"
 
 namespace inflight {
 

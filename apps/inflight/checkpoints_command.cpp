@@ -5,9 +5,9 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "inflight/supervisor/agent_client.hpp"
-#include "inflight/supervisor/clock.hpp"
-#include "inflight/supervisor/duration.hpp"
+#include "inflight/core/clock.hpp"
+#include "inflight/core/duration.hpp"
+#include "inflight/supervisor/store/agent_client.hpp"
 
 namespace inflight::app {
 

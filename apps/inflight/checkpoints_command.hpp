@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "inflight/supervisor/agent_protocol.hpp"
-#include "inflight/supervisor/settings.hpp"
+#include "inflight/checkpoint/agent_protocol.hpp"
+#include "inflight/supervisor/config/settings.hpp"
 
 namespace inflight::app {
 

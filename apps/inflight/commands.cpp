@@ -1,10 +1,10 @@
 // Turns the parsed command line into settings and runs the chosen command.
 #include "commands.hpp"
 
-#include "inflight/supervisor/log.hpp"
-#include "inflight/supervisor/resume.hpp"
-#include "inflight/supervisor/serve.hpp"
-#include "inflight/supervisor/sibling_binaries.hpp"
+#include "inflight/core/log.hpp"
+#include "inflight/supervisor/lifecycle/resume.hpp"
+#include "inflight/supervisor/lifecycle/serve.hpp"
+#include "inflight/supervisor/process/sibling_binaries.hpp"
 
 namespace inflight::app {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "checkpoints_command.hpp"
-#include "inflight/supervisor/exit_code.hpp"
-#include "inflight/supervisor/settings.hpp"
+#include "inflight/core/exit_code.hpp"
+#include "inflight/supervisor/config/settings.hpp"
 
 namespace inflight::app {
 

@@ -4,9 +4,9 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "inflight/supervisor/child_template.hpp"
-#include "inflight/supervisor/log.hpp"
-#include "inflight/supervisor/settings.hpp"
+#include "inflight/core/child_template.hpp"
+#include "inflight/core/log.hpp"
+#include "inflight/supervisor/config/settings.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"inflight: keeps eval runs alive across pod restarts"};

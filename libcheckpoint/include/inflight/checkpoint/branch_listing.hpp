@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "inflight/checkpoint/branch_name.hpp"
 #include "inflight/checkpoint/git_store.hpp"
-#include "inflight/checkpoint/run_params.hpp"
+#include "inflight/core/branch_name.hpp"
+#include "inflight/core/run_params.hpp"
 
 namespace inflight::checkpoint {
 

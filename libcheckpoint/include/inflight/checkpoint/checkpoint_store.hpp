@@ -13,116 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "inflight/checkpoint/branch_name.hpp"
 #include "inflight/checkpoint/git_store.hpp"
 #include "inflight/checkpoint/lease.hpp"
-#include "inflight/checkpoint/run_params.hpp"
+#include "inflight/checkpoint/store_types.hpp"
+#include "inflight/core/branch_name.hpp"
+#include "inflight/core/run_params.hpp"
 
 namespace inflight::checkpoint {
-
-struct StoreConfig {
-  std::filesystem::path cache_dir;  // the local cache repo
-  RemoteConfig remote;
-  std::vector<std::string> exclude_globs;
-  TreeLimits restore_limits;
-  // A branch whose tip is a claim younger than this, by a pod without a
-  // lease (`inflight resume`), is that pod's: it is running the run now.
-  std::chrono::seconds claim_lease{120};
-};
-
-struct ClaimedRun {
-  RunParams params;
-  std::filesystem::path dir;
-  std::string branch;  // refs/heads/inflight/…
-  std::string claim;   // the claim commit, the branch's tip now
-};
-
-// A run found resumable on local disk, for the local-versus-branch rule.
-struct LocalRun {
-  std::size_t attempts = 0;
-  std::string origin_pod;
-};
-
-// What the instance makes of a run before anything is claimed or written.
-// The templates live outside this library, so restore asks through a judge.
-struct RunVerdict {
-  std::optional<std::string> refusal;  // why this instance cannot run it
-  std::string progress_file;           // the configured one, relative to the run dir
-};
-using RunJudge = std::function<RunVerdict(const RunParams&)>;
-
-struct RestoreRequest {
-  std::filesystem::path runs_dir;
-  std::string pod;                        // this instance
-  std::map<std::string, LocalRun> local;  // by run id
-  RunJudge judge;
-  // A run id or branch: restore only that run, push no local run.
-  std::optional<std::string> only;
-  // This pod's lease to take or renew, in the push of the claims (serve).
-  std::optional<std::int64_t> lease_until;
-  // Run ids this instance holds already: a later look at the store must not
-  // take its own runs a second time.
-  std::set<std::string> skip;
-  // This instance runs runs already: a run another pod handed over (a
-  // shutdown checkpoint) less than claim_lease ago is left for an idle
-  // instance, such as the new pod of a rolling deploy, so that the run moves
-  // once and not to a pod that is about to stop too.
-  bool leave_handovers = false;
-};
-
-// A run this instance cannot run: its branch is left as it is.
-struct HeldRun {
-  RunParams params;
-  std::string branch;  // refs/heads/inflight/…, empty for a local run
-  std::string reason;
-};
-
-// A run that another pod answers for now: left to it until `until`.
-struct LeftRun {
-  std::string run_id;
-  std::string pod;
-  std::int64_t until = 0;  // seconds since the epoch
-};
-
-struct RestoreReport {
-  std::vector<ClaimedRun> claimed;     // ours now, ready to resume
-  std::vector<HeldRun> held;           // refused by the judge, left alone
-  std::vector<std::string> lost;       // run ids another instance claimed first
-  std::vector<LeftRun> left;           // runs of other live pods, to look at again
-  std::vector<std::string> released;   // branches of finished runs, deleted
-  std::vector<std::string> ambiguous;  // with `only`: every branch it names, when several
-  std::vector<std::string> problems;   // one line per branch that could not be used
-};
-
-// One run of a batched save.
-struct SaveRequest {
-  std::filesystem::path run_dir;
-  std::string origin_pod;
-  CheckpointInfo info;
-};
-
-struct SaveOutcome {
-  std::optional<std::string> commit;  // none when nothing changed
-  RefOutcome ref = RefOutcome::updated;
-  std::optional<std::string> error;  // this run's own failure (its dir could not be read)
-};
-
-// What a batched save does with the pod's lease: renew it until
-// `lease.until`, or (the last push of a shutdown) release it. A release
-// rides the push only when every run was snapshotted; should the server then
-// refuse a run's ref, the lease is taken again until `lease.until`, since
-// only this disk holds that run's last state.
-struct LeaseStep {
-  Lease lease;
-  bool release = false;
-};
-
-// What a batched save did: each run's outcome, and the lease's renewal or release.
-struct SaveAllReport {
-  std::vector<SaveOutcome> runs;
-  std::optional<std::string> lease_error;  // set when the lease was asked for and not renewed
-                                           // (or not released)
-};
 
 class CheckpointStore {
  public:

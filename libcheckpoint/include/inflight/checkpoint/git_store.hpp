@@ -12,62 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "inflight/checkpoint/store_types.hpp"
+
 namespace inflight::checkpoint {
-
-// What went wrong, as far as a caller must tell apart (exit codes, fencing).
-enum class GitErrorKind {
-  other,         // anything else: exit 1
-  unreachable,   // connection refused, DNS, TLS, timeout: exit 3
-  auth,          // credentials refused: exit 3
-  rejected,      // the server refused a ref update (not fast-forward, hook): fencing
-  not_found,     // no such branch or object: exit 4
-  hostile_tree,  // a tree that would write outside its run dir, or is too big
-  cache,         // the cache repo on local disk cannot be opened or written
-};
-
-class GitError : public std::runtime_error {
- public:
-  GitError(GitErrorKind kind, const std::string& message)
-      : std::runtime_error(message), kind_(kind) {}
-  GitErrorKind kind() const { return kind_; }
-  // A failure of the connection itself, not of one ref: every ref's.
-  bool network() const { return kind_ == GitErrorKind::unreachable || kind_ == GitErrorKind::auth; }
-
- private:
-  GitErrorKind kind_;
-};
-
-struct RemoteConfig {
-  std::string url;
-  std::string username;
-  std::string token;  // secret: never in a message
-  std::filesystem::path ssh_key;
-  std::filesystem::path ssh_known_hosts;
-  std::filesystem::path ca_file;
-};
-
-// Metadata written into each checkpoint commit (SPEC §4).
-struct CheckpointInfo {
-  std::string run_id;
-  int attempt = 0;
-  std::string reason;  // shutdown | periodic | manual | claim
-  std::string pod;
-  std::uint64_t records = 0;
-};
-
-struct RemoteBranch {
-  std::string ref;  // refs/heads/inflight/<pod>/<run-id>
-  std::string oid;  // hex
-};
-
-struct CommitSummary {
-  std::string oid;
-  std::int64_t time = 0;  // seconds since the epoch
-  std::string message;    // the whole message, trailers included
-};
-
-// The results-repo URL as messages may show it: without any password.
-std::string display_url(const std::string& url);
 
 // Must exist (once per process) before any other call here.
 class GitLibrary {
@@ -158,35 +105,6 @@ class RunSnapshotter {
   std::unique_ptr<Impl> impl_;
 };
 
-// One ref of a batch: moved to `commit`, fast-forward only.
-struct RefUpdate {
-  std::string ref;
-  std::string commit;  // empty: delete the ref
-  // The tip the update was judged on; a ref that moved or went since is
-  // taken. Without it, a fast-forward of whatever tip there is.
-  std::optional<std::string> from;
-};
-
-enum class RefOutcome {
-  updated,  // the ref is at the commit now
-  taken,    // its tip is not an ancestor of the commit: another instance moved it
-  refused,  // the server refused it (a hook, a race with another push)
-  // A results repo on a local path could not write it (a lock left behind, a
-  // full disk): nobody judged the update, so the run is still this pod's.
-  unwritten,
-};
-
-// Whether the update was judged against this pod (its tip moved, or the
-// server refused it): the pod stops writing the run's branch.
-constexpr bool judged_against(RefOutcome outcome) {
-  return outcome == RefOutcome::taken || outcome == RefOutcome::refused;
-}
-
-struct RefResult {
-  RefOutcome outcome = RefOutcome::updated;
-  std::string detail;  // why, when not updated
-};
-
 class RemoteStore {
  public:
   RemoteStore(CacheRepo& repo, RemoteConfig config);
@@ -224,13 +142,6 @@ class RemoteStore {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-};
-
-// How much a restored tree may hold (SPEC §5: --restore-max-bytes and
-// --restore-max-files; directories count as files).
-struct TreeLimits {
-  std::uint64_t max_bytes = 1ull << 30;
-  std::uint64_t max_files = 100000;
 };
 
 // Writes the tree of `commit` into run_dir, refusing anything that would land

@@ -13,13 +13,9 @@
 #include <vector>
 
 #include "inflight/checkpoint/git_store.hpp"
+#include "inflight/checkpoint/store_types.hpp"
 
 namespace inflight::checkpoint {
-
-struct Lease {
-  std::string pod;
-  std::int64_t until = 0;  // seconds since the epoch
-};
 
 // Creates or renews the lease, fast-forward on the tip it has now.
 void hold_lease(CacheRepo& cache, RemoteStore& remote, const Lease& lease);

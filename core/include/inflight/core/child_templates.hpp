@@ -1,0 +1,49 @@
+// The instance's named child templates (SPEC §2): the only source of what a
+// run executes. A run records the name of its template; every attempt, and
+// every restore, looks that name up here and validates the run's request
+// again, so a checkpoint branch contributes data and never code.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "inflight/core/child_template.hpp"
+#include "inflight/core/run_params.hpp"
+
+namespace inflight {
+
+// What the instance makes of a run before anything is claimed or written.
+struct RunVerdict {
+  std::optional<std::string> refusal;  // why this instance cannot run it
+  std::string progress_file;           // the configured one, relative to the run dir
+};
+
+class ChildTemplates {
+ public:
+  // From the config file's `child` (the template named `default`) and
+  // `children`; the built-in demo template when the file has neither.
+  // Throws ConfigError naming the key that is wrong.
+  static ChildTemplates from_config(const OrderedJson& file,
+                                    const std::filesystem::path& demo_binary);
+
+  const ChildTemplate* find(const std::string& name) const;
+  // Accepted, with the configured progress file, or why this instance cannot
+  // run `params`: a template name it does not have, a request that no longer
+  // validates.
+  RunVerdict judge(const checkpoint::RunParams& params) const;
+  // A program that cannot be started (not found on PATH, not executable):
+  // found at start, not at the first attempt. Throws ConfigError naming it.
+  void check_programs() const;
+
+  // {name: template}, as the config gave them: what the checkpoint agent
+  // needs to judge branches before it claims them.
+  OrderedJson sources() const;
+  std::string names() const;  // `agentv, promptfoo`, for messages
+
+ private:
+  std::map<std::string, ChildTemplate> templates_;
+};
+
+}  // namespace inflight

@@ -1,0 +1,77 @@
+// run-params.json (SPEC §3): what a run is, kept in its run dir and carried in
+// every checkpoint, so any instance can run its next attempt.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inflight/core/run_dir.hpp"
+
+namespace inflight::checkpoint {
+
+using OrderedJson = nlohmann::ordered_json;
+
+struct AttemptRecord {
+  int attempt = 0;
+  std::string pod;
+  std::string started_at;
+  std::optional<std::string> ended_at{};
+  std::optional<int> exit_code{};
+  std::optional<int> signal{};
+  std::optional<std::string> outcome{};  // unset while the attempt runs
+  // Why the attempt ended without running, such as a child that could not be
+  // started; written only when set. At most kMaxAttemptErrorBytes.
+  std::optional<std::string> error{};
+};
+
+struct RunParams {
+  std::string run_id;
+  OrderedJson request = OrderedJson::object();
+  // The template the latest attempt ran with, for inspection only: every
+  // attempt renders the configured template named `child_name`.
+  std::string child_name = "default";
+  std::string child_digest;
+  OrderedJson child = OrderedJson::object();
+  std::vector<std::string> argv;
+  std::string cwd;
+  std::string origin_pod;
+  std::string created_at;
+  std::vector<AttemptRecord> attempts;
+  // Set once the run is over for good (succeeded, failed, cancelled), so that
+  // no later start resumes it.
+  std::optional<std::string> final_status;
+  // Set on this disk's copy when another instance took the run (its claim
+  // won, or it fenced this one): why and when. The copy is stale: never
+  // resumed from here, and replaced by the branch's copy when one exists.
+  std::optional<std::string> handed_over;
+};
+
+inline constexpr const char* kRunParamsFile = "run-params.json";
+
+// run-params.json is read from branches and disks that anyone with push or
+// volume access can write: it is bounded like any input from outside.
+inline constexpr std::size_t kMaxRunParamsBytes = 1 << 20;
+inline constexpr std::size_t kMaxAttemptRecords = 1000;
+inline constexpr std::size_t kMaxAttemptErrorBytes = 1024;
+
+OrderedJson to_json(const RunParams& params);
+// Throws std::runtime_error naming the field that is missing, malformed or
+// over its limit.
+RunParams run_params_from_json(const OrderedJson& json);
+// The same from the file's text, refusing it before parsing when it is too
+// large or nested too deep.
+RunParams run_params_from_text(std::string_view text);
+
+// Temp file, fsync, rename, fsync of the directory (unless `atomic` suffices).
+void write_run_params(const std::filesystem::path& run_dir, const RunParams& params,
+                      Durability durability = Durability::synced);
+// nullopt when the run dir has no run-params.json; throws when it is malformed.
+std::optional<RunParams> read_run_params(const std::filesystem::path& run_dir);
+// Marks the run dir's copy as handed over to another instance (see
+// RunParams::handed_over); a dir with no run-params.json is left alone.
+void mark_handed_over(const std::filesystem::path& run_dir, const std::string& why);
+
+}  // namespace inflight::checkpoint

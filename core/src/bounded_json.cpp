@@ -1,0 +1,110 @@
+#include "inflight/core/bounded_json.hpp"
+
+#include <cstdio>
+
+namespace inflight {
+
+namespace {
+
+// The deepest nesting of `text`'s arrays and objects, stopping early once it
+// passes `limit`; brackets inside strings do not count.
+int nesting_depth(std::string_view text, int limit) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// Length of the valid UTF-8 sequence at `text[0]`, or 0 when it is not one.
+std::size_t utf8_sequence(std::string_view text) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  std::size_t length = 0;
+  unsigned char low = 0x80;
+  unsigned char high = 0xbf;
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    if (lead == 0xe0) low = 0xa0;   // overlong
+    if (lead == 0xed) high = 0x9f;  // surrogates
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    if (lead == 0xf0) low = 0x90;   // overlong
+    if (lead == 0xf4) high = 0x8f;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
+  for (std::size_t i = 2; i < length; ++i)
+    if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
+  return length;
+}
+
+}  // namespace
+
+std::optional<nlohmann::ordered_json> parse_bounded_json(std::string_view text,
+                                                         const JsonLimits& limits,
+                                                         std::string& error) {
+  if (text.size() > limits.max_bytes) {
+    error = "larger than " + std::to_string(limits.max_bytes) + " bytes";
+    return std::nullopt;
+  }
+  if (nesting_depth(text, limits.max_depth) > limits.max_depth) {
+    error = "nested deeper than " + std::to_string(limits.max_depth) + " levels";
+    return std::nullopt;
+  }
+  auto json = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (json.is_discarded()) {
+    error = is_valid_utf8(text) ? "not valid JSON" : "not valid UTF-8";
+    return std::nullopt;
+  }
+  return json;
+}
+
+bool is_valid_utf8(std::string_view text) {
+  while (!text.empty()) {
+    const auto length = utf8_sequence(text);
+    if (length == 0) return false;
+    text.remove_prefix(length);
+  }
+  return true;
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  while (!text.empty()) {
+    auto length = utf8_sequence(text);
+    if (length > 0) {
+      out.append(text.substr(0, length));
+    } else {
+      char escaped[5];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(text[0]));
+      out += escaped;
+      length = 1;
+    }
+    text.remove_prefix(length);
+  }
+  return out;
+}
+
+}  // namespace inflight

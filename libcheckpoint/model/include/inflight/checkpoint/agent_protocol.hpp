@@ -1,0 +1,387 @@
+// The messages between the callers of the checkpoint agent (serve, resume,
+// the checkpoints commands) and `inflight-checkpoint-agent`: one request on
+// the agent's stdin, one answer on its stdout, each a JSON object. Both sides
+// build and read them through the structs below, so a field cannot be spelt
+// two ways; the version tells a caller from an agent of another release
+// (binaries replaced under a running serve).
+//
+//   request: {"version":1,"op":"save","store":{…},"pod":"…","call":{…}}
+//   answer:  {"version":1,"ok":true,"answer":{…}}
+//            {"version":1,"ok":false,"failure":{"kind":"rejected","error":"…","branches":[]}}
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "inflight/checkpoint/store_types.hpp"
+#include "inflight/core/bounded_json.hpp"
+#include "inflight/core/run_params.hpp"
+
+namespace nlohmann {
+
+// nlohmann_json 3.11 has no std::optional: absent is null on the wire.
+template <class T>
+struct adl_serializer<std::optional<T>> {
+  template <class Json>
+  static void to_json(Json& j, const std::optional<T>& value) {
+    if (value)
+      j = *value;
+    else
+      j = nullptr;
+  }
+  template <class Json>
+  static void from_json(const Json& j, std::optional<T>& value) {
+    value = j.is_null() ? std::nullopt : std::optional<T>(j.template get<T>());
+  }
+};
+
+}  // namespace nlohmann
+
+// NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE for OrderedJson: every field is written,
+// and every field must be present when read.
+#define INFLIGHT_AGENT_MESSAGE(Type, ...)                                            \
+  inline void to_json(OrderedJson& nlohmann_json_j, const Type& nlohmann_json_t) {   \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_TO, __VA_ARGS__))         \
+  }                                                                                  \
+  inline void from_json(const OrderedJson& nlohmann_json_j, Type& nlohmann_json_t) { \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_FROM, __VA_ARGS__))       \
+  }
+
+namespace inflight::checkpoint {
+INFLIGHT_AGENT_MESSAGE(LeftRun, run_id, pod, until)
+}  // namespace inflight::checkpoint
+
+namespace inflight {
+
+using OrderedJson = nlohmann::ordered_json;
+
+inline constexpr int kAgentProtocolVersion = 3;
+
+// Either side's message: a restore answer carries the run-params of every
+// run it holds back, each at most 1 MiB.
+inline constexpr JsonLimits kAgentMessageLimits{.max_bytes = 256u << 20, .max_depth = 64};
+
+// Why an agent step failed, as far as a caller must tell apart.
+enum class AgentFailureKind {
+  other,         // anything else: exit 1
+  unreachable,   // connection refused, DNS, TLS: exit 3
+  auth,          // credentials refused: exit 3, and no retry will help
+  rejected,      // the server refused a ref update: another instance owns the run
+  not_found,     // no such branch: exit 4
+  hostile_tree,  // a branch whose tree may not be written
+  cache,         // this disk's cache repo cannot be opened or written
+  deadline,      // the agent was killed at its deadline
+  ambiguous,     // a run id that several pods' branches carry
+};
+
+NLOHMANN_JSON_SERIALIZE_ENUM(AgentFailureKind, {{AgentFailureKind::other, "other"},
+                                                {AgentFailureKind::unreachable, "unreachable"},
+                                                {AgentFailureKind::auth, "auth"},
+                                                {AgentFailureKind::rejected, "rejected"},
+                                                {AgentFailureKind::not_found, "not_found"},
+                                                {AgentFailureKind::hostile_tree, "hostile_tree"},
+                                                {AgentFailureKind::cache, "cache"},
+                                                {AgentFailureKind::deadline, "deadline"},
+                                                {AgentFailureKind::ambiguous, "ambiguous"}})
+
+AgentFailureKind failure_kind(checkpoint::GitErrorKind kind);
+
+struct AgentFailure {
+  AgentFailureKind kind = AgentFailureKind::other;
+  std::string error;
+  std::vector<std::string> branches;  // ambiguous: every branch the run id names
+};
+INFLIGHT_AGENT_MESSAGE(AgentFailure, kind, error, branches)
+
+// How the agent reaches the results repo and its cache; the same for every
+// call of one instance. Holds the token: never logged.
+struct AgentStore {
+  std::string cache_dir;
+  std::string url;
+  std::string username;
+  std::string token;
+  std::string ssh_key;
+  std::string known_hosts;
+  std::string ca_file;
+  std::vector<std::string> excludes;
+  std::uint64_t restore_max_bytes = 0;
+  std::uint64_t restore_max_files = 0;
+  std::int64_t claim_lease_seconds = 0;
+};
+INFLIGHT_AGENT_MESSAGE(AgentStore, cache_dir, url, username, token, ssh_key, known_hosts, ca_file,
+                       excludes, restore_max_bytes, restore_max_files, claim_lease_seconds)
+
+namespace agent {
+
+// The answer of a step that returns nothing but success.
+struct Done {};
+inline void to_json(OrderedJson& j, const Done&) {
+  j = OrderedJson::object();
+}
+inline void from_json(const OrderedJson&, Done&) {}
+
+// Whether this disk can hold a checkpoint now.
+struct Check {
+  static constexpr std::string_view op = "check";
+  using Answer = Done;
+};
+inline void to_json(OrderedJson& j, const Check&) {
+  j = OrderedJson::object();
+}
+inline void from_json(const OrderedJson&, Check&) {}
+
+// One run's checkpoint, as a save, a release and a batched save name it.
+struct RunCheckpoint {
+  std::string run_dir;  // absolute
+  std::string origin_pod;
+  std::string run_id;
+  int attempt = 0;
+  std::string reason;  // shutdown | periodic | manual | claim | final
+  std::uint64_t records = 0;
+};
+INFLIGHT_AGENT_MESSAGE(RunCheckpoint, run_dir, origin_pod, run_id, attempt, reason, records)
+
+struct Saved {
+  std::optional<std::string> commit;  // none when nothing changed
+};
+INFLIGHT_AGENT_MESSAGE(Saved, commit)
+
+struct Save {
+  static constexpr std::string_view op = "save";
+  using Answer = Saved;
+  RunCheckpoint run;
+};
+INFLIGHT_AGENT_MESSAGE(Save, run)
+
+// The run is over: its final state, then the deletion of its branch.
+struct Release {
+  static constexpr std::string_view op = "release";
+  using Answer = Done;
+  RunCheckpoint run;
+};
+INFLIGHT_AGENT_MESSAGE(Release, run)
+
+// One part of a batched step: its own success or failure.
+struct PartResult {
+  std::optional<AgentFailure> failure;
+  std::optional<std::string> commit;
+};
+INFLIGHT_AGENT_MESSAGE(PartResult, failure, commit)
+
+struct SavedAll {
+  std::vector<PartResult> runs;     // one per run asked for, in order
+  std::optional<PartResult> lease;  // set when the lease was asked for
+};
+INFLIGHT_AGENT_MESSAGE(SavedAll, runs, lease)
+
+// Every run in one push, with the lease's renewal when `lease_until` is set,
+// or its release (checkpoint_store.hpp's LeaseStep) with `release_lease`.
+// Without `keep_objects` (a shutdown) the cache does not write the new
+// objects to disk: the push is the only place they are compressed.
+struct SaveAll {
+  static constexpr std::string_view op = "save_all";
+  using Answer = SavedAll;
+  std::vector<RunCheckpoint> runs;
+  std::optional<std::int64_t> lease_until;  // seconds since the epoch
+  bool release_lease = false;
+  bool keep_objects = true;
+};
+INFLIGHT_AGENT_MESSAGE(SaveAll, runs, lease_until, release_lease, keep_objects)
+
+struct HoldLease {
+  static constexpr std::string_view op = "lease";
+  using Answer = Done;
+  std::int64_t until = 0;  // seconds since the epoch
+};
+INFLIGHT_AGENT_MESSAGE(HoldLease, until)
+
+struct DropLease {
+  static constexpr std::string_view op = "unlease";
+  using Answer = Done;
+};
+inline void to_json(OrderedJson& j, const DropLease&) {
+  j = OrderedJson::object();
+}
+inline void from_json(const OrderedJson&, DropLease&) {}
+
+struct LocalRun {
+  std::string run_id;
+  std::size_t attempts = 0;
+  std::string origin_pod;
+};
+INFLIGHT_AGENT_MESSAGE(LocalRun, run_id, attempts, origin_pod)
+
+struct ClaimedRun {
+  std::string run_id;
+  std::string dir;
+  std::string branch;  // refs/heads/inflight/…
+  std::string claim;
+};
+INFLIGHT_AGENT_MESSAGE(ClaimedRun, run_id, dir, branch, claim)
+
+// run-params.json as the agent read it: validated again by the caller, one
+// run at a time, so that one bad run spoils only itself.
+struct HeldRun {
+  OrderedJson params;
+  std::string branch;
+  std::string reason;
+};
+INFLIGHT_AGENT_MESSAGE(HeldRun, params, branch, reason)
+
+struct Restored {
+  std::vector<ClaimedRun> claimed;
+  std::vector<checkpoint::LeftRun> left;
+  std::vector<HeldRun> held;
+  std::vector<std::string> lost;
+  std::vector<std::string> released;
+  std::vector<std::string> ambiguous;
+  std::vector<std::string> problems;
+};
+INFLIGHT_AGENT_MESSAGE(Restored, claimed, left, held, lost, released, ambiguous, problems)
+
+struct Restore {
+  static constexpr std::string_view op = "restore";
+  using Answer = Restored;
+  std::string runs_dir;
+  std::vector<LocalRun> local;
+  std::vector<std::string> skip;
+  OrderedJson children;  // the instance's templates, to judge branches before claiming them
+  std::optional<std::string> only;
+  std::optional<std::int64_t> lease_until;
+  bool leave_handovers = false;
+};
+INFLIGHT_AGENT_MESSAGE(Restore, runs_dir, local, skip, children, only, lease_until, leave_handovers)
+
+// A checkpoint branch as `checkpoints list` and `show` describe it.
+struct BranchInfo {
+  std::string run_id;
+  std::string origin_pod;
+  std::string branch;  // inflight/<pod>/<run-id>
+  std::size_t attempts = 0;
+  std::int64_t time = 0;  // of the tip, seconds since the epoch
+  std::uint64_t records = 0;
+  std::uint64_t size_bytes = 0;
+  std::string state;                  // resumable | finished | held | refused
+  std::optional<std::string> reason;  // why it is held or refused
+};
+INFLIGHT_AGENT_MESSAGE(BranchInfo, run_id, origin_pod, branch, attempts, time, records, size_bytes,
+                       state, reason)
+
+struct Listed {
+  std::string url;
+  std::vector<BranchInfo> checkpoints;
+  std::vector<std::string> problems;
+};
+INFLIGHT_AGENT_MESSAGE(Listed, url, checkpoints, problems)
+
+struct List {
+  static constexpr std::string_view op = "list";
+  using Answer = Listed;
+  std::optional<std::string> pod;
+  OrderedJson children;
+};
+INFLIGHT_AGENT_MESSAGE(List, pod, children)
+
+struct HistoryEntry {
+  std::string oid;
+  std::int64_t time = 0;
+  std::string reason;
+  int attempt = 0;
+  std::string pod;
+  std::uint64_t records = 0;
+};
+INFLIGHT_AGENT_MESSAGE(HistoryEntry, oid, time, reason, attempt, pod, records)
+
+struct Shown {
+  BranchInfo branch;
+  std::string tip;
+  std::vector<HistoryEntry> history;  // newest first
+  OrderedJson run_params;             // null when missing or not JSON
+};
+INFLIGHT_AGENT_MESSAGE(Shown, branch, tip, history, run_params)
+
+// Fails `ambiguous` when several pods hold a branch of that run id.
+struct Show {
+  static constexpr std::string_view op = "show";
+  using Answer = Shown;
+  std::string run_id;  // or a branch name
+};
+INFLIGHT_AGENT_MESSAGE(Show, run_id)
+
+struct PruneFailure {
+  std::string branch;
+  AgentFailure failure;
+};
+INFLIGHT_AGENT_MESSAGE(PruneFailure, branch, failure)
+
+struct Pruned {
+  std::string url;
+  std::vector<std::string> deleted;  // or, with dry_run, would be
+  std::vector<PruneFailure> failed;
+  std::vector<std::string> missing;  // run ids without a branch
+  std::vector<std::string> problems;
+};
+INFLIGHT_AGENT_MESSAGE(Pruned, url, deleted, failed, missing, problems)
+
+// Exactly one selector is meant to be set.
+struct Prune {
+  static constexpr std::string_view op = "prune";
+  using Answer = Pruned;
+  std::optional<std::int64_t> older_than_seconds;
+  std::vector<std::string> run_ids;
+  bool all = false;
+  bool dry_run = false;
+};
+INFLIGHT_AGENT_MESSAGE(Prune, older_than_seconds, run_ids, all, dry_run)
+
+}  // namespace agent
+
+// The envelope of every request.
+struct AgentRequest {
+  int version = kAgentProtocolVersion;
+  std::string op;
+  AgentStore store;
+  std::string pod;   // the instance asking: its commits and its lease
+  OrderedJson call;  // the op's struct
+};
+INFLIGHT_AGENT_MESSAGE(AgentRequest, version, op, store, pod, call)
+
+// An answer as the caller gets it: `answer` on success, else `failure`.
+template <class Answer>
+struct AgentReply {
+  std::optional<Answer> answer;
+  AgentFailure failure;
+};
+
+// The answer line the agent writes.
+OrderedJson answer_message(const OrderedJson& answer);
+OrderedJson failure_message(const AgentFailure& failure);
+
+// The agent's output: the answer's JSON, or the failure it carries. A
+// missing, malformed or other-version answer is a failure of kind `other`
+// that says so.
+struct AgentOutput {
+  std::optional<OrderedJson> answer;
+  AgentFailure failure;
+};
+AgentOutput read_output(std::string_view output);
+
+// read_output() with the answer read into its struct.
+template <class Answer>
+AgentReply<Answer> read_reply(const AgentOutput& out) {
+  if (!out.answer) return {.answer = std::nullopt, .failure = out.failure};
+  try {
+    return {.answer = out.answer->get<Answer>(), .failure = {}};
+  } catch (const std::exception& e) {
+    return {
+        .answer = std::nullopt,
+        .failure = {.kind = AgentFailureKind::other,
+                    .error = std::string("the checkpoint agent's answer is malformed: ") + e.what(),
+                    .branches = {}}};
+  }
+}
+
+}  // namespace inflight

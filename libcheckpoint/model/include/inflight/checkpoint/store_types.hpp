@@ -1,0 +1,220 @@
+// The values the checkpoint store takes and gives: what crosses from the
+// supervisor to the store (through the agent) and back. No libgit2 here, so
+// that the supervisor, which reaches the store only through its port, can
+// name them without reaching git.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "inflight/core/child_templates.hpp"
+#include "inflight/core/run_params.hpp"
+
+namespace inflight::checkpoint {
+
+// What went wrong, as far as a caller must tell apart (exit codes, fencing).
+enum class GitErrorKind {
+  other,         // anything else: exit 1
+  unreachable,   // connection refused, DNS, TLS, timeout: exit 3
+  auth,          // credentials refused: exit 3
+  rejected,      // the server refused a ref update (not fast-forward, hook): fencing
+  not_found,     // no such branch or object: exit 4
+  hostile_tree,  // a tree that would write outside its run dir, or is too big
+  cache,         // the cache repo on local disk cannot be opened or written
+};
+
+class GitError : public std::runtime_error {
+ public:
+  GitError(GitErrorKind kind, const std::string& message)
+      : std::runtime_error(message), kind_(kind) {}
+  GitErrorKind kind() const { return kind_; }
+  // A failure of the connection itself, not of one ref: every ref's.
+  bool network() const { return kind_ == GitErrorKind::unreachable || kind_ == GitErrorKind::auth; }
+
+ private:
+  GitErrorKind kind_;
+};
+
+struct RemoteConfig {
+  std::string url;
+  std::string username;
+  std::string token;  // secret: never in a message
+  std::filesystem::path ssh_key;
+  std::filesystem::path ssh_known_hosts;
+  std::filesystem::path ca_file;
+};
+
+// Metadata written into each checkpoint commit (SPEC §4).
+struct CheckpointInfo {
+  std::string run_id;
+  int attempt = 0;
+  std::string reason;  // shutdown | periodic | manual | claim
+  std::string pod;
+  std::uint64_t records = 0;
+};
+
+struct RemoteBranch {
+  std::string ref;  // refs/heads/inflight/<pod>/<run-id>
+  std::string oid;  // hex
+};
+
+struct CommitSummary {
+  std::string oid;
+  std::int64_t time = 0;  // seconds since the epoch
+  std::string message;    // the whole message, trailers included
+};
+
+// The results-repo URL as messages may show it: without any password.
+std::string display_url(const std::string& url);
+
+// One ref of a batch: moved to `commit`, fast-forward only.
+struct RefUpdate {
+  std::string ref;
+  std::string commit;  // empty: delete the ref
+  // The tip the update was judged on; a ref that moved or went since is
+  // taken. Without it, a fast-forward of whatever tip there is.
+  std::optional<std::string> from;
+};
+
+enum class RefOutcome {
+  updated,  // the ref is at the commit now
+  taken,    // its tip is not an ancestor of the commit: another instance moved it
+  refused,  // the server refused it (a hook, a race with another push)
+  // A results repo on a local path could not write it (a lock left behind, a
+  // full disk): nobody judged the update, so the run is still this pod's.
+  unwritten,
+};
+
+// Whether the update was judged against this pod (its tip moved, or the
+// server refused it): the pod stops writing the run's branch.
+constexpr bool judged_against(RefOutcome outcome) {
+  return outcome == RefOutcome::taken || outcome == RefOutcome::refused;
+}
+
+struct RefResult {
+  RefOutcome outcome = RefOutcome::updated;
+  std::string detail;  // why, when not updated
+};
+
+// How much a restored tree may hold (SPEC §5: --restore-max-bytes and
+// --restore-max-files; directories count as files).
+struct TreeLimits {
+  std::uint64_t max_bytes = 1ull << 30;
+  std::uint64_t max_files = 100000;
+};
+
+struct Lease {
+  std::string pod;
+  std::int64_t until = 0;  // seconds since the epoch
+};
+
+struct StoreConfig {
+  std::filesystem::path cache_dir;  // the local cache repo
+  RemoteConfig remote;
+  std::vector<std::string> exclude_globs;
+  TreeLimits restore_limits;
+  // A branch whose tip is a claim younger than this, by a pod without a
+  // lease (`inflight resume`), is that pod's: it is running the run now.
+  std::chrono::seconds claim_lease{120};
+};
+
+struct ClaimedRun {
+  RunParams params;
+  std::filesystem::path dir;
+  std::string branch;  // refs/heads/inflight/…
+  std::string claim;   // the claim commit, the branch's tip now
+};
+
+// A run found resumable on local disk, for the local-versus-branch rule.
+struct LocalRun {
+  std::size_t attempts = 0;
+  std::string origin_pod;
+};
+
+// What the instance makes of a run before anything is claimed or written
+// (its templates, in core): restore asks through a judge.
+using RunVerdict = inflight::RunVerdict;
+using RunJudge = std::function<RunVerdict(const RunParams&)>;
+
+struct RestoreRequest {
+  std::filesystem::path runs_dir;
+  std::string pod;                        // this instance
+  std::map<std::string, LocalRun> local;  // by run id
+  RunJudge judge;
+  // A run id or branch: restore only that run, push no local run.
+  std::optional<std::string> only;
+  // This pod's lease to take or renew, in the push of the claims (serve).
+  std::optional<std::int64_t> lease_until;
+  // Run ids this instance holds already: a later look at the store must not
+  // take its own runs a second time.
+  std::set<std::string> skip;
+  // This instance runs runs already: a run another pod handed over (a
+  // shutdown checkpoint) less than claim_lease ago is left for an idle
+  // instance, such as the new pod of a rolling deploy, so that the run moves
+  // once and not to a pod that is about to stop too.
+  bool leave_handovers = false;
+};
+
+// A run this instance cannot run: its branch is left as it is.
+struct HeldRun {
+  RunParams params;
+  std::string branch;  // refs/heads/inflight/…, empty for a local run
+  std::string reason;
+};
+
+// A run that another pod answers for now: left to it until `until`.
+struct LeftRun {
+  std::string run_id;
+  std::string pod;
+  std::int64_t until = 0;  // seconds since the epoch
+};
+
+struct RestoreReport {
+  std::vector<ClaimedRun> claimed;     // ours now, ready to resume
+  std::vector<HeldRun> held;           // refused by the judge, left alone
+  std::vector<std::string> lost;       // run ids another instance claimed first
+  std::vector<LeftRun> left;           // runs of other live pods, to look at again
+  std::vector<std::string> released;   // branches of finished runs, deleted
+  std::vector<std::string> ambiguous;  // with `only`: every branch it names, when several
+  std::vector<std::string> problems;   // one line per branch that could not be used
+};
+
+// One run of a batched save.
+struct SaveRequest {
+  std::filesystem::path run_dir;
+  std::string origin_pod;
+  CheckpointInfo info;
+};
+
+struct SaveOutcome {
+  std::optional<std::string> commit;  // none when nothing changed
+  RefOutcome ref = RefOutcome::updated;
+  std::optional<std::string> error;  // this run's own failure (its dir could not be read)
+};
+
+// What a batched save does with the pod's lease: renew it until
+// `lease.until`, or (the last push of a shutdown) release it. A release
+// rides the push only when every run was snapshotted; should the server then
+// refuse a run's ref, the lease is taken again until `lease.until`, since
+// only this disk holds that run's last state.
+struct LeaseStep {
+  Lease lease;
+  bool release = false;
+};
+
+// What a batched save did: each run's outcome, and the lease's renewal or release.
+struct SaveAllReport {
+  std::vector<SaveOutcome> runs;
+  std::optional<std::string> lease_error;  // set when the lease was asked for and not renewed
+                                           // (or not released)
+};
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,25 @@
+// See cache_lock.hpp.
+#include "git/cache_lock.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "inflight/checkpoint/git_store.hpp"
+
+namespace inflight::checkpoint {
+
+CacheLock::CacheLock(const std::filesystem::path& cache, Mode mode) {
+  const auto path = cache / "inflight-refs.lock";
+  fd_ = Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd_)
+    throw GitError(GitErrorKind::cache, "open " + path.string() + ": " + std::strerror(errno));
+  const int operation = mode == Mode::exclusive ? LOCK_EX : LOCK_SH;
+  while (::flock(fd_.get(), operation) != 0)
+    if (errno != EINTR)
+      throw GitError(GitErrorKind::cache, "lock " + path.string() + ": " + std::strerror(errno));
+}
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include "git/git_handle.hpp"
+#include "inflight/checkpoint/git_store.hpp"
+
+namespace inflight::checkpoint {
+
+struct CacheRepo::Impl {
+  std::filesystem::path path;
+  RepositoryHandle repo;
+  git_odb_backend* memory = nullptr;  // new objects until persist(); owned by the repo's odb
+  std::vector<git_oid> new_commits;   // in `memory`: what persist() packs
+  std::vector<std::pair<std::string, git_oid>> pending_refs;  // set by persist()
+};
+
+// Opens the bare repository at `path`, creating it and its parents if absent
+// and replacing whatever is there when it is not a repository.
+RepositoryHandle open_or_init_bare(const std::filesystem::path& path);
+// Another handle of a repository that exists: one per thread, or one whose
+// refs or objects are set apart.
+RepositoryHandle open_bare(const std::filesystem::path& path);
+
+// The libgit2 repository behind a CacheRepo.
+inline git_repository* raw_repo(CacheRepo& repo) {
+  return repo.impl().repo.get();
+}
+
+}  // namespace inflight::checkpoint

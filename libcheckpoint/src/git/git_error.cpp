@@ -1,0 +1,48 @@
+#include "git/git_error.hpp"
+
+#include <git2.h>
+
+namespace inflight::checkpoint {
+
+namespace {
+
+bool is_transport_class(int error_class) {
+  switch (error_class) {
+    case GIT_ERROR_NET:
+    case GIT_ERROR_SSL:
+    case GIT_ERROR_SSH:
+    case GIT_ERROR_OS:
+    case GIT_ERROR_HTTP:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+GitErrorKind classify_git_error(int code, int error_class, GitCallScope scope) {
+  if (code == GIT_EAUTH) return GitErrorKind::auth;
+  if (code == GIT_ENONFASTFORWARD) return GitErrorKind::rejected;
+  if (code == GIT_ENOTFOUND) return GitErrorKind::not_found;
+  // Writing objects or refs into the cache: a full disk, a lock left by a
+  // killed agent.
+  if (scope == GitCallScope::local && (error_class == GIT_ERROR_OS || code == GIT_ELOCKED))
+    return GitErrorKind::cache;
+  if (scope == GitCallScope::network &&
+      (code == GIT_ECERTIFICATE || is_transport_class(error_class))) {
+    return GitErrorKind::unreachable;
+  }
+  return GitErrorKind::other;
+}
+
+void throw_git_error(int code, const std::string& context, GitCallScope scope) {
+  const git_error* last = git_error_last();
+  const int error_class = last != nullptr ? last->klass : GIT_ERROR_NONE;
+  std::string message = context;
+  if (last != nullptr && last->message != nullptr) message += ": " + std::string(last->message);
+  git_error_clear();
+  throw GitError(classify_git_error(code, error_class, scope), message);
+}
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,75 @@
+#include "git/cache_repo_impl.hpp"
+#include "git/git_error.hpp"
+#include "git/oid_text.hpp"
+#include "git/repo_objects.hpp"
+#include "snapshot/chunked_file.hpp"
+
+namespace inflight::checkpoint {
+
+namespace {
+
+TreeEntryHandle entry_at(const git_tree* tree, const std::string& path) {
+  git_tree_entry* raw = nullptr;
+  const int rc = git_tree_entry_bypath(&raw, tree, path.c_str());
+  if (rc == GIT_ENOTFOUND) {
+    git_error_clear();
+    return TreeEntryHandle();
+  }
+  git_check(rc, "look up " + path);
+  return TreeEntryHandle(raw);
+}
+
+std::string blob_content(git_repository* repo, const git_oid& oid, const std::string& path) {
+  git_blob* raw = nullptr;
+  git_check(git_blob_lookup(&raw, repo, &oid), "read " + path);
+  const BlobHandle blob(raw);
+  return std::string(static_cast<const char*>(git_blob_rawcontent(blob.get())),
+                     static_cast<std::size_t>(git_blob_rawsize(blob.get())));
+}
+
+std::string chunked_content(git_repository* repo, const git_oid& oid) {
+  const TreeHandle chunks = lookup_tree(repo, oid);
+  std::string content;
+  for_each_chunk(repo, chunks.get(), [&](const void* data, std::size_t size) {
+    content.append(static_cast<const char*>(data), size);
+  });
+  return content;
+}
+
+}  // namespace
+
+std::optional<std::string> read_file_at(CacheRepo& repo, const std::string& commit,
+                                        const std::string& path) {
+  git_repository* git = raw_repo(repo);
+  const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
+  if (const TreeEntryHandle entry = entry_at(tree.get(), path)) {
+    if (git_tree_entry_type(entry.get()) != GIT_OBJECT_BLOB) return std::nullopt;
+    return blob_content(git, *git_tree_entry_id(entry.get()), path);
+  }
+  if (const TreeEntryHandle chunks = entry_at(tree.get(), path + std::string(kChunkSuffix))) {
+    if (git_tree_entry_type(chunks.get()) != GIT_OBJECT_TREE) return std::nullopt;
+    return chunked_content(git, *git_tree_entry_id(chunks.get()));
+  }
+  return std::nullopt;
+}
+
+CommitSummary commit_summary(CacheRepo& repo, const std::string& oid) {
+  const CommitHandle commit = lookup_commit(raw_repo(repo), oid);
+  return {oid, static_cast<std::int64_t>(git_commit_time(commit.get())),
+          git_commit_message(commit.get())};
+}
+
+std::vector<CommitSummary> history(CacheRepo& repo, const std::string& commit) {
+  git_repository* git = raw_repo(repo);
+  std::vector<CommitSummary> commits;
+  for (CommitHandle current = lookup_commit(git, commit); current;) {
+    commits.push_back(CommitSummary{oid_hex(*git_commit_id(current.get())),
+                                    static_cast<std::int64_t>(git_commit_time(current.get())),
+                                    git_commit_message(current.get())});
+    if (git_commit_parentcount(current.get()) == 0) break;
+    current = lookup_commit(git, *git_commit_parent_id(current.get(), 0));
+  }
+  return commits;
+}
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,92 @@
+#include "git/repo_objects.hpp"
+
+#include <git2/sys/odb_backend.h>
+
+#include "git/cache_repo_impl.hpp"
+#include "git/git_error.hpp"
+#include "git/git_handle.hpp"
+#include "git/oid_text.hpp"
+
+namespace inflight::checkpoint {
+
+CommitHandle lookup_commit(git_repository* repo, const git_oid& oid) {
+  git_commit* raw = nullptr;
+  git_check(git_commit_lookup(&raw, repo, &oid), "find commit " + oid_hex(oid));
+  return CommitHandle(raw);
+}
+
+CommitHandle lookup_commit(git_repository* repo, const std::string& hex) {
+  return lookup_commit(repo, parse_oid(hex));
+}
+
+TreeHandle tree_of(const git_commit* commit) {
+  git_tree* raw = nullptr;
+  git_check(git_commit_tree(&raw, commit), "read tree of " + oid_hex(*git_commit_id(commit)));
+  return TreeHandle(raw);
+}
+
+TreeHandle lookup_tree(git_repository* repo, const git_oid& oid) {
+  git_tree* raw = nullptr;
+  git_check(git_tree_lookup(&raw, repo, &oid), "find tree " + oid_hex(oid));
+  return TreeHandle(raw);
+}
+
+git_oid empty_tree(git_repository* repo) {
+  git_treebuilder* raw = nullptr;
+  git_check(git_treebuilder_new(&raw, repo, nullptr), "create tree");
+  const TreeBuilderHandle builder(raw);
+  git_oid oid;
+  git_check(git_treebuilder_write(&oid, builder.get()), "write empty tree");
+  return oid;
+}
+
+git_oid write_commit(CacheRepo& cache, const git_oid& tree_oid, const git_commit* parent,
+                     const std::string& message) {
+  git_repository* repo = raw_repo(cache);
+  git_signature* raw_signature = nullptr;
+  git_check(git_signature_now(&raw_signature, "inflight", "inflight@localhost"), "make signature");
+  const SignatureHandle signature(raw_signature);
+  const TreeHandle tree = lookup_tree(repo, tree_oid);
+  const git_commit* parents[] = {parent};
+  git_buf buffer = GIT_BUF_INIT;
+  const int rc =
+      git_commit_create_buffer(&buffer, repo, signature.get(), signature.get(), nullptr,
+                               message.c_str(), tree.get(), parent != nullptr ? 1 : 0, parents);
+  const BufContents owned(&buffer);
+  git_check(rc, "write commit");
+  const git_oid commit = write_object(cache, buffer.ptr, buffer.size, GIT_OBJECT_COMMIT);
+  cache.impl().new_commits.push_back(commit);
+  return commit;
+}
+
+std::string checkpoint_message(const CheckpointInfo& info) {
+  const std::string attempt = std::to_string(info.attempt);
+  return "inflight checkpoint " + info.run_id + " attempt " + attempt + " (" + info.reason +
+         ")\n\nInflight-Pod: " + info.pod + "\nInflight-Attempt: " + attempt +
+         "\nInflight-Records: " + std::to_string(info.records) + "\n";
+}
+
+std::string commit_on_own_tree(CacheRepo& cache, const std::string& parent,
+                               const CheckpointInfo& info) {
+  const CommitHandle commit = lookup_commit(raw_repo(cache), parent);
+  return oid_hex(write_commit(cache, *git_commit_tree_id(commit.get()), commit.get(),
+                              checkpoint_message(info)));
+}
+
+git_oid write_object(CacheRepo& cache, const void* data, std::size_t size, git_object_t type) {
+  git_oid oid;
+  git_check(git_odb_hash(&oid, data, size, type), "hash object");
+  const OdbHandle odb = open_odb(raw_repo(cache));
+  if (git_odb_exists_ext(odb.get(), &oid, GIT_ODB_LOOKUP_NO_REFRESH) == 1) return oid;
+  git_odb_backend* memory = cache.impl().memory;
+  git_check(memory->write(memory, &oid, data, size, type), "hold object " + oid_hex(oid));
+  return oid;
+}
+
+OdbHandle open_odb(git_repository* repo) {
+  git_odb* raw = nullptr;
+  git_check(git_repository_odb(&raw, repo), "open object database");
+  return OdbHandle(raw);
+}
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,35 @@
+// Lookups that every reader of the cache repo needs, failing with a GitError
+// that names the object.
+#pragma once
+
+#include <string>
+
+#include "git/git_handle.hpp"
+#include "inflight/checkpoint/git_store.hpp"
+
+namespace inflight::checkpoint {
+
+CommitHandle lookup_commit(git_repository* repo, const git_oid& oid);
+CommitHandle lookup_commit(git_repository* repo, const std::string& hex);
+TreeHandle tree_of(const git_commit* commit);
+TreeHandle lookup_tree(git_repository* repo, const git_oid& oid);
+git_oid empty_tree(git_repository* repo);
+OdbHandle open_odb(git_repository* repo);
+// Hashes `data` as an object of `type` and, unless the cache has it, holds it
+// in memory until the cache persists it. Cheaper than git_odb_write(), which
+// touches (or fails to touch) the object's file on disk and rescans the pack
+// dir for every new object: about ten syscalls each.
+git_oid write_object(CacheRepo& cache, const void* data, std::size_t size, git_object_t type);
+// A commit by "inflight" of `tree`, with `parent` (may be null) as its only
+// parent, held by the cache until it persists it.
+git_oid write_commit(CacheRepo& cache, const git_oid& tree, const git_commit* parent,
+                     const std::string& message);
+// The message of a checkpoint commit; its trailers are what a listing reads.
+std::string checkpoint_message(const CheckpointInfo& info);
+// A checkpoint commit of `parent`'s own tree on top of it: the claim of a
+// run dir materialised from `parent`, which a snapshot would hash back to
+// the same tree.
+std::string commit_on_own_tree(CacheRepo& cache, const std::string& parent,
+                               const CheckpointInfo& info);
+
+}  // namespace inflight::checkpoint

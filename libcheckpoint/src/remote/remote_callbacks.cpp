@@ -1,0 +1,64 @@
+#include "remote/remote_callbacks.hpp"
+
+#include "git/git_error.hpp"
+
+namespace inflight::checkpoint {
+
+git_remote_callbacks RemoteCallbacks::callbacks() {
+  git_remote_callbacks callbacks = GIT_REMOTE_CALLBACKS_INIT;
+  callbacks.credentials = &RemoteCallbacks::credentials;
+  callbacks.certificate_check = &RemoteCallbacks::certificate_check;
+  callbacks.push_update_reference = &RemoteCallbacks::push_update_reference;
+  callbacks.payload = this;
+  return callbacks;
+}
+
+int RemoteCallbacks::refuse(GitErrorKind kind, const std::string& message, int code) {
+  failure_.emplace(kind, location_.scrub(message, config_.token));
+  // libgit2 reports the message set here if it reports any.
+  git_error_set_str(GIT_ERROR_CALLBACK, failure_->what());
+  return code;
+}
+
+int RemoteCallbacks::push_update_reference(const char* refname, const char* status, void* payload) {
+  if (status != nullptr) {
+    static_cast<RemoteCallbacks*>(payload)->refused_refs_.emplace_back(refname, status);
+  }
+  return 0;
+}
+
+void RemoteCallbacks::throw_failure(int code, const std::string& doing) {
+  if (failure_) throw *failure_;
+  try {
+    throw_git_error(code, doing + " " + location_.display, GitCallScope::network);
+  } catch (const GitError& error) {
+    std::string message = error.what();
+    if (error.kind() == GitErrorKind::auth) message = auth_failure_message() + ": " + message;
+    throw GitError(error.kind(), location_.scrub(message, config_.token));
+  }
+}
+
+void RemoteCallbacks::check_push_accepted(const std::string& doing) const {
+  if (refused_refs_.empty()) return;
+  auto kind = GitErrorKind::other;
+  std::string refs;
+  for (const auto& [ref, status] : refused_refs_) {
+    const auto failure = *failure_of(ref);
+    if (failure.outcome == RefOutcome::refused) kind = GitErrorKind::rejected;
+    refs += (refs.empty() ? "" : "; ") + ref + ": " + failure.detail;
+  }
+  throw GitError(kind,
+                 location_.scrub(doing + " " + location_.display + ": " + refs, config_.token));
+}
+
+std::optional<RefResult> RemoteCallbacks::failure_of(const std::string& ref) const {
+  for (const auto& [refused, status] : refused_refs_) {
+    if (refused != ref) continue;
+    if (location_.local_path)
+      return RefResult{.outcome = RefOutcome::unwritten, .detail = "could not write it: " + status};
+    return RefResult{.outcome = RefOutcome::refused, .detail = "the server refused it: " + status};
+  }
+  return std::nullopt;
+}
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,126 @@
+// Writes a validated checkpoint tree into a run dir through directory file
+// descriptors, so that a symlink planted in the run dir is replaced, never
+// followed.
+#include "snapshot/materialize.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "git/cache_repo_impl.hpp"
+#include "git/git_error.hpp"
+#include "git/repo_objects.hpp"
+#include "inflight/core/fd.hpp"
+#include "snapshot/chunked_file.hpp"
+#include "snapshot/tree_validation.hpp"
+
+namespace inflight::checkpoint {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& path) {
+  throw GitError(GitErrorKind::other, what + " " + path + ": " + std::strerror(errno));
+}
+
+Fd open_dir_at(int parent, const std::string& name, const std::string& path) {
+  Fd dir(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir) fail("open directory", path);
+  return dir;
+}
+
+// Whatever is in the way (a file, a symlink) is removed rather than followed.
+Fd make_dir_at(int parent, const std::string& name, const std::string& path) {
+  struct stat st {};
+  if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+      ::unlinkat(parent, name.c_str(), 0) != 0) {
+    fail("remove", path);
+  }
+  if (::mkdirat(parent, name.c_str(), 0777) != 0 && errno != EEXIST) fail("create directory", path);
+  return open_dir_at(parent, name, path);
+}
+
+class TreeWriter {
+ public:
+  explicit TreeWriter(git_repository* repo) : repo_(repo) {}
+
+  void directory(int dir, const git_tree* tree, const std::string& prefix) {
+    for (std::size_t i = 0; i < git_tree_entrycount(tree); ++i) {
+      const git_tree_entry* entry = git_tree_entry_byindex(tree, i);
+      const std::string name = target_name(entry);
+      const std::string path = prefix + name;
+      if (git_tree_entry_filemode(entry) != GIT_FILEMODE_TREE) {
+        blob_file(dir, name, path, entry);
+      } else if (has_chunk_suffix(git_tree_entry_name(entry))) {
+        chunked_file(dir, name, path, entry);
+      } else {
+        const Fd sub = make_dir_at(dir, name, path);
+        directory(sub.get(), lookup_tree(repo_, *git_tree_entry_id(entry)).get(), path + "/");
+      }
+    }
+  }
+
+ private:
+  void blob_file(int dir, const std::string& name, const std::string& path,
+                 const git_tree_entry* entry) {
+    git_blob* raw = nullptr;
+    git_check(git_blob_lookup(&raw, repo_, git_tree_entry_id(entry)), "read " + path);
+    const BlobHandle blob(raw);
+    const bool executable = git_tree_entry_filemode(entry) == GIT_FILEMODE_BLOB_EXECUTABLE;
+    const Fd file = create_file(dir, name, path, executable);
+    write_all(file.get(),
+              {static_cast<const char*>(git_blob_rawcontent(blob.get())),
+               static_cast<std::size_t>(git_blob_rawsize(blob.get()))},
+              path);
+  }
+
+  void chunked_file(int dir, const std::string& name, const std::string& path,
+                    const git_tree_entry* entry) {
+    const TreeHandle chunks = lookup_tree(repo_, *git_tree_entry_id(entry));
+    const Fd file = create_file(dir, name, path, false);
+    for_each_chunk(repo_, chunks.get(), [&](const void* data, std::size_t size) {
+      write_all(file.get(), {static_cast<const char*>(data), size}, path);
+    });
+  }
+
+  // Replaces any existing entry, so a planted symlink is never written through.
+  // The mode is the creating process's umask applied, as for any file it writes.
+  static Fd create_file(int dir, const std::string& name, const std::string& path,
+                        bool executable) {
+    if (::unlinkat(dir, name.c_str(), 0) != 0 && errno != ENOENT) fail("replace", path);
+    const mode_t mode = executable ? 0777 : 0666;
+    Fd file(
+        ::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (!file) fail("create", path);
+    return file;
+  }
+
+  git_repository* repo_;
+};
+
+Fd open_run_dir(const std::filesystem::path& run_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) throw GitError(GitErrorKind::other, "create " + run_dir.string() + ": " + ec.message());
+  Fd dir(::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir) fail("open run dir", run_dir.string());
+  return dir;
+}
+
+}  // namespace
+
+void materialize(CacheRepo& repo, const std::string& commit, const std::filesystem::path& run_dir,
+                 const TreeLimits& limits) {
+  materialize_tree(raw_repo(repo), commit, run_dir, limits);
+}
+
+void materialize_tree(git_repository* git, const std::string& commit,
+                      const std::filesystem::path& run_dir, const TreeLimits& limits) {
+  const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
+  validate_run_tree(git, tree.get(), limits);
+  const Fd dir = open_run_dir(run_dir);
+  TreeWriter(git).directory(dir.get(), tree.get(), "");
+}
+
+}  // namespace inflight::checkpoint

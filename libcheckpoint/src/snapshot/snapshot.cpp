@@ -1,0 +1,158 @@
+#include <fnmatch.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "git/cache_repo_impl.hpp"
+#include "git/git_error.hpp"
+#include "git/oid_text.hpp"
+#include "git/repo_objects.hpp"
+#include "snapshot/chunked_file.hpp"
+#include "snapshot/stat_cache.hpp"
+#include "snapshot/stored_file.hpp"
+
+namespace inflight::checkpoint {
+
+namespace fs = std::filesystem;
+
+struct RunSnapshotter::Impl {
+  CacheRepo& repo;
+  std::vector<std::string> exclude_globs;
+  fs::path run_dir;  // the dir the stat cache describes
+  StatCache stat_cache;
+  StatCache seen_now;  // becomes stat_cache after a snapshot
+  std::vector<std::string> warnings;
+  SnapshotStats stats;
+
+  git_repository* git() { return raw_repo(repo); }
+  bool excluded(const std::string& name, const std::string& relative) const;
+  std::optional<git_oid> write_dir(const fs::path& dir, const std::string& relative);
+  void add_entry(git_treebuilder* tree, const fs::path& dir, const std::string& name,
+                 const std::string& relative);
+  void add_file(git_treebuilder* tree, const std::string& name, const std::string& relative,
+                const fs::path& path, const struct stat& st);
+  git_oid write_root(const fs::path& dir);
+};
+
+namespace {
+
+void insert_entry(git_treebuilder* tree, const std::string& name, const git_oid& oid,
+                  git_filemode_t mode) {
+  git_check(git_treebuilder_insert(nullptr, tree, name.c_str(), &oid, mode), "add " + name);
+}
+
+}  // namespace
+
+bool RunSnapshotter::Impl::excluded(const std::string& name, const std::string& relative) const {
+  for (const auto& glob : exclude_globs) {
+    if (fnmatch(glob.c_str(), name.c_str(), 0) == 0) return true;
+    if (fnmatch(glob.c_str(), relative.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+void RunSnapshotter::Impl::add_file(git_treebuilder* tree, const std::string& name,
+                                    const std::string& relative, const fs::path& path,
+                                    const struct stat& st) {
+  const FileStat seen = file_stat_of(st);
+  const auto cached = stat_cache.find(relative);
+  const StoredFile* previous = cached == stat_cache.end() ? nullptr : &cached->second;
+  StoredFile stored;
+  if (previous != nullptr && previous->stat == seen) {
+    ++stats.files_unchanged;
+    stored = *previous;
+  } else {
+    stored = store_file(repo, path.c_str(), seen, previous, stats);
+  }
+  if (stored.chunked()) {
+    insert_entry(tree, name + std::string(kChunkSuffix), stored.entry, GIT_FILEMODE_TREE);
+  } else {
+    insert_entry(tree, name, stored.entry,
+                 stored.executable() ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB);
+  }
+  seen_now.insert_or_assign(relative, std::move(stored));
+}
+
+void RunSnapshotter::Impl::add_entry(git_treebuilder* tree, const fs::path& dir,
+                                     const std::string& name, const std::string& relative) {
+  const fs::path path = dir / name;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;  // deleted since the directory was listed
+    throw GitError(GitErrorKind::other, "stat " + path.string() + ": " + std::strerror(errno));
+  }
+  if (S_ISREG(st.st_mode)) return add_file(tree, name, relative, path, st);
+  // A real directory with the chunk suffix would be read back as a chunked file.
+  if (S_ISDIR(st.st_mode) && !has_chunk_suffix(name)) {
+    if (const auto sub = write_dir(path, relative))
+      insert_entry(tree, name, *sub, GIT_FILEMODE_TREE);
+    return;
+  }
+  warnings.push_back("skipped " + relative + ": not a regular file or directory");
+}
+
+std::optional<git_oid> RunSnapshotter::Impl::write_dir(const fs::path& dir,
+                                                       const std::string& relative) {
+  git_treebuilder* raw = nullptr;
+  git_check(git_treebuilder_new(&raw, git(), nullptr), "create tree");
+  const TreeBuilderHandle tree(raw);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string entry_relative = relative.empty() ? name : relative + "/" + name;
+    if (!excluded(name, entry_relative)) add_entry(tree.get(), dir, name, entry_relative);
+  }
+  if (ec) throw GitError(GitErrorKind::other, "list " + dir.string() + ": " + ec.message());
+  if (git_treebuilder_entrycount(tree.get()) == 0) return std::nullopt;  // git stores no empty dirs
+  git_oid oid;
+  git_check(git_treebuilder_write(&oid, tree.get()), "write tree " + relative);
+  return oid;
+}
+
+git_oid RunSnapshotter::Impl::write_root(const fs::path& dir) {
+  if (dir != run_dir) stat_cache = load_stat_cache(repo, dir);
+  run_dir = dir;
+  warnings.clear();
+  stats = {};
+  seen_now.clear();
+  std::optional<git_oid> root = write_dir(dir, "");
+  // Files gone from the run dir leave the cache too.
+  stat_cache = std::move(seen_now);
+  return root ? *root : empty_tree(git());
+}
+
+RunSnapshotter::RunSnapshotter(CacheRepo& repo, std::vector<std::string> exclude_globs)
+    : impl_(std::make_unique<Impl>(Impl{repo, std::move(exclude_globs), {}, {}, {}, {}, {}})) {}
+RunSnapshotter::~RunSnapshotter() = default;
+RunSnapshotter::RunSnapshotter(RunSnapshotter&&) noexcept = default;
+
+std::optional<std::string> RunSnapshotter::snapshot(const fs::path& run_dir,
+                                                    const CheckpointInfo& info,
+                                                    const std::optional<std::string>& parent) {
+  const CommitHandle parent_commit = parent ? lookup_commit(impl_->git(), *parent) : CommitHandle();
+  const git_oid tree = impl_->write_root(run_dir);
+  // Only a periodic save of an unchanged dir is skipped. Every other reason
+  // marks a change of hands: a claim is the compare-and-swap token of a new
+  // owner, a shutdown tip says the owner let the run go (so the next pod may
+  // take it at once), a final one that the run is over.
+  if (parent_commit && git_oid_equal(git_commit_tree_id(parent_commit.get()), &tree) &&
+      info.reason == "periodic") {
+    return std::nullopt;
+  }
+  return oid_hex(write_commit(impl_->repo, tree, parent_commit.get(), checkpoint_message(info)));
+}
+
+void RunSnapshotter::keep_stat_cache() {
+  if (!impl_->run_dir.empty()) save_stat_cache(impl_->repo, impl_->run_dir, impl_->stat_cache);
+}
+
+const std::vector<std::string>& RunSnapshotter::warnings() const {
+  return impl_->warnings;
+}
+const SnapshotStats& RunSnapshotter::last_stats() const {
+  return impl_->stats;
+}
+
+}  // namespace inflight::checkpoint

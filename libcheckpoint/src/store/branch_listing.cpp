@@ -1,0 +1,210 @@
+#include "inflight/checkpoint/branch_listing.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <regex>
+#include <sstream>
+
+#include "git/cache_repo_impl.hpp"
+#include "git/git_error.hpp"
+#include "git/oid_text.hpp"
+#include "git/repo_objects.hpp"
+#include "inflight/core/bounded_json.hpp"
+
+namespace inflight::checkpoint {
+
+namespace {
+
+// Deeper trees are not run dirs; the limit also bounds the recursion.
+constexpr int kMaxDepth = 64;
+
+template <typename Number>
+Number number_or_zero(std::string_view text) {
+  Number value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc{} && end == text.data() + text.size() ? value : Number{};
+}
+
+// The subject `inflight checkpoint <run-id> attempt <n> (<reason>)`.
+void read_subject(const std::string& subject, CheckpointCommit& commit) {
+  static const std::regex kSubject(R"(^inflight checkpoint \S+ attempt (\d+) \(([a-z]+)\)$)");
+  std::smatch m;
+  if (!std::regex_match(subject, m, kSubject)) return;
+  commit.attempt = number_or_zero<int>(m[1].str());
+  commit.reason = m[2].str();
+}
+
+// The `Inflight-*:` trailers; the attempt trailer wins over the subject's.
+void read_trailer(const std::string& line, CheckpointCommit& commit) {
+  const auto value = [&](std::string_view key) -> std::optional<std::string_view> {
+    if (!line.starts_with(key)) return std::nullopt;
+    return std::string_view(line).substr(key.size());
+  };
+  if (const auto pod = value("Inflight-Pod: ")) commit.pod = *pod;
+  if (const auto attempt = value("Inflight-Attempt: "))
+    commit.attempt = number_or_zero<int>(*attempt);
+  if (const auto records = value("Inflight-Records: "))
+    commit.records = number_or_zero<std::uint64_t>(*records);
+}
+
+class SizeCounter {
+ public:
+  explicit SizeCounter(git_repository* repo) : repo_(repo), odb_(open_odb(repo)) {}
+
+  std::uint64_t tree(const git_tree* tree, int depth) {
+    if (depth > kMaxDepth)
+      throw GitError(GitErrorKind::hostile_tree,
+                     "checkpoint tree nested deeper than " + std::to_string(kMaxDepth));
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < git_tree_entrycount(tree); ++i)
+      total += entry(git_tree_entry_byindex(tree, i), depth);
+    return total;
+  }
+
+ private:
+  // Chunk trees are trees of blobs, so recursing counts a chunked file once
+  // at its whole size. Links and gitlinks are never restored: they weigh 0.
+  std::uint64_t entry(const git_tree_entry* entry, int depth) {
+    const git_filemode_t mode = git_tree_entry_filemode(entry);
+    if (mode == GIT_FILEMODE_TREE)
+      return tree(lookup_tree(repo_, *git_tree_entry_id(entry)).get(), depth + 1);
+    if (mode != GIT_FILEMODE_BLOB && mode != GIT_FILEMODE_BLOB_EXECUTABLE) return 0;
+    std::size_t size = 0;
+    git_object_t type{};
+    // The header alone: sizing must not inflate every blob.
+    git_check(git_odb_read_header(&size, &type, odb_.get(), git_tree_entry_id(entry)),
+              std::string("read size of ") + git_tree_entry_name(entry));
+    return size;
+  }
+
+  git_repository* repo_;
+  OdbHandle odb_;
+};
+
+// The tip's run-params.json, parsed within its limits; `problem` says why not.
+std::optional<OrderedJson> run_params_at(CacheRepo& cache, const std::string& commit,
+                                         std::string& problem) {
+  const auto text = read_file_at(cache, commit, kRunParamsFile);
+  if (!text) {
+    problem = "the checkpoint has no run-params.json";
+    return std::nullopt;
+  }
+  auto json = parse_bounded_json(*text, {.max_bytes = kMaxRunParamsBytes}, problem);
+  if (json && !json->is_object()) {
+    problem = "run-params.json is not an object";
+    return std::nullopt;
+  }
+  if (!json) problem = "run-params.json: " + problem;
+  return json;
+}
+
+void plan_by_run_id(const std::vector<RemoteBranch>& branches, const PruneRequest& request,
+                    PrunePlan& plan) {
+  for (const auto& id : request.run_ids) {
+    const auto before = plan.refs.size();
+    for (const auto& branch : branches)
+      if (branch_matches(branch.ref, id) &&
+          std::find(plan.refs.begin(), plan.refs.end(), branch.ref) == plan.refs.end())
+        plan.refs.push_back(branch.ref);
+    if (plan.refs.size() == before) plan.missing_run_ids.push_back(id);
+  }
+}
+
+void plan_by_age(CacheRepo& cache, RemoteStore& remote, const std::vector<RemoteBranch>& branches,
+                 std::int64_t min_age, std::int64_t now, PrunePlan& plan) {
+  for (const auto& branch : branches) {
+    try {
+      const auto tip = commit_summary(cache, remote.fetch_listed(branch));
+      if (now - tip.time >= min_age) plan.refs.push_back(branch.ref);
+    } catch (const GitError& e) {
+      if (e.network()) throw;
+      plan.problems.push_back(printable(branch.ref) + ": " + e.what());
+    }
+  }
+}
+
+}  // namespace
+
+CheckpointCommit describe_commit(const CommitSummary& summary) {
+  CheckpointCommit commit{summary.oid, summary.time, {}, 0, {}, 0};
+  std::istringstream lines(summary.message);
+  std::string line;
+  std::getline(lines, line);
+  read_subject(line, commit);
+  while (std::getline(lines, line)) read_trailer(line, commit);
+  return commit;
+}
+
+bool branch_matches(const std::string& ref, const std::string& id) {
+  if (ref == id || ref == std::string(kHeadsPrefix) + id) return true;
+  const auto name = parse_branch_ref(ref);
+  return name && name->run_id == id;
+}
+
+std::uint64_t run_dir_size(CacheRepo& repo, const std::string& commit) {
+  git_repository* git = raw_repo(repo);
+  const TreeHandle root = tree_of(lookup_commit(git, commit).get());
+  return SizeCounter(git).tree(root.get(), 0);
+}
+
+BranchSummary summarize_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& branch) {
+  const auto name = parse_branch_ref(branch.ref);
+  if (!name) throw GitError(GitErrorKind::other, "not an inflight/<pod>/<run-id> branch");
+  const auto tip = remote.fetch_listed(branch);
+  BranchSummary summary{.ref = branch.ref,
+                        .name = *name,
+                        .tip = describe_commit(commit_summary(cache, tip)),
+                        .run_params = std::nullopt,
+                        .problem = "",
+                        .attempts = 0,
+                        .size_bytes = run_dir_size(cache, tip)};
+  summary.run_params = run_params_at(cache, tip, summary.problem);
+  if (summary.run_params && summary.run_params->value("attempts", OrderedJson()).is_array())
+    summary.attempts = (*summary.run_params)["attempts"].size();
+  return summary;
+}
+
+BranchListing list_branches(CacheRepo& cache, RemoteStore& remote,
+                            const std::optional<std::string>& pod) {
+  BranchListing listing;
+  // One connection lists the branches and downloads every tip.
+  for (const auto& branch :
+       remote.list(std::string(kBranchPrefix), RemoteStore::Tips::downloaded)) {
+    const auto name = parse_branch_ref(branch.ref);
+    if (pod && (!name || name->pod != *pod)) continue;
+    try {
+      listing.branches.push_back(summarize_branch(cache, remote, branch));
+    } catch (const GitError& e) {
+      if (e.network()) throw;
+      listing.problems.push_back(printable(branch.ref) + ": " + e.what());
+    } catch (const std::exception& e) {
+      listing.problems.push_back(printable(branch.ref) + ": " + e.what());
+    }
+  }
+  return listing;
+}
+
+std::vector<RemoteBranch> find_run_branches(RemoteStore& remote, const std::string& id) {
+  std::vector<RemoteBranch> found;
+  for (auto& branch : remote.list(std::string(kBranchPrefix)))
+    if (branch_matches(branch.ref, id)) found.push_back(std::move(branch));
+  return found;
+}
+
+PrunePlan plan_prune(CacheRepo& cache, RemoteStore& remote, const PruneRequest& request,
+                     std::int64_t now) {
+  const auto branches = remote.list(std::string(kBranchPrefix), request.older_than_seconds
+                                                                    ? RemoteStore::Tips::downloaded
+                                                                    : RemoteStore::Tips::listed);
+  PrunePlan plan;
+  if (request.all) {
+    for (const auto& branch : branches) plan.refs.push_back(branch.ref);
+  } else if (request.older_than_seconds) {
+    plan_by_age(cache, remote, branches, *request.older_than_seconds, now, plan);
+  } else {
+    plan_by_run_id(branches, request, plan);
+  }
+  return plan;
+}
+
+}  // namespace inflight::checkpoint

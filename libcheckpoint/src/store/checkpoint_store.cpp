@@ -1,0 +1,142 @@
+// Saving runs to the results repo: one run, many runs in one push, and the
+// release of a finished run. Restore is in restore.cpp.
+#include "inflight/checkpoint/checkpoint_store.hpp"
+
+#include <algorithm>
+
+#include "inflight/core/run_dir.hpp"
+#include "snapshot/stat_cache.hpp"
+
+namespace inflight::checkpoint {
+
+namespace fs = std::filesystem;
+
+CheckpointStore::CheckpointStore(StoreConfig config)
+    : config_(std::move(config)), cache_(config_.cache_dir), remote_(cache_, config_.remote) {}
+
+std::optional<std::string> CheckpointStore::save(const fs::path& run_dir,
+                                                 const std::string& origin_pod,
+                                                 const CheckpointInfo& info) {
+  const auto commit = snapshot(run_dir, origin_pod, info);
+  if (commit) remote_.push(branch_ref({origin_pod, info.run_id}), *commit);
+  return commit;
+}
+
+// A commit of run_dir on top of what this cache last pushed to its branch;
+// each run dir keeps its snapshotter, for the stat cache.
+std::optional<std::string> CheckpointStore::snapshot(const fs::path& run_dir,
+                                                     const std::string& origin_pod,
+                                                     const CheckpointInfo& info) {
+  auto [it, inserted] = snapshotters_.try_emplace(run_dir.string(), cache_, config_.exclude_globs);
+  return it->second.snapshot(run_dir, info,
+                             remote_.last_pushed(branch_ref({origin_pod, info.run_id})));
+}
+
+SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
+                                        const std::optional<LeaseStep>& lease) {
+  SaveAllReport report{.runs = std::vector<SaveOutcome>(runs.size()), .lease_error = std::nullopt};
+  std::vector<RefUpdate> updates;
+  std::vector<std::size_t> pushed;  // index of each run update's run
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& run = runs[i];
+    auto& outcome = report.runs[i];
+    try {
+      outcome.commit = snapshot(run.run_dir, run.origin_pod, run.info);
+    } catch (const GitError& e) {
+      if (e.kind() == GitErrorKind::cache) throw;
+      outcome.error = e.what();
+    } catch (const std::exception& e) {
+      outcome.error = e.what();
+    }
+    if (!outcome.commit) continue;
+    updates.push_back({.ref = branch_ref({run.origin_pod, run.info.run_id}),
+                       .commit = *outcome.commit,
+                       .from = {}});
+    pushed.push_back(i);
+  }
+  const bool unsaved = std::any_of(report.runs.begin(), report.runs.end(),
+                                   [](const SaveOutcome& outcome) { return outcome.error; });
+  if (lease && lease->release && unsaved)
+    report.lease_error = "not released: a run could not be saved";
+  else if (lease)
+    updates.push_back(lease->release
+                          ? RefUpdate{.ref = lease_ref(lease->lease.pod), .commit = "", .from = {}}
+                          : lease_update(cache_, remote_, lease->lease));
+  if (updates.empty()) return report;
+  const auto results = remote_.update(updates);
+  for (std::size_t n = 0; n < pushed.size(); ++n) {
+    report.runs[pushed[n]].ref = results[n].outcome;
+    if (results[n].outcome != RefOutcome::updated)
+      report.runs[pushed[n]].error = updates[n].ref + ": " + results[n].detail;
+  }
+  if (!lease || report.lease_error) return report;
+  report.lease_error = lease->release ? undo_release(results.back(), report, lease->lease)
+                                      : renew_taken_lease(results.back(), lease->lease);
+  return report;
+}
+
+// A run that another instance took is its business; one whose ref the
+// server refused (or a local results repo could not write) is still this
+// pod's, and its last state is on this disk only: the lease is taken again,
+// so that no restore takes the run from an older tip.
+std::optional<std::string> CheckpointStore::undo_release(const RefResult& result,
+                                                         const SaveAllReport& report,
+                                                         const Lease& lease) {
+  if (result.outcome != RefOutcome::updated)
+    return lease_ref(lease.pod) + " not released: " + result.detail;
+  const bool refused =
+      std::any_of(report.runs.begin(), report.runs.end(), [](const SaveOutcome& outcome) {
+        return outcome.ref == RefOutcome::refused || outcome.ref == RefOutcome::unwritten;
+      });
+  if (!refused) return std::nullopt;
+  try {
+    hold_lease(cache_, remote_, lease);
+  } catch (const GitError& e) {
+    if (e.network()) throw;
+    return std::string("released, and not taken again after a refused run: ") + e.what();
+  }
+  return "taken again: a run was refused or could not be written";
+}
+
+// A lease tip this cache did not write (a restart on a fresh disk) is renewed
+// on the remote's tip; one that was refused or unwritten stays as it is.
+std::optional<std::string> CheckpointStore::renew_taken_lease(const RefResult& result,
+                                                              const Lease& lease) {
+  if (result.outcome == RefOutcome::updated) return std::nullopt;
+  if (result.outcome != RefOutcome::taken) return lease_ref(lease.pod) + ": " + result.detail;
+  try {
+    hold_lease(cache_, remote_, lease);
+    return std::nullopt;
+  } catch (const GitError& e) {
+    if (e.network()) throw;
+    return e.what();
+  }
+}
+
+void CheckpointStore::persist() {
+  cache_.persist();
+  try {
+    for (auto& [dir, snapshotter] : snapshotters_) snapshotter.keep_stat_cache();
+  } catch (const std::exception& e) {
+    throw GitError(GitErrorKind::cache, std::string("keeping the stat cache: ") + e.what());
+  }
+}
+
+void CheckpointStore::release(const fs::path& run_dir, const std::string& origin_pod,
+                              const CheckpointInfo& info) {
+  save(run_dir, origin_pod, info);
+  snapshotters_.erase(run_dir.string());
+  drop_stat_cache(cache_, run_dir);
+  try {
+    remote_.remove(branch_ref({origin_pod, info.run_id}));
+  } catch (const GitError& e) {
+    if (e.kind() == GitErrorKind::not_found) return;
+    // The final push landed, so the branch is ours: a refused deletion is a
+    // failure to retry, not another owner.
+    if (e.kind() == GitErrorKind::rejected)
+      throw GitError(GitErrorKind::other, std::string("deleting the branch: ") + e.what());
+    throw;
+  }
+}
+
+}  // namespace inflight::checkpoint

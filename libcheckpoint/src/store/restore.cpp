@@ -1,0 +1,360 @@
+// Restore: which runs of the results repo this instance takes, and taking
+// them. One connection lists the branches and downloads their tips; every
+// branch is judged on its own; one push carries every claim, every deletion
+// and the lease, and each ref's outcome settles its own run.
+#include <functional>
+#include <set>
+
+#include "git/repo_objects.hpp"
+#include "inflight/checkpoint/branch_listing.hpp"
+#include "inflight/checkpoint/checkpoint_store.hpp"
+#include "inflight/core/bounded_json.hpp"
+#include "inflight/core/run_dir.hpp"
+#include "snapshot/run_dir_writers.hpp"
+
+namespace inflight::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::uint64_t records_of(const fs::path& dir, const RunVerdict& verdict) {
+  return verdict.progress_file.empty() ? 0 : RecordCounter().count(dir, verdict.progress_file);
+}
+
+// What a claim commit says: this pod took the run at its attempt so far.
+CheckpointInfo claim_info(const RunParams& params, const std::string& pod, std::uint64_t records) {
+  return {.run_id = params.run_id,
+          .attempt = static_cast<int>(params.attempts.size()),
+          .reason = "claim",
+          .pod = pod,
+          .records = records};
+}
+
+std::int64_t seconds_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct CheckpointStore::RestorePush {
+  // A branch copy a writer is materialising, to be claimed once written.
+  struct WrittenCopy {
+    RemoteBranch branch;
+    std::string tip;
+    RunParams params;
+    fs::path staging;
+    std::future<std::uint64_t> records;  // of the progress file, once written
+  };
+
+  RestorePush(const fs::path& cache, const TreeLimits& limits) : writers(cache, limits) {}
+  // A copy not moved in by now was not claimed (or the restore failed): it
+  // goes, once no writer is at work on it.
+  ~RestorePush() {
+    writers.stop();
+    std::error_code ec;
+    for (const auto& dir : staging) fs::remove_all(dir, ec);
+  }
+
+  std::vector<RefUpdate> updates;
+  std::vector<std::function<void(const RefResult&)>> settle;  // one per update
+  std::vector<fs::path> staging;  // branch copies written beside their run dirs
+  RunDirWriters writers;
+  std::vector<WrittenCopy> written;  // claim_written() adds their claims
+
+  void add(RefUpdate update, std::function<void(const RefResult&)> then) {
+    updates.push_back(std::move(update));
+    settle.push_back(std::move(then));
+  }
+};
+
+RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
+  RestoreReport report;
+  RestorePush push(cache_.path(), config_.restore_limits);
+  // A serve's restore always pushes (its lease at least).
+  if (request.lease_until) remote_.connect_ahead();
+  auto branches = remote_.list(std::string(kInflightPrefix), RemoteStore::Tips::downloaded);
+  LeaseBook leases(cache_, remote_, branches, seconds_now(), report.problems);
+  std::erase_if(branches, [&](const RemoteBranch& b) {
+    const auto name = parse_branch_ref(b.ref);
+    if (name && request.skip.count(name->run_id)) return true;
+    return !b.ref.starts_with(kBranchPrefix) ||
+           (request.only && !branch_matches(b.ref, *request.only));
+  });
+  if (request.only && branches.size() > 1) {
+    for (const auto& branch : branches) report.ambiguous.push_back(short_branch(branch.ref));
+    return report;
+  }
+  std::set<std::string> taken;     // run ids restored or held from a branch
+  std::set<std::string> branched;  // every ref seen, for the local runs below
+  for (const auto& branch : branches) {
+    branched.insert(branch.ref);
+    try {
+      restore_branch(branch, request, leases, taken, push, report);
+    } catch (const GitError& e) {
+      if (e.network()) throw;
+      report.problems.push_back(printable(branch.ref) + ": " + e.what());
+    } catch (const std::exception& e) {
+      report.problems.push_back(printable(branch.ref) + ": " + e.what());
+    }
+  }
+  if (!request.only) {
+    // Only as listed: a lease renewed since is its pod's again.
+    for (const auto& lease : leases.ended(request.pod))
+      push.add({.ref = lease.ref, .commit = "", .from = lease.oid},
+               [&report, ref = lease.ref](const RefResult& result) {
+                 if (result.outcome != RefOutcome::updated)
+                   report.problems.push_back(ref + ": " + result.detail);
+               });
+    for (const auto& [run_id, local] : request.local)
+      if (!branched.count(branch_ref({local.origin_pod, run_id})) && !taken.count(run_id) &&
+          !request.skip.count(run_id))
+        push_local_run(request.runs_dir / run_id, request, push, report);
+  }
+  // A lease the server refuses (a hook that allows only `inflight/*`) costs
+  // this pod the protection of its runs, not its restore.
+  if (request.lease_until) {
+    const Lease lease{.pod = request.pod, .until = *request.lease_until};
+    push.add(lease_update(cache_, remote_, lease), [this, &report, lease](const RefResult& result) {
+      if (const auto error = renew_taken_lease(result, lease))
+        report.problems.push_back(lease_ref(lease.pod) + ": lease not taken: " + *error);
+    });
+  }
+  claim_written(request, push, report);
+  push_restore(push, report);
+  return report;
+}
+
+// A failure of one ref's aftermath (a run dir that cannot be moved in) is
+// that run's alone.
+void CheckpointStore::push_restore(RestorePush& push, RestoreReport& report) {
+  if (push.updates.empty()) return;
+  const auto results = remote_.update(push.updates);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    try {
+      push.settle[i](results[i]);
+    } catch (const GitError& e) {
+      if (e.network()) throw;
+      report.problems.push_back(printable(push.updates[i].ref) + ": " + e.what());
+    } catch (const std::exception& e) {
+      report.problems.push_back(printable(push.updates[i].ref) + ": " + e.what());
+    }
+  }
+}
+
+// Another instance took the run or answers for it: this disk's copy, if any,
+// is stale from now on, so that no later start here resumes it once the
+// owner deleted the branch.
+void CheckpointStore::mark_stale(const BranchName& name, const RestoreRequest& request,
+                                 RestoreReport& report) {
+  const auto it = request.local.find(name.run_id);
+  if (it == request.local.end() || it->second.origin_pod != name.pod) return;
+  try {
+    mark_handed_over(request.runs_dir / name.run_id,
+                     "another instance holds the run, not pod " + request.pod);
+  } catch (const std::exception& e) {
+    report.problems.push_back((request.runs_dir / name.run_id).string() +
+                              ": not marked as handed over: " + e.what());
+  }
+}
+
+// One branch, with everything it says checked before anything is claimed or
+// written; whatever it holds, it can only fail itself.
+void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRequest& request,
+                                     LeaseBook& leases, std::set<std::string>& taken,
+                                     RestorePush& push, RestoreReport& report) {
+  const auto name = parse_branch_ref(branch.ref);
+  if (!name) throw std::runtime_error("not an inflight/<pod>/<run-id> branch");
+  if (taken.count(name->run_id))
+    throw std::runtime_error("run id " + name->run_id +
+                             " is already restored from another pod's branch; this one is left "
+                             "alone (`inflight resume " +
+                             short_branch(branch.ref) + "` where that id is free)");
+  const auto tip = remote_.fetch_listed(branch);
+  const auto text = read_file_at(cache_, tip, kRunParamsFile);
+  if (!text) throw std::runtime_error("the checkpoint has no run-params.json");
+  auto params = run_params_from_text(*text);
+  if (params.run_id != name->run_id || params.origin_pod != name->pod)
+    throw std::runtime_error("run-params.json names run " + params.origin_pod + "/" +
+                             params.run_id + ", not this branch's");
+  const auto local = local_copy(*name, request);
+  if (params.final_status || local == LocalCopy::finished) {
+    return push.add(
+        {.ref = branch.ref, .commit = "", .from = tip}, [&report, branch](const RefResult& result) {
+          if (result.outcome != RefOutcome::updated)
+            return report.problems.push_back(printable(branch.ref) + ": " + result.detail);
+          report.released.push_back(short_branch(branch.ref));
+        });
+  }
+  taken.insert(name->run_id);
+  if (auto owner = live_owner(*name, tip, request, leases)) {
+    report.left.push_back(std::move(*owner));
+    return mark_stale(*name, request, report);
+  }
+  const auto verdict = request.judge(params);
+  if (verdict.refusal) {
+    report.held.push_back({std::move(params), branch.ref, *verdict.refusal});
+    return;
+  }
+  const bool branch_wins = local != LocalCopy::resumable ||
+                           params.attempts.size() > request.local.at(name->run_id).attempts;
+  claim(branch, tip, std::move(params), verdict, branch_wins, request, push, report);
+}
+
+// What the run dir of the branch's run id holds. Another origin pod's run of
+// the same id, or anything else that is not this run, keeps the branch out.
+CheckpointStore::LocalCopy CheckpointStore::local_copy(const BranchName& name,
+                                                       const RestoreRequest& request) {
+  const auto dir = request.runs_dir / name.run_id;
+  if (const auto it = request.local.find(name.run_id); it != request.local.end()) {
+    if (it->second.origin_pod == name.pod) return LocalCopy::resumable;
+    throw std::runtime_error("run dir " + dir.string() + " holds the run of pod " +
+                             it->second.origin_pod +
+                             " with the same id; this branch is left alone");
+  }
+  std::error_code ec;
+  if (fs::symlink_status(dir, ec).type() == fs::file_type::not_found) return LocalCopy::none;
+  std::optional<RunParams> params;
+  try {
+    params = read_run_params(dir);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("run dir " + dir.string() + " is in the way: " + e.what());
+  }
+  if (params && params->origin_pod == name.pod) {
+    if (params->handed_over) return LocalCopy::stale;
+    if (params->final_status) return LocalCopy::finished;
+  }
+  throw std::runtime_error("run dir " + dir.string() +
+                           " exists and is not a resumable copy of this run; the branch is left "
+                           "alone");
+}
+
+// A run that only this disk holds (its shutdown push failed, or it never had
+// one) gets its branch now, which also claims it.
+void CheckpointStore::push_local_run(const fs::path& dir, const RestoreRequest& request,
+                                     RestorePush& push, RestoreReport& report) {
+  try {
+    auto params = read_run_params(dir);
+    if (!params) return;
+    const auto verdict = request.judge(*params);
+    if (verdict.refusal) {
+      report.held.push_back({std::move(*params), "", *verdict.refusal});
+      return;
+    }
+    const auto commit = snapshot(dir, params->origin_pod,
+                                 claim_info(*params, request.pod, records_of(dir, verdict)));
+    auto branch = branch_ref({params->origin_pod, params->run_id});
+    ClaimedRun claimed{std::move(*params), dir, branch, commit.value_or("")};
+    if (!commit) return report.claimed.push_back(std::move(claimed));
+    push.add({.ref = branch, .commit = *commit, .from = std::nullopt},
+             [&report, claimed = std::move(claimed)](const RefResult& result) {
+               if (result.outcome != RefOutcome::updated)
+                 return report.problems.push_back(claimed.dir.string() + ": " + result.detail);
+               report.claimed.push_back(claimed);
+             });
+  } catch (const GitError& e) {
+    if (e.network()) throw;
+    report.problems.push_back(dir.string() + ": " + e.what());
+  }
+}
+
+// The pod that answers for the run, when it is another one: the writer of
+// the tip, unless it handed the run over (a shutdown checkpoint) or its lease
+// is over. A pod without a lease (`inflight resume`) holds what it claimed
+// for claim_lease. Pushing on top of a live owner would take the run from an
+// instance that is running it now. A busy instance leaves a handed-over run
+// to an idle one for claim_lease (RestoreRequest::leave_handovers).
+std::optional<LeftRun> CheckpointStore::live_owner(const BranchName& name, const std::string& tip,
+                                                   const RestoreRequest& request,
+                                                   LeaseBook& leases) {
+  const auto last = describe_commit(commit_summary(cache_, tip));
+  if (last.pod == request.pod) return std::nullopt;
+  const std::int64_t commit_lease_end = last.time + config_.claim_lease.count();
+  std::int64_t until = 0;
+  if (last.reason == "shutdown") {
+    if (request.leave_handovers) until = commit_lease_end;
+  } else {
+    until = leases.until(last.pod).value_or(0);
+    if (last.reason == "claim") until = std::max(until, commit_lease_end);
+  }
+  if (until <= seconds_now()) return std::nullopt;
+  return LeftRun{.run_id = name.run_id, .pod = last.pod, .until = until};
+}
+
+// The branch copy is materialised beside the run dir (by a writer thread)
+// and moved in only once the claim landed, so a lost claim or a hostile tree
+// leaves nothing behind. The local copy is claimed as it is.
+void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
+                            const RunVerdict& verdict, bool branch_wins,
+                            const RestoreRequest& request, RestorePush& push,
+                            RestoreReport& report) {
+  const auto dir = request.runs_dir / params.run_id;
+  auto staging = request.runs_dir / (".restore-" + params.run_id);
+  fs::remove_all(staging);  // left by a restore that stopped half-way
+  if (branch_wins) {
+    push.staging.push_back(staging);
+    auto records = push.writers.write(
+        tip, staging, [verdict](const fs::path& written) { return records_of(written, verdict); });
+    push.written.push_back({.branch = branch,
+                            .tip = tip,
+                            .params = std::move(params),
+                            .staging = std::move(staging),
+                            .records = std::move(records)});
+    return;
+  }
+  const auto info = claim_info(params, request.pod, records_of(dir, verdict));
+  auto commit = *RunSnapshotter(cache_, config_.exclude_globs).snapshot(dir, info, tip);
+  add_claim(branch, tip, std::move(params), {}, std::move(commit), request, push, report);
+}
+
+// The branch copies, as their writers finish them: each claimed on its own
+// tree; one that could not be written (a hostile tree, the disk) fails alone
+// (~RestorePush removes what it left).
+void CheckpointStore::claim_written(const RestoreRequest& request, RestorePush& push,
+                                    RestoreReport& report) {
+  for (auto& written : push.written) {
+    try {
+      auto commit = commit_on_own_tree(
+          cache_, written.tip, claim_info(written.params, request.pod, written.records.get()));
+      add_claim(written.branch, written.tip, std::move(written.params), written.staging,
+                std::move(commit), request, push, report);
+    } catch (const std::exception& e) {
+      report.problems.push_back(printable(written.branch.ref) + ": " + e.what());
+    }
+  }
+  push.written.clear();
+}
+
+// A claim that does not land means another instance took the run first.
+// `staging`, when set, holds the branch copy that replaces the run dir.
+void CheckpointStore::add_claim(const RemoteBranch& branch, const std::string& tip,
+                                RunParams params, const std::optional<fs::path>& staging,
+                                std::string commit, const RestoreRequest& request,
+                                RestorePush& push, RestoreReport& report) {
+  const auto dir = request.runs_dir / params.run_id;
+  const auto name = *parse_branch_ref(branch.ref);
+  push.add({.ref = branch.ref, .commit = commit, .from = tip},
+           [this, &request, &report, name, dir, staging, commit, branch,
+            params = std::move(params)](const RefResult& result) mutable {
+             if (result.outcome != RefOutcome::updated) {
+               // Unwritten by a local results repo, the run is still on its
+               // branch for a later start; judged, it is another's.
+               if (judged_against(result.outcome)) {
+                 report.lost.push_back(name.run_id);
+                 mark_stale(name, request, report);
+               }
+               return report.problems.push_back(printable(branch.ref) + ": " + result.detail);
+             }
+             if (staging) {
+               fs::remove_all(dir);
+               fs::rename(*staging, dir);
+             } else if (auto local = read_run_params(dir)) {
+               params = std::move(*local);
+             }
+             report.claimed.push_back({std::move(params), dir, branch.ref, commit});
+           });
+}
+
+}  // namespace inflight::checkpoint

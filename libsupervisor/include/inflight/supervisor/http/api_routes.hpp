@@ -1,0 +1,38 @@
+// The HTTP API of serve (SPEC §7): routes requests to the run supervisor.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "inflight/supervisor/http/http_server.hpp"
+#include "inflight/supervisor/process/child_reaper.hpp"
+#include "inflight/supervisor/runs/run_supervisor.hpp"
+
+namespace inflight {
+
+struct ApiSettings {
+  std::string api_token;                        // empty: no token required
+  std::optional<double> last_shutdown_seconds;  // of the previous instance
+};
+
+class ApiRoutes {
+ public:
+  ApiRoutes(RunSupervisor& supervisor, const ChildReaper& reaper, ApiSettings settings);
+
+  HttpResponse handle(const HttpRequest& request);
+  HttpRefusals refusals() const;
+
+  static OrderedJson status_json(Run& run);
+
+ private:
+  HttpResponse route(const HttpRequest& request);
+  HttpResponse submit(const HttpRequest& request);
+  HttpResponse metrics(unsigned version);
+  bool authorized(const HttpRequest& request) const;
+
+  RunSupervisor& supervisor_;
+  const ChildReaper& reaper_;
+  ApiSettings settings_;
+};
+
+}  // namespace inflight

@@ -1,0 +1,44 @@
+// Whether this instance's disk can hold a checkpoint: its cache repo opens
+// and takes a write. A store operation that failed on the disk makes the
+// instance not ready (/readyz 503, submits refused) until a check passes:
+// runs accepted there could never be checkpointed. Checks run on a timer
+// while the problem lasts, so readiness returns on its own.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <optional>
+#include <string>
+
+#include "inflight/core/duration.hpp"
+#include "inflight/supervisor/store/checkpoint_port.hpp"
+
+namespace inflight {
+
+class DiskHealth {
+ public:
+  DiskHealth(boost::asio::io_context& io, CheckpointPort& checkpoints, Duration recheck,
+             Duration timeout);
+
+  // Every store operation's outcome: a disk failure sets the problem, a
+  // landed operation clears it.
+  void report(const CheckpointResult& result);
+  void report_failure(const std::string& error);
+  // Why this disk cannot checkpoint, while it cannot.
+  const std::optional<std::string>& problem() const { return problem_; }
+  // No more checks (shutdown).
+  void stop();
+
+ private:
+  void schedule_check();
+
+  CheckpointPort& checkpoints_;
+  Duration recheck_;
+  Duration timeout_;
+  std::optional<std::string> problem_;
+  bool checking_ = false;
+  bool stopped_ = false;
+  boost::asio::steady_timer timer_;
+};
+
+}  // namespace inflight

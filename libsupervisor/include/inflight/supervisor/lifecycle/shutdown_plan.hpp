@@ -1,0 +1,64 @@
+// SIGTERM or SIGINT to serve (SPEC §8): refuse new runs, SIGTERM every group,
+// wait for the children or the flush window, SIGKILL the rest, checkpoint every
+// interrupted run within the grace period, then report the exit code. The
+// last push also releases the pod's lease when it can (see checkpoint_batch).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <vector>
+
+#include "inflight/core/duration.hpp"
+#include "inflight/supervisor/lifecycle/pod_lease.hpp"
+#include "inflight/supervisor/runs/run_supervisor.hpp"
+#include "inflight/supervisor/store/checkpoint_port.hpp"
+
+namespace inflight {
+
+class ShutdownPlan {
+ public:
+  // `lease` is none for a command that holds no lease (`inflight resume`).
+  ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor, PodLease* lease,
+               Duration grace_period, Duration flush_window, std::function<void(int)> done);
+
+  // The first signal starts the shutdown; a second skips what is left of the flush window.
+  void on_signal(int signal);
+  // Restore is under way: checkpoints wait for it, so that the runs it claims
+  // are pushed back before exit instead of stranded under a fresh claim.
+  void restore_started() { restored_ = false; }
+  void restore_finished();
+  // Whether the last push released the lease: no separate step needed.
+  bool lease_released() const { return lease_released_; }
+
+ private:
+  enum class Stage { idle, flushing, killing, awaiting_restore, checkpointing, done };
+
+  void begin();
+  void on_child_exit();
+  void end_flush();
+  void checkpoint_all();
+  void checkpoint_batch(const std::vector<Run*>& runs, bool last, std::function<void()> then);
+  std::optional<SystemClock::time_point> lease_release() const;
+  void on_checkpointed(Run& run, const CheckpointResult& result);
+  void on_released(Run& run);
+  void finish_when_idle();
+  void finish(int exit_code);
+
+  RunSupervisor& supervisor_;
+  PodLease* lease_;
+  Duration grace_period_;
+  Duration flush_window_;
+  std::function<void(int)> done_;
+  Stage stage_ = Stage::idle;
+  SteadyClock::time_point started_;
+  SteadyClock::time_point deadline_;
+  boost::asio::steady_timer flush_timer_;
+  boost::asio::steady_timer grace_timer_;
+  int in_flight_ = 0;
+  bool all_landed_ = true;
+  bool restored_ = true;
+  bool lease_released_ = false;
+};
+
+}  // namespace inflight

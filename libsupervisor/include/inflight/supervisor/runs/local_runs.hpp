@@ -1,0 +1,27 @@
+// Runs left on local disk by an earlier instance (a persistent volume).
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include "inflight/core/child_templates.hpp"
+#include "inflight/supervisor/store/checkpoint_port.hpp"
+
+namespace inflight {
+
+// Run dirs under runs_dir whose run is not over: the last attempt was
+// interrupted, crashed or never recorded its end, or no attempt started.
+std::vector<RestoredRun> find_resumable_runs(const std::filesystem::path& runs_dir);
+
+// Makes a restored run dir ready for its next attempt: a torn last record of
+// the progress file is dropped, and an attempt that never recorded its end
+// (its instance died) is marked crashed.
+void prepare_for_resume(RestoredRun& run, const ChildTemplates& templates);
+
+class RunSupervisor;
+// Prepares and adopts restored runs, oldest first so that they keep their
+// submission order in the queue; returns how many were adopted.
+std::size_t adopt_restored(RunSupervisor& supervisor, const ChildTemplates& templates,
+                           std::vector<RestoredRun> runs);
+
+}  // namespace inflight

@@ -1,0 +1,87 @@
+// One run: an eval with one id, executed in one or more attempts (SPEC §3).
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "inflight/core/child_template.hpp"
+#include "inflight/core/run_dir.hpp"
+#include "inflight/core/run_params.hpp"
+#include "inflight/supervisor/runs/outcome.hpp"
+
+namespace inflight {
+
+enum class RunStatus {
+  queued,
+  starting,
+  running,
+  stopping,
+  succeeded,
+  failed,
+  cancelled,
+  interrupted
+};
+
+std::string_view to_string(RunStatus status);
+inline constexpr RunStatus kAllRunStatuses[] = {
+    RunStatus::queued,    RunStatus::starting, RunStatus::running,   RunStatus::stopping,
+    RunStatus::succeeded, RunStatus::failed,   RunStatus::cancelled, RunStatus::interrupted};
+
+bool is_final(RunStatus status);
+
+struct CheckpointState {
+  std::string branch;
+  std::optional<std::string> last_at;
+  std::optional<std::string> last_commit;
+};
+
+struct Run {
+  Run(std::string id, std::filesystem::path dir, checkpoint::RunParams params,
+      boost::asio::io_context& io)
+      : id(std::move(id)),
+        dir(std::move(dir)),
+        params(std::move(params)),
+        stop_timer(io),
+        retry_timer(io) {}
+
+  std::string id;
+  std::filesystem::path dir;
+  checkpoint::RunParams params;
+  // The instance's configured template named params.child_name; null while
+  // the run is held.
+  const ChildTemplate* child = nullptr;
+  // Why this instance cannot run the run (no template of that name, a request
+  // that no longer validates): it is shown, never started, and its branch and
+  // run dir are left as they are.
+  std::optional<std::string> held;
+  RunStatus status = RunStatus::queued;
+  StopCause stop_cause = StopCause::none;
+  bool resume_next = false;   // the next attempt continues a checkpoint
+  std::optional<pid_t> pgid;  // while a child runs; the leader's pid
+  std::optional<std::string> finished_at;
+  std::optional<int> exit_code;
+  checkpoint::RecordCounter records;
+  CheckpointState checkpoint;
+  bool fenced = false;  // another instance owns the run: never touch it again
+  // The run is over but its branch is not yet deleted (the remote failed):
+  // retried by periodic ticks and at shutdown, which reports it.
+  bool release_pending = false;
+  // Store operations of this run, one at a time, so that a periodic push, the
+  // shutdown push and the branch deletion never race each other.
+  std::deque<std::function<void()>> store_ops;
+  std::optional<std::uint64_t> saved_signature;  // stat_signature of the last checkpoint
+  boost::asio::steady_timer stop_timer;          // escalates a stop to SIGKILL
+  boost::asio::steady_timer retry_timer;         // ends the backoff of a deferred run
+
+  int attempts() const { return static_cast<int>(params.attempts.size()); }
+  std::uint64_t record_count();
+};
+
+}  // namespace inflight

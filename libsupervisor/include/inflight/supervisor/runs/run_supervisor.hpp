@@ -1,0 +1,145 @@
+// Runs and their children: submit, queue, start attempts, classify exits,
+// stop. All of it happens on one io_context; nothing here blocks.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inflight/core/child_templates.hpp"
+#include "inflight/core/duration.hpp"
+#include "inflight/core/fd.hpp"
+#include "inflight/supervisor/lifecycle/disk_health.hpp"
+#include "inflight/supervisor/lifecycle/pod_lease.hpp"
+#include "inflight/supervisor/process/child_reaper.hpp"
+#include "inflight/supervisor/runs/run.hpp"
+#include "inflight/supervisor/store/checkpoint_port.hpp"
+
+namespace inflight {
+
+struct SupervisorSettings {
+  std::filesystem::path runs_dir;
+  std::string pod_name;
+  int max_concurrent = 4;
+  int max_attempts = 3;
+  int max_queued = 1000;
+  Duration stop_grace{2000};  // between SIGTERM and SIGKILL when a run is stopped
+  Duration network_timeout{60000};
+  Duration disk_recheck{5000};  // between checks of a disk that could not checkpoint
+  bool echo_output = false;     // also copy children's output to stdout
+};
+
+enum class Phase { restoring, ready, shutting_down };
+
+// One store step for many runs (checkpoint_together).
+struct StoreStep {
+  std::string reason;
+  SteadyClock::time_point deadline;
+  std::optional<SystemClock::time_point> lease_until;       // renewed in the same push
+  bool release_lease = false;                               // … or released (SaveAllRequest)
+  bool keep_objects = true;                                 // SaveAllRequest
+  std::function<void(Run&, const CheckpointResult&)> each;  // every run's result
+  std::function<void(const std::optional<CheckpointResult>& lease)> done;  // once, at the end
+};
+
+struct SubmitResult {
+  int http_status = 202;
+  Run* run = nullptr;
+  std::string error_code;  // set when refused
+  std::string message;
+};
+
+class RunSupervisor {
+ public:
+  RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper, CheckpointPort& checkpoints,
+                SupervisorSettings settings, const ChildTemplates& templates);
+
+  SubmitResult submit(const OrderedJson& body);
+  Run* find(const std::string& id);
+  const std::vector<std::unique_ptr<Run>>& runs() const { return runs_; }
+  void stop(Run& run);
+
+  // A run found on disk or in the store, to be resumed once restore is done.
+  // `claim` is the commit that claimed the run's branch, if any. A run that
+  // the configured templates refuse is held: shown, never started.
+  void adopt(checkpoint::RunParams params, std::filesystem::path dir, std::string branch,
+             const std::string& claim);
+  // A run the store judged this instance cannot run; its branch is not ours.
+  void hold(checkpoint::RunParams params, std::string branch, const std::string& reason);
+  void finish_restore();
+
+  Phase phase() const { return phase_; }
+  DiskHealth& disk_health() { return disk_health_; }
+  // Shutdown: refuses new runs, keeps queued ones unstarted, SIGTERMs every group.
+  void begin_shutdown();
+  void kill_remaining();
+  int live_children() const;
+  // Called after every child exit (the shutdown plan listens here).
+  void on_child_exit(std::function<void()> listener) { exit_listener_ = std::move(listener); }
+
+  // Checkpoints the run through the store, after any store operation of the
+  // run still under way.
+  void checkpoint(Run& run, const std::string& reason, SteadyClock::time_point deadline,
+                  std::function<void(const CheckpointResult&)> done);
+  // Checkpoints every run in one store step, each after any store operation
+  // of its own still under way.
+  void checkpoint_together(const std::vector<Run*>& runs, StoreStep step);
+  // Calls `done` once the store operations queued for the run so far are over.
+  void when_store_idle(Run& run, std::function<void()> done);
+  // Pushes the finished run's final state and deletes its branch (again, after
+  // a failure), after any store operation of the run still under way.
+  void release_checkpoint(Run& run);
+  // Every `interval`, checkpoints the running runs whose files changed, in
+  // one push that also renews `lease`, when given.
+  void start_periodic_checkpoints(Duration interval, PodLease* lease = nullptr);
+
+  const std::map<Outcome, std::uint64_t>& attempts_by_outcome() const { return outcomes_; }
+  const SupervisorSettings& settings() const { return settings_; }
+
+ private:
+  Run& add_run(std::string id, checkpoint::RunParams params);
+  bool bind_template(Run& run);
+  void mark_held(Run& run, const std::string& reason);
+  void start_queued();
+  void start_attempt(Run& run);
+  void stop_child(Run& run, StopCause cause);
+  pid_t spawn_attempt(Run& run, const RenderContext& context, Fd console);
+  void not_started(Run& run, const std::error_code& error);
+  void on_exit(Run& run, int wait_status);
+  void settle(Run& run, Outcome outcome);
+  void defer(Run& run);
+  void finish(Run& run, RunStatus status);
+  void write_params(Run& run, checkpoint::Durability durability = checkpoint::Durability::synced);
+  std::vector<std::string> child_environment(const ChildTemplate& child,
+                                             const RenderContext& context) const;
+  void enqueue_store_op(Run& run, std::function<void()> op);
+  void start_store_op(Run& run);
+  void store_op_done(Run& run);
+  void record_checkpoint(Run& run, const CheckpointResult& result);
+  struct StoreBatch;
+  void send_batch(const std::shared_ptr<StoreBatch>& batch);
+  void fence(Run& run);
+  void periodic_tick(PodLease* lease);
+
+  boost::asio::io_context& io_;
+  ChildReaper& reaper_;
+  CheckpointPort& checkpoints_;
+  SupervisorSettings settings_;
+  const ChildTemplates& templates_;
+  Phase phase_ = Phase::restoring;
+  std::vector<std::unique_ptr<Run>> runs_;
+  std::deque<Run*> queue_;
+  std::map<Outcome, std::uint64_t> outcomes_;
+  std::function<void()> exit_listener_;
+  boost::asio::steady_timer periodic_timer_;
+  DiskHealth disk_health_;
+};
+
+}  // namespace inflight

@@ -1,0 +1,76 @@
+// Runs git store operations in `inflight-checkpoint-agent` (found by
+// sibling_binaries.hpp), a process of its own per operation. libgit2 1.5 has
+// no network timeouts, so the agent is killed when the operation's deadline
+// passes. The request is one JSON object on the agent's stdin, the answer one
+// JSON object on its stdout (agent_protocol.hpp): secrets travel that way,
+// never in argv.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <string>
+
+#include "inflight/checkpoint/agent_protocol.hpp"
+#include "inflight/core/clock.hpp"
+#include "inflight/supervisor/config/settings.hpp"
+#include "inflight/supervisor/process/child_reaper.hpp"
+
+namespace inflight {
+
+class AgentClient {
+ public:
+  AgentClient(boost::asio::io_context& io, ChildReaper& reaper, const StoreSettings& store,
+              const std::filesystem::path& runs_dir);
+  // Kills agents still running: nothing may outlive the caller.
+  ~AgentClient();
+  AgentClient(const AgentClient&) = delete;
+  AgentClient& operator=(const AgentClient&) = delete;
+
+  // `done` gets the agent's answer, or a failure of kind `deadline` when it
+  // had to be killed.
+  template <class Call>
+  void call(const Call& call, SteadyClock::time_point deadline,
+            std::function<void(AgentReply<typename Call::Answer>)> done) {
+    send(std::string(Call::op), call, deadline, [done = std::move(done)](const AgentOutput& out) {
+      done(read_reply<typename Call::Answer>(out));
+    });
+  }
+
+ private:
+  void send(std::string op, OrderedJson call, SteadyClock::time_point deadline,
+            std::function<void(const AgentOutput&)> done);
+
+  boost::asio::io_context& io_;
+  ChildReaper& reaper_;
+  AgentStore store_;  // holds the token: never logged
+  std::string pod_;
+  std::string display_url_;
+  std::filesystem::path agent_binary_;
+  std::set<pid_t> running_;
+};
+
+// One operation, waited for: for commands that do nothing else meanwhile.
+template <class Call>
+AgentReply<typename Call::Answer> call_agent(const StoreSettings& store, const Call& call,
+                                             Duration timeout) {
+  boost::asio::io_context io;
+  ChildReaper reaper(io);
+  AgentClient client(io, reaper, store, store.runs_dir);
+  AgentReply<typename Call::Answer> reply;
+  // The reaper always waits for the next SIGCHLD: the answer ends the loop.
+  client.call(call, SteadyClock::now() + timeout, [&](AgentReply<typename Call::Answer> r) {
+    reply = std::move(r);
+    io.stop();
+  });
+  io.run();
+  return reply;
+}
+
+// Where the local cache repo lives: beside the runs dir.
+std::filesystem::path cache_repo_path(const std::filesystem::path& runs_dir);
+
+}  // namespace inflight

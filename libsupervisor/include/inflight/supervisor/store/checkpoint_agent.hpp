@@ -1,0 +1,47 @@
+// The checkpoint port of serve: every store operation runs through the agent
+// (agent_client.hpp), bounded by its deadline.
+#pragma once
+
+#include <filesystem>
+
+#include "inflight/core/child_templates.hpp"
+#include "inflight/supervisor/store/agent_client.hpp"
+#include "inflight/supervisor/store/checkpoint_port.hpp"
+
+namespace inflight {
+
+class AgentCheckpoints final : public CheckpointPort {
+ public:
+  AgentCheckpoints(boost::asio::io_context& io, ChildReaper& reaper, const StoreSettings& store,
+                   std::filesystem::path runs_dir, const ChildTemplates& templates);
+
+  void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
+            std::function<void(CheckpointResult)> done) override;
+  void save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
+                std::function<void(SaveAllResult)> done) override;
+  void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
+               std::function<void(CheckpointResult)> done) override;
+  void check(SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done) override;
+  void restore(const RestoreQuery& query, SteadyClock::time_point deadline,
+               std::function<void(RestoreResult)> done) override;
+  void hold_lease(SystemClock::time_point until, SteadyClock::time_point deadline,
+                  std::function<void(CheckpointResult)> done) override;
+  void drop_lease(SteadyClock::time_point deadline,
+                  std::function<void(CheckpointResult)> done) override;
+
+ private:
+  // A step whose answer is one run's (or none's) result.
+  template <class Call>
+  void step(const Call& call, std::string branch, SteadyClock::time_point deadline,
+            std::function<void(CheckpointResult)> done);
+  static RestoreResult failed_restore(const AgentFailure& failure,
+                                      const std::vector<RestoredRun>& local);
+  static RestoreResult restore_result(const agent::Restored& r,
+                                      const std::vector<RestoredRun>& local);
+
+  AgentClient agent_;
+  std::filesystem::path runs_dir_;
+  const ChildTemplates& templates_;
+};
+
+}  // namespace inflight

@@ -1,0 +1,122 @@
+// What the supervisor needs from the checkpoint store, and no more. Every call
+// completes asynchronously on the supervisor's io_context and honours its
+// deadline, so a hung git server can never hold the event loop.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "inflight/checkpoint/store_types.hpp"
+#include "inflight/core/clock.hpp"
+#include "inflight/core/run_params.hpp"
+
+namespace inflight {
+
+struct CheckpointRequest {
+  std::string run_id;
+  std::filesystem::path run_dir;
+  std::string origin_pod;
+  int attempt = 0;
+  std::string reason;  // shutdown | periodic | manual | claim | final
+  std::uint64_t records = 0;
+};
+
+struct CheckpointResult {
+  bool landed = false;
+  bool fenced = false;       // another instance owns the run: stop touching it
+  bool disk_failed = false;  // this disk's cache repo cannot be opened or written
+  std::string branch;
+  std::optional<std::string> commit;  // none when nothing changed
+  std::string error;
+};
+
+// One store step for many runs: a shutdown, a periodic tick.
+struct SaveAllRequest {
+  std::vector<CheckpointRequest> runs;
+  std::optional<SystemClock::time_point> lease_until;  // this pod's lease, renewed in the push
+  // … or released in it (the last push of a shutdown), when every run is
+  // saved; `lease_until` is then how long to take it again should the
+  // server refuse a run (checkpoint_store.hpp's LeaseStep).
+  bool release_lease = false;
+  // Whether the cache keeps the pushed objects for the next save; a
+  // shutdown's push does not need them (the next start fetches what it lacks).
+  bool keep_objects = true;
+};
+
+struct SaveAllResult {
+  std::vector<CheckpointResult> runs;     // one per request, in order
+  std::optional<CheckpointResult> lease;  // when the lease was asked for: `landed` once renewed
+                                          // (or released)
+};
+
+// A run taken over from the store, materialised into its run dir.
+struct RestoredRun {
+  std::filesystem::path dir;
+  checkpoint::RunParams params;
+  std::string branch;
+  std::string claim;  // the claim commit, when the run came through the store
+};
+
+// What a restore asks the store for.
+struct RestoreQuery {
+  std::vector<RestoredRun> local;   // resumable run dirs on this disk
+  std::optional<std::string> only;  // that one run id or branch (`inflight resume`)
+  std::set<std::string> skip;       // run ids this instance holds already
+  // This pod's lease, taken or renewed before anything is claimed (serve).
+  std::optional<SystemClock::time_point> lease_until;
+  // This instance runs runs: handed-over runs are left to an idle instance
+  // for a while (checkpoint::RestoreRequest::leave_handovers).
+  bool leave_handovers = false;
+};
+
+// What start-up restore found. `refused` is set when the results repo refused
+// our credentials: a configuration error that no retry will fix.
+struct RestoreResult {
+  std::vector<RestoredRun> runs;
+  std::vector<checkpoint::HeldRun> held;  // this instance cannot run them
+  std::optional<std::string> refused;
+  std::optional<std::string> unreachable;  // the store could not be asked: local runs only
+  std::optional<std::string> disk_failed;  // … because this disk cannot hold a checkpoint
+  std::vector<std::string> ambiguous;      // with `only`: the branches it names, when several
+  // Runs other instances hold (live pods, lost claims): worth a later look.
+  std::vector<checkpoint::LeftRun> left;
+};
+
+class CheckpointPort {
+ public:
+  virtual ~CheckpointPort() = default;
+
+  virtual void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
+                    std::function<void(CheckpointResult)> done) = 0;
+  // save() of many runs, and the lease's renewal, over one connection.
+  virtual void save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
+                        std::function<void(SaveAllResult)> done) = 0;
+  // The run is over: its final state is pushed first (so that no restore
+  // runs it again, even when the deletion fails or never happens), then its
+  // branch is deleted. `landed` means both happened; `fenced`, that another
+  // instance owns the branch and it was left alone.
+  virtual void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
+                       std::function<void(CheckpointResult)> done) = 0;
+  // Whether this disk can hold a checkpoint now: `landed` when it can,
+  // `disk_failed` when it cannot.
+  virtual void check(SteadyClock::time_point deadline,
+                     std::function<void(CheckpointResult)> done) = 0;
+  // Claims and materialises the runs the store holds that this instance's
+  // templates accept; `query.local` are the resumable runs found on local
+  // disk, for the local-versus-branch rule.
+  virtual void restore(const RestoreQuery& query, SteadyClock::time_point deadline,
+                       std::function<void(RestoreResult)> done) = 0;
+  // Takes or renews this pod's lease (lease.hpp) until `until`.
+  virtual void hold_lease(SystemClock::time_point until, SteadyClock::time_point deadline,
+                          std::function<void(CheckpointResult)> done) = 0;
+  // Gives this pod's lease up: every run it held was handed over.
+  virtual void drop_lease(SteadyClock::time_point deadline,
+                          std::function<void(CheckpointResult)> done) = 0;
+};
+
+}  // namespace inflight

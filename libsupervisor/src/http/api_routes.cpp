@@ -1,0 +1,183 @@
+#include "inflight/supervisor/http/api_routes.hpp"
+
+#include <boost/beast/http.hpp>
+#include <string_view>
+
+#include "inflight/core/bounded_json.hpp"
+
+namespace inflight {
+
+namespace http = boost::beast::http;
+
+namespace {
+
+HttpResponse json_response(http::status status, unsigned version, const OrderedJson& body) {
+  HttpResponse response{status, version};
+  response.set(http::field::content_type, "application/json");
+  response.body() = body.dump(-1, ' ', false, OrderedJson::error_handler_t::replace) + "\n";
+  return response;
+}
+
+HttpResponse error_response(http::status status, unsigned version, std::string_view code,
+                            std::string_view message) {
+  return json_response(status, version, {{"error", code}, {"message", message}});
+}
+
+HttpResponse unavailable(unsigned version, Phase phase) {
+  const bool restoring = phase == Phase::restoring;
+  auto response = error_response(
+      http::status::service_unavailable, version, restoring ? "restoring" : "shutting_down",
+      restoring ? "restoring checkpointed runs; retry shortly" : "this instance is shutting down");
+  response.set(http::field::retry_after, restoring ? "2" : "5");
+  return response;
+}
+
+// `/api/eval/status/{id}` → id; `/api/eval/run/{id}/stop` → id.
+std::optional<std::string> path_param(std::string_view target, std::string_view prefix,
+                                      std::string_view suffix) {
+  if (target.size() <= prefix.size() + suffix.size() || !target.starts_with(prefix) ||
+      !target.ends_with(suffix))
+    return std::nullopt;
+  auto id = target.substr(prefix.size(), target.size() - prefix.size() - suffix.size());
+  if (id.find('/') != std::string_view::npos) return std::nullopt;
+  return std::string(id);
+}
+
+// Takes as long whatever the guess, so the token cannot be found byte by byte.
+bool same_secret(std::string_view given, std::string_view expected) {
+  unsigned char diff = given.size() != expected.size();
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    diff |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
+  return diff == 0;
+}
+
+OrderedJson nullable(const std::optional<std::string>& value) {
+  return value ? OrderedJson(*value) : OrderedJson(nullptr);
+}
+
+std::string display_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& arg : argv) {
+    const bool plain = !arg.empty() && arg.find_first_of(" \t\n'\"\\$`") == std::string::npos;
+    std::string quoted = "'";
+    for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += (out.empty() ? "" : " ") + (plain ? arg : quoted + "'");
+  }
+  return out;
+}
+
+}  // namespace
+
+ApiRoutes::ApiRoutes(RunSupervisor& supervisor, const ChildReaper& reaper, ApiSettings settings)
+    : supervisor_(supervisor), reaper_(reaper), settings_(std::move(settings)) {}
+
+OrderedJson ApiRoutes::status_json(Run& run) {
+  const auto* attempt = run.params.attempts.empty() ? nullptr : &run.params.attempts.back();
+  return {{"id", run.id},
+          {"status", to_string(run.status)},
+          {"command", display_command(run.params.argv)},
+          {"attempt", run.attempts()},
+          {"started_at", attempt ? OrderedJson(attempt->started_at) : OrderedJson(nullptr)},
+          {"finished_at", nullable(run.finished_at)},
+          {"exit_code", run.exit_code ? OrderedJson(*run.exit_code) : OrderedJson(nullptr)},
+          {"progress", {{"records", run.record_count()}}},
+          {"checkpoint",
+           {{"branch", run.checkpoint.branch},
+            {"last_at", nullable(run.checkpoint.last_at)},
+            {"last_commit", nullable(run.checkpoint.last_commit)}}},
+          {"child", run.params.child_name},
+          {"error", nullable(run.held  ? run.held
+                             : attempt ? attempt->error
+                                       : std::nullopt)}};
+}
+
+HttpRefusals ApiRoutes::refusals() const {
+  return {[](unsigned version) {
+            return error_response(http::status::payload_too_large, version, "payload_too_large",
+                                  "the request body is larger than 1 MiB");
+          },
+          [](unsigned version) {
+            return error_response(http::status::bad_request, version, "bad_request",
+                                  "malformed HTTP request");
+          }};
+}
+
+bool ApiRoutes::authorized(const HttpRequest& request) const {
+  if (settings_.api_token.empty()) return true;
+  const auto header = request[http::field::authorization];
+  return same_secret(std::string_view(header.data(), header.size()),
+                     "Bearer " + settings_.api_token);
+}
+
+HttpResponse ApiRoutes::handle(const HttpRequest& request) {
+  const std::string_view target(request.target().data(), request.target().size());
+  const auto path = target.substr(0, target.find('?'));
+  if (path == "/healthz") return json_response(http::status::ok, request.version(), {{"ok", true}});
+  if (path == "/readyz") {
+    if (supervisor_.phase() != Phase::ready)
+      return unavailable(request.version(), supervisor_.phase());
+    if (const auto& problem = supervisor_.disk_health().problem())
+      return error_response(http::status::service_unavailable, request.version(),
+                            "cannot_checkpoint", "this disk cannot hold a checkpoint: " + *problem);
+    return json_response(http::status::ok, request.version(), {{"ready", true}});
+  }
+  if (!authorized(request))
+    return error_response(http::status::unauthorized, request.version(), "unauthorized",
+                          "missing or wrong Authorization: Bearer token");
+  return route(request);
+}
+
+HttpResponse ApiRoutes::route(const HttpRequest& request) {
+  const std::string_view target(request.target().data(), request.target().size());
+  const auto path = target.substr(0, target.find('?'));
+  const auto method = request.method();
+  const auto version = request.version();
+  auto wrong_method = [&] {
+    return error_response(
+        http::status::method_not_allowed, version, "method_not_allowed",
+        std::string(request.method_string()) + " is not allowed on " + std::string(path));
+  };
+  if (path == "/metrics") return method == http::verb::get ? metrics(version) : wrong_method();
+  if (path == "/api/eval/run") return method == http::verb::post ? submit(request) : wrong_method();
+  if (path == "/api/eval/runs") {
+    if (method != http::verb::get) return wrong_method();
+    OrderedJson runs = OrderedJson::array();
+    for (const auto& run : supervisor_.runs()) runs.push_back(status_json(*run));
+    return json_response(http::status::ok, version, {{"runs", runs}});
+  }
+  auto id = path_param(path, "/api/eval/status/", "");
+  const bool is_stop = !id && (id = path_param(path, "/api/eval/run/", "/stop"));
+  if (!id)
+    return error_response(http::status::not_found, version, "not_found",
+                          "no route " + std::string(path));
+  if (method != (is_stop ? http::verb::post : http::verb::get)) return wrong_method();
+  Run* run = supervisor_.find(*id);
+  if (!run) return error_response(http::status::not_found, version, "not_found", "no run " + *id);
+  if (is_stop) supervisor_.stop(*run);
+  return json_response(http::status::ok, version, status_json(*run));
+}
+
+HttpResponse ApiRoutes::submit(const HttpRequest& request) {
+  const auto version = request.version();
+  if (supervisor_.phase() != Phase::ready) return unavailable(version, supervisor_.phase());
+  std::string error;
+  const auto body = parse_bounded_json(request.body(), {}, error);
+  if (!body)
+    return error_response(http::status::bad_request, version, "invalid_json",
+                          "the request body is " + error);
+  const auto result = supervisor_.submit(*body);
+  if (!result.run) {
+    auto response = error_response(static_cast<http::status>(result.http_status), version,
+                                   result.error_code, result.message);
+    if (result.http_status == 503) response.set(http::field::retry_after, "5");
+    return response;
+  }
+  const auto status = static_cast<http::status>(result.http_status);
+  if (status == http::status::ok) return json_response(status, version, status_json(*result.run));
+  return json_response(status, version,
+                       {{"id", result.run->id},
+                        {"status", to_string(result.run->status)},
+                        {"command", display_command(result.run->params.argv)}});
+}
+
+}  // namespace inflight

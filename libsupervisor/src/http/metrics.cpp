@@ -1,0 +1,48 @@
+// /metrics in the Prometheus text exposition format.
+#include <boost/beast/http.hpp>
+#include <sstream>
+
+#include "inflight/supervisor/http/api_routes.hpp"
+
+namespace inflight {
+
+namespace http = boost::beast::http;
+
+namespace {
+
+void family(std::ostringstream& out, const char* name, const char* type, const char* help) {
+  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+}
+
+}  // namespace
+
+HttpResponse ApiRoutes::metrics(unsigned version) {
+  std::map<RunStatus, int> by_status;
+  for (const auto& run : supervisor_.runs()) ++by_status[run->status];
+  std::ostringstream out;
+  family(out, "inflight_runs", "gauge", "Runs known to this instance, by status.");
+  for (auto status : kAllRunStatuses)
+    out << "inflight_runs{status=\"" << to_string(status) << "\"} " << by_status[status] << "\n";
+  family(out, "inflight_attempts_total", "counter", "Attempts that ended, by outcome.");
+  for (auto outcome : kAllOutcomes) {
+    const auto it = supervisor_.attempts_by_outcome().find(outcome);
+    const auto count = it == supervisor_.attempts_by_outcome().end() ? 0 : it->second;
+    out << "inflight_attempts_total{outcome=\"" << to_string(outcome) << "\"} " << count << "\n";
+  }
+  family(out, "inflight_children", "gauge", "Eval children running now.");
+  out << "inflight_children " << supervisor_.live_children() << "\n";
+  family(out, "inflight_orphans_reaped_total", "counter",
+         "Orphaned descendants reaped as child subreaper.");
+  out << "inflight_orphans_reaped_total " << reaper_.orphans_reaped() << "\n";
+  if (settings_.last_shutdown_seconds) {
+    family(out, "inflight_last_shutdown_duration_seconds", "gauge",
+           "How long the previous instance's shutdown took, signal to exit.");
+    out << "inflight_last_shutdown_duration_seconds " << *settings_.last_shutdown_seconds << "\n";
+  }
+  HttpResponse response{http::status::ok, version};
+  response.set(http::field::content_type, "text/plain; version=0.0.4");
+  response.body() = out.str();
+  return response;
+}
+
+}  // namespace inflight

@@ -1,0 +1,87 @@
+// See restoration.hpp.
+#include "inflight/supervisor/lifecycle/restoration.hpp"
+
+#include "inflight/core/log.hpp"
+#include "inflight/supervisor/runs/local_runs.hpp"
+
+namespace inflight {
+
+namespace {
+
+// Lease ends are whole seconds, and clocks of two pods differ a little.
+constexpr std::chrono::seconds kLeaseEndSlack{1};
+
+}  // namespace
+
+Restoration::Restoration(boost::asio::io_context& io, RunSupervisor& supervisor,
+                         CheckpointPort& store, ShutdownPlan& plan, PodLease& lease,
+                         const ServeSettings& settings,
+                         std::function<void(const std::string&)> on_refused)
+    : supervisor_(supervisor),
+      store_(store),
+      plan_(plan),
+      lease_(lease),
+      settings_(settings),
+      period_(lease_terms(settings.checkpoint_interval, settings.grace_period).period),
+      on_refused_(std::move(on_refused)),
+      timer_(io) {}
+
+// A later look skips the runs this instance holds: their tips are its own,
+// and would otherwise look like runs to take.
+void Restoration::look(bool first) {
+  RestoreQuery query;
+  for (const auto& run : supervisor_.runs()) query.skip.insert(run->id);
+  for (auto& run : find_resumable_runs(supervisor_.settings().runs_dir))
+    if (!query.skip.count(run.params.run_id)) query.local.push_back(std::move(run));
+  if (first) query.lease_until = lease_.end_from_now();
+  // A pod that runs something leaves handed-over runs to an idle one first:
+  // in a rolling deploy, the new pod rather than an old one about to stop.
+  query.leave_handovers = !first && supervisor_.live_children() > 0;
+  plan_.restore_started();
+  store_.restore(query, SteadyClock::now() + settings_.store.git_timeout,
+                 [this, first](RestoreResult result) { on_result(std::move(result), first); });
+}
+
+void Restoration::on_result(RestoreResult result, bool first) {
+  if (result.refused) {
+    if (first) return on_refused_(*result.refused);
+    log::error("the results repo refused our credentials", {{"error", *result.refused}});
+  }
+  if (result.disk_failed) supervisor_.disk_health().report_failure(*result.disk_failed);
+  for (auto& held : result.held) supervisor_.hold(std::move(held.params), held.branch, held.reason);
+  const auto restored = adopt_restored(supervisor_, settings_.children, std::move(result.runs));
+  plan_.restore_finished();
+  if (first) {
+    supervisor_.finish_restore();
+    // Periodic checkpoint pushes renew the lease; without them, it renews itself.
+    if (settings_.checkpoint_interval > Duration::zero())
+      supervisor_.start_periodic_checkpoints(settings_.checkpoint_interval, &lease_);
+    else
+      lease_.keep();
+    log::info("ready", {{"restored", restored}});
+  } else if (restored > 0) {
+    log::info("runs taken over from other instances", {{"restored", restored}});
+  }
+  look_again_later(result.left);
+}
+
+// At the next lease period, or just after the first known lease ends. A look
+// that found nothing to wait for looks again too: a pod scaled down later
+// hands its runs over, and someone must take them.
+void Restoration::look_again_later(const std::vector<checkpoint::LeftRun>& left) {
+  auto delay = period_;
+  const auto now = SystemClock::now();
+  for (const auto& run : left) {
+    if (run.until == 0) continue;  // a lost claim: its owner's lease is not known
+    const auto ends =
+        SystemClock::from_time_t(static_cast<std::time_t>(run.until)) + kLeaseEndSlack;
+    delay = std::min(delay, std::chrono::duration_cast<Duration>(
+                                std::max(ends - now, SystemClock::duration::zero())));
+  }
+  timer_.expires_after(delay);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && supervisor_.phase() != Phase::shutting_down) look(false);
+  });
+}
+
+}  // namespace inflight

@@ -1,0 +1,157 @@
+#include "inflight/supervisor/lifecycle/shutdown_plan.hpp"
+
+#include <algorithm>
+#include <csignal>
+
+#include "inflight/core/log.hpp"
+
+namespace inflight {
+
+ShutdownPlan::ShutdownPlan(boost::asio::io_context& io, RunSupervisor& supervisor, PodLease* lease,
+                           Duration grace_period, Duration flush_window,
+                           std::function<void(int)> done)
+    : supervisor_(supervisor),
+      lease_(lease),
+      grace_period_(grace_period),
+      flush_window_(flush_window),
+      done_(std::move(done)),
+      flush_timer_(io),
+      grace_timer_(io) {}
+
+void ShutdownPlan::on_signal(int signal) {
+  log::info("shutdown signal", {{"signal", signal}});
+  if (stage_ == Stage::idle) return begin();
+  if (stage_ == Stage::flushing) end_flush();
+}
+
+void ShutdownPlan::begin() {
+  started_ = SteadyClock::now();
+  deadline_ = started_ + grace_period_;
+  grace_timer_.expires_at(deadline_);
+  grace_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stage_ == Stage::done) return;
+    log::error("grace period over before every checkpoint landed");
+    finish(1);
+  });
+  supervisor_.on_child_exit([this] { on_child_exit(); });
+  supervisor_.begin_shutdown();
+  stage_ = Stage::flushing;
+  if (supervisor_.live_children() == 0) return end_flush();
+  flush_timer_.expires_after(std::min(flush_window_, grace_period_));
+  flush_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && stage_ == Stage::flushing) end_flush();
+  });
+}
+
+void ShutdownPlan::on_child_exit() {
+  if (supervisor_.live_children() > 0) return;
+  if (stage_ == Stage::flushing || stage_ == Stage::killing) checkpoint_all();
+}
+
+void ShutdownPlan::end_flush() {
+  flush_timer_.cancel();
+  stage_ = Stage::killing;
+  if (supervisor_.live_children() == 0) return checkpoint_all();
+  log::warn("flush window over; killing what is left", {{"children", supervisor_.live_children()}});
+  supervisor_.kill_remaining();
+}
+
+void ShutdownPlan::restore_finished() {
+  restored_ = true;
+  if (stage_ == Stage::awaiting_restore) checkpoint_all();
+}
+
+// Interrupted runs are pushed, all in one step; finished runs whose branch deletion is queued,
+// under way or failed are awaited too: a finished run whose branch survives
+// would run again on the next pod.
+void ShutdownPlan::checkpoint_all() {
+  if (!restored_) {
+    stage_ = Stage::awaiting_restore;
+    return log::info("waiting for restore to finish before checkpointing");
+  }
+  stage_ = Stage::checkpointing;
+  const std::chrono::duration<double> stopping = SteadyClock::now() - started_;
+  log::info("children stopped", {{"seconds", stopping.count()}});
+  std::vector<Run*> started;
+  std::vector<Run*> unstarted;
+  for (const auto& owned : supervisor_.runs()) {
+    Run& run = *owned;
+    if (run.fenced || run.held) continue;
+    if (run.status == RunStatus::interrupted) {
+      (run.attempts() > 0 ? started : unstarted).push_back(&run);
+      continue;
+    }
+    if (run.release_pending && run.store_ops.empty()) supervisor_.release_checkpoint(run);
+    if (run.store_ops.empty()) continue;
+    ++in_flight_;
+    supervisor_.when_store_idle(run, [this, &run] { on_released(run); });
+  }
+  // One push for all; runs that had started hold paid-for work: they go first.
+  auto finish = [this] { finish_when_idle(); };
+  if (unstarted.empty()) return checkpoint_batch(started, true, finish);
+  checkpoint_batch(started, false,
+                   [this, unstarted, finish] { checkpoint_batch(unstarted, true, finish); });
+}
+
+// The lease rides the last push when nothing else is under way and every
+// earlier push landed: a shutdown is then one connection. Otherwise it is
+// given up after everything landed, or kept (serve.cpp).
+std::optional<SystemClock::time_point> ShutdownPlan::lease_release() const {
+  if (lease_ == nullptr || !all_landed_ || in_flight_ > 0) return std::nullopt;
+  return lease_->release();
+}
+
+void ShutdownPlan::checkpoint_batch(const std::vector<Run*>& runs, bool last,
+                                    std::function<void()> then) {
+  const auto release = last ? lease_release() : std::nullopt;
+  ++in_flight_;
+  supervisor_.checkpoint_together(
+      runs,
+      {.reason = "shutdown",
+       .deadline = deadline_,
+       .lease_until = release,
+       .release_lease = release.has_value(),
+       .keep_objects = false,
+       .each = [this](Run& run, const CheckpointResult& result) { on_checkpointed(run, result); },
+       .done =
+           [this, then = std::move(then)](const std::optional<CheckpointResult>& lease) {
+             if (stage_ == Stage::done) return;
+             --in_flight_;
+             if (lease && lease->landed) lease_released_ = true;
+             if (lease && !lease->landed)
+               log::warn("lease not released with the runs", {{"error", lease->error}});
+             then();
+           }});
+}
+
+void ShutdownPlan::on_checkpointed(Run& run, const CheckpointResult& result) {
+  if (stage_ == Stage::done || result.landed) return;
+  all_landed_ = false;
+  log::error("checkpoint not pushed; the run stays on local disk",
+             {{"run_id", run.id}, {"error", result.error}});
+}
+
+void ShutdownPlan::on_released(Run& run) {
+  if (stage_ == Stage::done) return;
+  --in_flight_;
+  if (run.release_pending) {
+    all_landed_ = false;
+    log::error("the branch of a finished run is not deleted; its final state stays on local disk",
+               {{"run_id", run.id}});
+  }
+  finish_when_idle();
+}
+
+void ShutdownPlan::finish_when_idle() {
+  if (in_flight_ == 0) finish(all_landed_ ? 0 : 1);
+}
+
+void ShutdownPlan::finish(int exit_code) {
+  if (stage_ == Stage::done) return;
+  stage_ = Stage::done;
+  flush_timer_.cancel();
+  grace_timer_.cancel();
+  done_(exit_code);
+}
+
+}  // namespace inflight

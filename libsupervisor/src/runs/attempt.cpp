@@ -1,0 +1,237 @@
+// One attempt of a run: render its argv, record it, start the child, and
+// settle the run when the child's exit is reaped.
+#include <fcntl.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
+
+#include "inflight/core/bounded_json.hpp"
+#include "inflight/core/fd.hpp"
+#include "inflight/core/log.hpp"
+#include "inflight/supervisor/process/child_process.hpp"
+#include "inflight/supervisor/runs/run_supervisor.hpp"
+#include "process/output_tee.hpp"
+
+extern char** environ;
+
+namespace inflight {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string join(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& arg : argv) out += (out.empty() ? "" : " ") + arg;
+  return out;
+}
+
+// console.log collects every attempt's output, each behind a header line. A
+// symlink planted under its name is not followed.
+Fd open_console_log(const fs::path& dir, const std::string& header) {
+  Fd fd = checkpoint::open_in_run_dir(dir, "console.log", O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (!fd)
+    throw std::system_error(errno, std::generic_category(),
+                            "open " + (dir / "console.log").string());
+  write_all(fd.get(), header, (dir / "console.log").string());
+  return fd;
+}
+
+// A reference is resolved here, late, so that secrets never reach
+// run-params.json or a checkpoint; inflight's own settings never resolve.
+std::string resolve_env_value(const std::string& value) {
+  const auto name = env_reference(value);
+  if (!name) return value;
+  const char* found = name->starts_with("INFLIGHT_") ? nullptr : std::getenv(name->c_str());
+  return found ? found : "";
+}
+
+}  // namespace
+
+std::vector<std::string> RunSupervisor::child_environment(const ChildTemplate& child,
+                                                          const RenderContext& context) const {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    // The supervisor's own settings hold secrets (tokens) that a child never needs.
+    if (std::strncmp(*entry, "INFLIGHT_", 9) == 0) continue;
+    env.emplace_back(*entry);
+  }
+  for (const auto& [name, value] : child.render_env(context)) {
+    const auto assignment = name + "=";
+    std::erase_if(env, [&](const std::string& e) { return e.starts_with(assignment); });
+    env.push_back(assignment + resolve_env_value(value));
+  }
+  return env;
+}
+
+pid_t RunSupervisor::spawn_attempt(Run& run, const RenderContext& context, Fd console) {
+  ChildSpec spec{.argv = run.params.argv,
+                 .cwd = run.params.cwd,
+                 .env = child_environment(*run.child, context),
+                 .stdin_fd = -1,
+                 .stdout_fd = console.get(),
+                 .stderr_fd = console.get()};
+  if (!settings_.echo_output) return spawn_child(io_, spec);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+  Fd read_end(fds[0]);
+  const Fd write_end(fds[1]);
+  spec.stdout_fd = spec.stderr_fd = write_end.get();
+  const pid_t pid = spawn_child(io_, spec);
+  std::make_shared<OutputTee>(io_, std::move(read_end), std::move(console))->start();
+  return pid;
+}
+
+void RunSupervisor::start_attempt(Run& run) {
+  const int attempt = run.attempts() + 1;
+  run.status = RunStatus::starting;
+  run.stop_cause = StopCause::none;
+  const RenderContext context{run.id, fs::absolute(run.dir).string(), attempt, run.resume_next};
+  run.params.argv = run.child->render(run.params.request, context);
+  run.params.cwd = fs::absolute(run.child->cwd()).lexically_normal().string();
+  run.params.attempts.push_back({.attempt = attempt,
+                                 .pod = settings_.pod_name,
+                                 .started_at = iso8601_utc(SystemClock::now())});
+  run.finished_at.reset();
+  run.exit_code.reset();
+  try {
+    checkpoint::write_run_params(run.dir, run.params);
+  } catch (...) {
+    run.params.attempts.pop_back();  // never started
+    throw;
+  }
+
+  const auto header = "=== inflight attempt " + std::to_string(attempt) + " on " +
+                      settings_.pod_name + " at " + run.params.attempts.back().started_at + ": " +
+                      join(run.params.argv) + "\n";
+  Fd console = open_console_log(run.dir, header);
+  try {
+    const pid_t pid = spawn_attempt(run, context, std::move(console));
+    run.pgid = pid;
+    run.status = RunStatus::running;
+    reaper_.watch(pid, [this, &run](int wait_status) { on_exit(run, wait_status); });
+    log::info("attempt started", {{"run_id", run.id}, {"attempt", attempt}, {"pid", pid}});
+  } catch (const std::system_error& e) {
+    not_started(run, e.code());
+  }
+}
+
+// The child could not be started (the program is gone since serve checked
+// it, or cannot be executed): the run fails, and says why in its status.
+void RunSupervisor::not_started(Run& run, const std::error_code& error) {
+  // The program's name comes from the config; bounded, so that the record
+  // stays readable from a branch.
+  const auto program = printable(run.params.argv.front().substr(0, 200));
+  const auto message = "cannot start " + program + ": " + error.message();
+  try {
+    open_console_log(run.dir, "inflight: " + message + "\n");
+  } catch (const std::exception& e) {
+    log::error("console.log not written", {{"run_id", run.id}, {"error", e.what()}});
+  }
+  log::error("attempt could not start", {{"run_id", run.id}, {"error", message}});
+  auto& record = run.params.attempts.back();
+  record.ended_at = iso8601_utc(SystemClock::now());
+  record.exit_code = 127;
+  record.error = message;
+  run.exit_code = 127;
+  settle(run, Outcome::failed);
+}
+
+void RunSupervisor::on_exit(Run& run, int wait_status) {
+  const auto status = decode_wait_status(wait_status);
+  const auto outcome = classify(status, run.stop_cause, run.child->retry_exit_codes());
+  run.stop_timer.cancel();
+  // The leader is gone; whatever it left in its group goes with it.
+  signal_group(*run.pgid, SIGKILL);
+  run.pgid.reset();
+  auto& record = run.params.attempts.back();
+  record.ended_at = iso8601_utc(SystemClock::now());
+  record.exit_code = status.exit_code;
+  record.signal = status.signal;
+  run.exit_code = status.exit_code;
+  log::info("attempt ended",
+            {{"run_id", run.id},
+             {"attempt", record.attempt},
+             {"exit_code", status.exit_code ? OrderedJson(*status.exit_code) : nullptr},
+             {"signal", status.signal ? OrderedJson(*status.signal) : nullptr},
+             {"outcome", to_string(outcome)}});
+  settle(run, outcome);
+  if (exit_listener_) exit_listener_();
+  start_queued();
+}
+
+void RunSupervisor::settle(Run& run, Outcome outcome) {
+  ++outcomes_[outcome];
+  run.params.attempts.back().outcome = std::string(to_string(outcome));
+  switch (outcome) {
+    case Outcome::succeeded:
+    case Outcome::failed:
+    case Outcome::cancelled:
+      finish(run, outcome == Outcome::succeeded ? RunStatus::succeeded
+                  : outcome == Outcome::failed  ? RunStatus::failed
+                                                : RunStatus::cancelled);
+      break;
+    case Outcome::interrupted:
+      run.status = RunStatus::interrupted;
+      run.finished_at = iso8601_utc(SystemClock::now());
+      break;
+    case Outcome::crashed:
+    case Outcome::deferred:
+      if (phase_ == Phase::shutting_down) {
+        run.status = RunStatus::interrupted;
+      } else if (run.attempts() < settings_.max_attempts) {
+        run.status = RunStatus::queued;
+        run.resume_next = true;
+        // A signal nobody here sent (OOM killer, a stray kill): resume at once.
+        if (outcome == Outcome::crashed) queue_.push_front(&run);
+        if (outcome == Outcome::deferred) defer(run);
+      } else {
+        log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
+                   {{"run_id", run.id}, {"attempts", run.attempts()}});
+        finish(run, RunStatus::failed);
+      }
+      break;
+  }
+  // At shutdown every child ends at once, and a durable write each would
+  // serialise fsyncs on the event loop. Both the old and the new run-params
+  // make the run resumable, so an atomic rename is enough there. On failure
+  // the file keeps the attempt without its end, which a restore reads as
+  // crashed: resumable.
+  write_params(run, phase_ == Phase::shutting_down ? checkpoint::Durability::atomic
+                                                   : checkpoint::Durability::synced);
+  // After the write: the final commit must carry final_status. A run out of
+  // attempts keeps its branch for inspection.
+  if (outcome == Outcome::succeeded || outcome == Outcome::failed || outcome == Outcome::cancelled)
+    release_checkpoint(run);
+}
+
+// The child asked to be run again later: the run waits, queued but out of
+// the queue, for its backoff, doubled with each deferral in a row.
+void RunSupervisor::defer(Run& run) {
+  int deferrals = 0;
+  for (auto a = run.params.attempts.rbegin();
+       a != run.params.attempts.rend() && a->outcome == to_string(Outcome::deferred); ++a)
+    ++deferrals;
+  const auto delay = run.child->retry_delay(deferrals);
+  log::info("run deferred by its child; it resumes after the backoff",
+            {{"run_id", run.id},
+             {"exit_code", run.exit_code ? OrderedJson(*run.exit_code) : nullptr},
+             {"backoff", format_duration(delay)}});
+  run.retry_timer.expires_after(delay);
+  run.retry_timer.async_wait([this, &run](const boost::system::error_code& ec) {
+    if (ec || run.status != RunStatus::queued || phase_ != Phase::ready) return;
+    queue_.push_back(&run);
+    start_queued();
+  });
+}
+
+void RunSupervisor::finish(Run& run, RunStatus status) {
+  run.status = status;
+  run.finished_at = iso8601_utc(SystemClock::now());
+  run.params.final_status = std::string(to_string(status));
+}
+
+}  // namespace inflight

@@ -1,0 +1,58 @@
+#include "inflight/supervisor/runs/outcome.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace inflight {
+
+namespace {
+
+constexpr std::array<std::pair<Outcome, std::string_view>, 6> kNames{{
+    {Outcome::succeeded, "succeeded"},
+    {Outcome::failed, "failed"},
+    {Outcome::interrupted, "interrupted"},
+    {Outcome::cancelled, "cancelled"},
+    {Outcome::crashed, "crashed"},
+    {Outcome::deferred, "deferred"},
+}};
+
+}  // namespace
+
+std::string_view to_string(Outcome outcome) {
+  for (const auto& [value, name] : kNames)
+    if (value == outcome) return name;
+  return "unknown";
+}
+
+std::optional<Outcome> outcome_from_string(std::string_view text) {
+  for (const auto& [value, name] : kNames)
+    if (name == text) return value;
+  return std::nullopt;
+}
+
+bool is_resumable(Outcome outcome) {
+  return outcome == Outcome::interrupted || outcome == Outcome::crashed ||
+         outcome == Outcome::deferred;
+}
+
+ExitStatus decode_wait_status(int wait_status) {
+  if (WIFEXITED(wait_status)) return {WEXITSTATUS(wait_status), std::nullopt};
+  if (WIFSIGNALED(wait_status)) return {std::nullopt, WTERMSIG(wait_status)};
+  return {};
+}
+
+Outcome classify(const ExitStatus& status, StopCause cause, std::span<const int> retry_exit_codes) {
+  if (status.exit_code == 0) return Outcome::succeeded;
+  if (cause == StopCause::shutdown) return Outcome::interrupted;
+  if (cause == StopCause::cancel) return Outcome::cancelled;
+  if (status.signal) return Outcome::crashed;
+  if (std::find(retry_exit_codes.begin(), retry_exit_codes.end(), *status.exit_code) !=
+      retry_exit_codes.end())
+    return Outcome::deferred;
+  return Outcome::failed;
+}
+
+}  // namespace inflight

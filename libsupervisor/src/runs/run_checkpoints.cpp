@@ -1,0 +1,206 @@
+// The store side of runs: checkpoints one at a time per run, periodic
+// checkpoints of changed run dirs, branch release, and fencing.
+
+#include "inflight/core/log.hpp"
+#include "inflight/core/run_dir.hpp"
+#include "inflight/supervisor/runs/run_supervisor.hpp"
+
+namespace inflight {
+
+void RunSupervisor::enqueue_store_op(Run& run, std::function<void()> op) {
+  run.store_ops.push_back(std::move(op));
+  if (run.store_ops.size() == 1) start_store_op(run);
+}
+
+// The op runs from a local: it may end itself (store_op_done) and start the
+// next one before it returns, which pops its slot in the queue.
+void RunSupervisor::start_store_op(Run& run) {
+  const auto op = std::move(run.store_ops.front());
+  op();
+}
+
+void RunSupervisor::store_op_done(Run& run) {
+  run.store_ops.pop_front();
+  if (!run.store_ops.empty()) start_store_op(run);
+}
+
+void RunSupervisor::checkpoint(Run& run, const std::string& reason,
+                               SteadyClock::time_point deadline,
+                               std::function<void(const CheckpointResult&)> done) {
+  enqueue_store_op(run, [this, &run, reason, deadline, done = std::move(done)] {
+    if (run.fenced) {
+      done(CheckpointResult{.landed = false,
+                            .fenced = true,
+                            .disk_failed = false,
+                            .branch = run.checkpoint.branch,
+                            .commit = std::nullopt,
+                            .error = "another instance owns the run"});
+      return store_op_done(run);
+    }
+    const CheckpointRequest request{run.id,         run.dir, run.params.origin_pod,
+                                    run.attempts(), reason,  run.record_count()};
+    checkpoints_.save(request, deadline, [this, &run, done](CheckpointResult result) {
+      record_checkpoint(run, result);
+      done(result);
+      store_op_done(run);
+    });
+  });
+}
+
+// Runs of one store step: the step starts once each run's queue reached it.
+struct RunSupervisor::StoreBatch {
+  std::vector<Run*> runs;
+  std::size_t waiting = 0;
+  StoreStep step;
+};
+
+void RunSupervisor::checkpoint_together(const std::vector<Run*>& runs, StoreStep step) {
+  auto batch = std::make_shared<StoreBatch>(
+      StoreBatch{.runs = {}, .waiting = runs.size(), .step = std::move(step)});
+  if (runs.empty()) return send_batch(batch);
+  for (Run* run : runs)
+    enqueue_store_op(*run, [this, batch, run] {
+      batch->runs.push_back(run);
+      if (--batch->waiting == 0) send_batch(batch);
+    });
+}
+
+void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
+  const auto& step = batch->step;
+  std::vector<Run*> sending;
+  SaveAllRequest request{.runs = {},
+                         .lease_until = step.lease_until,
+                         .release_lease = step.release_lease,
+                         .keep_objects = step.keep_objects};
+  for (Run* run : batch->runs) {
+    if (run->fenced) {
+      step.each(*run, CheckpointResult{.landed = false,
+                                       .fenced = true,
+                                       .disk_failed = false,
+                                       .branch = run->checkpoint.branch,
+                                       .commit = std::nullopt,
+                                       .error = "another instance owns the run"});
+      store_op_done(*run);
+      continue;
+    }
+    sending.push_back(run);
+    request.runs.push_back({run->id, run->dir, run->params.origin_pod, run->attempts(), step.reason,
+                            run->record_count()});
+  }
+  if (request.runs.empty() && !request.lease_until) return step.done(std::nullopt);
+  checkpoints_.save_all(request, step.deadline,
+                        [this, batch, sending](const SaveAllResult& result) {
+                          for (std::size_t i = 0; i < sending.size(); ++i) {
+                            record_checkpoint(*sending[i], result.runs[i]);
+                            batch->step.each(*sending[i], result.runs[i]);
+                            store_op_done(*sending[i]);
+                          }
+                          batch->step.done(result.lease);
+                        });
+}
+
+void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {
+  enqueue_store_op(run, [this, &run, done = std::move(done)] {
+    store_op_done(run);
+    done();
+  });
+}
+
+void RunSupervisor::release_checkpoint(Run& run) {
+  run.release_pending = true;
+  enqueue_store_op(run, [this, &run] {
+    if (run.fenced || !run.release_pending) return store_op_done(run);
+    const CheckpointRequest request{run.id,         run.dir, run.params.origin_pod,
+                                    run.attempts(), "final", run.record_count()};
+    checkpoints_.release(request, SteadyClock::now() + settings_.network_timeout,
+                         [this, &run](CheckpointResult result) {
+                           disk_health_.report(result);
+                           if (result.fenced) fence(run);
+                           run.release_pending = !result.landed && !result.fenced;
+                           if (result.landed)
+                             log::info("checkpoint branch deleted", {{"run_id", run.id}});
+                           else if (run.release_pending)
+                             log::warn(
+                                 "checkpoint branch of a finished run not deleted; will retry",
+                                 {{"run_id", run.id}, {"error", result.error}});
+                           store_op_done(run);
+                         });
+  });
+}
+
+void RunSupervisor::record_checkpoint(Run& run, const CheckpointResult& result) {
+  disk_health_.report(result);
+  if (result.fenced) return fence(run);
+  if (!result.landed) {
+    log::warn("checkpoint not pushed", {{"run_id", run.id}, {"error", result.error}});
+    return;
+  }
+  if (!result.commit) return;
+  run.checkpoint.last_commit = result.commit;
+  run.checkpoint.last_at = iso8601_utc(SystemClock::now());
+  log::info("checkpoint pushed",
+            {{"run_id", run.id}, {"branch", run.checkpoint.branch}, {"commit", *result.commit}});
+}
+
+// A rejected fast-forward means another instance claimed the run: it owns the
+// branch now, and this instance must not write to the run again.
+void RunSupervisor::fence(Run& run) {
+  if (run.fenced) return;
+  run.fenced = true;
+  log::error("another instance owns this run (its checkpoint push was rejected); stopping it here",
+             {{"run_id", run.id}, {"branch", run.checkpoint.branch}});
+  std::erase(queue_, &run);
+  // This disk's copy is stale from now on: no later start here resumes it,
+  // even once the owner finished the run and deleted its branch. A running
+  // child's exit writes the mark with its attempt's end.
+  run.params.handed_over = "fenced at " + iso8601_utc(SystemClock::now()) +
+                           ": another instance's push replaced this pod's";
+  if (!run.pgid) {
+    if (!is_final(run.status)) run.status = RunStatus::interrupted;
+    return write_params(run);
+  }
+  stop_child(run, StopCause::shutdown);
+}
+
+void RunSupervisor::start_periodic_checkpoints(Duration interval, PodLease* lease) {
+  if (interval <= Duration::zero()) return;
+  periodic_timer_.expires_after(interval);
+  periodic_timer_.async_wait([this, interval, lease](const boost::system::error_code& ec) {
+    if (ec || phase_ == Phase::shutting_down) return;
+    periodic_tick(lease);
+    start_periodic_checkpoints(interval, lease);
+  });
+}
+
+// One push for every run that changed since its last checkpoint and for the
+// lease: a pod with fifty runs makes one connection per interval, not fifty.
+void RunSupervisor::periodic_tick(PodLease* lease) {
+  std::vector<Run*> changed;
+  auto signatures = std::make_shared<std::map<const Run*, std::uint64_t>>();
+  for (auto& owned : runs_) {
+    Run& run = *owned;
+    if (run.fenced || !run.store_ops.empty()) continue;
+    if (run.release_pending) release_checkpoint(run);
+    // A queued run gets one checkpoint too: accepted with a 202, it must
+    // survive the loss of this pod before it ever starts.
+    const bool never_saved_queued = run.status == RunStatus::queued && !run.checkpoint.last_commit;
+    if (run.status != RunStatus::running && !never_saved_queued) continue;
+    const auto signature = checkpoint::stat_signature(run.dir);
+    if (signature == run.saved_signature) continue;
+    changed.push_back(&run);
+    (*signatures)[&run] = signature;
+  }
+  checkpoint_together(changed, {.reason = "periodic",
+                                .deadline = SteadyClock::now() + settings_.network_timeout,
+                                .lease_until = lease ? lease->renewal() : std::nullopt,
+                                .each =
+                                    [signatures](Run& run, const CheckpointResult& result) {
+                                      if (result.landed) run.saved_signature = signatures->at(&run);
+                                    },
+                                .done =
+                                    [lease](const std::optional<CheckpointResult>& renewed) {
+                                      if (renewed) lease->renewed(*renewed);
+                                    }});
+}
+
+}  // namespace inflight

@@ -1,0 +1,270 @@
+#include "inflight/supervisor/runs/run_supervisor.hpp"
+
+#include <csignal>
+#include <system_error>
+
+#include "inflight/core/bounded_json.hpp"
+#include "inflight/core/branch_name.hpp"
+#include "inflight/core/log.hpp"
+#include "inflight/supervisor/process/child_process.hpp"
+
+namespace inflight {
+
+namespace fs = std::filesystem;
+
+RunSupervisor::RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper,
+                             CheckpointPort& checkpoints, SupervisorSettings settings,
+                             const ChildTemplates& templates)
+    : io_(io),
+      reaper_(reaper),
+      checkpoints_(checkpoints),
+      settings_(std::move(settings)),
+      templates_(templates),
+      periodic_timer_(io),
+      disk_health_(io, checkpoints, settings_.disk_recheck, settings_.network_timeout) {}
+
+Run* RunSupervisor::find(const std::string& id) {
+  for (auto& run : runs_)
+    if (run->id == id) return run.get();
+  return nullptr;
+}
+
+Run& RunSupervisor::add_run(std::string id, checkpoint::RunParams params) {
+  auto dir = settings_.runs_dir / id;
+  runs_.push_back(std::make_unique<Run>(std::move(id), std::move(dir), std::move(params), io_));
+  return *runs_.back();
+}
+
+// Every attempt runs the configured template of the run's name, with its
+// request validated again exactly as a new submit would be; a run that fails
+// that is held, and nothing of it is touched.
+bool RunSupervisor::bind_template(Run& run) {
+  const auto verdict = templates_.judge(run.params);
+  if (verdict.refusal) {
+    mark_held(run, *verdict.refusal);
+    return false;
+  }
+  run.child = templates_.find(run.params.child_name);
+  if (!run.params.child_digest.empty() && run.params.child_digest != run.child->digest())
+    log::warn("the run's child template changed since it started; the configured one is used",
+              {{"run_id", run.id},
+               {"child", run.params.child_name},
+               {"old_digest", run.params.child_digest},
+               {"new_digest", run.child->digest()}});
+  run.params.child_digest = run.child->digest();
+  run.params.child = run.child->source();
+  return true;
+}
+
+SubmitResult RunSupervisor::submit(const OrderedJson& body) {
+  if (!body.is_object())
+    return {400, nullptr, "invalid_request", "the request body must be a JSON object"};
+  OrderedJson request = body;
+  std::string id;
+  if (request.contains("id")) {
+    if (!request["id"].is_string() ||
+        !checkpoint::is_valid_run_id(request["id"].get<std::string>()))
+      return {400, nullptr, "invalid_param",
+              "id: must match " + std::string(checkpoint::kRunIdPattern)};
+    id = request["id"].get<std::string>();
+    request.erase("id");
+    if (Run* existing = find(id)) return {200, existing, "", ""};
+  } else {
+    id = checkpoint::generate_run_id();
+  }
+  std::string child_name = "default";
+  if (request.contains("child")) {
+    if (!request["child"].is_string())
+      return {400, nullptr, "invalid_param", "child: must be the name of a child template"};
+    child_name = request["child"].get<std::string>();
+    request.erase("child");
+  }
+  if (const auto& problem = disk_health_.problem())
+    return {503, nullptr, "cannot_checkpoint",
+            "this instance's disk cannot hold a checkpoint (" + *problem + "); retry later"};
+  if (static_cast<int>(queue_.size()) >= settings_.max_queued)
+    return {503, nullptr, "queue_full",
+            std::to_string(queue_.size()) + " runs are queued already (--max-queued); retry later"};
+  const ChildTemplate* child = templates_.find(child_name);
+  if (!child)
+    return {400, nullptr, "invalid_param",
+            "child: no template named '" + printable(child_name) +
+                "' (configured: " + templates_.names() + ")"};
+  if (auto problem = child->validate(request))
+    return {400, nullptr, "invalid_param", problem->param + ": " + problem->message};
+
+  const auto dir = settings_.runs_dir / id;
+  std::error_code ec;
+  fs::create_directories(settings_.runs_dir, ec);
+  if (!fs::create_directory(dir, ec)) {
+    if (ec)
+      return {500, nullptr, "internal", "cannot create " + dir.string() + ": " + ec.message()};
+    return {409, nullptr, "run_exists",
+            "run dir " + dir.string() + " already exists and belongs to no active run"};
+  }
+  checkpoint::RunParams params;
+  params.run_id = id;
+  params.request = request;
+  params.child_name = child_name;
+  params.child_digest = child->digest();
+  params.child = child->source();
+  params.origin_pod = settings_.pod_name;
+  params.created_at = iso8601_utc(SystemClock::now());
+  // What the first attempt will run, shown while the run is queued.
+  params.argv = child->render(request, {id, fs::absolute(dir).string(), 1, false});
+  params.cwd = fs::absolute(child->cwd()).lexically_normal().string();
+  try {
+    checkpoint::write_run_params(dir, params);
+  } catch (const std::exception& e) {
+    fs::remove_all(dir, ec);  // nothing started: a retry finds the id free
+    log::error("run not accepted: its run dir cannot be written",
+               {{"run_id", id}, {"error", e.what()}});
+    return {500, nullptr, "write_failed", std::string("cannot write run-params.json: ") + e.what()};
+  }
+  Run& run = add_run(id, std::move(params));
+  run.child = child;
+  run.checkpoint.branch = checkpoint::branch_name({settings_.pod_name, id});
+  queue_.push_back(&run);
+  log::info("run queued", {{"run_id", id}});
+  start_queued();
+  return {202, &run, "", ""};
+}
+
+void RunSupervisor::stop(Run& run) {
+  if (run.status == RunStatus::queued) {
+    std::erase(queue_, &run);
+    run.retry_timer.cancel();
+    finish(run, RunStatus::cancelled);
+    write_params(run);
+    release_checkpoint(run);  // a restored run has a branch
+    return;
+  }
+  if (!run.pgid || run.stop_cause != StopCause::none) return;
+  stop_child(run, StopCause::cancel);
+  log::info("run stopping", {{"run_id", run.id}});
+}
+
+// SIGTERM to the group now, SIGKILL if it is still there after the grace.
+void RunSupervisor::stop_child(Run& run, StopCause cause) {
+  run.stop_cause = cause;
+  run.status = RunStatus::stopping;
+  signal_group(*run.pgid, SIGTERM);
+  run.stop_timer.expires_after(settings_.stop_grace);
+  run.stop_timer.async_wait([&run](const boost::system::error_code& ec) {
+    if (!ec && run.pgid) signal_group(*run.pgid, SIGKILL);
+  });
+}
+
+// The run's state stays in memory (status, metrics) when its run dir cannot
+// be written: the failure is the run's alone, logged, never thrown.
+void RunSupervisor::write_params(Run& run, checkpoint::Durability durability) {
+  try {
+    checkpoint::write_run_params(run.dir, run.params, durability);
+  } catch (const std::exception& e) {
+    log::error("run-params.json not updated", {{"run_id", run.id}, {"error", e.what()}});
+  }
+}
+
+void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::string branch,
+                          const std::string& claim) {
+  std::string id = params.run_id;
+  const bool started_before = !params.attempts.empty();
+  Run& run = add_run(std::move(id), std::move(params));
+  run.dir = std::move(dir);
+  run.checkpoint.branch =
+      branch.empty() ? checkpoint::branch_name({run.params.origin_pod, run.id}) : std::move(branch);
+  if (!claim.empty()) {
+    run.checkpoint.last_commit = claim;
+    run.checkpoint.last_at = iso8601_utc(SystemClock::now());
+  }
+  if (!bind_template(run)) return;
+  if (run.attempts() >= settings_.max_attempts) {
+    log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
+               {{"run_id", run.id}, {"attempts", run.attempts()}});
+    finish(run, RunStatus::failed);
+    write_params(run);
+    return;
+  }
+  run.resume_next = started_before;
+  log::info("run restored", {{"run_id", run.id}, {"attempts", run.attempts()}});
+  // Restored after a shutdown signal: claimed, so pushed back before exit.
+  if (phase_ == Phase::shutting_down) {
+    run.status = RunStatus::interrupted;
+    return;
+  }
+  queue_.push_back(&run);
+  start_queued();  // taken over from another instance while serving
+}
+
+void RunSupervisor::hold(checkpoint::RunParams params, std::string branch,
+                         const std::string& reason) {
+  if (find(params.run_id)) return;
+  std::string id = params.run_id;
+  Run& run = add_run(std::move(id), std::move(params));
+  run.checkpoint.branch = std::move(branch);
+  mark_held(run, reason);
+}
+
+void RunSupervisor::mark_held(Run& run, const std::string& reason) {
+  run.held = reason;
+  run.status = RunStatus::interrupted;
+  log::error("run not started here; its checkpoint is kept",
+             {{"run_id", run.id}, {"branch", run.checkpoint.branch}, {"reason", reason}});
+}
+
+void RunSupervisor::finish_restore() {
+  if (phase_ != Phase::restoring) return;
+  phase_ = Phase::ready;
+  start_queued();
+}
+
+// An attempt that cannot even be prepared (its run dir cannot be written: a
+// full disk) leaves the run interrupted, as it is on disk, for shutdown to
+// checkpoint and a later start to resume: nothing of it is lost.
+void RunSupervisor::start_queued() {
+  if (phase_ != Phase::ready) return;
+  while (!queue_.empty() && live_children() < settings_.max_concurrent) {
+    Run* run = queue_.front();
+    queue_.pop_front();
+    try {
+      start_attempt(*run);
+    } catch (const std::exception& e) {
+      log::error("attempt not started; the run stays interrupted",
+                 {{"run_id", run->id}, {"error", e.what()}});
+      run->status = RunStatus::interrupted;
+    }
+  }
+}
+
+int RunSupervisor::live_children() const {
+  int live = 0;
+  for (const auto& run : runs_) live += run->pgid.has_value();
+  return live;
+}
+
+void RunSupervisor::begin_shutdown() {
+  phase_ = Phase::shutting_down;
+  disk_health_.stop();
+  // Queued runs, and deferred ones waiting for their backoff, stay unstarted.
+  for (auto& run : runs_) {
+    if (run->status != RunStatus::queued) continue;
+    run->status = RunStatus::interrupted;
+    run->retry_timer.cancel();
+  }
+  queue_.clear();
+  for (auto& run : runs_) {
+    if (!run->pgid) continue;
+    if (run->stop_cause == StopCause::none) {
+      run->stop_cause = StopCause::shutdown;
+      run->status = RunStatus::stopping;
+    }
+    signal_group(*run->pgid, SIGTERM);
+  }
+}
+
+void RunSupervisor::kill_remaining() {
+  for (auto& run : runs_)
+    if (run->pgid) signal_group(*run->pgid, SIGKILL);
+}
+
+}  // namespace inflight

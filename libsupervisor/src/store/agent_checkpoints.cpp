@@ -1,0 +1,226 @@
+// The serve side of checkpoints: every store operation through the agent.
+#include <set>
+
+#include "inflight/core/branch_name.hpp"
+#include "inflight/core/log.hpp"
+#include "inflight/core/run_params.hpp"
+#include "inflight/supervisor/store/checkpoint_agent.hpp"
+
+namespace inflight {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// One step's outcome on `branch` (none for a check or the lease).
+CheckpointResult checkpoint_result(const std::optional<AgentFailure>& failure,
+                                   std::optional<std::string> commit, std::string branch) {
+  const auto kind = failure ? failure->kind : AgentFailureKind::other;
+  return {.landed = !failure,
+          .fenced = failure && kind == AgentFailureKind::rejected,
+          .disk_failed = failure && kind == AgentFailureKind::cache,
+          .branch = std::move(branch),
+          .commit = std::move(commit),
+          .error = failure ? failure->error : ""};
+}
+
+std::int64_t epoch_seconds(SystemClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+agent::RunCheckpoint run_checkpoint(const CheckpointRequest& request) {
+  return {.run_dir = fs::absolute(request.run_dir).string(),
+          .origin_pod = request.origin_pod,
+          .run_id = request.run_id,
+          .attempt = request.attempt,
+          .reason = request.reason,
+          .records = request.records};
+}
+
+std::string branch_of(const CheckpointRequest& request) {
+  return checkpoint::branch_name({request.origin_pod, request.run_id});
+}
+
+// A batched answer with a part per run and the lease, when asked for; the
+// failure of the whole step is every part's.
+SaveAllResult save_all_result(const AgentReply<agent::SavedAll>& reply,
+                              const std::vector<std::string>& branches, bool lease) {
+  const bool whole = reply.answer && reply.answer->runs.size() == branches.size() &&
+                     (!lease || reply.answer->lease);
+  const std::optional<AgentFailure> failure =
+      whole ? std::nullopt
+            : std::optional(reply.answer ? AgentFailure{.kind = AgentFailureKind::other,
+                                                        .error = "the agent's answer lacks it",
+                                                        .branches = {}}
+                                         : reply.failure);
+  SaveAllResult result;
+  for (std::size_t i = 0; i < branches.size(); ++i) {
+    if (!whole) {
+      result.runs.push_back(checkpoint_result(failure, std::nullopt, branches[i]));
+      continue;
+    }
+    const auto& part = reply.answer->runs[i];
+    result.runs.push_back(checkpoint_result(part.failure, part.commit, branches[i]));
+  }
+  if (lease)
+    result.lease =
+        checkpoint_result(whole ? reply.answer->lease->failure : failure, std::nullopt, "");
+  return result;
+}
+
+}  // namespace
+
+AgentCheckpoints::AgentCheckpoints(boost::asio::io_context& io, ChildReaper& reaper,
+                                   const StoreSettings& store, fs::path runs_dir,
+                                   const ChildTemplates& templates)
+    : agent_(io, reaper, store, runs_dir), runs_dir_(std::move(runs_dir)), templates_(templates) {}
+
+template <class Call>
+void AgentCheckpoints::step(const Call& call, std::string branch, SteadyClock::time_point deadline,
+                            std::function<void(CheckpointResult)> done) {
+  agent_.call(call, deadline,
+              [done = std::move(done), branch](AgentReply<typename Call::Answer> reply) {
+                std::optional<std::string> commit;
+                if constexpr (std::is_same_v<typename Call::Answer, agent::Saved>)
+                  if (reply.answer) commit = reply.answer->commit;
+                done(checkpoint_result(reply.answer ? std::nullopt : std::optional(reply.failure),
+                                       commit, branch));
+              });
+}
+
+void AgentCheckpoints::save(const CheckpointRequest& request, SteadyClock::time_point deadline,
+                            std::function<void(CheckpointResult)> done) {
+  step(agent::Save{.run = run_checkpoint(request)}, branch_of(request), deadline, std::move(done));
+}
+
+void AgentCheckpoints::release(const CheckpointRequest& request, SteadyClock::time_point deadline,
+                               std::function<void(CheckpointResult)> done) {
+  step(agent::Release{.run = run_checkpoint(request)}, branch_of(request), deadline,
+       std::move(done));
+}
+
+void AgentCheckpoints::save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
+                                std::function<void(SaveAllResult)> done) {
+  agent::SaveAll call{.runs = {},
+                      .lease_until = request.lease_until
+                                         ? std::optional(epoch_seconds(*request.lease_until))
+                                         : std::nullopt,
+                      .release_lease = request.release_lease,
+                      .keep_objects = request.keep_objects};
+  std::vector<std::string> branches;
+  for (const auto& run : request.runs) {
+    call.runs.push_back(run_checkpoint(run));
+    branches.push_back(branch_of(run));
+  }
+  const bool lease = request.lease_until.has_value();
+  agent_.call(call, deadline,
+              [done = std::move(done), branches, lease](AgentReply<agent::SavedAll> reply) {
+                done(save_all_result(reply, branches, lease));
+              });
+}
+
+void AgentCheckpoints::check(SteadyClock::time_point deadline,
+                             std::function<void(CheckpointResult)> done) {
+  step(agent::Check{}, "", deadline, std::move(done));
+}
+
+void AgentCheckpoints::hold_lease(SystemClock::time_point until, SteadyClock::time_point deadline,
+                                  std::function<void(CheckpointResult)> done) {
+  step(agent::HoldLease{.until = epoch_seconds(until)}, "", deadline, std::move(done));
+}
+
+void AgentCheckpoints::drop_lease(SteadyClock::time_point deadline,
+                                  std::function<void(CheckpointResult)> done) {
+  step(agent::DropLease{}, "", deadline, std::move(done));
+}
+
+void AgentCheckpoints::restore(const RestoreQuery& query, SteadyClock::time_point deadline,
+                               std::function<void(RestoreResult)> done) {
+  agent::Restore call{.runs_dir = runs_dir_.string(),
+                      .local = {},
+                      .skip = {query.skip.begin(), query.skip.end()},
+                      .children = templates_.sources(),
+                      .only = query.only,
+                      .lease_until = query.lease_until
+                                         ? std::optional(epoch_seconds(*query.lease_until))
+                                         : std::nullopt,
+                      .leave_handovers = query.leave_handovers};
+  for (const auto& run : query.local)
+    call.local.push_back({.run_id = run.params.run_id,
+                          .attempts = run.params.attempts.size(),
+                          .origin_pod = run.params.origin_pod});
+  agent_.call(call, deadline,
+              [local = query.local, done = std::move(done)](AgentReply<agent::Restored> reply) {
+                if (!reply.answer) return done(failed_restore(reply.failure, local));
+                done(restore_result(*reply.answer, local));
+              });
+}
+
+// The store could not be asked: the local runs are resumed as they are.
+RestoreResult AgentCheckpoints::failed_restore(const AgentFailure& failure,
+                                               const std::vector<RestoredRun>& local) {
+  RestoreResult result;
+  result.runs = local;
+  if (failure.kind == AgentFailureKind::auth) {
+    result.refused = failure.error;
+    return result;
+  }
+  log::error("restore from the results repo failed; resuming local runs only",
+             {{"error", failure.error}});
+  result.unreachable = failure.error;
+  if (failure.kind == AgentFailureKind::cache) result.disk_failed = failure.error;
+  return result;
+}
+
+// The agent's report as runs to adopt: every claimed run, and the local runs
+// that no branch spoke for.
+RestoreResult AgentCheckpoints::restore_result(const agent::Restored& r,
+                                               const std::vector<RestoredRun>& local) {
+  RestoreResult result;
+  for (const auto& problem : r.problems) log::warn("checkpoint not restored", {{"error", problem}});
+  for (const auto& branch : r.released)
+    log::info("checkpoint branch of a finished run deleted", {{"branch", branch}});
+  std::set<std::string> taken;
+  for (const auto& lost : r.lost) {
+    taken.insert(lost);
+    result.left.push_back({.run_id = lost, .pod = "", .until = 0});
+    log::info("run claimed by another instance; left to it", {{"run_id", lost}});
+  }
+  for (const auto& left : r.left) {
+    result.left.push_back(left);
+    taken.insert(left.run_id);
+    log::info("run held by another live instance; left to it",
+              {{"run_id", left.run_id}, {"pod", left.pod}, {"until", left.until}});
+  }
+  for (const auto& held : r.held) {
+    try {
+      auto params = checkpoint::run_params_from_json(held.params);
+      taken.insert(params.run_id);
+      result.held.push_back({.params = std::move(params),
+                             .branch = checkpoint::short_branch(held.branch),
+                             .reason = held.reason});
+    } catch (const std::exception& e) {
+      log::error("held run not shown", {{"error", e.what()}});
+    }
+  }
+  for (const auto& claimed : r.claimed) {
+    const fs::path dir = claimed.dir;
+    try {
+      auto params = checkpoint::read_run_params(dir);
+      if (!params) continue;
+      taken.insert(params->run_id);
+      result.runs.push_back({.dir = dir,
+                             .params = std::move(*params),
+                             .branch = checkpoint::short_branch(claimed.branch),
+                             .claim = claimed.claim});
+    } catch (const std::exception& e) {
+      log::error("restored run not adopted", {{"dir", dir.string()}, {"error", e.what()}});
+    }
+  }
+  for (const auto& run : local)
+    if (!taken.count(run.params.run_id)) result.runs.push_back(run);
+  result.ambiguous = r.ambiguous;
+  return result;
+}
+
+}  // namespace inflight

@@ -1,0 +1,150 @@
+// Spawns one agent per store operation, feeds it the request, collects its
+// answer, and kills it when the deadline passes.
+#include "inflight/supervisor/store/agent_client.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/readable_pipe.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/writable_pipe.hpp>
+#include <boost/asio/write.hpp>
+#include <csignal>
+#include <memory>
+
+#include "inflight/checkpoint/store_types.hpp"
+#include "inflight/core/fd.hpp"
+#include "inflight/supervisor/process/child_process.hpp"
+#include "inflight/supervisor/process/sibling_binaries.hpp"
+
+extern char** environ;
+
+namespace inflight {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// One agent process, from spawn to its answer (or its deadline).
+struct AgentCall : std::enable_shared_from_this<AgentCall> {
+  explicit AgentCall(boost::asio::io_context& io) : input(io), output(io), timer(io) {}
+
+  boost::asio::writable_pipe input;
+  boost::asio::readable_pipe output;
+  boost::asio::steady_timer timer;
+  std::string request;
+  std::string response;
+  std::array<char, 4096> buffer{};
+  bool output_closed = false;
+  bool exited = false;
+  bool timed_out = false;
+  std::string display_url;
+  std::function<void(const AgentOutput&)> done;
+
+  void read() {
+    output.async_read_some(
+        boost::asio::buffer(buffer),
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+          if (ec) {
+            self->output_closed = true;
+            return self->finish_if_complete();
+          }
+          self->response.append(self->buffer.data(), n);
+          self->read();
+        });
+  }
+
+  void finish_if_complete() {
+    if (!output_closed || !exited || !done) return;
+    timer.cancel();
+    auto callback = std::move(done);
+    callback(result());
+  }
+
+  AgentOutput result() const {
+    if (!timed_out) return read_output(response);
+    return {.answer = std::nullopt,
+            .failure = {.kind = AgentFailureKind::deadline,
+                        .error = "no answer from " + display_url + " before the deadline",
+                        .branches = {}}};
+  }
+};
+
+std::pair<Fd, Fd> make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+  return {Fd(fds[0]), Fd(fds[1])};
+}
+
+}  // namespace
+
+fs::path cache_repo_path(const fs::path& runs_dir) {
+  return runs_dir.parent_path() / "cache.git";
+}
+
+AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
+                         const StoreSettings& store, const fs::path& runs_dir)
+    : io_(io),
+      reaper_(reaper),
+      store_({.cache_dir = cache_repo_path(runs_dir).string(),
+              .url = store.results_repo,
+              .username = store.git_username,
+              .token = store.git_token,
+              .ssh_key = store.git_ssh_key.string(),
+              .known_hosts = store.git_ssh_known_hosts.string(),
+              .ca_file = store.git_ca_file.string(),
+              .excludes = store.checkpoint_exclude,
+              .restore_max_bytes = store.restore_limits.max_bytes,
+              .restore_max_files = store.restore_limits.max_files,
+              .claim_lease_seconds =
+                  2 * std::chrono::duration_cast<std::chrono::seconds>(store.git_timeout).count()}),
+      pod_(store.pod_name),
+      display_url_(checkpoint::display_url(store.results_repo)),
+      agent_binary_(checkpoint_agent_binary()) {}
+
+AgentClient::~AgentClient() {
+  for (pid_t pid : running_) signal_group(pid, SIGKILL);
+}
+
+void AgentClient::send(std::string op, OrderedJson call_json, SteadyClock::time_point deadline,
+                       std::function<void(const AgentOutput&)> done) {
+  const AgentRequest request{.version = kAgentProtocolVersion,
+                             .op = std::move(op),
+                             .store = store_,
+                             .pod = pod_,
+                             .call = std::move(call_json)};
+  auto call = std::make_shared<AgentCall>(io_);
+  call->display_url = display_url_;
+  call->done = std::move(done);
+  call->request = OrderedJson(request).dump();
+  auto [stdin_read, stdin_write] = make_pipe();
+  auto [stdout_read, stdout_write] = make_pipe();
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) env.emplace_back(*entry);
+  const pid_t pid = spawn_child(io_, {{agent_binary_.string()},
+                                      fs::current_path(),
+                                      env,
+                                      stdin_read.get(),
+                                      stdout_write.get(),
+                                      STDERR_FILENO});
+  running_.insert(pid);
+  call->input.assign(stdin_write.release());
+  call->output.assign(stdout_read.release());
+  boost::asio::async_write(call->input, boost::asio::buffer(call->request),
+                           [call](boost::system::error_code, std::size_t) { call->input.close(); });
+  call->read();
+  call->timer.expires_at(deadline);
+  call->timer.async_wait([call, pid](boost::system::error_code ec) {
+    if (ec || call->exited) return;
+    call->timed_out = true;
+    signal_group(pid, SIGKILL);
+  });
+  reaper_.watch(pid, [this, call, pid](int) {
+    running_.erase(pid);
+    call->exited = true;
+    call->finish_if_complete();
+  });
+}
+
+}  // namespace inflight

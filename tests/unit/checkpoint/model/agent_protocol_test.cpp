@@ -1,0 +1,127 @@
+// The agent protocol read as each side reads it: what one side writes, the
+// other reads back field for field, and whatever else the agent might print
+// is a failure that names what is wrong.
+#include "inflight/checkpoint/agent_protocol.hpp"
+
+#include <gtest/gtest.h>
+
+namespace inflight {
+namespace {
+
+std::string wire(const OrderedJson& message) {
+  return message.dump();
+}
+
+TEST(AgentProtocol, EveryFieldOfARequestSurvivesTheWire) {
+  const agent::SaveAll call{.runs = {{.run_dir = "/runs/r1",
+                                      .origin_pod = "pod-a",
+                                      .run_id = "r1",
+                                      .attempt = 2,
+                                      .reason = "periodic",
+                                      .records = 7}},
+                            .lease_until = 1'700'000'000};
+  const AgentRequest request{.version = kAgentProtocolVersion,
+                             .op = std::string(agent::SaveAll::op),
+                             .store = {.cache_dir = "/cache.git",
+                                       .url = "git://h/r.git",
+                                       .username = "",
+                                       .token = "secret",
+                                       .ssh_key = "",
+                                       .known_hosts = "",
+                                       .ca_file = "",
+                                       .excludes = {"*.tmp"},
+                                       .restore_max_bytes = 1,
+                                       .restore_max_files = 2,
+                                       .claim_lease_seconds = 120},
+                             .pod = "pod-b",
+                             .call = call};
+  const auto read = OrderedJson::parse(wire(request)).get<AgentRequest>();
+  EXPECT_EQ(read.op, "save_all");
+  EXPECT_EQ(read.pod, "pod-b");
+  EXPECT_EQ(read.store.token, "secret");
+  EXPECT_EQ(read.store.excludes, std::vector<std::string>{"*.tmp"});
+  const auto read_call = read.call.get<agent::SaveAll>();
+  ASSERT_EQ(read_call.runs.size(), 1u);
+  EXPECT_EQ(read_call.runs[0].run_dir, "/runs/r1");
+  EXPECT_EQ(read_call.runs[0].attempt, 2);
+  EXPECT_EQ(read_call.runs[0].records, 7u);
+  EXPECT_EQ(read_call.lease_until, 1'700'000'000);
+}
+
+TEST(AgentProtocol, AnAnswerAndItsPartsAreReadBack) {
+  const agent::SavedAll saved{
+      .runs = {{.failure = std::nullopt, .commit = "abc"},
+               {.failure =
+                    AgentFailure{
+                        .kind = AgentFailureKind::rejected, .error = "taken", .branches = {}},
+                .commit = std::nullopt}},
+      .lease = agent::PartResult{.failure = std::nullopt, .commit = std::nullopt}};
+  const auto reply = read_reply<agent::SavedAll>(read_output(wire(answer_message(saved))));
+  ASSERT_TRUE(reply.answer);
+  ASSERT_EQ(reply.answer->runs.size(), 2u);
+  EXPECT_EQ(reply.answer->runs[0].commit, "abc");
+  EXPECT_FALSE(reply.answer->runs[0].failure);
+  ASSERT_TRUE(reply.answer->runs[1].failure);
+  EXPECT_EQ(reply.answer->runs[1].failure->kind, AgentFailureKind::rejected);
+  ASSERT_TRUE(reply.answer->lease);
+  EXPECT_FALSE(reply.answer->lease->failure);
+}
+
+TEST(AgentProtocol, AFailureKeepsItsKindAndItsBranches) {
+  const AgentFailure ambiguous{.kind = AgentFailureKind::ambiguous,
+                               .error = "'r1' has checkpoints from several pods",
+                               .branches = {"inflight/a/r1", "inflight/b/r1"}};
+  const auto reply = read_reply<agent::Shown>(read_output(wire(failure_message(ambiguous))));
+  EXPECT_FALSE(reply.answer);
+  EXPECT_EQ(reply.failure.kind, AgentFailureKind::ambiguous);
+  EXPECT_EQ(reply.failure.branches.size(), 2u);
+  EXPECT_EQ(reply.failure.error, ambiguous.error);
+}
+
+TEST(AgentProtocol, EveryStoreErrorKindHasAFailureKind) {
+  using checkpoint::GitErrorKind;
+  EXPECT_EQ(failure_kind(GitErrorKind::rejected), AgentFailureKind::rejected);
+  EXPECT_EQ(failure_kind(GitErrorKind::cache), AgentFailureKind::cache);
+  EXPECT_EQ(failure_kind(GitErrorKind::auth), AgentFailureKind::auth);
+  EXPECT_EQ(failure_kind(GitErrorKind::unreachable), AgentFailureKind::unreachable);
+  EXPECT_EQ(failure_kind(GitErrorKind::not_found), AgentFailureKind::not_found);
+  EXPECT_EQ(failure_kind(GitErrorKind::hostile_tree), AgentFailureKind::hostile_tree);
+  EXPECT_EQ(failure_kind(GitErrorKind::other), AgentFailureKind::other);
+}
+
+TEST(AgentProtocol, AnUnknownFailureKindIsOther) {
+  const auto out = read_output(
+      R"({"version":3,"ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})");
+  EXPECT_FALSE(out.answer);
+  EXPECT_EQ(out.failure.kind, AgentFailureKind::other);
+  EXPECT_EQ(out.failure.error, "e");
+}
+
+// Whatever the agent printed that is not an answer of this release fails the
+// step with a message that says what is wrong, and never throws.
+TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "gave no answer"},
+      {"not json", "malformed"},
+      {R"({"version":99,"ok":true,"answer":{}})", "protocol 99"},
+      {R"({"ok":true,"answer":{}})", "malformed"},
+      {R"({"version":3,"ok":true})", "malformed"},
+      {std::string(70, '[') + std::string(70, ']'), "malformed"},
+  };
+  for (const auto& [output, says] : cases) {
+    const auto out = read_output(output);
+    EXPECT_FALSE(out.answer) << output;
+    EXPECT_EQ(out.failure.kind, AgentFailureKind::other) << output;
+    EXPECT_NE(out.failure.error.find(says), std::string::npos) << out.failure.error;
+  }
+}
+
+TEST(AgentProtocol, AnAnswerThatLacksAFieldIsMalformed) {
+  const auto reply =
+      read_reply<agent::Saved>(read_output(R"({"version":3,"ok":true,"answer":{}})"));
+  EXPECT_FALSE(reply.answer);
+  EXPECT_NE(reply.failure.error.find("malformed"), std::string::npos) << reply.failure.error;
+}
+
+}  // namespace
+}  // namespace inflight

@@ -1,0 +1,352 @@
+#include <barrier>
+#include <chrono>
+#include <functional>
+#include <iostream>
+#include <thread>
+
+#include "checkpoint/background_process.hpp"
+#include "checkpoint/checkpoint_test_support.hpp"
+
+namespace inflight::checkpoint::testing {
+namespace {
+
+const std::string kRef = "refs/heads/inflight/pod-a/r-1";
+
+GitErrorKind kind_of(const std::function<void()>& call, std::string* message = nullptr) {
+  try {
+    call();
+  } catch (const GitError& error) {
+    if (message != nullptr) *message = error.what();
+    return error.kind();
+  }
+  ADD_FAILURE() << "expected a GitError";
+  return GitErrorKind::other;
+}
+
+class RemoteStoreTest : public CheckpointTest {
+ protected:
+  void SetUp() override {
+    run("git init -q --bare '" + remote_path().string() + "'");
+    repo_.emplace(cache_path());
+    snapshotter_.emplace(*repo_, std::vector<std::string>{});
+  }
+  fs::path remote_path() const { return temp_.path() / "results.git"; }
+  RemoteConfig config(const std::string& url) const {
+    return RemoteConfig{url, "", "", {}, {}, {}};
+  }
+
+  std::string checkpoint(const std::string& content,
+                         const std::optional<std::string>& parent = std::nullopt) {
+    write_file(run_dir() / "index.jsonl", content);
+    return *snapshotter_->snapshot(run_dir(), CheckpointInfo{"r-1", 1, "manual", "pod-a", 1},
+                                   parent);
+  }
+
+  // Another agent on the local results repo, with a cache and a commit of
+  // its own: step(store, its commit, i) for each of `steps` steps, each begun
+  // together with the test's (`both`). Its failures are only load here.
+  using Step = std::function<void(RemoteStore&, const std::string& theirs, int i)>;
+  std::thread other_agent(std::barrier<>& both, int steps, Step step) {
+    CacheRepo cache(temp_.path() / "other-cache.git");
+    std::string theirs = *RunSnapshotter(cache, {}).snapshot(
+        run_dir(), CheckpointInfo{"r-0", 1, "manual", "pod-b", 1}, {});
+    return std::thread([this, &both, steps, step = std::move(step), cache = std::move(cache),
+                        theirs = std::move(theirs)]() mutable {
+      RemoteStore store(cache, config(remote_path().string()));
+      for (int i = 0; i < steps; ++i) {
+        both.arrive_and_wait();
+        try {
+          step(store, theirs, i);
+        } catch (const GitError&) {
+        }
+      }
+    });
+  }
+
+  std::optional<CacheRepo> repo_;
+  std::optional<RunSnapshotter> snapshotter_;
+};
+
+TEST_F(RemoteStoreTest, PushListFetchRemoveRoundTrip) {
+  RemoteStore store(*repo_, config(remote_path().string()));
+  const std::string first = checkpoint("1\n");
+  store.push(kRef, first);
+  const std::string second = checkpoint("1\n2\n", first);
+  store.push(kRef, second);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), second);
+
+  const auto branches = store.list();
+  ASSERT_EQ(branches.size(), 1u);
+  EXPECT_EQ(branches[0].ref, kRef);
+  EXPECT_EQ(branches[0].oid, second);
+  EXPECT_TRUE(store.list("refs/heads/other/").empty());
+
+  CacheRepo elsewhere(temp_.path() / "other-cache.git");
+  RemoteStore other(elsewhere, config(remote_path().string()));
+  EXPECT_EQ(other.fetch(kRef), second);
+  EXPECT_EQ(history(elsewhere, second).size(), 2u);
+  EXPECT_EQ(read_file_at(elsewhere, second, "index.jsonl"), "1\n2\n");
+
+  store.remove(kRef);
+  EXPECT_TRUE(store.list().empty());
+  EXPECT_EQ(kind_of([&] { other.fetch(kRef); }), GitErrorKind::not_found);
+}
+
+// A push's sources live in its memory: no ref is written in the cache before
+// the push lands, so a cache that cannot take one does not stop it.
+TEST_F(RemoteStoreTest, APushWritesNoRefInTheCacheBeforeItLands) {
+  RemoteStore store(*repo_, config(remote_path().string()));
+  const std::string commit = checkpoint("1\n");
+  fs::remove_all(cache_path() / "refs" / "tags");
+  write_file(cache_path() / "refs" / "tags", "not a directory\n");
+  store.push(kRef, commit);
+  EXPECT_EQ(store.update({{.ref = "refs/heads/inflight/pod-a/r-2", .commit = commit, .from = {}}})
+                .front()
+                .outcome,
+            RefOutcome::updated);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), commit);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse refs/heads/inflight/pod-a/r-2")), commit);
+}
+
+TEST_F(RemoteStoreTest, FileUrlsAreLocalToo) {
+  RemoteStore store(*repo_, config("file://" + remote_path().string()));
+  const std::string commit = checkpoint("x\n");
+  store.push(kRef, commit);
+  ASSERT_EQ(store.list().size(), 1u);
+  EXPECT_EQ(store.fetch(kRef), commit);
+}
+
+TEST_F(RemoteStoreTest, MissingLocalResultsRepoIsCreatedBare) {
+  const fs::path path = temp_.path() / ".inflight" / "results.git";
+  RemoteStore store(*repo_, config(path.string()));
+  EXPECT_TRUE(store.list().empty());
+  EXPECT_EQ(trimmed(git(path, "rev-parse --is-bare-repository")), "true");
+  store.push(kRef, checkpoint("x\n"));
+  EXPECT_EQ(store.list().size(), 1u);
+}
+
+TEST_F(RemoteStoreTest, FetchOfAMissingBranchIsNotFound) {
+  RemoteStore store(*repo_, config(remote_path().string()));
+  EXPECT_EQ(kind_of([&] { store.fetch("refs/heads/inflight/nobody/r-9"); }),
+            GitErrorKind::not_found);
+}
+
+TEST_F(RemoteStoreTest, PushThatIsNotAFastForwardIsRejected) {
+  RemoteStore store(*repo_, config(remote_path().string()));
+  const std::string first = checkpoint("1\n");
+  store.push(kRef, first);
+  const std::string diverged = checkpoint("other\n");  // no parent: not a descendant
+  EXPECT_EQ(kind_of([&] { store.push(kRef, diverged); }), GitErrorKind::rejected);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), first);
+}
+
+TEST_F(RemoteStoreTest, PushOverATipWeNeverSawIsRejected) {
+  CacheRepo owner_cache(temp_.path() / "owner.git");
+  RunSnapshotter owner(owner_cache, {});
+  write_file(temp_.path() / "owner-run" / "a", "owner");
+  const auto theirs = owner.snapshot(temp_.path() / "owner-run",
+                                     CheckpointInfo{"r-1", 2, "claim", "pod-b", 0}, std::nullopt);
+  RemoteStore(owner_cache, config(remote_path().string())).push(kRef, *theirs);
+
+  RemoteStore store(*repo_, config(remote_path().string()));
+  EXPECT_EQ(kind_of([&] { store.push(kRef, checkpoint("mine\n")); }), GitErrorKind::rejected);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), *theirs);
+}
+
+// libgit2 writes a local results repo's refs itself: a ref it could not
+// write was judged by nobody, so the run is not another's.
+TEST_F(RemoteStoreTest, ARefALocalResultsRepoCannotWriteIsUnwrittenNotRefused) {
+  RemoteStore store(*repo_, config(remote_path().string()));
+  const std::string commit = checkpoint("1\n");
+  write_file(remote_path() / (kRef + ".lock"), "");  // left by a writer that died
+
+  const auto results = store.update({{.ref = kRef, .commit = commit, .from = {}},
+                                     {.ref = kRef + "-2", .commit = commit, .from = {}}});
+  EXPECT_EQ(results[0].outcome, RefOutcome::unwritten) << results[0].detail;
+  EXPECT_NE(results[0].detail.find("lock"), std::string::npos) << results[0].detail;
+  EXPECT_EQ(results[1].outcome, RefOutcome::updated) << results[1].detail;
+  std::string message;
+  EXPECT_EQ(kind_of([&] { store.push(kRef, commit); }, &message), GitErrorKind::other);
+  EXPECT_NE(message.find(kRef + ": could not write it"), std::string::npos) << message;
+}
+
+// The races CI found on a results repo at a local path: one agent deletes
+// the last branch under a pod, and libgit2 removes the emptied directory
+// while another agent writes a ref into it; or deletes a ref while another
+// agent lists them. The two agents start each step together (a barrier), and
+// the other deletes once per step, so it can fail one try of each update at
+// most: tried again, each update lands, none is taken for another owner's.
+TEST_F(RemoteStoreTest, AnUpdateRacingAnotherAgentOnALocalResultsRepoLands) {
+  constexpr int kSteps = 200;
+  const std::string commit = checkpoint("1\n");
+  std::barrier both(2);
+  std::thread remover =
+      other_agent(both, kSteps, [](RemoteStore& store, const std::string& theirs, int) {
+        const std::string other = "refs/heads/inflight/pod-b/r-0";
+        store.update({{.ref = other, .commit = theirs, .from = {}}});
+        store.update({{.ref = other, .commit = "", .from = {}}});
+      });
+  RemoteStore store(*repo_, config(remote_path().string()));
+  for (int i = 0; i < kSteps; ++i) {
+    const std::string ref = "refs/heads/inflight/pod-b/r-" + std::to_string(i + 1);
+    both.arrive_and_wait();
+    std::vector<RefResult> results;
+    EXPECT_NO_THROW(results = store.update({{.ref = ref, .commit = commit, .from = {}}}));
+    EXPECT_NO_THROW(results.push_back(store.update({{.ref = ref, .commit = "", .from = {}}})[0]));
+    for (const auto& result : results)
+      EXPECT_EQ(result.outcome, RefOutcome::updated) << ref << ": " << result.detail;
+  }
+  remover.join();
+}
+
+// Two agents write one new ref of a local results repo at once, ref after
+// ref. The one whose write failed on the other's lock tries again on the tip
+// the other wrote: that ref is taken from it alone (libgit2 would fail the
+// whole push on a tip it cannot fast-forward), and the rest of its push lands.
+TEST_F(RemoteStoreTest, ARefAnotherAgentWroteBetweenTriesIsTakenAloneOnALocalResultsRepo) {
+  constexpr int kRefs = 200;
+  auto contested = [](int i) { return "refs/heads/inflight/pod-b/r-" + std::to_string(i); };
+  const std::string ours = checkpoint("1\n");
+  std::barrier both(2);
+  std::thread rival =
+      other_agent(both, kRefs, [&](RemoteStore& store, const std::string& theirs, int i) {
+        store.update({{.ref = contested(i), .commit = theirs, .from = {}}});
+      });
+  RemoteStore store(*repo_, config(remote_path().string()));
+  int taken = 0;
+  for (int i = 0; i < kRefs; ++i) {
+    const std::string ref = "refs/heads/inflight/pod-a/r-" + std::to_string(i);
+    both.arrive_and_wait();
+    std::vector<RefResult> results;
+    EXPECT_NO_THROW(results = store.update({{.ref = contested(i), .commit = ours, .from = {}},
+                                            {.ref = ref, .commit = ours, .from = {}}}));
+    if (results.size() != 2) continue;
+    EXPECT_EQ(results[1].outcome, RefOutcome::updated) << ref << ": " << results[1].detail;
+    EXPECT_NE(results[0].outcome, RefOutcome::refused) << results[0].detail;  // no server here
+    taken += results[0].outcome == RefOutcome::taken;
+  }
+  rival.join();
+  std::cout << taken << " of " << kRefs << " contested refs taken\n";
+}
+
+TEST_F(RemoteStoreTest, UnreachableServerIsUnreachable) {
+  RemoteStore store(*repo_, config("git://127.0.0.1:" + std::to_string(free_port()) + "/x.git"));
+  EXPECT_EQ(kind_of([&] { store.list(); }), GitErrorKind::unreachable);
+}
+
+TEST_F(RemoteStoreTest, MessagesNameTheUrlWithoutPasswordOrToken) {
+  const std::string url_base = "127.0.0.1:" + std::to_string(free_port()) + "/x.git";
+  RemoteConfig secret_config{"https://bob:s3cret@" + url_base, "bob", "tok-123", {}, {}, {}};
+  RemoteStore store(*repo_, secret_config);
+  EXPECT_EQ(store.display_url(), "https://bob@" + url_base);
+  std::string message;
+  EXPECT_EQ(kind_of([&] { store.list(); }, &message), GitErrorKind::unreachable);
+  EXPECT_NE(message.find("https://bob@" + url_base), std::string::npos) << message;
+  EXPECT_EQ(message.find("s3cret"), std::string::npos) << message;
+  EXPECT_EQ(message.find("tok-123"), std::string::npos) << message;
+}
+
+// A real git server, so that server-side refusals (hooks, receive.* config) apply.
+class GitDaemonTest : public RemoteStoreTest {
+ protected:
+  void SetUp() override {
+    RemoteStoreTest::SetUp();
+    daemon_.emplace(std::vector<std::string>{"git", "daemon", "--reuseaddr", "--listen=127.0.0.1",
+                                             "--port=" + std::to_string(port_),
+                                             "--base-path=" + temp_.path().string(), "--export-all",
+                                             "--enable=receive-pack", temp_.path().string()},
+                    port_);
+  }
+  std::string url() const { return "git://127.0.0.1:" + std::to_string(port_) + "/results.git"; }
+
+  int port_ = free_port();
+  std::optional<BackgroundProcess> daemon_;
+};
+
+TEST_F(GitDaemonTest, PushesAndListsOverTheNetwork) {
+  RemoteStore store(*repo_, config(url()));
+  const std::string commit = checkpoint("x\n");
+  store.push(kRef, commit);
+  ASSERT_EQ(store.list().size(), 1u);
+  EXPECT_EQ(store.list()[0].oid, commit);
+  store.remove(kRef);
+  EXPECT_TRUE(store.list().empty());
+}
+
+TEST_F(GitDaemonTest, PreReceiveHookThatDeclinesIsRejected) {
+  write_file(remote_path() / "hooks" / "pre-receive", "#!/bin/sh\necho no >&2\nexit 1\n");
+  fs::permissions(remote_path() / "hooks" / "pre-receive", fs::perms::owner_all);
+  RemoteStore store(*repo_, config(url()));
+  std::string message;
+  EXPECT_EQ(kind_of([&] { store.push(kRef, checkpoint("x\n")); }, &message),
+            GitErrorKind::rejected);
+  EXPECT_NE(message.find(kRef), std::string::npos) << message;
+  EXPECT_NE(message.find("hook declined"), std::string::npos) << message;
+  EXPECT_TRUE(store.list().empty());
+}
+
+TEST_F(GitDaemonTest, DeletionRefusedByTheServerIsRejected) {
+  git(remote_path(), "config receive.denyDeletes true");
+  RemoteStore store(*repo_, config(url()));
+  store.push(kRef, checkpoint("x\n"));
+  EXPECT_EQ(kind_of([&] { store.remove(kRef); }), GitErrorKind::rejected);
+  EXPECT_EQ(store.list().size(), 1u);
+}
+
+// A connection opened ahead carries the tips of its time: a ref made since
+// is not overwritten, the server refuses the stale update.
+TEST_F(GitDaemonTest, AnUpdateOverAConnectionOpenedAheadIsJudgedByTheServer) {
+  RemoteStore store(*repo_, config(url()));
+  const std::string ours = checkpoint("ours\n");
+  store.connect_ahead();
+  CacheRepo elsewhere(temp_.path() / "other-cache.git");
+  RunSnapshotter other_snapshotter(elsewhere, {});
+  write_file(run_dir() / "index.jsonl", "theirs\n");
+  const std::string theirs =
+      *other_snapshotter.snapshot(run_dir(), CheckpointInfo{"r-1", 1, "manual", "pod-b", 1}, {});
+  RemoteStore(elsewhere, config(url())).push(kRef, theirs);
+
+  const auto results = store.update({{.ref = kRef, .commit = ours, .from = {}},
+                                     {.ref = kRef + "-2", .commit = ours, .from = {}}});
+  EXPECT_EQ(results[0].outcome, RefOutcome::refused) << results[0].detail;
+  EXPECT_EQ(results[1].outcome, RefOutcome::updated) << results[1].detail;
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), theirs);
+}
+
+TEST_F(RemoteStoreTest, AConnectionThatCouldNotBeOpenedAheadFailsTheUpdate) {
+  RemoteStore store(*repo_, config("git://127.0.0.1:" + std::to_string(free_port()) + "/x.git"));
+  store.connect_ahead();
+  EXPECT_EQ(
+      kind_of([&] { store.update({{.ref = kRef, .commit = checkpoint("1\n"), .from = {}}}); }),
+      GitErrorKind::unreachable);
+}
+
+// An HTTP server that refuses every request with 401, to see auth give up fast.
+TEST_F(RemoteStoreTest, RefusedCredentialsEndQuicklyAsAuth) {
+  const int port = free_port();
+  const std::string server =
+      "import http.server\n"
+      "class H(http.server.BaseHTTPRequestHandler):\n"
+      "  def do_GET(self):\n"
+      "    self.send_response(401)\n"
+      "    self.send_header('WWW-Authenticate', 'Basic realm=\"x\"')\n"
+      "    self.send_header('Content-Length', '0')\n"
+      "    self.end_headers()\n"
+      "  def log_message(self, *a): pass\n"
+      "http.server.HTTPServer(('127.0.0.1', " +
+      std::to_string(port) + "), H).serve_forever()\n";
+  const BackgroundProcess http({"python3", "-c", server}, port);
+  RemoteStore store(
+      *repo_,
+      RemoteConfig{
+          "http://127.0.0.1:" + std::to_string(port) + "/r.git", "", "tok-123", {}, {}, {}});
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  EXPECT_EQ(kind_of([&] { store.list(); }, &message), GitErrorKind::auth);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(message.find("tok-123"), std::string::npos) << message;
+  EXPECT_NE(message.find("authentication to http://127.0.0.1"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace inflight::checkpoint::testing

@@ -1,0 +1,158 @@
+#include <sys/stat.h>
+
+#include "checkpoint/checkpoint_test_support.hpp"
+
+namespace inflight::checkpoint::testing {
+namespace {
+
+class MaterializeTest : public CheckpointTest {
+ protected:
+  void SetUp() override {
+    repo_.emplace(cache_path());
+    raw_.emplace(cache_path());
+    fs::create_directories(outside());
+  }
+  fs::path outside() const { return temp_.path() / "outside"; }
+  git_oid blob(const std::string& content) { return raw_->write(content, GIT_OBJECT_BLOB); }
+  git_oid tree(const std::vector<TreeEntrySpec>& entries) { return write_raw_tree(*raw_, entries); }
+  std::string commit(const git_oid& root) { return write_raw_commit(*raw_, root); }
+
+  // Asserts a refusal that wrote nothing at all: no run dir, nothing outside.
+  void expect_refused(const std::string& commit_oid, std::uint64_t max_bytes, const char* rule) {
+    try {
+      materialize(*repo_, commit_oid, run_dir(), {.max_bytes = max_bytes, .max_files = 1000});
+      ADD_FAILURE() << "expected hostile_tree for " << rule;
+    } catch (const GitError& error) {
+      EXPECT_EQ(error.kind(), GitErrorKind::hostile_tree) << error.what();
+      EXPECT_NE(std::string(error.what()).find(rule), std::string::npos) << error.what();
+    }
+    EXPECT_FALSE(fs::exists(run_dir()));
+    EXPECT_TRUE(fs::is_empty(outside()));
+  }
+
+  std::optional<CacheRepo> repo_;
+  std::optional<RawRepo> raw_;
+};
+
+TEST_F(MaterializeTest, WritesFilesDirectoriesAndModes) {
+  const git_oid sub = tree({{"100644", "b.txt", blob("bee")}});
+  const std::string c = commit(tree({{"100644", "a.txt", blob("ay")},
+                                     {"100755", "run.sh", blob("#!/bin/sh\n")},
+                                     {"40000", "sub", sub}}));
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
+  EXPECT_EQ(read_file(run_dir() / "a.txt"), "ay");
+  EXPECT_EQ(read_file(run_dir() / "sub" / "b.txt"), "bee");
+  const auto perms = fs::status(run_dir() / "run.sh").permissions();
+  EXPECT_NE(perms & fs::perms::owner_exec, fs::perms::none);
+  EXPECT_EQ(fs::status(run_dir() / "a.txt").permissions() & fs::perms::owner_exec, fs::perms::none);
+}
+
+TEST_F(MaterializeTest, OverwritesExistingFilesAndNeverFollowsPlantedSymlinks) {
+  write_file(outside() / "victim.txt", "untouched");
+  fs::create_directories(run_dir());
+  write_file(run_dir() / "a.txt", "old");
+  fs::create_symlink(outside() / "victim.txt", run_dir() / "victim.txt");
+  fs::create_directory_symlink(outside(), run_dir() / "sub");
+  const std::string c = commit(tree({{"100644", "a.txt", blob("new")},
+                                     {"40000", "sub", tree({{"100644", "planted.txt", blob("p")}})},
+                                     {"100644", "victim.txt", blob("replaced")}}));
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
+  EXPECT_EQ(read_file(run_dir() / "a.txt"), "new");
+  EXPECT_EQ(read_file(run_dir() / "victim.txt"), "replaced");
+  EXPECT_FALSE(fs::is_symlink(run_dir() / "victim.txt"));
+  EXPECT_FALSE(fs::is_symlink(run_dir() / "sub"));
+  EXPECT_EQ(read_file(run_dir() / "sub" / "planted.txt"), "p");
+  EXPECT_EQ(read_file(outside() / "victim.txt"), "untouched");
+  EXPECT_FALSE(fs::exists(outside() / "planted.txt"));
+}
+
+TEST_F(MaterializeTest, RefusesANameThatIsNotUtf8) {
+  expect_refused(commit(tree({{"100644", "ok.txt", blob("x")}, {"100644", "bad\xff", blob("x")}})),
+                 1 << 20, "name is not UTF-8");
+}
+
+TEST_F(MaterializeTest, RefusesMoreFilesThanTheLimitCountingDirectories) {
+  const git_oid x = blob("x");
+  const std::string c =
+      commit(tree({{"100644", "a", x}, {"40000", "d", tree({{"100644", "b", x}})}}));
+  try {
+    materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 2});
+    ADD_FAILURE() << "expected hostile_tree";
+  } catch (const GitError& error) {
+    EXPECT_NE(std::string(error.what()).find("more than 2 files"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(run_dir()));
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 3});
+  EXPECT_EQ(read_file(run_dir() / "d" / "b"), "x");
+}
+
+// Restored files are the creating process's, as any file it writes: its umask applies.
+TEST_F(MaterializeTest, RestoredFilesTakeTheUmask) {
+  const std::string c =
+      commit(tree({{"100644", "a.txt", blob("a")}, {"100755", "run.sh", blob("#!/bin/sh\n")}}));
+  const mode_t old = ::umask(027);
+  materialize(*repo_, c, run_dir(), {});
+  ::umask(old);
+  EXPECT_EQ(fs::status(run_dir() / "a.txt").permissions(), fs::perms(0640));
+  EXPECT_EQ(fs::status(run_dir() / "run.sh").permissions(), fs::perms(0750));
+}
+
+TEST_F(MaterializeTest, RefusesDotDot) {
+  expect_refused(commit(tree({{"100644", "..", blob("x")}})), 1 << 20, "'..'");
+}
+
+TEST_F(MaterializeTest, RefusesDotDotDeepInside) {
+  const git_oid evil = tree({{"100644", "a", blob("x")}, {"40000", "..", tree({})}});
+  expect_refused(commit(tree({{"100644", "fine.txt", blob("f")}, {"40000", "sub", evil}})), 1 << 20,
+                 "sub/..");
+}
+
+TEST_F(MaterializeTest, RefusesDotGitInAnyCase) {
+  const git_oid hooks = tree({{"100755", "post-checkout", blob("#!/bin/sh\n")}});
+  expect_refused(commit(tree({{"40000", ".git", hooks}})), 1 << 20, ".git");
+  expect_refused(commit(tree({{"40000", ".GiT", hooks}})), 1 << 20, ".git");
+}
+
+TEST_F(MaterializeTest, RefusesSymlinkEntries) {
+  expect_refused(commit(tree({{"100644", "a.txt", blob("a")}, {"120000", "link", blob("/etc")}})),
+                 1 << 20, "symbolic link");
+}
+
+TEST_F(MaterializeTest, RefusesGitlinks) {
+  git_oid somewhere;
+  git_oid_fromstr(&somewhere, std::string(40, '1').c_str());
+  expect_refused(commit(tree({{"160000", "module", somewhere}})), 1 << 20, "gitlink");
+}
+
+TEST_F(MaterializeTest, RefusesNamesWithSlash) {
+  expect_refused(commit(tree({{"100644", "../../outside/escape.txt", blob("x")}})), 1 << 20, "'/'");
+}
+
+TEST_F(MaterializeTest, RefusesTreesOverTheSizeLimit) {
+  expect_refused(commit(tree({{"100644", "a", blob(std::string(600, 'a'))},
+                              {"100644", "b", blob(std::string(600, 'b'))}})),
+                 1000, "larger than the limit");
+}
+
+TEST_F(MaterializeTest, RefusesMalformedChunkTrees) {
+  const git_oid chunks = tree({{"100644", "000000", blob("x")}, {"100644", "evil", blob("y")}});
+  expect_refused(commit(tree({{"40000", "big.inflight-chunks", chunks}})), 1 << 20, "chunk");
+}
+
+TEST_F(MaterializeTest, RefusesChunkTreeThatWouldWriteDotGit) {
+  const git_oid chunks = tree({{"100644", "000000", blob("x")}});
+  expect_refused(commit(tree({{"40000", ".git.inflight-chunks", chunks}})), 1 << 20, ".git");
+}
+
+TEST_F(MaterializeTest, ReassemblesChunkedFiles) {
+  const git_oid chunks =
+      tree({{"100644", "000000", blob("hello ")}, {"100644", "000001", blob("world")}});
+  const std::string c = commit(tree({{"40000", "index.jsonl.inflight-chunks", chunks}}));
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
+  EXPECT_EQ(read_file(run_dir() / "index.jsonl"), "hello world");
+  EXPECT_EQ(read_file_at(*repo_, c, "index.jsonl"), "hello world");
+  EXPECT_EQ(read_file_at(*repo_, c, "missing.json"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace inflight::checkpoint::testing

@@ -1,0 +1,686 @@
+#include "inflight/checkpoint/checkpoint_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include "checkpoint/background_process.hpp"
+#include "checkpoint/checkpoint_test_support.hpp"
+#include "inflight/checkpoint/lease.hpp"
+#include "inflight/core/run_params.hpp"
+
+namespace inflight::checkpoint::testing {
+namespace {
+
+class CheckpointStoreTest : public CheckpointTest {
+ protected:
+  fs::path remote() const { return temp_.path() / "results.git"; }
+
+  StoreConfig config(const std::string& name) const {
+    return {.cache_dir = temp_.path() / (name + "-cache.git"),
+            .remote = {remote().string(), "", "", {}, {}, {}},
+            .exclude_globs = {},
+            .restore_limits = {.max_bytes = 1 << 20, .max_files = 1000},
+            .claim_lease = std::chrono::seconds(120)};
+  }
+
+  // Every run acceptable, as an instance with its template configured judges.
+  static RunVerdict accept(const RunParams&) {
+    return {.refusal = std::nullopt, .progress_file = "index.jsonl"};
+  }
+
+  static RestoreReport restore(CheckpointStore&& store, const fs::path& runs,
+                               const std::string& pod, std::map<std::string, LocalRun> local = {},
+                               RunJudge judge = accept, std::set<std::string> skip = {}) {
+    return store.restore({.runs_dir = runs,
+                          .pod = pod,
+                          .local = std::move(local),
+                          .judge = std::move(judge),
+                          .only = std::nullopt,
+                          .lease_until = std::nullopt,
+                          .skip = std::move(skip)});
+  }
+
+  static std::int64_t now_plus(std::int64_t seconds) {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+               .count() +
+           seconds;
+  }
+
+  // pod-a's run r1 with a periodic tip, and pod-a's lease until `until`.
+  fs::path running_run_with_lease(std::int64_t until) {
+    const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+    CheckpointStore store(config("a"));
+    store.save(dir, "pod-a", info("r1", "periodic"));
+    hold_lease(store.cache(), store.remote(), {.pod = "pod-a", .until = until});
+    store.persist();  // as the agent does after each op
+    return dir;
+  }
+
+  bool has_ref(const std::string& ref) const {
+    return !git(remote(), "for-each-ref " + ref).empty();
+  }
+
+  // A run dir as serve leaves it after an interrupted attempt.
+  fs::path make_run(const fs::path& runs, const std::string& id, int attempts) const {
+    const auto dir = runs / id;
+    fs::create_directories(dir);
+    RunParams params;
+    params.run_id = id;
+    params.child = {{"argv", {"x"}}, {"progress_file", "index.jsonl"}};
+    params.origin_pod = "pod-a";
+    params.created_at = "2026-11-21T10:00:00Z";
+    for (int n = 1; n <= attempts; ++n)
+      params.attempts.push_back({.attempt = n,
+                                 .pod = "pod-a",
+                                 .started_at = "t",
+                                 .ended_at = "t",
+                                 .exit_code = 143,
+                                 .outcome = "interrupted"});
+    write_run_params(dir, params);
+    write_file(dir / "index.jsonl", "{\"test_id\":\"t001\"}\n{\"test_id\":\"t002\"}\n");
+    return dir;
+  }
+
+  CheckpointInfo info(const std::string& id, const std::string& reason = "shutdown") const {
+    return {id, 1, reason, "pod-a", 2};
+  }
+};
+
+TEST_F(CheckpointStoreTest, SavePushesToTheRunBranchAndSkipsAnUnchangedDir) {
+  CheckpointStore store(config("a"));
+  const auto dir = make_run(temp_.path() / "runs", "r1", 1);
+  const auto first = store.save(dir, "pod-a", info("r1"));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1")), *first);
+  EXPECT_FALSE(store.save(dir, "pod-a", info("r1", "periodic")).has_value());
+  append_file(dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  const auto second = store.save(dir, "pod-a", info("r1", "periodic"));
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1^")), *first);
+}
+
+// A shutdown's push keeps no objects in the cache and moves none of its
+// refs: the next start on that disk restores from the branch as usual.
+TEST_F(CheckpointStoreTest, ASaveThatKeptNoObjectsLeavesTheCacheAsItWas) {
+  const auto dir = make_run(temp_.path() / "runs", "r1", 1);
+  const auto shutdown = CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+  ASSERT_TRUE(shutdown);
+  EXPECT_FALSE(CacheRepo(config("a").cache_dir).contains(*shutdown));
+  EXPECT_EQ(git(config("a").cache_dir, "for-each-ref"), "");
+  const auto runs_a2 = temp_.path() / "runs-a2";
+  fs::create_directories(runs_a2);
+  CheckpointStore next(config("a"));
+  const auto report = restore(std::move(next), runs_a2, "pod-a");
+  EXPECT_EQ(report.claimed.size(), 1u);
+  EXPECT_TRUE(report.problems.empty()) << report.problems.front();
+}
+
+// Agents of one pod share the cache: what one holds in memory while it
+// pushes must not break another's fetch (its negotiation offers every ref
+// of the cache but tags).
+TEST_F(CheckpointStoreTest, AnotherAgentFetchesWhileOneHoldsUnkeptCommits) {
+  const auto dir = make_run(temp_.path() / "runs", "r1", 1);
+  CheckpointStore pushing(config("a"));
+  ASSERT_TRUE(pushing.save(dir, "pod-a", info("r1", "periodic")));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  CheckpointStore fetching(config("a"));
+  const auto listing =
+      fetching.remote().list("refs/heads/inflight/", RemoteStore::Tips::downloaded);
+  ASSERT_EQ(listing.size(), 1u);
+  EXPECT_NO_THROW(fetching.remote().fetch(listing[0].ref));
+  pushing.persist();
+  EXPECT_EQ(pushing.remote().last_pushed(listing[0].ref), listing[0].oid);
+}
+
+// The steps of serve on one disk, one agent process each: a restore's
+// claim, kept, then periodic saves on top of it.
+TEST_F(CheckpointStoreTest, PeriodicSavesBuildOnAKeptClaim) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  ASSERT_TRUE(CheckpointStore(config("a")).save(dir, "pod-a", info("r1")));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  {
+    CheckpointStore store(config("b"));
+    ASSERT_EQ(restore(std::move(store), runs_b, "pod-b").claimed.size(), 1u);
+    store.persist();
+  }
+  for (int tick = 0; tick < 3; ++tick) {
+    append_file(runs_b / "r1" / "index.jsonl",
+                "{\"test_id\":\"t00" + std::to_string(tick) + "\"}\n");
+    CheckpointStore store(config("b"));
+    const auto report = store.save_all(
+        {{.run_dir = runs_b / "r1", .origin_pod = "pod-a", .info = info("r1", "periodic")}},
+        std::nullopt);
+    ASSERT_FALSE(report.runs[0].error) << *report.runs[0].error;
+    ASSERT_TRUE(report.runs[0].commit);
+    store.persist();
+  }
+}
+
+// Every claim rides in one push; each lands on its own.
+TEST_F(CheckpointStoreTest, RestoreClaimsEveryRunInOnePush) {
+  for (const auto* id : {"r1", "r2", "r3"})
+    CheckpointStore(config("a"))
+        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a", info(id, "shutdown"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
+  EXPECT_TRUE(report.problems.empty()) << report.problems.front();
+  ASSERT_EQ(report.claimed.size(), 3u);
+  for (const auto& run : report.claimed) {
+    EXPECT_TRUE(fs::exists(run.dir / "index.jsonl"));
+    EXPECT_EQ(trimmed(git(remote(), "rev-parse " + run.branch)), run.claim);
+  }
+}
+
+// Between reading a branch and pushing the claims, another pod claimed the
+// run, or its owner finished it and deleted the branch: the claim is lost,
+// nothing is written over it or recreated, and nothing lands on disk.
+TEST_F(CheckpointStoreTest, AClaimOnABranchThatMovedOrWentSinceItWasReadIsLost) {
+  for (const std::string moved : {"claimed", "deleted"}) {
+    const std::string id = "r-" + moved;
+    CheckpointStore(config("a"))
+        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a", info(id, "shutdown"));
+    const auto ref = branch_ref({"pod-a", id});
+    const auto runs_b = temp_.path() / ("runs-b-" + moved);
+    const auto runs_c = temp_.path() / ("runs-c-" + moved);
+    fs::create_directories(runs_b);
+    fs::create_directories(runs_c);
+    auto meanwhile = [&](const RunParams& params) {
+      if (moved == "claimed")
+        EXPECT_EQ(restore(CheckpointStore(config("c")), runs_c, "pod-c").claimed.size(), 1u);
+      else
+        git(remote(), "update-ref -d " + ref);
+      return accept(params);
+    };
+    const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b", {}, meanwhile);
+    const auto tip = git(remote(), "for-each-ref " + ref);
+    EXPECT_TRUE(report.claimed.empty()) << moved;
+    EXPECT_EQ(report.lost, std::vector<std::string>{id}) << moved;
+    EXPECT_FALSE(fs::exists(runs_b / id)) << moved;
+    EXPECT_FALSE(fs::exists(runs_b / (".restore-" + id))) << moved;
+    if (moved == "deleted") {
+      EXPECT_EQ(tip, "") << "a finished run's branch was recreated";
+    } else {
+      EXPECT_NE(git(remote(), "log -1 --format=%B " + ref).find("Inflight-Pod: pod-c\n"),
+                std::string::npos)
+          << "pod-c's claim was written over";
+    }
+  }
+}
+
+// A claim a local results repo could not write was judged by nobody: the
+// run is not lost to another pod, and a later restore claims it.
+TEST_F(CheckpointStoreTest, AClaimALocalResultsRepoCouldNotWriteIsNotLost) {
+  CheckpointStore(config("a"))
+      .save(make_run(temp_.path() / "runs-a", "r1", 1), "pod-a", info("r1", "shutdown"));
+  const auto lock = remote() / (branch_ref({"pod-a", "r1"}) + ".lock");
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  auto lock_meanwhile = [&](const RunParams& params) {
+    write_file(lock, "");
+    return accept(params);
+  };
+  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b", {}, lock_meanwhile);
+  EXPECT_TRUE(report.claimed.empty());
+  EXPECT_TRUE(report.lost.empty());
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].find("could not write"), std::string::npos) << report.problems[0];
+  EXPECT_FALSE(fs::exists(runs_b / "r1"));
+
+  fs::remove(lock);
+  EXPECT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
+}
+
+// The branch copies are written beside the run dirs before the push: a
+// restore that fails after them (the results repo gone) leaves none behind.
+TEST_F(CheckpointStoreTest, ARestoreThatFailsLeavesNoBranchCopyBehind) {
+  for (const std::string id : {"r1", "r2"})
+    CheckpointStore(config("a"))
+        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a", info(id, "shutdown"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  auto repo_gone_meanwhile = [&](const RunParams& params) {
+    if (params.run_id == "r2") fs::rename(remote(), temp_.path() / "gone.git");
+    return accept(params);
+  };
+  EXPECT_THROW(restore(CheckpointStore(config("b")), runs_b, "pod-b", {}, repo_gone_meanwhile),
+               GitError);
+  EXPECT_TRUE(fs::is_empty(runs_b));
+}
+
+TEST_F(CheckpointStoreTest, RestoreClaimsAndMaterialisesOnAnEmptyDisk) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+
+  CheckpointStore other(config("b"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  const auto report = restore(std::move(other), runs_b, "pod-b");
+  const auto& claimed = report.claimed;
+  EXPECT_TRUE(report.problems.empty());
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].dir, runs_b / "r1");
+  EXPECT_EQ(claimed[0].params.attempts.size(), 1u);
+  EXPECT_EQ(read_file(runs_b / "r1" / "index.jsonl"), read_file(dir / "index.jsonl"));
+  const auto message = git(remote(), "log -1 --format=%B refs/heads/inflight/pod-a/r1");
+  EXPECT_NE(message.find("inflight checkpoint r1 attempt 1 (claim)"), std::string::npos);
+  EXPECT_NE(message.find("Inflight-Pod: pod-b"), std::string::npos);
+  EXPECT_FALSE(fs::exists(runs_b / ".restore-r1"));
+  // The branch's copy won: the claim carries the tip's own tree.
+  const std::string ref = "refs/heads/inflight/pod-a/r1";
+  EXPECT_EQ(git(remote(), "rev-parse " + ref + "^{tree}"),
+            git(remote(), "rev-parse " + ref + "~1^{tree}"));
+}
+
+TEST_F(CheckpointStoreTest, LocalCopyWithMoreAttemptsWinsButTheBranchIsStillClaimed) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+  const auto runs = temp_.path() / "runs-local";
+  make_run(runs, "r1", 2);
+  write_file(runs / "r1" / "local-only", "kept");
+  const auto claimed = restore(CheckpointStore(config("b")), runs, "pod-b",
+                               {{"r1", {.attempts = 2, .origin_pod = "pod-a"}}})
+                           .claimed;
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].params.attempts.size(), 2u);
+  EXPECT_EQ(read_file(runs / "r1" / "local-only"), "kept");
+  EXPECT_NE(git(remote(), "log -1 --format=%s refs/heads/inflight/pod-a/r1").find("(claim)"),
+            std::string::npos);
+  // The local copy won: the claim carries its tree, not the tip's.
+  EXPECT_NE(git(remote(), "ls-tree refs/heads/inflight/pod-a/r1 local-only"), "");
+}
+
+TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
+  CheckpointStore store(config("a"));
+  const auto runs = temp_.path() / "runs-a";
+  const auto done = make_run(runs, "done", 1);
+  auto params = *read_run_params(done);
+  params.final_status = "failed";
+  write_run_params(done, params);
+  store.save(done, "pod-a", info("done"));
+  const auto gone = make_run(runs, "gone", 1);
+  store.save(gone, "pod-a", info("gone"));
+  store.release(gone, "pod-a", info("gone", "final"));
+  EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/gone"), "");
+  const auto empty = temp_.path() / "runs-b";
+  fs::create_directories(empty);
+  const auto report = restore(CheckpointStore(config("b")), empty, "pod-b");
+  EXPECT_TRUE(report.claimed.empty());
+  EXPECT_FALSE(fs::exists(empty / "done"));
+  // A finished run's leftover branch is deleted by whoever sees it next.
+  EXPECT_EQ(report.released, std::vector<std::string>{"inflight/pod-a/done"});
+  EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/done"), "");
+}
+
+TEST_F(CheckpointStoreTest, HostileBranchIsRefusedAndTheOthersStillRestore) {
+  const auto runs = temp_.path() / "runs-a";
+  CheckpointStore(config("a")).save(make_run(runs, "good", 1), "pod-a", info("good"));
+  const auto blob =
+      trimmed(run("printf x | git -C " + remote().string() + " hash-object -w --stdin"));
+  const auto tree = trimmed(run("printf '100644 blob " + blob + "\\t..\\n' | git -C " +
+                                remote().string() + " mktree --missing"));
+  const auto commit = trimmed(git(remote(), "commit-tree " + tree + " -m hostile"));
+  git(remote(), "update-ref refs/heads/inflight/pod-x/evil " + commit);
+  const auto target = temp_.path() / "runs-b";
+  fs::create_directories(target);
+  const auto report = restore(CheckpointStore(config("b")), target, "pod-b");
+  const auto& claimed = report.claimed;
+  const auto& problems = report.problems;
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].params.run_id, "good");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("inflight/pod-x/evil"), std::string::npos);
+  EXPECT_FALSE(fs::exists(target / "evil"));
+  EXPECT_FALSE(fs::exists(temp_.path() / "x"));
+}
+
+TEST_F(CheckpointStoreTest, LocalRunWithoutABranchGetsOneAtRestore) {
+  const auto runs = temp_.path() / "runs";
+  make_run(runs, "only-local", 1);
+  const auto report = restore(CheckpointStore(config("a")), runs, "pod-a",
+                              {{"only-local", {.attempts = 1, .origin_pod = "pod-a"}}});
+  ASSERT_EQ(report.claimed.size(), 1u);
+  EXPECT_EQ(report.claimed[0].branch, "refs/heads/inflight/pod-a/only-local");
+  const auto subject = git(remote(), "log -1 --format=%s refs/heads/inflight/pod-a/only-local");
+  EXPECT_NE(subject.find("(claim)"), std::string::npos);
+}
+
+// Regression: a pod that started a little later pushed its claim on top of the
+// first pod's fresh claim, and both ran the run.
+TEST_F(CheckpointStoreTest, FreshClaimOfAnotherPodIsLeftToIt) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+  const auto runs_b = temp_.path() / "runs-b";
+  const auto runs_c = temp_.path() / "runs-c";
+  fs::create_directories(runs_b);
+  fs::create_directories(runs_c);
+  ASSERT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
+  const auto late = restore(CheckpointStore(config("c")), runs_c, "pod-c");
+  EXPECT_TRUE(late.claimed.empty());
+  ASSERT_EQ(late.left.size(), 1u);
+  EXPECT_EQ(late.left[0].run_id, "r1");
+  EXPECT_EQ(late.left[0].pod, "pod-b");
+  EXPECT_FALSE(fs::exists(runs_c / "r1"));
+  // The claimer itself may claim again (a restart of the same pod on its disk).
+  EXPECT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b",
+                    {{"r1", {.attempts = 1, .origin_pod = "pod-a"}}})
+                .claimed.size(),
+            1u);
+}
+
+// Regression: the loser of a claim kept an interrupted copy that a later
+// start on its disk resumed, once the winner had finished and deleted the
+// branch: the whole run ran twice.
+TEST_F(CheckpointStoreTest, ALostClaimMarksTheLocalCopyHandedOver) {
+  const auto runs_a = temp_.path() / "runs-a";
+  const auto dir = make_run(runs_a, "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  ASSERT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
+  const auto late = restore(CheckpointStore(config("a")), runs_a, "pod-a",
+                            {{"r1", {.attempts = 1, .origin_pod = "pod-a"}}});
+  ASSERT_EQ(late.left.size(), 1u);
+  const auto params = read_run_params(dir);
+  ASSERT_TRUE(params && params->handed_over);
+  EXPECT_NE(params->handed_over->find("another instance holds the run"), std::string::npos);
+  EXPECT_FALSE(params->final_status);
+}
+
+// Regression (rollout): a starting pod took the runs of live pods, whose
+// periodic checkpoints left their branches in the results repo.
+TEST_F(CheckpointStoreTest, ARunOfAPodWithALiveLeaseIsLeftToIt) {
+  const auto until = now_plus(60);
+  running_run_with_lease(until);
+  const auto tip = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
+  EXPECT_TRUE(report.claimed.empty());
+  ASSERT_EQ(report.left.size(), 1u);
+  EXPECT_EQ(report.left[0].pod, "pod-a");
+  EXPECT_EQ(report.left[0].until, until);
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1")), tip);
+  EXPECT_TRUE(has_ref("refs/heads/inflight-lease/pod-a"));
+}
+
+TEST_F(CheckpointStoreTest, AnEndedLeaseLetsTheRunBeTakenAndIsDeleted) {
+  running_run_with_lease(now_plus(-1));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
+  EXPECT_EQ(report.claimed.size(), 1u);
+  EXPECT_TRUE(report.left.empty());
+  EXPECT_FALSE(has_ref("refs/heads/inflight-lease/pod-a"));
+}
+
+TEST_F(CheckpointStoreTest, AShutdownCheckpointHandsTheRunOverDespiteTheLease) {
+  const auto dir = running_run_with_lease(now_plus(60));
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", "shutdown"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  EXPECT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
+  // The live pod-a's lease is its own to give up.
+  EXPECT_TRUE(has_ref("refs/heads/inflight-lease/pod-a"));
+}
+
+// A busy instance leaves a handed-over run to an idle one (the new pod of a
+// rolling deploy) for claim_lease; after that, anyone takes it (a scale-down).
+TEST_F(CheckpointStoreTest, ABusyInstanceLeavesAHandedOverRunToAnIdleOneForAWhile) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", "shutdown"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  RestoreRequest busy{.runs_dir = runs_b,
+                      .pod = "pod-b",
+                      .local = {},
+                      .judge = accept,
+                      .only = std::nullopt,
+                      .lease_until = std::nullopt,
+                      .skip = {},
+                      .leave_handovers = true};
+  const auto left = CheckpointStore(config("b")).restore(busy);
+  EXPECT_TRUE(left.claimed.empty());
+  ASSERT_EQ(left.left.size(), 1u);
+  EXPECT_EQ(left.left[0].pod, "pod-a");
+  EXPECT_GT(left.left[0].until, now_plus(60));
+  auto patient = config("b");
+  patient.claim_lease = std::chrono::seconds(0);
+  EXPECT_EQ(CheckpointStore(patient).restore(busy).claimed.size(), 1u);
+}
+
+TEST_F(CheckpointStoreTest, TheOwnerItselfTakesItsRunWhateverTheLease) {
+  running_run_with_lease(now_plus(60));
+  const auto runs = temp_.path() / "runs-a2";
+  fs::create_directories(runs);
+  EXPECT_EQ(restore(CheckpointStore(config("a2")), runs, "pod-a").claimed.size(), 1u);
+}
+
+// A later look of a serving instance must not take its own runs again.
+TEST_F(CheckpointStoreTest, SkippedRunsAreLeftAsTheyAre) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", "periodic"));
+  const auto tip = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1"));
+  const auto report =
+      restore(CheckpointStore(config("a")), temp_.path() / "runs-a", "pod-a", {}, accept, {"r1"});
+  EXPECT_TRUE(report.claimed.empty());
+  EXPECT_TRUE(report.left.empty());
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1")), tip);
+}
+
+// A restart on a fresh disk under the same pod name renews the lease its
+// previous life left, on top of that lease's tip.
+TEST_F(CheckpointStoreTest, ALeaseIsRenewedFromAFreshCache) {
+  CheckpointStore first(config("a"));
+  hold_lease(first.cache(), first.remote(), {.pod = "pod-a", .until = now_plus(10)});
+  CheckpointStore second(config("a2"));
+  const auto until = now_plus(20);  // once: a second may pass before the check
+  hold_lease(second.cache(), second.remote(), {.pod = "pod-a", .until = until});
+  const auto message = git(remote(), "log -1 --format=%B refs/heads/inflight-lease/pod-a");
+  EXPECT_NE(message.find("Inflight-Lease-Until: " + std::to_string(until)), std::string::npos);
+  EXPECT_EQ(git(remote(), "rev-list --count refs/heads/inflight-lease/pod-a"), "2\n");
+  drop_lease(second.remote(), "pod-a");
+  drop_lease(second.remote(), "pod-a");  // already gone: fine
+  EXPECT_FALSE(has_ref("refs/heads/inflight-lease/pod-a"));
+}
+
+TEST(LeaseMessage, ReadsWhatItWritesAndRefusesTheRest) {
+  const auto now = 1'800'000'000;
+  const auto lease = parse_lease_message(lease_message({.pod = "p", .until = now + 90}), now);
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->pod, "p");
+  EXPECT_EQ(lease->until, now + 90);
+  EXPECT_FALSE(parse_lease_message(lease_message({.pod = "p", .until = now + 200000}), now));
+  EXPECT_FALSE(parse_lease_message("inflight lease p\n\nInflight-Pod: p\n", now));
+  EXPECT_FALSE(parse_lease_message("x\n\nInflight-Pod: p\nInflight-Lease-Until: 12abc\n", now));
+}
+
+// Shutdown and periodic ticks push every run at once, with the lease; a
+// branch another instance took fences that run only, and the others land.
+TEST_F(CheckpointStoreTest, SaveAllPushesEachRunOnItsOwnMerits) {
+  const auto runs = temp_.path() / "runs-a";
+  std::vector<SaveRequest> requests;
+  for (const auto* id : {"r1", "r2", "r3"})
+    requests.push_back({.run_dir = make_run(runs, id, 1), .origin_pod = "pod-a", .info = info(id)});
+  CheckpointStore store(config("a"));
+  store.save(runs / "r2", "pod-a", info("r2", "periodic"));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  ASSERT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
+  append_file(runs / "r2" / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  const auto claimed = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r2"));
+
+  const auto report =
+      store.save_all(requests, LeaseStep{.lease = {.pod = "pod-a", .until = 1'800'000'000}});
+  const auto& outcomes = report.runs;
+  EXPECT_FALSE(report.lease_error);
+  EXPECT_NE(git(remote(), "log -1 --format=%B " + lease_ref("pod-a")).find("Until: 1800000000"),
+            std::string::npos);
+  ASSERT_EQ(outcomes.size(), 3u);
+  for (const std::size_t i : {0u, 2u}) {
+    EXPECT_EQ(outcomes[i].ref, RefOutcome::updated);
+    ASSERT_TRUE(outcomes[i].commit);
+    EXPECT_EQ(trimmed(git(remote(), "rev-parse " + branch_ref({"pod-a", i ? "r3" : "r1"}))),
+              *outcomes[i].commit);
+  }
+  EXPECT_EQ(outcomes[1].ref, RefOutcome::taken);
+  EXPECT_TRUE(outcomes[1].error);
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r2")), claimed);
+}
+
+// A restart under the same name on a fresh disk finds the lease's tip
+// written by another cache; the batch renews it on that tip.
+TEST_F(CheckpointStoreTest, SaveAllRenewsALeaseAnotherCacheWrote) {
+  CheckpointStore(config("a"))
+      .save_all({}, LeaseStep{.lease = {.pod = "pod-a", .until = 1'800'000'000}});
+  const auto first = trimmed(git(remote(), "rev-parse " + lease_ref("pod-a")));
+  CheckpointStore fresh(config("b"));
+  const auto report =
+      fresh.save_all({}, LeaseStep{.lease = {.pod = "pod-a", .until = 1'800'000'060}});
+  EXPECT_FALSE(report.lease_error);
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse " + lease_ref("pod-a") + "^")), first);
+  EXPECT_NE(git(remote(), "log -1 --format=%B " + lease_ref("pod-a")).find("Until: 1800000060"),
+            std::string::npos);
+}
+
+// The last push of a shutdown carries the lease's deletion: one connection
+// hands every run over.
+TEST_F(CheckpointStoreTest, TheLastShutdownPushReleasesTheLeaseWithTheRuns) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore store(config("a"));
+  const Lease lease{.pod = "pod-a", .until = 1'800'000'000};
+  store.save_all({}, LeaseStep{.lease = lease});
+  ASSERT_EQ(store.remote().list(lease_ref("pod-a")).size(), 1u);
+
+  const auto report = store.save_all({{.run_dir = dir, .origin_pod = "pod-a", .info = info("r1")}},
+                                     LeaseStep{.lease = lease, .release = true});
+  EXPECT_FALSE(report.lease_error);
+  EXPECT_EQ(report.runs[0].ref, RefOutcome::updated);
+  EXPECT_TRUE(store.remote().list(lease_ref("pod-a")).empty());
+  EXPECT_EQ(store.remote().list(branch_ref({"pod-a", "r1"})).size(), 1u);
+}
+
+// A run whose dir could not be read is on this disk only: the lease stays.
+TEST_F(CheckpointStoreTest, ALeaseIsNotReleasedWhileARunCouldNotBeSaved) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  CheckpointStore store(config("a"));
+  const Lease lease{.pod = "pod-a", .until = 1'800'000'000};
+  store.save_all({}, LeaseStep{.lease = lease});
+
+  const auto report = store.save_all(
+      {{.run_dir = dir, .origin_pod = "pod-a", .info = info("r1")},
+       {.run_dir = temp_.path() / "runs-a" / "gone", .origin_pod = "pod-a", .info = info("gone")}},
+      LeaseStep{.lease = lease, .release = true});
+  ASSERT_TRUE(report.lease_error);
+  EXPECT_NE(report.lease_error->find("not released"), std::string::npos) << *report.lease_error;
+  EXPECT_TRUE(report.runs[1].error);
+  EXPECT_EQ(report.runs[0].ref, RefOutcome::updated);
+  EXPECT_EQ(store.remote().list(lease_ref("pod-a")).size(), 1u);
+}
+
+// Over a real server, whose update hook refuses one run's ref: the release
+// went through with the others, and the lease is taken again at once.
+TEST_F(CheckpointStoreTest, ARunTheServerRefusedTakesTheReleasedLeaseAgain) {
+  git(temp_.path(), "init -q --bare results.git");
+  const int port = free_port();
+  const BackgroundProcess daemon(
+      {"git", "daemon", "--reuseaddr", "--listen=127.0.0.1", "--port=" + std::to_string(port),
+       "--base-path=" + temp_.path().string(), "--export-all", "--enable=receive-pack",
+       temp_.path().string()},
+      port);
+  auto settings = config("a");
+  settings.remote.url = "git://127.0.0.1:" + std::to_string(port) + "/results.git";
+  CheckpointStore store(settings);
+  const Lease lease{.pod = "pod-a", .until = now_plus(600)};
+  store.save_all({}, LeaseStep{.lease = lease});
+  write_file(remote() / "hooks" / "update",
+             "#!/bin/sh\n[ \"$1\" = refs/heads/inflight/pod-a/r2 ] && exit 1\nexit 0\n");
+  fs::permissions(remote() / "hooks" / "update", fs::perms::owner_all);
+
+  const auto runs = temp_.path() / "runs-a";
+  const auto report = store.save_all(
+      {{.run_dir = make_run(runs, "r1", 1), .origin_pod = "pod-a", .info = info("r1")},
+       {.run_dir = make_run(runs, "r2", 1), .origin_pod = "pod-a", .info = info("r2")}},
+      LeaseStep{.lease = lease, .release = true});
+  EXPECT_EQ(report.runs[0].ref, RefOutcome::updated);
+  EXPECT_EQ(report.runs[1].ref, RefOutcome::refused);
+  ASSERT_TRUE(report.lease_error);
+  EXPECT_NE(report.lease_error->find("taken again"), std::string::npos) << *report.lease_error;
+  const auto message = git(remote(), "log -1 --format=%B " + lease_ref("pod-a"));
+  EXPECT_NE(message.find("Until: " + std::to_string(lease.until)), std::string::npos) << message;
+}
+
+// Once the owner is gone without finishing, the branch's copy replaces a
+// handed-over one, whatever either holds.
+TEST_F(CheckpointStoreTest, TheBranchReplacesAHandedOverCopy) {
+  const auto runs_a = temp_.path() / "runs-a";
+  const auto dir = make_run(runs_a, "r1", 1);
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+  auto stale = *read_run_params(dir);
+  stale.attempts.push_back({.attempt = 2,
+                            .pod = "pod-a",
+                            .started_at = "t",
+                            .ended_at = "t",
+                            .exit_code = 143,
+                            .outcome = "interrupted"});
+  write_run_params(dir, stale);
+  mark_handed_over(dir, "fenced");
+  write_file(dir / "index.jsonl", "stale\n");
+  const auto report = restore(CheckpointStore(config("a2")), runs_a, "pod-a");
+  ASSERT_EQ(report.claimed.size(), 1u);
+  const auto params = read_run_params(dir);
+  ASSERT_TRUE(params);
+  EXPECT_FALSE(params->handed_over);
+  EXPECT_EQ(params->attempts.size(), 1u);
+  EXPECT_EQ(read_file(dir / "index.jsonl"), "{\"test_id\":\"t001\"}\n{\"test_id\":\"t002\"}\n");
+}
+
+// An agent killed inside git_repository_init left HEAD.lock and no HEAD:
+// every later checkpoint on that disk failed.
+TEST_F(CheckpointStoreTest, ACacheThatIsNotARepositoryIsRecreated) {
+  for (const auto& leftover : {"HEAD.lock", "file"}) {
+    auto cfg = config(std::string("broken-") + leftover);
+    if (std::string(leftover) == "file") {
+      write_file(cfg.cache_dir, "not a repository");
+    } else {
+      fs::create_directories(cfg.cache_dir / "objects");
+      write_file(cfg.cache_dir / leftover, "ref: refs/heads/master\n");
+    }
+    // A run of its own: the other cache's commit of the same run would be
+    // another's tip (the same commit only when both fall in one second).
+    const std::string run = std::string(leftover) == "file" ? "r2" : "r1";
+    const auto dir = make_run(temp_.path() / ("runs-" + std::string(leftover)), run, 1);
+    CheckpointStore store(cfg);
+    EXPECT_TRUE(store.save(dir, "pod-a", info(run))) << leftover;
+    EXPECT_TRUE(fs::exists(cfg.cache_dir / "HEAD")) << leftover;
+  }
+}
+
+TEST_F(CheckpointStoreTest, ACacheThatCannotBeCreatedIsACacheFailure) {
+  auto cfg = config("a");
+  write_file(temp_.path() / "blocker", "");
+  cfg.cache_dir = temp_.path() / "blocker" / "cache.git";
+  try {
+    CheckpointStore store(cfg);
+    FAIL() << "expected an error";
+  } catch (const GitError& e) {
+    EXPECT_EQ(e.kind(), GitErrorKind::cache) << e.what();
+  }
+}
+
+TEST_F(CheckpointStoreTest, UnreachableRemoteThrowsAsUnreachable) {
+  auto unreachable = config("a");
+  unreachable.remote.url = "git://127.0.0.1:1/results.git";
+  CheckpointStore store(unreachable);
+  try {
+    restore(std::move(store), temp_.path(), "pod-a");
+    FAIL() << "expected an error";
+  } catch (const GitError& e) {
+    EXPECT_EQ(e.kind(), GitErrorKind::unreachable);
+  }
+}
+
+}  // namespace
+}  // namespace inflight::checkpoint::testing

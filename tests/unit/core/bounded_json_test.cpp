@@ -1,0 +1,65 @@
+// Limits on input from outside: JSON depth and size, UTF-8, and the names a
+// branch is made of.
+#include "inflight/core/bounded_json.hpp"
+
+#include <gtest/gtest.h>
+
+#include "inflight/core/branch_name.hpp"
+
+namespace inflight {
+namespace {
+
+std::string parse_error(const std::string& text, JsonLimits limits = {}) {
+  std::string error;
+  return parse_bounded_json(text, limits, error) ? "<parsed>" : error;
+}
+
+TEST(BoundedJson, RefusesDepthBeforeParsingAndSizeBeforeScanning) {
+  EXPECT_EQ(parse_error(std::string(64, '[') + std::string(64, ']')), "<parsed>");
+  EXPECT_EQ(parse_error(std::string(65, '[') + std::string(65, ']')),
+            "nested deeper than 64 levels");
+  // 100k levels would overflow the recursive parser's stack.
+  EXPECT_EQ(parse_error("{\"tests\":" + std::string(100000, '[')), "nested deeper than 64 levels");
+  // Brackets inside strings do not count, escaped quotes do not end them.
+  EXPECT_EQ(parse_error("[\"" + std::string(100, '[') + "\\\"\"]"), "<parsed>");
+  EXPECT_EQ(parse_error("[1, 2, 3]", {.max_bytes = 4, .max_depth = 64}), "larger than 4 bytes");
+  EXPECT_EQ(parse_error("{\"a\":"), "not valid JSON");
+  EXPECT_EQ(parse_error("[\"\xff\"]"), "not valid UTF-8");
+}
+
+TEST(Utf8, ValidatesAndShowsInvalidBytesEscaped) {
+  EXPECT_TRUE(is_valid_utf8("plain"));
+  EXPECT_TRUE(is_valid_utf8("caf\xc3\xa9 \xf0\x9f\x99\x82"));
+  EXPECT_FALSE(is_valid_utf8("\xff"));
+  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate
+  EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+  EXPECT_FALSE(is_valid_utf8("\xe2\x82"));          // truncated
+  EXPECT_EQ(printable("a\xff"
+                      "b\xc3\xa9"),
+            "a\\xffb\xc3\xa9");
+}
+
+TEST(BranchName, OneRuleForRunIdsPodsAndRefs) {
+  using namespace checkpoint;
+  EXPECT_TRUE(is_valid_run_id("r-20261121T101500Z-a1b2c3"));
+  EXPECT_TRUE(is_valid_run_id(std::string(64, 'a')));
+  for (const auto* bad : {"", "-r", ".r", "a/b", "a b", "..", "r\xc3\xa9"})
+    EXPECT_FALSE(is_valid_run_id(bad)) << bad;
+  EXPECT_FALSE(is_valid_run_id(std::string(65, 'a')));
+  EXPECT_TRUE(is_valid_pod_name("evals-7d9c-abc12"));
+  for (const auto* bad : {"", ".pod", "a..b", "a/b", "a:b", "a b", "p\xff", "x.lock", "a@{b"})
+    EXPECT_FALSE(is_valid_pod_name(bad)) << bad;
+  const auto ref = branch_ref({.pod = "pod-a", .run_id = "r-1"});
+  EXPECT_EQ(ref, "refs/heads/inflight/pod-a/r-1");
+  EXPECT_EQ(short_branch(ref), "inflight/pod-a/r-1");
+  const auto parsed = parse_branch_ref(ref);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->pod, "pod-a");
+  EXPECT_EQ(parsed->run_id, "r-1");
+  EXPECT_FALSE(parse_branch_ref("refs/heads/inflight/p\xff/r-1").has_value());
+  EXPECT_FALSE(parse_branch_ref("refs/heads/inflight/pod/r/x").has_value());
+}
+
+}  // namespace
+}  // namespace inflight

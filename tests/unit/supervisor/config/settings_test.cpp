@@ -1,0 +1,284 @@
+#include "inflight/supervisor/config/settings.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "temp_dir.hpp"
+
+namespace inflight {
+namespace {
+
+using Flags = std::map<std::string, std::string>;
+using Env = std::map<std::string, std::string>;
+
+OptionSources::EnvLookup fake_env(Env env) {
+  return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {
+    if (auto it = env.find(name); it != env.end()) return it->second;
+    return std::nullopt;
+  };
+}
+
+// Sources with a fixed pod name, so that the real $HOSTNAME plays no part.
+OptionSources sources(Flags flags, Env env = {}, OrderedJson file = OrderedJson::object()) {
+  flags.emplace("pod-name", "pod-a");
+  return OptionSources(std::move(flags), std::move(file), fake_env(std::move(env)));
+}
+
+// The message of the UsageError that reading serve settings throws.
+std::string usage_error(const OptionSources& s) {
+  try {
+    read_serve_settings(s);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "<accepted>";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// ---------------------------------------------------------------- precedence
+
+TEST(OptionSources, FlagWinsOverEnvOverFileOverDefault) {
+  const Flags flag{{"results-repo", "from-flag"}};
+  const Env env{{"INFLIGHT_RESULTS_REPO", "from-env"}};
+  const OrderedJson file{{"results_repo", "from-file"}};
+  EXPECT_EQ(sources(flag, env, file).text("results-repo", "dflt"), "from-flag");
+  EXPECT_EQ(sources({}, env, file).text("results-repo", "dflt"), "from-env");
+  EXPECT_EQ(sources({}, {}, file).text("results-repo", "dflt"), "from-file");
+  EXPECT_EQ(sources({}, {}).text("results-repo", "dflt"), "dflt");
+}
+
+TEST(OptionSources, AppliesPrecedenceToEveryKindOfOption) {
+  const OrderedJson file{{"grace_period", "40s"}, {"max_concurrent", 7}, {"runs_dir", "/f/runs"}};
+  const Env env{{"INFLIGHT_GRACE_PERIOD", "50s"},
+                {"INFLIGHT_MAX_CONCURRENT", "8"},
+                {"INFLIGHT_RUNS_DIR", "/e/runs"}};
+  const Flags flags{{"grace-period", "60s"}, {"max-concurrent", "9"}, {"runs-dir", "/g/runs"}};
+
+  auto s = read_serve_settings(sources(flags, env, file));
+  EXPECT_EQ(s.grace_period, Duration(60'000));
+  EXPECT_EQ(s.max_concurrent, 9);
+  EXPECT_EQ(s.store.runs_dir, "/g/runs");
+
+  s = read_serve_settings(sources({}, env, file));
+  EXPECT_EQ(s.grace_period, Duration(50'000));
+  EXPECT_EQ(s.max_concurrent, 8);
+  EXPECT_EQ(s.store.runs_dir, "/e/runs");
+
+  s = read_serve_settings(sources({}, {}, file));
+  EXPECT_EQ(s.grace_period, Duration(40'000));
+  EXPECT_EQ(s.max_concurrent, 7);
+  EXPECT_EQ(s.store.runs_dir, "/f/runs");
+
+  s = read_serve_settings(sources({}, {}));
+  EXPECT_EQ(s.grace_period, Duration(30'000));
+  EXPECT_EQ(s.max_concurrent, 4);
+  EXPECT_EQ(s.store.runs_dir, "./.inflight/runs");
+  EXPECT_EQ(s.store.results_repo, "./.inflight/results.git");
+  EXPECT_EQ(s.store.git_timeout, Duration(60'000));
+  EXPECT_EQ(s.flush_window, Duration(2'000));
+  EXPECT_EQ(s.checkpoint_interval, Duration(30'000));
+}
+
+TEST(OptionSources, AskTheEnvironmentForInflightUpperSnakeNames) {
+  std::vector<std::string> asked;
+  OptionSources s({}, OrderedJson::object(), [&](const std::string& name) {
+    asked.push_back(name);
+    return std::optional<std::string>();
+  });
+  EXPECT_EQ(s.text("git-ssh-known-hosts", "none"), "none");
+  EXPECT_EQ(asked, std::vector<std::string>{"INFLIGHT_GIT_SSH_KNOWN_HOSTS"});
+}
+
+TEST(OptionSources, ALowerSourceIsNotCheckedWhenAHigherOneWins) {
+  // A bad value that is overridden does no harm.
+  EXPECT_EQ(usage_error(sources({{"grace-period", "10s"}}, {{"INFLIGHT_GRACE_PERIOD", "soon"}},
+                                {{"grace_period", "later"}})),
+            "<accepted>");
+}
+
+// ---------------------------------------------------------------- bad values
+
+TEST(OptionSources, ABadDurationNamesItsSource) {
+  auto message = usage_error(sources({{"grace-period", "30 seconds"}}));
+  EXPECT_TRUE(contains(message, "--grace-period")) << message;
+  EXPECT_TRUE(contains(message, "30 seconds")) << message;
+
+  message = usage_error(sources({}, {{"INFLIGHT_GRACE_PERIOD", "30x"}}));
+  EXPECT_TRUE(contains(message, "INFLIGHT_GRACE_PERIOD")) << message;
+  EXPECT_FALSE(contains(message, "--grace-period")) << message;
+
+  message = usage_error(sources({}, {}, {{"grace_period", "forever"}}));
+  EXPECT_TRUE(contains(message, "config key grace_period")) << message;
+
+  // A bare number in the file is not a duration either.
+  message = usage_error(sources({}, {}, {{"grace_period", 30}}));
+  EXPECT_TRUE(contains(message, "config key grace_period")) << message;
+}
+
+TEST(OptionSources, ABadIntegerNamesItsSource) {
+  auto message = usage_error(sources({{"max-concurrent", "0"}}));
+  EXPECT_TRUE(contains(message, "--max-concurrent")) << message;
+  message = usage_error(sources({}, {{"INFLIGHT_MAX_ATTEMPTS", "3x"}}));
+  EXPECT_TRUE(contains(message, "INFLIGHT_MAX_ATTEMPTS")) << message;
+}
+
+TEST(OptionSources, ABadLogFormatIsRefused) {
+  EXPECT_NE(usage_error(sources({{"log-format", "xml"}})), "<accepted>");
+  EXPECT_EQ(read_serve_settings(sources({{"log-format", "text"}})).store.log_format,
+            log::Format::text);
+  EXPECT_EQ(read_serve_settings(sources({}, {{"INFLIGHT_LOG_FORMAT", "json"}})).store.log_format,
+            log::Format::json);
+}
+
+TEST(OptionSources, APodNameThatCannotBeInABranchNameIsRefused) {
+  for (const char* bad : {"a/b", "a b", "..x", ".hidden", "a:b"})
+    EXPECT_NE(usage_error(sources({{"pod-name", bad}})), "<accepted>") << bad;
+  // sources() only sets pod-name when the flag is not there already.
+  EXPECT_EQ(read_serve_settings(sources({}, {})).store.pod_name, "pod-a");
+}
+
+// ---------------------------------------------------------------- config file
+
+std::filesystem::path write_file(const TempDir& dir, const std::string& text) {
+  const auto path = dir.path() / "inflight.json";
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string load_error(const std::filesystem::path& path) {
+  try {
+    OptionSources::load_config_file(path);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "<accepted>";
+}
+
+TEST(LoadConfigFile, ReadsKnownKeysAndTheChild) {
+  TempDir dir;
+  const auto path = write_file(dir, R"({
+    "results_repo": "file:///srv/results.git",
+    "grace_period": "45s",
+    "checkpoint_exclude": ["*.tmp", "secrets/**"],
+    "child": {"argv": ["prog", "--out", "{output_dir}"]}
+  })");
+  const auto file = OptionSources::load_config_file(path);
+  ASSERT_TRUE(file.is_object());
+  EXPECT_EQ(file.begin().key(), "results_repo");  // order kept
+  const auto s = read_serve_settings(sources({}, {}, file));
+  EXPECT_EQ(s.store.results_repo, "file:///srv/results.git");
+  EXPECT_EQ(s.grace_period, Duration(45'000));
+  const auto* child = s.children.find("default");
+  ASSERT_NE(child, nullptr);
+  EXPECT_EQ(child->source()["argv"][2], "{output_dir}");
+}
+
+TEST(LoadConfigFile, NamedTemplatesBesideTheDefaultOneAndDeepFilesRefused) {
+  TempDir dir;
+  const auto file = OptionSources::load_config_file(write_file(dir, R"({
+    "child": {"argv": ["prog"]},
+    "children": {"agentv": {"argv": ["agentv", "eval"]}}
+  })"));
+  const auto s = read_serve_settings(sources({}, {}, file));
+  EXPECT_EQ(s.children.names(), "agentv, default");
+  EXPECT_EQ(s.children.find("agentv")->programs().front(), "agentv");
+  const auto deep = "{\"child\": " + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_TRUE(contains(load_error(write_file(dir, deep)), "nested deeper"))
+      << load_error(write_file(dir, deep));
+}
+
+TEST(LoadConfigFile, RefusesAnUnknownKeyNamingIt) {
+  TempDir dir;
+  const auto message = load_error(write_file(dir, R"({"runs_dir": "/r", "grace_periods": "5s"})"));
+  EXPECT_TRUE(contains(message, "grace_periods")) << message;
+  // Flag spellings with dashes are not config keys.
+  EXPECT_NE(load_error(write_file(dir, R"({"runs-dir": "/r"})")), "<accepted>");
+}
+
+TEST(LoadConfigFile, RefusesNonJson) {
+  TempDir dir;
+  EXPECT_NE(load_error(write_file(dir, "runs_dir = /r\n")), "<accepted>");
+  EXPECT_NE(load_error(write_file(dir, R"({"runs_dir": "/r",})")), "<accepted>");
+  EXPECT_NE(load_error(write_file(dir, "")), "<accepted>");
+  EXPECT_NE(load_error(write_file(dir, R"(["runs_dir"])")), "<accepted>");
+  EXPECT_NE(load_error(dir.path() / "missing.json"), "<accepted>");
+}
+
+// Regression: `"api_token": null` used to become the token "null".
+TEST(LoadConfigFile, RefusesANullOrBooleanValueNamingTheKey) {
+  TempDir dir;
+  auto message = load_error(write_file(dir, R"({"listen": "0.0.0.0:1", "api_token": null})"));
+  EXPECT_TRUE(contains(message, "api_token")) << message;
+  message = load_error(write_file(dir, R"({"runs_dir": true})"));
+  EXPECT_TRUE(contains(message, "runs_dir")) << message;
+  message = load_error(write_file(dir, R"({"checkpoint_exclude": ["*.tmp", 1]})"));
+  EXPECT_TRUE(contains(message, "checkpoint_exclude")) << message;
+  message = load_error(write_file(dir, R"({"results_repo": {"url": "x"}})"));
+  EXPECT_TRUE(contains(message, "results_repo")) << message;
+  EXPECT_EQ(load_error(write_file(dir, R"({"max_concurrent": 2, "runs_dir": "/r"})")),
+            "<accepted>");
+}
+
+// ---------------------------------------------------------------- listen
+
+TEST(ServeSettings, DefaultListenIsLoopback3117) {
+  const auto s = read_serve_settings(sources({}));
+  EXPECT_EQ(s.listen_host, "127.0.0.1");
+  EXPECT_EQ(s.listen_port, 3117);
+}
+
+TEST(ServeSettings, APublicListenNeedsAnApiToken) {
+  const auto message = usage_error(sources({{"listen", "0.0.0.0:3117"}}));
+  EXPECT_TRUE(contains(message, "--api-token")) << message;
+  EXPECT_NE(usage_error(sources({}, {{"INFLIGHT_LISTEN", "[::]:3117"}})), "<accepted>");
+
+  auto s = read_serve_settings(sources({{"listen", "0.0.0.0:3117"}, {"api-token", "s3cret"}}));
+  EXPECT_EQ(s.listen_host, "0.0.0.0");
+  EXPECT_EQ(s.listen_port, 3117);
+  EXPECT_EQ(s.api_token, "s3cret");
+
+  s = read_serve_settings(sources({{"listen", "0.0.0.0:8080"}}, {{"INFLIGHT_API_TOKEN", "t"}}));
+  EXPECT_EQ(s.listen_port, 8080);
+  EXPECT_EQ(s.api_token, "t");
+}
+
+TEST(ServeSettings, ListenPortZeroAndLoopbackForms) {
+  auto s = read_serve_settings(sources({{"listen", "127.0.0.1:0"}}));
+  EXPECT_EQ(s.listen_host, "127.0.0.1");
+  EXPECT_EQ(s.listen_port, 0);
+  s = read_serve_settings(sources({{"listen", "localhost:9000"}}));
+  EXPECT_EQ(s.listen_host, "127.0.0.1");
+  EXPECT_EQ(s.listen_port, 9000);
+  s = read_serve_settings(sources({{"listen", "[::1]:9001"}}));
+  EXPECT_EQ(s.listen_host, "::1");
+  EXPECT_EQ(s.listen_port, 9001);
+}
+
+TEST(ServeSettings, RefusesAMalformedListen) {
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1",
+                          "127.0.0.1:80x", "example.com:80", ":3117"})
+    EXPECT_NE(usage_error(sources({{"listen", bad}})), "<accepted>") << bad;
+}
+
+// ---------------------------------------------------------------- lists
+
+TEST(ServeSettings, CheckpointExcludeFromAFileArrayBecomesAList) {
+  const OrderedJson file{{"checkpoint_exclude", {"*.tmp", "secrets/**", ".env"}}};
+  EXPECT_EQ(read_serve_settings(sources({}, {}, file)).store.checkpoint_exclude,
+            (std::vector<std::string>{"*.tmp", "secrets/**", ".env"}));
+  EXPECT_EQ(read_serve_settings(sources({{"checkpoint-exclude", "a,,b"}}, {}, file))
+                .store.checkpoint_exclude,
+            (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(read_serve_settings(sources({})).store.checkpoint_exclude,
+            (std::vector<std::string>{".env", "*.pem", "*.key", "id_rsa*"}));
+}
+
+}  // namespace
+}  // namespace inflight
