@@ -4,7 +4,8 @@ import subprocess
 
 import pytest
 
-from conftest import INFLIGHT, metric, write_config
+from inflight_testing.http import metric
+from conftest import INFLIGHT, write_config
 
 TEMPLATE = {
     "argv": ["/usr/bin/python3", "-c", "pass", "{suite_filter}", "--output", "{output_dir}"],

@@ -6,9 +6,9 @@ import os
 import signal
 import subprocess
 
-from conftest import small_tmpfs, wait_for
-from git_servers import *  # noqa: F401,F403 (fixtures)
-from git_servers import branches
+from inflight_testing.git_servers import branches
+from inflight_testing.waiting import wait_for
+from conftest import small_tmpfs
 
 
 def test_a_cache_left_half_created_is_recreated(serve_factory, tmp_path, bare_repo):

@@ -46,11 +46,8 @@ import argparse
 import json
 import os
 import random
-import select
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -65,9 +62,12 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import Serve, process_exists, wait_for  # noqa: E402
-from git_servers import branches, start_git_daemon  # noqa: E402
+from conftest import INFLIGHT
+from inflight_testing.git_servers import branches, start_git_daemon
+from inflight_testing.procfs import process_exists
+from inflight_testing.proxies import FlakyRemote
+from inflight_testing.serve import Serve
+from inflight_testing.waiting import wait_for
 
 DEFAULT_SEED = 20261121
 CI_TRIALS = 8
@@ -145,101 +145,6 @@ def plan_trial(master_seed, index, fault=None, seed=None):
 
 
 # --------------------------------------------------------------------------
-# a results repo that can go down or hang
-
-
-class FlakyRemote:
-    """A TCP proxy in front of the git daemon. `up` forwards (each chunk
-    after `latency` seconds); `down` resets every connection, open or new;
-    `hung` accepts and never answers, and freezes the connections already
-    open."""
-
-    def __init__(self, target_port):
-        self.target_port = target_port
-        self.mode = "up"
-        self.latency = 0.0
-        self.lock = threading.Lock()
-        self.sockets = set()
-        self.stopping = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.1)
-        self.port = self.listener.getsockname()[1]
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def url(self, repo_name):
-        return f"git://127.0.0.1:{self.port}/{repo_name}"
-
-    def set_mode(self, mode):
-        with self.lock:
-            if mode != self.mode and mode != "hung":
-                self._reset_all()  # a remote coming back or going down drops what was open
-            self.mode = mode
-
-    def stop(self):
-        self.stopping.set()
-        self.thread.join(timeout=5)
-        self.listener.close()
-        with self.lock:
-            self._reset_all()
-
-    def _reset_all(self):
-        for sock in list(self.sockets):
-            reset(sock)
-        self.sockets.clear()
-
-    def _accept(self):
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except (socket.timeout, OSError):
-                continue
-            with self.lock:
-                mode = self.mode
-                if mode == "down":
-                    reset(conn)
-                    continue
-                self.sockets.add(conn)
-            if mode == "up":
-                self._forward(conn)
-
-    def _forward(self, conn):
-        try:
-            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
-        except OSError:
-            return reset(conn)
-        with self.lock:
-            self.sockets.add(upstream)
-        for src, dst in ((conn, upstream), (upstream, conn)):
-            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
-
-    def _pump(self, src, dst):
-        try:
-            while not self.stopping.is_set():
-                if self.mode == "hung":
-                    time.sleep(0.05)
-                    continue
-                if not select.select([src], [], [], 0.1)[0]:
-                    continue
-                data = src.recv(65536)
-                time.sleep(self.latency)
-                if not data:
-                    return dst.shutdown(socket.SHUT_WR)
-                dst.sendall(data)
-        except (OSError, ValueError):  # reset or closed by set_mode/stop
-            return
-
-
-def reset(sock):
-    """Closes with an RST, as a host that went away."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    except OSError:
-        pass
-    sock.close()
-
-
-# --------------------------------------------------------------------------
 # processes of one instance
 
 
@@ -300,7 +205,7 @@ class Instance:
         self.shutdown_s = None  # signal to exit
 
     def launch(self, args):
-        self.serve = Serve(self.disk.path, args, env={TAG_VAR: self.tag})
+        self.serve = Serve(self.disk.path, args, env={TAG_VAR: self.tag}, binary=INFLIGHT)
 
     def events(self, msg=None, **fields):
         if self.serve is None:

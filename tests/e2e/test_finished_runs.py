@@ -2,8 +2,8 @@
 of shutdown's work, and a branch whose run is final is deleted, not resumed."""
 import signal
 
-from conftest import script_child, wait_for, write_config
-from git_servers import *  # noqa: F401,F403 (fixtures)
+from inflight_testing.git_servers import branches, git
+from conftest import script_child, write_config
 
 
 def branch_of(server, run_id):

@@ -9,8 +9,10 @@ import json
 import subprocess
 from collections import Counter
 
-from conftest import DEMO, INFLIGHT, PYTHON, CHILDREN, index_ids, run_params, wait_for
-from git_servers import *  # noqa: F401,F403 (fixtures)
+from inflight_testing.git_servers import git_env
+from inflight_testing.run_dirs import index_ids, run_params
+from inflight_testing.waiting import wait_for
+from conftest import DEMO, INFLIGHT, PYTHON, CHILDREN
 
 SECRET = "s3cret-git-token"
 

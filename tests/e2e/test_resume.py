@@ -3,7 +3,8 @@ import json
 import signal
 from collections import Counter
 
-from conftest import index_ids, run_params, wait_for
+from inflight_testing.run_dirs import index_ids, run_params
+from inflight_testing.waiting import wait_for
 
 
 def interrupt_three_runs(serve_factory, tmp_path, tests=12):
