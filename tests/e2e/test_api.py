@@ -1,4 +1,5 @@
-"""SPEC §2 and §7: every bad request gets its 4xx, names the problem, starts nothing."""
+"""Every bad request gets its 4xx, names the problem, starts nothing (README
+"The config file and the child templates", "The HTTP API")."""
 import json
 import subprocess
 

@@ -1,6 +1,6 @@
 """The cache repo beside the runs dir is disposable: one left broken by a
 killed agent is recreated, and a disk that cannot hold a checkpoint makes the
-instance not ready until it can (SPEC §5: /readyz)."""
+instance not ready until it can (README "Checkpoints in git")."""
 import fcntl
 import os
 import signal

@@ -24,8 +24,8 @@ Invariants: every test of every run recorded exactly once in the copy that
 finished; no torn line in any progress file; final_status and the attempt
 history agree with the log; no run finished twice; no process of an instance
 (children, agents) outlives it; no `inflight/*` branch left at the end; every
-exit code as SPEC §8 says (0 only when every checkpoint landed, which is
-checked against the branches); every shutdown within grace period + 2 s. A run
+exit code as README "Runs, attempts and shutdown" says (0 only when every
+checkpoint landed, which is checked against the branches); every shutdown within grace period + 2 s. A run
 is allowed to vanish only when it could not have been saved: its pod was
 SIGKILLed, or its checkpoint was reported as not pushed, and its disk wiped.
 
@@ -34,12 +34,13 @@ reproducible, the choices are: a failing trial prints its seed and the command
 that reruns it alone.
 
 Running it:
-    /usr/bin/python3 -m pytest tests/e2e/test_chaos.py        # CI: 8 trials, fixed seed
-    INFLIGHT_CHAOS_TRIALS=40 INFLIGHT_CHAOS_SEED=7 /usr/bin/python3 -m pytest tests/e2e/test_chaos.py
-    /usr/bin/python3 tests/e2e/test_chaos.py --trials 200 --seed 12345
-    /usr/bin/python3 tests/e2e/test_chaos.py --seed 12345 --only-trial 17
-    /usr/bin/python3 tests/e2e/test_chaos.py --trial-seed 3141592 --fault remote_down
+    tests/support/python -m pytest tests/e2e/test_chaos.py        # CI: 8 trials, fixed seed
+    INFLIGHT_CHAOS_TRIALS=40 INFLIGHT_CHAOS_SEED=7 tests/support/python -m pytest tests/e2e/test_chaos.py
+    tests/support/python tests/e2e/test_chaos.py --trials 200 --seed 12345
+    tests/support/python tests/e2e/test_chaos.py --seed 12345 --only-trial 17
+    tests/support/python tests/e2e/test_chaos.py --trial-seed 3141592 --fault remote_down
 Binaries come from INFLIGHT_BIN_DIR (default build/bin), as for every e2e test.
+tests/support/python puts the support package (tests/support) on the path.
 """
 
 import argparse
@@ -117,7 +118,7 @@ class TrialPlan:
                 f"interval={self.interval_ms}ms delay={self.fault_delay:.2f}s trial_seed={self.seed}")
 
     def rerun(self):
-        script = "/usr/bin/python3 tests/e2e/test_chaos.py"
+        script = "tests/support/python tests/e2e/test_chaos.py"
         alone = f"{script} --trial-seed {self.seed} --fault {self.fault}"
         if self.master_seed is None:
             return alone
@@ -369,7 +370,7 @@ class Trial:
 
     def shutdown(self, instances, signals=(signal.SIGTERM,), gap=0.0, remote_ok=True):
         """Signals every instance at once; each must exit within grace + 2 s
-        with the exit code SPEC §8 gives."""
+        with the exit code README "Runs, attempts and shutdown" gives."""
         started = time.monotonic()
         for sig in signals:
             for instance in instances:

@@ -1,4 +1,5 @@
-"""SPEC §4, §5 and §8 step 4: checkpoints in git over every transport."""
+"""Checkpoints in git over every transport, and the shutdown push (README
+"Checkpoints in git", "Runs, attempts and shutdown")."""
 import json
 import signal
 import subprocess

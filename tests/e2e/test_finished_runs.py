@@ -1,5 +1,5 @@
-"""SPEC §5.6: a finished run is never run again. Its branch deletion is part
-of shutdown's work, and a branch whose run is final is deleted, not resumed."""
+"""A finished run is never run again (README "Checkpoints in git"). Its branch
+deletion is part of shutdown's work, and a branch whose run is final is deleted, not resumed."""
 import signal
 
 from inflight_testing.git_servers import branches, git

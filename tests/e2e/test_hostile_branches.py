@@ -1,4 +1,5 @@
-"""SPEC §2, §3 and §5: a checkpoint branch is data, never code.
+"""A checkpoint branch is data, never code (README "The config file and the
+child templates", "Checkpoints in git").
 
 Branches are crafted with git plumbing, as an attacker with push access to the
 results repo would write them, each beside a legitimate branch that must still

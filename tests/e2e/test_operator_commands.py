@@ -1,4 +1,5 @@
-"""SPEC §6: `inflight checkpoints list/show/prune` against a real git daemon."""
+"""`inflight checkpoints list/show/prune` against a real git daemon (README
+"Recovering runs by hand")."""
 import json
 import os
 import re

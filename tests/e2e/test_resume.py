@@ -1,4 +1,4 @@
-"""SPEC §5 (local half): a restart on the same runs dir resumes interrupted runs."""
+"""A restart on the same runs dir resumes interrupted runs."""
 import json
 import signal
 from collections import Counter

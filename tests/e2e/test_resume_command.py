@@ -1,4 +1,5 @@
-"""SPEC §6 `inflight resume`: manual recovery of one run in the foreground."""
+"""`inflight resume`: manual recovery of one run in the foreground (README
+"Recovering runs by hand")."""
 import signal
 import subprocess
 import threading

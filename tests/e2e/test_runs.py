@@ -1,4 +1,5 @@
-"""SPEC §3: runs, attempts, outcomes, queueing and stop."""
+"""Runs, attempts, outcomes, queueing and stop (README "Runs, attempts and
+shutdown", "The HTTP API")."""
 import json
 import signal
 

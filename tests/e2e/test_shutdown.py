@@ -1,4 +1,5 @@
-"""SPEC §8: shutdown with stubborn, prompt and repeated signals."""
+"""Shutdown with stubborn, prompt and repeated signals (README "Runs, attempts
+and shutdown")."""
 import signal
 import time
 
