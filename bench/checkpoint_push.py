@@ -31,8 +31,8 @@ import tempfile
 import time
 import zlib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gitbench  # noqa: E402
+import gitbench
+from inflight_testing.git_servers import GitDaemon, git
 
 GOAL = 0.35
 BRANCH = "refs/heads/inflight/pod-a/r1"
@@ -64,10 +64,10 @@ def push_git(daemon, tmp, run_dir, name):
     bare, url = daemon.new_repo(f"{name}.git")
     gd = ["--git-dir", os.path.join(tmp, f"{name}-work.git"), "--work-tree", run_dir]
     t0 = time.monotonic()
-    gitbench.git(None, *gd, "init", "-q", "-b", "main")
-    gitbench.git(None, *gd, "add", "-A")
-    gitbench.git(None, *gd, "commit", "-q", "-m", "inflight checkpoint r1 attempt 1 (shutdown)")
-    gitbench.git(None, *gd, "push", "-q", url, f"main:{BRANCH}")
+    git(None, *gd, "init", "-q", "-b", "main")
+    git(None, *gd, "add", "-A")
+    git(None, *gd, "commit", "-q", "-m", "inflight checkpoint r1 attempt 1 (shutdown)")
+    git(None, *gd, "push", "-q", url, f"main:{BRANCH}")
     return time.monotonic() - t0, bare
 
 
@@ -81,7 +81,7 @@ def main():
     try:
         run_dir = os.path.join(tmp, "run")
         files, size = gitbench.make_run_dir(run_dir)
-        daemon = gitbench.GitDaemon(os.path.join(tmp, "srv"))
+        daemon = GitDaemon(os.path.join(tmp, "srv"))
         print(f"checkpoint_push: run dir of {files} files, {size / 1e6:.2f} MB -> git daemon "
               f"(git://127.0.0.1:{daemon.port}), {args.reps} repetitions + 1 warm-up")
         push_inflight(daemon, tmp, run_dir, "warm-inflight")
@@ -103,7 +103,7 @@ def main():
                 for label in ("inflight", "git"):
                     bare = got[label][1]
                     ok, detail = gitbench.tree_matches_dir(bare, BRANCH, run_dir)
-                    entries = len(gitbench.git(bare, "ls-tree", "-r", BRANCH).splitlines())
+                    entries = len(git(bare, "ls-tree", "-r", BRANCH).splitlines())
                     print(f"  check {label}: {BRANCH} {'matches' if ok else 'DIFFERS FROM'} the "
                           f"run dir ({detail}; {entries} tree entries)")
                     if not ok:

@@ -27,12 +27,11 @@ import os
 import resource
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gitbench  # noqa: E402
+import gitbench
+from inflight_testing.git_servers import GitDaemon
 
 CHUNK = 32 * 1024
 
@@ -69,7 +68,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="inflight-bench-save-cpu-")
-    daemon = gitbench.GitDaemon(os.path.join(tmp, "srv"))
+    daemon = GitDaemon(os.path.join(tmp, "srv"))
     try:
         run_dir = os.path.join(tmp, "run")
         gitbench.make_run_dir(run_dir, files=20, index_bytes=5_000_000)

@@ -22,16 +22,17 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gitbench  # noqa: E402
-from serve_process import Serve, wait_for  # noqa: E402
+from inflight_testing.git_servers import GitDaemon
+from inflight_testing.proxies import RelayProxy
+from inflight_testing.waiting import wait_for
+from serve_process import BenchServe
 
 INTERVAL_S = 2
 
 
 def checkpoints_pushed(serve):
     count = 0
-    for line in list(serve.log):
+    for line in list(serve.lines):
         try:
             count += json.loads(line).get("msg") == "checkpoint pushed"
         except ValueError:
@@ -47,12 +48,12 @@ def main():
     tmp = tempfile.mkdtemp(prefix="inflight-bench-pushes-")
     daemon = proxy = serve = None
     try:
-        daemon = gitbench.GitDaemon(os.path.join(tmp, "srv"))
+        daemon = GitDaemon(os.path.join(tmp, "srv"))
         daemon.new_repo("results.git")
-        proxy = gitbench.ByteProxy(daemon.port)
-        serve = Serve(["--results-repo", daemon.url("results.git", port=proxy.port),
-                       "--checkpoint-interval", f"{INTERVAL_S}s", "--pod-name", "bench",
-                       "--max-concurrent", str(args.runs)])
+        proxy = RelayProxy(daemon.port)
+        serve = BenchServe(["--results-repo", daemon.url("results.git", port=proxy.port),
+                            "--checkpoint-interval", f"{INTERVAL_S}s", "--pod-name", "bench",
+                            "--max-concurrent", str(args.runs)])
         serve.start_long_runs(args.runs, "p", test_ms=500)
         wait_for(lambda: checkpoints_pushed(serve) >= args.runs, 60, "every run's first checkpoint")
         time.sleep(2 * INTERVAL_S)  # warm-up: the first checkpoints' pushes are over

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from serve_process import Serve, bin_dir
+from serve_process import BenchServe, bin_dir
 
 GOAL = 1.2
 
@@ -64,14 +64,14 @@ def wait_exits(procs, timeout):
 
 
 def measure_serve(n, timeout):
-    serve = Serve(["--max-concurrent", str(n)])
+    serve = BenchServe(["--max-concurrent", str(n)])
     try:
         serve.start_long_runs(n, "sd")
 
         t0 = time.monotonic()
         serve.proc.send_signal(signal.SIGTERM)
         t1 = wait_exits([serve.proc], timeout)
-        serve.lines.get(timeout=5)  # let the reader drain stderr up to EOF
+        serve.reader.join(timeout=5)  # let the reader drain stderr up to EOF
         done = serve.logged("shutdown complete") or {}
         stopped = serve.logged("children stopped") or {}
         return t1 - t0, serve.proc.returncode, done.get("seconds"), stopped.get("seconds")
