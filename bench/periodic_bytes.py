@@ -93,6 +93,7 @@ def main():
         appended = append_records(run_dir, records)
         up2, down2, c2, t2, (_, r2) = measured(
             proxy, lambda: gitbench.agent_save(run_dir, cache, url, reason="periodic"))
+        r1, r2 = r1.get("answer", {}), r2.get("answer", {})  # the agent's answer holds the commit
         if not r1.get("commit") or not r2.get("commit"):
             raise RuntimeError(f"a save made no commit: {r1} {r2}")
         parent = git(bare, "rev-parse", f"{BRANCH}^").strip()
