@@ -3,6 +3,7 @@ git daemon, the git CLI and the proxies come from the test support package
 (inflight_testing.git_servers, .proxies).
 
 - make_run_dir: the deterministic 1,005-file run dir (seeded RNG)
+- alternate: repetitions of measures whose order alternates
 - agent_save: one `inflight-checkpoint-agent` save request, timed spawn->exit
 - tree_matches_dir: a pushed branch's content equals a dir (chunked files
   reassembled), read back with `git archive`
@@ -95,6 +96,24 @@ def dir_stats(path):
             count += 1
             size += os.lstat(os.path.join(root, name)).st_size
     return count, size
+
+
+# --------------------------------------------------------------------------
+# repetitions
+
+
+def alternate(reps, *measures):
+    """Calls each measure(rep) once per repetition, in reverse order every
+    other repetition, so that none always runs first (on a cold or warm cache);
+    returns a list of results per measure."""
+    results = [[] for _ in measures]
+    for rep in range(reps):
+        order = list(enumerate(measures))
+        if rep % 2:
+            order.reverse()
+        for i, measure in order:
+            results[i].append(measure(rep))
+    return results
 
 
 # --------------------------------------------------------------------------

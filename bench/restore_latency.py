@@ -25,6 +25,7 @@ import statistics
 import tempfile
 import time
 
+import gitbench
 from inflight_testing.git_servers import GitDaemon, git
 from inflight_testing.proxies import RelayProxy
 from serve_process import BenchServe
@@ -99,21 +100,13 @@ def main():
         template = make_branches(daemon, n)
         print(f"restore_latency: {n} branches, git daemon behind a proxy adding "
               f"{DELAY_S * 1000:.0f} ms each way, {args.reps} repetitions, medians")
-        ours, theirs, conns = [], [], {}
-        for rep in range(args.reps):
-            order = ["serve", "git"] if rep % 2 == 0 else ["git", "serve"]
-            for who in order:
-                if who == "serve":
-                    took, c = serve_restore(daemon, proxy, template, n, f"s{rep}.git")
-                    ours.append(took)
-                else:
-                    took, c = git_fetch(daemon, proxy, template, n, tmp, f"g{rep}.git")
-                    theirs.append(took)
-                conns[who] = c
-        a, b = statistics.median(ours), statistics.median(theirs)
-        print(f"  serve spawn->ready {a * 1000:7.0f} ms ({conns['serve']} connections, "
+        ours, theirs = gitbench.alternate(
+            args.reps, lambda rep: serve_restore(daemon, proxy, template, n, f"s{rep}.git"),
+            lambda rep: git_fetch(daemon, proxy, template, n, tmp, f"g{rep}.git"))
+        a, b = (statistics.median(took for took, _ in x) for x in (ours, theirs))
+        print(f"  serve spawn->ready {a * 1000:7.0f} ms ({ours[-1][1]} connections, "
               f"lease and claims included) | git fetch of {n} branches {b * 1000:6.0f} ms "
-              f"({conns['git']} connection(s)) | ratio {a / b:.2f} (goal <= {GOAL})")
+              f"({theirs[-1][1]} connection(s)) | ratio {a / b:.2f} (goal <= {GOAL})")
     finally:
         proxy.close()
         daemon.stop()

@@ -97,22 +97,12 @@ def main():
         print(f"shutdown_push_latency: git daemon behind a proxy adding {DELAY_S * 1000:.0f} ms "
               f"each way, {args.reps} repetitions, medians")
         for n in args.runs:
-            ours, theirs, conns = [], [], {}
-            for rep in range(args.reps):
-                steps = [("serve", serve_shutdown), ("git", git_push_all)]
-                if rep % 2:
-                    steps.reverse()
-                for who, step in steps:
-                    if who == "serve":
-                        took, c = serve_shutdown(daemon, proxy, n, f"s{n}-{rep}")
-                        ours.append(took)
-                    else:
-                        took, c = git_push_all(daemon, proxy, tmp, n, f"g{n}-{rep}")
-                        theirs.append(took)
-                    conns[who] = c
-            a, b = statistics.median(ours), statistics.median(theirs)
-            print(f"  {n:3d} runs: serve SIGTERM->exit {a * 1000:7.0f} ms ({conns['serve']} connections)"
-                  f" | git push of {n} branches {b * 1000:6.0f} ms ({conns['git']} connection(s))"
+            ours, theirs = gitbench.alternate(
+                args.reps, lambda rep: serve_shutdown(daemon, proxy, n, f"s{n}-{rep}"),
+                lambda rep: git_push_all(daemon, proxy, tmp, n, f"g{n}-{rep}"))
+            a, b = (statistics.median(took for took, _ in x) for x in (ours, theirs))
+            print(f"  {n:3d} runs: serve SIGTERM->exit {a * 1000:7.0f} ms ({ours[-1][1]} connections)"
+                  f" | git push of {n} branches {b * 1000:6.0f} ms ({theirs[-1][1]} connection(s))"
                   f" | ratio {a / b:.2f} (goal <= {GOAL})")
     finally:
         proxy.close()

@@ -95,42 +95,21 @@ def script_child(script, params=None, resume_argv=("--resume",), progress_file="
 # git servers (function scoped: every test gets empty repos and fresh ports)
 
 
-@pytest.fixture
-def bare_repo(tmp_path):
-    """Local bare repo; url is its path (`file_url` holds the file:// form)."""
-    with start_bare_repo(tmp_path / "bare-repo") as server:
-        yield server
+def server_fixture(start, dirname, **options):
+    """A fixture that yields the GitServer of `start` in tmp_path/dirname."""
+    @pytest.fixture
+    def fixture(tmp_path):
+        with start(tmp_path / dirname, **options) as server:
+            yield server
+    return fixture
 
 
-@pytest.fixture
-def file_repo(tmp_path):
-    """Local bare repo; url is file:///..."""
-    with start_bare_repo(tmp_path / "file-repo", file_url=True) as server:
-        yield server
-
-
-@pytest.fixture
-def git_daemon(tmp_path):
-    with start_git_daemon(tmp_path / "git-daemon") as server:
-        yield server
-
-
-@pytest.fixture
-def http_git(tmp_path):
-    with start_http_git(tmp_path / "http-git") as server:
-        yield server
-
-
-@pytest.fixture
-def https_git(tmp_path):
-    with start_https_git(tmp_path / "https-git") as server:
-        yield server
-
-
-@pytest.fixture
-def ssh_git(tmp_path):
-    with start_ssh_git(tmp_path / "ssh-git") as server:
-        yield server
+bare_repo = server_fixture(start_bare_repo, "bare-repo")  # url is the path; file_url the file:// form
+file_repo = server_fixture(start_bare_repo, "file-repo", file_url=True)  # url is file:///...
+git_daemon = server_fixture(start_git_daemon, "git-daemon")
+http_git = server_fixture(start_http_git, "http-git")
+https_git = server_fixture(start_https_git, "https-git")
+ssh_git = server_fixture(start_ssh_git, "ssh-git")
 
 
 @pytest.fixture
