@@ -67,6 +67,7 @@ from conftest import INFLIGHT
 from inflight_testing.git_servers import branches, start_git_daemon
 from inflight_testing.procfs import process_exists
 from inflight_testing.proxies import FlakyRemote
+from inflight_testing.run_dirs import index_ids
 from inflight_testing.serve import Serve
 from inflight_testing.waiting import wait_for
 
@@ -273,7 +274,7 @@ def check_complete_lines(path):
 
 def check_exactly_once(run, run_dir):
     check_complete_lines(run_dir / "index.jsonl")
-    ids = [json.loads(line)["test_id"] for line in (run_dir / "index.jsonl").read_text().splitlines()]
+    ids = index_ids(run_dir)
     twice = sorted(t for t, n in Counter(ids).items() if n > 1)
     missing = sorted(set(run.test_ids()) - set(ids))
     extra = sorted(set(ids) - set(run.test_ids()))
