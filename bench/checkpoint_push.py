@@ -24,15 +24,13 @@ Goal: inflight/git <= 0.35. No pass/fail assertion.
 import argparse
 import hashlib
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import zlib
 
 import gitbench
-from inflight_testing.git_servers import GitDaemon, git
+from inflight_testing.git_servers import git
 
 GOAL = 0.35
 BRANCH = "refs/heads/inflight/pod-a/r1"
@@ -76,12 +74,9 @@ def main():
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_PUSH_REPS", "5")))
     args = ap.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="inflight-bench-push-")
-    daemon = None
-    try:
+    with gitbench.workspace("inflight-bench-push-") as (tmp, daemon, _):
         run_dir = os.path.join(tmp, "run")
         files, size = gitbench.make_run_dir(run_dir)
-        daemon = GitDaemon(os.path.join(tmp, "srv"))
         print(f"checkpoint_push: run dir of {files} files, {size / 1e6:.2f} MB -> git daemon "
               f"(git://127.0.0.1:{daemon.port}), {args.reps} repetitions + 1 warm-up")
         push_inflight(daemon, tmp, run_dir, "warm-inflight")
@@ -116,10 +111,6 @@ def main():
         print(f"  goal: inflight/git <= {GOAL}")
         print(f"RATIO inflight/git (medians) = {mo / mt:.2f}")
         return 0
-    finally:
-        if daemon:
-            daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

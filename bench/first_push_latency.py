@@ -19,12 +19,11 @@ import json
 import os
 import shutil
 import statistics
-import tempfile
 import time
 
 import gitbench
 from checkpoint_push import hash_compress_floor, push_git
-from inflight_testing.git_servers import GitDaemon, git
+from inflight_testing.git_servers import git
 from inflight_testing.waiting import wait_for
 from serve_process import BenchServe
 
@@ -79,9 +78,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_PUSH_REPS", "5")))
     args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="inflight-bench-first-push-")
-    daemon = GitDaemon(os.path.join(tmp, "srv"))
-    try:
+    with gitbench.workspace("inflight-bench-first-push-") as (tmp, daemon, _):
         config = write_config(tmp, source_dir(tmp))
         ours, theirs, floors = [], [], []
         for rep in range(args.reps):
@@ -99,9 +96,6 @@ def main():
               f"{b * 1000:6.0f} ms | hash+compress floor {c * 1000:5.0f} ms")
         print(f"RATIO serve/git = {a / b:.2f} (goal <= {GOAL})")
         print(f"RATIO serve/floor = {a / c:.2f} (goal <= {FLOOR_GOAL})")
-    finally:
-        daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -3,20 +3,25 @@ git daemon, the git CLI and the proxies come from the test support package
 (inflight_testing.git_servers, .proxies).
 
 - make_run_dir: the deterministic 1,005-file run dir (seeded RNG)
+- workspace: a temp dir, a git daemon and optionally a proxy, removed after
 - alternate: repetitions of measures whose order alternates
 - agent_save: one `inflight-checkpoint-agent` save request, timed spawn->exit
 - tree_matches_dir: a pushed branch's content equals a dir (chunked files
   reassembled), read back with `git archive`
 """
+import contextlib
 import io
 import json
 import os
 import random
+import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
 
-from inflight_testing.git_servers import git
+from inflight_testing.git_servers import GitDaemon, git
+from inflight_testing.proxies import RelayProxy
 from serve_process import bin_dir
 
 CHUNK_SUFFIX = ".inflight-chunks"
@@ -99,7 +104,28 @@ def dir_stats(path):
 
 
 # --------------------------------------------------------------------------
-# repetitions
+# workspace and repetitions
+
+
+@contextlib.contextmanager
+def workspace(prefix, proxy_delay=None):
+    """A temp dir with a `git daemon` serving the bare repos under <tmp>/srv
+    and, when `proxy_delay` is given, a RelayProxy in front of it that adds
+    that many seconds to each chunk; yields (tmp, daemon, proxy or None) and
+    removes all of it at the end."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    daemon = proxy = None
+    try:
+        daemon = GitDaemon(os.path.join(tmp, "srv"))
+        if proxy_delay is not None:
+            proxy = RelayProxy(daemon.port, delay=proxy_delay)
+        yield tmp, daemon, proxy
+    finally:
+        if proxy:
+            proxy.close()
+        if daemon:
+            daemon.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def alternate(reps, *measures):

@@ -68,6 +68,7 @@ def main():
         rss_idle, hwm_idle = kb(st["VmRSS"]), kb(st["VmHWM"])
     finally:
         code = serve.stop()
+        serve.cleanup()
 
     base_first, base_idle = measure_baseline(args.idle_seconds)
 

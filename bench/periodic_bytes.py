@@ -24,14 +24,11 @@ is made. Goal: sent <= 2 x appended + 64 KiB. No pass/fail assertion.
 """
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 
 import gitbench
-from inflight_testing.git_servers import GitDaemon, git
-from inflight_testing.proxies import RelayProxy
+from inflight_testing.git_servers import git
 
 BRANCH = "refs/heads/inflight/pod-a/r1"
 APPEND_LINES = 50
@@ -72,11 +69,7 @@ def measured(proxy, action):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="inflight-bench-bytes-")
-    daemon = proxy = None
-    try:
-        daemon = GitDaemon(os.path.join(tmp, "srv"))
-        proxy = RelayProxy(daemon.port)
+    with gitbench.workspace("inflight-bench-bytes-", proxy_delay=0) as (tmp, daemon, proxy):
         run_dir, git_dir = os.path.join(tmp, "run"), os.path.join(tmp, "run-git")
         records = make_progress_dir(run_dir)
         make_progress_dir(git_dir)
@@ -151,12 +144,6 @@ def main():
         print(f"RATIO git-cli sent/appended = {gup2 / appended:.2f}")
         print(f"RATIO inflight/git-cli sent = {up2 / gup2:.2f}")
         return 0
-    finally:
-        if proxy:
-            proxy.close()
-        if daemon:
-            daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -22,12 +22,10 @@ import argparse
 import os
 import shutil
 import statistics
-import tempfile
 import time
 
 import gitbench
-from inflight_testing.git_servers import GitDaemon, git
-from inflight_testing.proxies import RelayProxy
+from inflight_testing.git_servers import git
 from serve_process import BenchServe
 from shutdown_push_latency import DELAY_S
 
@@ -92,10 +90,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--runs", type=int, default=100)
     args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="inflight-bench-restore-")
-    daemon = GitDaemon(os.path.join(tmp, "srv"))
-    proxy = RelayProxy(daemon.port, delay=DELAY_S)
-    try:
+    with gitbench.workspace("inflight-bench-restore-", proxy_delay=DELAY_S) as (tmp, daemon, proxy):
         n = args.runs
         template = make_branches(daemon, n)
         print(f"restore_latency: {n} branches, git daemon behind a proxy adding "
@@ -107,10 +102,6 @@ def main():
         print(f"  serve spawn->ready {a * 1000:7.0f} ms ({ours[-1][1]} connections, "
               f"lease and claims included) | git fetch of {n} branches {b * 1000:6.0f} ms "
               f"({theirs[-1][1]} connection(s)) | ratio {a / b:.2f} (goal <= {GOAL})")
-    finally:
-        proxy.close()
-        daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,10 @@ import argparse
 import os
 import shutil
 import statistics
-import tempfile
 import time
 
 import gitbench
-from inflight_testing.git_servers import GitDaemon, git
-from inflight_testing.proxies import RelayProxy
+from inflight_testing.git_servers import git
 from serve_process import BenchServe
 
 DELAY_S = 0.025
@@ -90,10 +88,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--runs", type=int, nargs="+", default=[20, 100])
     args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="inflight-bench-latency-")
-    daemon = GitDaemon(os.path.join(tmp, "srv"))
-    proxy = RelayProxy(daemon.port, delay=DELAY_S)
-    try:
+    with gitbench.workspace("inflight-bench-latency-", proxy_delay=DELAY_S) as (tmp, daemon, proxy):
         print(f"shutdown_push_latency: git daemon behind a proxy adding {DELAY_S * 1000:.0f} ms "
               f"each way, {args.reps} repetitions, medians")
         for n in args.runs:
@@ -104,10 +99,6 @@ def main():
             print(f"  {n:3d} runs: serve SIGTERM->exit {a * 1000:7.0f} ms ({ours[-1][1]} connections)"
                   f" | git push of {n} branches {b * 1000:6.0f} ms ({theirs[-1][1]} connection(s))"
                   f" | ratio {a / b:.2f} (goal <= {GOAL})")
-    finally:
-        proxy.close()
-        daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
