@@ -25,9 +25,10 @@ finished; no torn line in any progress file; final_status and the attempt
 history agree with the log; no run finished twice; no process of an instance
 (children, agents) outlives it; no `inflight/*` branch left at the end; every
 exit code as README "Runs, attempts and shutdown" says (0 only when every
-checkpoint landed, which is checked against the branches); every shutdown within grace period + 2 s. A run
-is allowed to vanish only when it could not have been saved: its pod was
-SIGKILLed, or its checkpoint was reported as not pushed, and its disk wiped.
+checkpoint landed, which is checked against the branches); every shutdown
+within grace period + 2 s. A run is allowed to vanish only when it could not
+have been saved: its pod was SIGKILLed, or its checkpoint was reported as not
+pushed, and its disk wiped.
 
 A failed invariant is a bug to report, never a trial to skip. Timing is not
 reproducible, the choices are: a failing trial prints its seed and the command
