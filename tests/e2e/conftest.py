@@ -62,7 +62,7 @@ def serve_factory(request, tmp_path):
     started = []
 
     def start(*args, workdir=None, env=None, binary=INFLIGHT):
-        s = Serve(workdir or tmp_path, args, env, binary)
+        s = Serve(workdir or tmp_path, args, env, binary=binary)
         started.append(s)
         return s
 

@@ -26,12 +26,13 @@ def parse_log_line(line):
 class Serve:
     """`binary serve --listen 127.0.0.1:0 --log-format json args...` in
     `workdir`, with no INFLIGHT_* variable of ours in its environment but `env`.
+    `binary` is always given: the tests' and the benchmarks' builds differ.
 
     lines   its stderr lines so far; events() the same parsed
     url     http://127.0.0.1:PORT once it logged "listening"; port the PORT
     """
 
-    def __init__(self, workdir, args=(), env=None, binary="inflight"):
+    def __init__(self, workdir, args=(), env=None, *, binary):
         self.workdir = Path(workdir)
         self.lines = []
         self._events = []
