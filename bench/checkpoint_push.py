@@ -24,15 +24,13 @@ Goal: inflight/git <= 0.35. No pass/fail assertion.
 import argparse
 import hashlib
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import zlib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gitbench  # noqa: E402
+import gitbench
+from inflight_testing.git_servers import git
 
 GOAL = 0.35
 BRANCH = "refs/heads/inflight/pod-a/r1"
@@ -64,10 +62,10 @@ def push_git(daemon, tmp, run_dir, name):
     bare, url = daemon.new_repo(f"{name}.git")
     gd = ["--git-dir", os.path.join(tmp, f"{name}-work.git"), "--work-tree", run_dir]
     t0 = time.monotonic()
-    gitbench.git(None, *gd, "init", "-q", "-b", "main")
-    gitbench.git(None, *gd, "add", "-A")
-    gitbench.git(None, *gd, "commit", "-q", "-m", "inflight checkpoint r1 attempt 1 (shutdown)")
-    gitbench.git(None, *gd, "push", "-q", url, f"main:{BRANCH}")
+    git(None, *gd, "init", "-q", "-b", "main")
+    git(None, *gd, "add", "-A")
+    git(None, *gd, "commit", "-q", "-m", "inflight checkpoint r1 attempt 1 (shutdown)")
+    git(None, *gd, "push", "-q", url, f"main:{BRANCH}")
     return time.monotonic() - t0, bare
 
 
@@ -76,12 +74,9 @@ def main():
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_PUSH_REPS", "5")))
     args = ap.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="inflight-bench-push-")
-    daemon = None
-    try:
+    with gitbench.workspace("inflight-bench-push-") as (tmp, daemon, _):
         run_dir = os.path.join(tmp, "run")
         files, size = gitbench.make_run_dir(run_dir)
-        daemon = gitbench.GitDaemon(os.path.join(tmp, "srv"))
         print(f"checkpoint_push: run dir of {files} files, {size / 1e6:.2f} MB -> git daemon "
               f"(git://127.0.0.1:{daemon.port}), {args.reps} repetitions + 1 warm-up")
         push_inflight(daemon, tmp, run_dir, "warm-inflight")
@@ -103,7 +98,7 @@ def main():
                 for label in ("inflight", "git"):
                     bare = got[label][1]
                     ok, detail = gitbench.tree_matches_dir(bare, BRANCH, run_dir)
-                    entries = len(gitbench.git(bare, "ls-tree", "-r", BRANCH).splitlines())
+                    entries = len(git(bare, "ls-tree", "-r", BRANCH).splitlines())
                     print(f"  check {label}: {BRANCH} {'matches' if ok else 'DIFFERS FROM'} the "
                           f"run dir ({detail}; {entries} tree entries)")
                     if not ok:
@@ -116,10 +111,6 @@ def main():
         print(f"  goal: inflight/git <= {GOAL}")
         print(f"RATIO inflight/git (medians) = {mo / mt:.2f}")
         return 0
-    finally:
-        if daemon:
-            daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

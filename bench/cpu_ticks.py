@@ -19,46 +19,13 @@ Then SIGTERMs serve and waits for it to exit. No pass/fail assertion.
 """
 import argparse
 import os
-import shutil
 import sys
 import time
 
-from serve_process import Serve
+from inflight_testing.procfs import children_of, cpu
+from serve_process import BenchServe
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def stat_fields(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()  # fields[0] is field 3 (state)
-
-
-def cpu(pid):
-    """(utime+stime ticks, on-CPU ns, context switches) of one process."""
-    fields = stat_fields(pid)
-    ticks = int(fields[11]) + int(fields[12])  # utime (14), stime (15)
-    with open(f"/proc/{pid}/schedstat") as f:
-        ns = int(f.read().split()[0])
-    switches = 0
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"):
-                switches += int(value)
-    return ticks, ns, switches
-
-
-def children_of(ppid):
-    pids = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            if int(stat_fields(name)[1]) == ppid:  # field 4: ppid
-                pids.append(int(name))
-        except (OSError, IndexError, ValueError):
-            pass  # exited while scanning
-    return sorted(pids)
 
 
 def main():
@@ -70,7 +37,7 @@ def main():
     n = args.runs
 
     # Periodic checkpoints are measured on their own (tick_nochange, periodic_bytes).
-    serve = Serve(["--max-concurrent", str(n), "--checkpoint-interval", "0"])
+    serve = BenchServe(["--max-concurrent", str(n), "--checkpoint-interval", "0"])
     child_pids = []
     try:
         pid = serve.proc.pid
@@ -92,7 +59,7 @@ def main():
         t_term = time.monotonic()
         code = serve.stop()
         t_exit = time.monotonic()
-        shutil.rmtree(serve.tmp, ignore_errors=True)
+        serve.cleanup()
 
     d = lambda a, b, k: b[k] - a[k]
     serve_ticks, serve_ns, serve_sw = (d(s0, s1, k) for k in range(3))

@@ -19,14 +19,13 @@ import json
 import os
 import shutil
 import statistics
-import sys
-import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gitbench  # noqa: E402
-from checkpoint_push import hash_compress_floor, push_git  # noqa: E402
-from serve_process import Serve, http, wait_for  # noqa: E402
+import gitbench
+from checkpoint_push import hash_compress_floor, push_git
+from inflight_testing.git_servers import git
+from inflight_testing.waiting import wait_for
+from serve_process import BenchServe
 
 GOAL = 0.35
 FLOOR_GOAL = 2.5
@@ -54,21 +53,19 @@ def write_config(tmp, src):
 def serve_first_push(daemon, tmp, config, name):
     """Seconds from SIGTERM to exit, and the run dir serve pushed (kept)."""
     bare, url = daemon.new_repo(f"{name}.git")
-    serve = Serve(["--config", config, "--results-repo", url, "--checkpoint-interval", "0",
-                   "--pod-name", "pod-a"])
+    serve = BenchServe(["--config", config, "--results-repo", url, "--checkpoint-interval", "0",
+                        "--pod-name", "pod-a"])
     try:
-        wait_for(lambda: http(serve.port, "GET", "/readyz")[0] == 200, 10, "/readyz 200")
-        code, body = http(serve.port, "POST", "/api/eval/run", {"id": "r1"})
-        if code != 202:
-            raise RuntimeError(f"submit: HTTP {code} {body}")
+        serve.wait_ready(10)
+        serve.submit(id="r1")
         run_dir = os.path.join(serve.runs_dir, "r1")
         wait_for(lambda: os.path.exists(os.path.join(run_dir, ".copied")), 60, "the copy")
         t0 = time.monotonic()
         code = serve.stop(timeout=120)
         took = time.monotonic() - t0
         if code != 0:
-            raise RuntimeError(f"serve exited {code}: " + "".join(serve.log[-20:]))
-        if not gitbench.git(bare, "for-each-ref", "refs/heads/inflight/pod-a/r1"):
+            raise RuntimeError(f"serve exited {code}: " + "".join(serve.lines[-20:]))
+        if not git(bare, "for-each-ref", "refs/heads/inflight/pod-a/r1"):
             raise RuntimeError("no branch pushed")
         kept = os.path.join(tmp, f"{name}-run")
         shutil.copytree(run_dir, kept)
@@ -81,9 +78,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_PUSH_REPS", "5")))
     args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="inflight-bench-first-push-")
-    daemon = gitbench.GitDaemon(os.path.join(tmp, "srv"))
-    try:
+    with gitbench.workspace("inflight-bench-first-push-") as (tmp, daemon, _):
         config = write_config(tmp, source_dir(tmp))
         ours, theirs, floors = [], [], []
         for rep in range(args.reps):
@@ -101,9 +96,6 @@ def main():
               f"{b * 1000:6.0f} ms | hash+compress floor {c * 1000:5.0f} ms")
         print(f"RATIO serve/git = {a / b:.2f} (goal <= {GOAL})")
         print(f"RATIO serve/floor = {a / c:.2f} (goal <= {FLOOR_GOAL})")
-    finally:
-        daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,27 +1,28 @@
-"""Shared helpers of the checkpoint benchmarks (stdlib only; not a benchmark).
+"""What the checkpoint benchmarks share (stdlib only; not a benchmark). The
+git daemon, the git CLI and the proxies come from the test support package
+(inflight_testing.git_servers, .proxies).
 
 - make_run_dir: the deterministic 1,005-file run dir (seeded RNG)
-- GitDaemon: `git daemon` on 127.0.0.1, waited for by its "Ready to rumble"
-  line with a deadline; one daemon serves many fresh bare repos
-- ByteProxy: a TCP proxy that counts client->server and server->client bytes
+- workspace: a temp dir, a git daemon and optionally a proxy, removed after
+- alternate: repetitions of measures whose order alternates
 - agent_save: one `inflight-checkpoint-agent` save request, timed spawn->exit
-- git / git_env: the git CLI without user or system config
 - tree_matches_dir: a pushed branch's content equals a dir (chunked files
   reassembled), read back with `git archive`
 """
+import contextlib
 import io
 import json
 import os
 import random
-import selectors
-import signal
-import socket
+import shutil
 import subprocess
 import tarfile
-import threading
+import tempfile
 import time
 
-from serve_process import bin_dir, wait_for
+from inflight_testing.git_servers import GitDaemon, git
+from inflight_testing.proxies import RelayProxy
+from serve_process import bin_dir
 
 CHUNK_SUFFIX = ".inflight-chunks"
 EXCLUDES = [".env", "*.pem", "*.key", "id_rsa*"]
@@ -103,200 +104,42 @@ def dir_stats(path):
 
 
 # --------------------------------------------------------------------------
-# git CLI and git daemon
+# workspace and repetitions
 
 
-def git_env():
-    """Environment for the git CLI: no prompts, no user or system config."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({
-        "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@inflight.invalid",
-        "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@inflight.invalid",
-    })
-    return env
+@contextlib.contextmanager
+def workspace(prefix, proxy_delay=None):
+    """A temp dir with a `git daemon` serving the bare repos under <tmp>/srv
+    and, when `proxy_delay` is given, a RelayProxy in front of it that adds
+    that many seconds to each chunk; yields (tmp, daemon, proxy or None) and
+    removes all of it at the end."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    daemon = proxy = None
+    try:
+        daemon = GitDaemon(os.path.join(tmp, "srv"))
+        if proxy_delay is not None:
+            proxy = RelayProxy(daemon.port, delay=proxy_delay)
+        yield tmp, daemon, proxy
+    finally:
+        if proxy:
+            proxy.close()
+        if daemon:
+            daemon.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def git(repo, *args, timeout=120, binary=False, input_text=None):
-    cmd = ["git"] + (["-C", str(repo)] if repo is not None else []) + [str(a) for a in args]
-    stdin = {"input": input_text.encode()} if input_text is not None else {
-        "stdin": subprocess.DEVNULL}
-    proc = subprocess.run(cmd, env=git_env(), capture_output=True, timeout=timeout, **stdin)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
-                           f"{proc.stderr.decode(errors='replace')}")
-    return proc.stdout if binary else proc.stdout.decode()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class GitDaemon:
-    """`git daemon` exporting every bare repo under `base` (receive-pack on)."""
-
-    def __init__(self, base, timeout=15):
-        self.base = str(base)
-        os.makedirs(self.base, exist_ok=True)
-        for attempt in range(5):
-            self.port = free_port()
-            self.log = os.path.join(self.base, f"daemon-{attempt}.log")
-            with open(self.log, "wb") as out:
-                self.proc = subprocess.Popen(
-                    ["git", "daemon", "--verbose", "--reuseaddr", "--export-all",
-                     "--enable=receive-pack", f"--base-path={self.base}", "--listen=127.0.0.1",
-                     f"--port={self.port}", self.base],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    env=git_env(), start_new_session=True)
-            try:
-                # --verbose prints this once the listening socket is bound.
-                wait_for(lambda: self._output_has("Ready to rumble") or self.proc.poll() is not None,
-                         timeout, "git daemon 'Ready to rumble'")
-            except TimeoutError:
-                self.stop()
-                raise
-            if self.proc.poll() is None:
-                return
-            if "already in use" not in self._output():
-                raise RuntimeError(f"git daemon exited: {self._output()}")
-        raise RuntimeError("git daemon lost the race for a port 5 times")
-
-    def _output(self):
-        with open(self.log, errors="replace") as f:
-            return f.read()
-
-    def _output_has(self, text):
-        return text in self._output()
-
-    def new_repo(self, name):
-        """A fresh bare repo; returns (path, git:// url)."""
-        path = os.path.join(self.base, name)
-        git(None, "init", "-q", "--bare", "-b", "main", path)
-        return path, self.url(name)
-
-    def url(self, name, port=None):
-        return f"git://127.0.0.1:{port or self.port}/{name}"
-
-    def stop(self):
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.proc.wait(timeout=5)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-
-
-# --------------------------------------------------------------------------
-# byte-counting proxy
-
-
-class ByteProxy:
-    """Listens on 127.0.0.1:<port> and forwards each connection to
-    127.0.0.1:<target_port>, counting bytes in each direction. One selector
-    thread does everything; `settled()` waits until every accepted connection
-    has been closed on both sides, so counts are final."""
-
-    def __init__(self, target_port):
-        self.target_port = target_port
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.listener.setblocking(False)
-        self.port = self.listener.getsockname()[1]
-        self.up = 0     # client -> server
-        self.down = 0   # server -> client
-        self.connections = 0
-        self.open = 0
-        self.cond = threading.Condition()
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(self.listener, selectors.EVENT_READ, None)
-        self.wake_r, self.wake_w = socket.socketpair()
-        self.sel.register(self.wake_r, selectors.EVENT_READ, "wake")
-        self.stopping = False
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def counts(self):
-        with self.cond:
-            return self.up, self.down, self.connections
-
-    def settled(self, timeout=10):
-        """Waits until no proxied connection is open; returns counts()."""
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while self.open:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"{self.open} proxied connection(s) still open")
-                self.cond.wait(remaining)
-            return self.up, self.down, self.connections
-
-    def _loop(self):
-        pipes = {}  # socket -> [peer, is_client_side, eof_seen]
-        while not self.stopping:
-            for key, _ in self.sel.select():
-                if key.data == "wake":
-                    self.wake_r.recv(64)
-                    continue
-                if key.data is None:
-                    client, _ = self.listener.accept()
-                    server = socket.create_connection(("127.0.0.1", self.target_port))
-                    for s in (client, server):
-                        s.setblocking(True)
-                    pipes[client] = [server, True]
-                    pipes[server] = [client, False]
-                    self.sel.register(client, selectors.EVENT_READ, "conn")
-                    self.sel.register(server, selectors.EVENT_READ, "conn")
-                    with self.cond:
-                        self.connections += 1
-                        self.open += 1
-                    continue
-                sock = key.fileobj
-                if sock not in pipes:  # closed earlier in this batch
-                    continue
-                peer, from_client = pipes[sock][:2]
-                try:
-                    data = sock.recv(65536)
-                except OSError:
-                    data = b""
-                if data:
-                    with self.cond:
-                        if from_client:
-                            self.up += len(data)
-                        else:
-                            self.down += len(data)
-                    try:
-                        peer.sendall(data)
-                    except OSError:
-                        pass
-                    continue
-                # EOF (or error) on this side: pass the half-close on.
-                self.sel.unregister(sock)
-                pipes[sock].append(True)
-                try:
-                    peer.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
-                if len(pipes[peer]) == 3:  # both sides have ended
-                    for s in (sock, peer):
-                        pipes.pop(s, None)
-                        s.close()
-                    with self.cond:
-                        self.open -= 1
-                        self.cond.notify_all()
-
-    def close(self):
-        self.stopping = True
-        self.wake_w.send(b"x")
-        self.thread.join(timeout=5)
-        self.listener.close()
+def alternate(reps, *measures):
+    """Calls each measure(rep) once per repetition, in reverse order every
+    other repetition, so that none always runs first (on a cold or warm cache);
+    returns a list of results per measure."""
+    results = [[] for _ in measures]
+    for rep in range(reps):
+        order = list(enumerate(measures))
+        if rep % 2:
+            order.reverse()
+        for i, measure in order:
+            results[i].append(measure(rep))
+    return results
 
 
 # --------------------------------------------------------------------------

@@ -21,7 +21,8 @@ import statistics
 import sys
 import time
 
-from serve_process import Serve, http as call, wait_for
+from inflight_testing.waiting import wait_for
+from serve_process import BenchServe
 
 GOAL_KIB_PER_CONNECTION = 8.0
 SAMPLES = 200
@@ -59,9 +60,9 @@ def open_fds(pid):
 
 
 def measure(n):
-    serve = Serve(("--max-connections", str(n + 100)))
+    serve = BenchServe(("--max-connections", str(n + 100)))
     try:
-        wait_for(lambda: call(serve.port, "GET", "/readyz")[0] == 200, 10, "/readyz 200")
+        serve.wait_ready(10)
         base_median, base_p99 = healthz_ms(serve.port)
         before = rss_kib(serve.proc.pid)
         fds = open_fds(serve.proc.pid)

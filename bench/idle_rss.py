@@ -19,40 +19,16 @@ import subprocess
 import sys
 import time
 
-from serve_process import Serve, http, wait_for
+from inflight_testing.procfs import cpu, stat_fields, status_fields
+from inflight_testing.waiting import wait_for
+from serve_process import BenchServe
 
 GOAL_MB = 8.0
 AGENTV_IDLE_MB = (88, 107)
 
 
-def status_fields(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            out[key] = value.strip()
-    return out
-
-
 def kb(value):  # "5420 kB" -> 5420
     return int(value.split()[0])
-
-
-def cpu(pid):
-    """(utime+stime ticks, on-CPU ns from schedstat, ctx switches) of pid."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-    with open(f"/proc/{pid}/schedstat") as f:
-        ns = int(f.read().split()[0])
-    st = status_fields(pid)
-    switches = kb(st["voluntary_ctxt_switches"]) + kb(st["nonvoluntary_ctxt_switches"])
-    return ticks, ns, switches
-
-
-def proc_state(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def measure_baseline(idle):
@@ -62,7 +38,7 @@ def measure_baseline(idle):
         # measured once it has exec'd and blocks in its nanosleep (state S),
         # i.e. after the dynamic loader and libc start-up are done
         wait_for(lambda: os.readlink(f"/proc/{proc.pid}/exe").endswith("/sleep")
-                 and proc_state(proc.pid) == "S", 5, "sleep to block in nanosleep")
+                 and stat_fields(proc.pid)[0] == "S", 5, "sleep to block in nanosleep")
         first = kb(status_fields(proc.pid)["VmRSS"])
         time.sleep(idle)
         later = kb(status_fields(proc.pid)["VmRSS"])
@@ -78,10 +54,10 @@ def main():
                     default=float(os.environ.get("BENCH_IDLE_SECONDS", "3")))
     args = ap.parse_args()
 
-    serve = Serve()
+    serve = BenchServe()
     try:
         pid = serve.proc.pid
-        wait_for(lambda: http(serve.port, "GET", "/readyz")[0] == 200, 10, "/readyz 200")
+        serve.wait_ready(10)
         st = status_fields(pid)
         rss_ready, hwm_ready = kb(st["VmRSS"]), kb(st["VmHWM"])
         threads = int(st["Threads"])
@@ -92,6 +68,7 @@ def main():
         rss_idle, hwm_idle = kb(st["VmRSS"]), kb(st["VmHWM"])
     finally:
         code = serve.stop()
+        serve.cleanup()
 
     base_first, base_idle = measure_baseline(args.idle_seconds)
 

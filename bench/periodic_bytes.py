@@ -24,13 +24,11 @@ is made. Goal: sent <= 2 x appended + 64 KiB. No pass/fail assertion.
 """
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gitbench  # noqa: E402
+import gitbench
+from inflight_testing.git_servers import git
 
 BRANCH = "refs/heads/inflight/pod-a/r1"
 APPEND_LINES = 50
@@ -71,11 +69,7 @@ def measured(proxy, action):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="inflight-bench-bytes-")
-    daemon = proxy = None
-    try:
-        daemon = gitbench.GitDaemon(os.path.join(tmp, "srv"))
-        proxy = gitbench.ByteProxy(daemon.port)
+    with gitbench.workspace("inflight-bench-bytes-", proxy_delay=0) as (tmp, daemon, proxy):
         run_dir, git_dir = os.path.join(tmp, "run"), os.path.join(tmp, "run-git")
         records = make_progress_dir(run_dir)
         make_progress_dir(git_dir)
@@ -92,11 +86,12 @@ def main():
         appended = append_records(run_dir, records)
         up2, down2, c2, t2, (_, r2) = measured(
             proxy, lambda: gitbench.agent_save(run_dir, cache, url, reason="periodic"))
+        r1, r2 = r1.get("answer", {}), r2.get("answer", {})  # the agent's answer holds the commit
         if not r1.get("commit") or not r2.get("commit"):
             raise RuntimeError(f"a save made no commit: {r1} {r2}")
-        parent = gitbench.git(bare, "rev-parse", f"{BRANCH}^").strip()
+        parent = git(bare, "rev-parse", f"{BRANCH}^").strip()
         ok, detail = gitbench.tree_matches_dir(bare, BRANCH, run_dir)
-        chunks = [line for line in gitbench.git(bare, "diff-tree", "-r", f"{BRANCH}^",
+        chunks = [line for line in git(bare, "diff-tree", "-r", f"{BRANCH}^",
                                                 BRANCH).splitlines()]
         print(f"  check: save #2 parent is save #1: {parent == r1['commit']}; tree "
               f"{'matches' if ok else 'DIFFERS FROM'} the run dir ({detail}); "
@@ -106,9 +101,9 @@ def main():
             return 1
         # What save #2 pushed: its new objects and their zlib sizes on the server
         # (a push of < 100 objects is unpacked into loose objects there).
-        listing = gitbench.git(bare, "rev-list", "--objects", f"{BRANCH}^..{BRANCH}")
-        sizes = gitbench.git(bare, "cat-file", "--batch-check=%(objecttype) %(objectsize) "
-                             "%(objectsize:disk) %(rest)", input_text=listing)
+        listing = git(bare, "rev-list", "--objects", f"{BRANCH}^..{BRANCH}")
+        sizes = git(bare, "cat-file", "--batch-check=%(objecttype) %(objectsize) "
+                             "%(objectsize:disk) %(rest)", input=listing)
         print("  save #2 new objects (type, size, zlib size, path):")
         for line in sizes.splitlines():
             print("    " + line)
@@ -119,16 +114,16 @@ def main():
         gd = ["--git-dir", os.path.join(tmp, "cli-work.git"), "--work-tree", git_dir]
 
         def first_push():
-            gitbench.git(None, *gd, "init", "-q", "-b", "main")
-            gitbench.git(None, *gd, "add", "-A")
-            gitbench.git(None, *gd, "commit", "-q", "-m", "checkpoint 1")
-            gitbench.git(None, *gd, "push", "-q", gurl, f"main:{BRANCH}")
+            git(None, *gd, "init", "-q", "-b", "main")
+            git(None, *gd, "add", "-A")
+            git(None, *gd, "commit", "-q", "-m", "checkpoint 1")
+            git(None, *gd, "push", "-q", gurl, f"main:{BRANCH}")
 
         gup1, _, _, _, _ = measured(proxy, first_push)
         gappended = append_records(git_dir, records)
-        gitbench.git(None, *gd, "commit", "-q", "-a", "-m", "checkpoint 2")
+        git(None, *gd, "commit", "-q", "-a", "-m", "checkpoint 2")
         gup2, gdown2, gc2, _, _ = measured(
-            proxy, lambda: gitbench.git(None, *gd, "push", "-q", gurl, f"main:{BRANCH}"))
+            proxy, lambda: git(None, *gd, "push", "-q", gurl, f"main:{BRANCH}"))
         gok, gdetail = gitbench.tree_matches_dir(gbare, BRANCH, git_dir)
         assert gappended == appended
         print(f"  check git CLI: tree {'matches' if gok else 'DIFFERS FROM'} the run dir "
@@ -149,12 +144,6 @@ def main():
         print(f"RATIO git-cli sent/appended = {gup2 / appended:.2f}")
         print(f"RATIO inflight/git-cli sent = {up2 / gup2:.2f}")
         return 0
-    finally:
-        if proxy:
-            proxy.close()
-        if daemon:
-            daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -25,14 +25,10 @@ import glob
 import hashlib
 import os
 import resource
-import shutil
 import statistics
-import sys
-import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gitbench  # noqa: E402
+import gitbench
 
 CHUNK = 32 * 1024
 
@@ -68,9 +64,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="inflight-bench-save-cpu-")
-    daemon = gitbench.GitDaemon(os.path.join(tmp, "srv"))
-    try:
+    with gitbench.workspace("inflight-bench-save-cpu-") as (tmp, daemon, _):
         run_dir = os.path.join(tmp, "run")
         gitbench.make_run_dir(run_dir, files=20, index_bytes=5_000_000)
         _, url = daemon.new_repo("results.git")
@@ -93,9 +87,6 @@ def main():
               f"hash of the changed chunk {f * 1e6:6.1f} us")
         print(f"RATIO kept/re-read = {k / r:.2f}")
         print(f"RATIO kept/chunk hash = {k / f:.0f}")
-    finally:
-        daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -15,28 +15,18 @@ one push per changed run made before (and what a CLI that pushes each run on
 its own would make). Goal: 1 push per interval. No pass/fail assertion.
 """
 import argparse
-import json
-import os
-import shutil
 import sys
-import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gitbench  # noqa: E402
-from serve_process import Serve, wait_for  # noqa: E402
+import gitbench
+from inflight_testing.waiting import wait_for
+from serve_process import BenchServe
 
 INTERVAL_S = 2
 
 
 def checkpoints_pushed(serve):
-    count = 0
-    for line in list(serve.log):
-        try:
-            count += json.loads(line).get("msg") == "checkpoint pushed"
-        except ValueError:
-            pass
-    return count
+    return sum(e.get("msg") == "checkpoint pushed" for e in serve.events())
 
 
 def main():
@@ -44,43 +34,34 @@ def main():
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--window", type=int, default=10, help="intervals counted")
     args = parser.parse_args()
-    tmp = tempfile.mkdtemp(prefix="inflight-bench-pushes-")
-    daemon = proxy = serve = None
-    try:
-        daemon = gitbench.GitDaemon(os.path.join(tmp, "srv"))
+    with gitbench.workspace("inflight-bench-pushes-", proxy_delay=0) as (_, daemon, proxy):
         daemon.new_repo("results.git")
-        proxy = gitbench.ByteProxy(daemon.port)
-        serve = Serve(["--results-repo", daemon.url("results.git", port=proxy.port),
-                       "--checkpoint-interval", f"{INTERVAL_S}s", "--pod-name", "bench",
-                       "--max-concurrent", str(args.runs)])
-        serve.start_long_runs(args.runs, "p", test_ms=500)
-        wait_for(lambda: checkpoints_pushed(serve) >= args.runs, 60, "every run's first checkpoint")
-        time.sleep(2 * INTERVAL_S)  # warm-up: the first checkpoints' pushes are over
-        _, _, conns0 = proxy.settled()
-        pushed0 = checkpoints_pushed(serve)
-        time.sleep(args.window * INTERVAL_S)  # the measured window itself, not a wait
-        _, _, conns1 = proxy.settled()
-        pushed1 = checkpoints_pushed(serve)
-        pushes = (conns1 - conns0) / args.window
-        landed = (pushed1 - pushed0) / args.window
-        print(f"pushes_per_interval: {args.runs} running runs, --checkpoint-interval "
-              f"{INTERVAL_S}s, {args.window} intervals counted")
-        print(f"  connections to the results repo per interval: {pushes:.2f} (goal 1)")
-        print(f"  run checkpoints that landed per interval:     {landed:.2f} (baseline: one push "
-              f"each)")
-        print(f"RATIO pushes/interval = {pushes:.2f}")
-        print(f"RATIO pushes/checkpoints = {pushes / landed:.3f}" if landed else
-              "RATIO pushes/checkpoints = n/a (no checkpoint landed)")
-        return 0
-    finally:
-        if serve:
+        serve = BenchServe(["--results-repo", daemon.url("results.git", port=proxy.port),
+                            "--checkpoint-interval", f"{INTERVAL_S}s", "--pod-name", "bench",
+                            "--max-concurrent", str(args.runs)])
+        try:
+            serve.start_long_runs(args.runs, "p", test_ms=500)
+            wait_for(lambda: checkpoints_pushed(serve) >= args.runs, 60, "every run's first checkpoint")
+            time.sleep(2 * INTERVAL_S)  # warm-up: the first checkpoints' pushes are over
+            _, _, conns0 = proxy.settled()
+            pushed0 = checkpoints_pushed(serve)
+            time.sleep(args.window * INTERVAL_S)  # the measured window itself, not a wait
+            _, _, conns1 = proxy.settled()
+            pushed1 = checkpoints_pushed(serve)
+            pushes = (conns1 - conns0) / args.window
+            landed = (pushed1 - pushed0) / args.window
+            print(f"pushes_per_interval: {args.runs} running runs, --checkpoint-interval "
+                  f"{INTERVAL_S}s, {args.window} intervals counted")
+            print(f"  connections to the results repo per interval: {pushes:.2f} (goal 1)")
+            print(f"  run checkpoints that landed per interval:     {landed:.2f} (baseline: one push "
+                  f"each)")
+            print(f"RATIO pushes/interval = {pushes:.2f}")
+            print(f"RATIO pushes/checkpoints = {pushes / landed:.3f}" if landed else
+                  "RATIO pushes/checkpoints = n/a (no checkpoint landed)")
+            return 0
+        finally:
             serve.stop()
             serve.cleanup()
-        if proxy:
-            proxy.close()
-        if daemon:
-            daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,12 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
-import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gitbench  # noqa: E402
-from serve_process import Serve  # noqa: E402
-from shutdown_push_latency import DELAY_S, DelayProxy  # noqa: E402
+import gitbench
+from inflight_testing.git_servers import git
+from serve_process import BenchServe
+from shutdown_push_latency import DELAY_S
 
 GOAL = 2.0
 
@@ -37,13 +35,13 @@ GOAL = 2.0
 def make_branches(daemon, n):
     """The bare repo of N interrupted runs of pod-a, each with a shutdown tip."""
     daemon.new_repo("template.git")
-    serve = Serve(["--results-repo", daemon.url("template.git"), "--checkpoint-interval", "0",
-                   "--max-concurrent", str(n), "--pod-name", "pod-a"])
+    serve = BenchServe(["--results-repo", daemon.url("template.git"), "--checkpoint-interval", "0",
+                        "--max-concurrent", str(n), "--pod-name", "pod-a"])
     try:
         serve.start_long_runs(n, "run")
         code = serve.stop(timeout=120)
         if code != 0:
-            raise RuntimeError(f"pod-a exited {code}: " + "".join(serve.log[-20:]))
+            raise RuntimeError(f"pod-a exited {code}: " + "".join(serve.lines[-20:]))
     finally:
         serve.cleanup()
     return os.path.join(daemon.base, "template.git")
@@ -58,14 +56,14 @@ def serve_restore(daemon, proxy, template, n, name):
     repo = fresh_copy(template, daemon, name)
     before = proxy.connections
     t0 = time.monotonic()
-    serve = Serve(["--results-repo", daemon.url(repo, proxy.port), "--checkpoint-interval", "0",
-                   "--max-concurrent", "1", "--pod-name", "pod-b", "--grace-period", "120s"])
+    serve = BenchServe(["--results-repo", daemon.url(repo, proxy.port), "--checkpoint-interval", "0",
+                        "--max-concurrent", "1", "--pod-name", "pod-b", "--grace-period", "120s"])
     try:
-        ready = serve.wait_logged("ready", 120)
+        ready = serve.wait_log(lambda e: e.get("msg") == "ready", 120)
         took = time.monotonic() - t0
         connections = proxy.connections - before
         if ready.get("restored") != n:
-            raise RuntimeError(f"restored {ready.get('restored')} of {n}: " + "".join(serve.log[-20:]))
+            raise RuntimeError(f"restored {ready.get('restored')} of {n}: " + "".join(serve.lines[-20:]))
         serve.stop(timeout=120)
         return took, connections
     finally:
@@ -75,13 +73,13 @@ def serve_restore(daemon, proxy, template, n, name):
 def git_fetch(daemon, proxy, template, n, tmp, name):
     repo = fresh_copy(template, daemon, name)
     work = os.path.join(tmp, f"{name}-fetch")
-    gitbench.git(None, "init", "-q", "--bare", work)
+    git(None, "init", "-q", "--bare", work)
     before = proxy.connections
     t0 = time.monotonic()
-    gitbench.git(work, "fetch", "-q", daemon.url(repo, proxy.port),
+    git(work, "fetch", "-q", daemon.url(repo, proxy.port),
                  "refs/heads/inflight/*:refs/remotes/results/inflight/*")
     took = time.monotonic() - t0
-    fetched = gitbench.git(work, "for-each-ref", "refs/remotes/results/inflight/").splitlines()
+    fetched = git(work, "for-each-ref", "refs/remotes/results/inflight/").splitlines()
     if len(fetched) != n:
         raise RuntimeError(f"git fetched {len(fetched)} of {n} branches")
     return took, proxy.connections - before
@@ -92,33 +90,18 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--runs", type=int, default=100)
     args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="inflight-bench-restore-")
-    daemon = gitbench.GitDaemon(os.path.join(tmp, "srv"))
-    proxy = DelayProxy(daemon.port)
-    try:
+    with gitbench.workspace("inflight-bench-restore-", proxy_delay=DELAY_S) as (tmp, daemon, proxy):
         n = args.runs
         template = make_branches(daemon, n)
         print(f"restore_latency: {n} branches, git daemon behind a proxy adding "
               f"{DELAY_S * 1000:.0f} ms each way, {args.reps} repetitions, medians")
-        ours, theirs, conns = [], [], {}
-        for rep in range(args.reps):
-            order = ["serve", "git"] if rep % 2 == 0 else ["git", "serve"]
-            for who in order:
-                if who == "serve":
-                    took, c = serve_restore(daemon, proxy, template, n, f"s{rep}.git")
-                    ours.append(took)
-                else:
-                    took, c = git_fetch(daemon, proxy, template, n, tmp, f"g{rep}.git")
-                    theirs.append(took)
-                conns[who] = c
-        a, b = statistics.median(ours), statistics.median(theirs)
-        print(f"  serve spawn->ready {a * 1000:7.0f} ms ({conns['serve']} connections, "
+        ours, theirs = gitbench.alternate(
+            args.reps, lambda rep: serve_restore(daemon, proxy, template, n, f"s{rep}.git"),
+            lambda rep: git_fetch(daemon, proxy, template, n, tmp, f"g{rep}.git"))
+        a, b = (statistics.median(took for took, _ in x) for x in (ours, theirs))
+        print(f"  serve spawn->ready {a * 1000:7.0f} ms ({ours[-1][1]} connections, "
               f"lease and claims included) | git fetch of {n} branches {b * 1000:6.0f} ms "
-              f"({conns['git']} connection(s)) | ratio {a / b:.2f} (goal <= {GOAL})")
-    finally:
-        proxy.close()
-        daemon.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+              f"({theirs[-1][1]} connection(s)) | ratio {a / b:.2f} (goal <= {GOAL})")
 
 
 if __name__ == "__main__":

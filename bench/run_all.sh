@@ -2,7 +2,9 @@
 # Builds inflight + inflight-demo-eval (RelWithDebInfo, build-bench/) if needed
 # and runs every benchmark in bench/. Each prints its figures and RATIO lines;
 # none asserts absolute timings. Takes ~90 s (cpu_ticks measures for 60 s).
-# The checkpoint benchmarks need the git CLI (git daemon) on PATH.
+# The checkpoint benchmarks need the git CLI (git daemon) on PATH. The scripts
+# import the test support package tests/support/inflight_testing, put on
+# PYTHONPATH here; to run one by hand: tests/support/python bench/NAME.py.
 #   INFLIGHT_BUILD_DIR  build dir (default <repo>/build-bench)
 #   BENCH_CPU_WINDOW    cpu_ticks window in seconds (default 60)
 #   BENCH_REPS          shutdown_latency repetitions (default 5)
@@ -13,6 +15,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 build="${INFLIGHT_BUILD_DIR:-$repo/build-bench}"
 export INFLIGHT_BUILD_DIR="$build"
+export PYTHONPATH="$repo/tests/support"
 
 if [[ ! -f "$build/build.ninja" ]]; then
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -14,7 +14,8 @@ has exited (pidfd readable, then waitpid). That is the slowest child's own
 exit time, which serve cannot beat; serve's figure also includes its own exit.
 
 Also timed, as a reference for reading the serve figure: N serial atomic
-file writes with fsync (what serve does per ended attempt, SPEC 3).
+file writes with fsync (what serve does per ended attempt: README "Runs,
+attempts and shutdown").
 
 Repetitions alternate serve/baseline (default 5; env BENCH_REPS or --reps);
 medians are reported. Goal: serve/baseline <= 1.2. No pass/fail assertion.
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from serve_process import Serve, bin_dir
+from serve_process import BenchServe, bin_dir
 
 GOAL = 1.2
 
@@ -63,14 +64,14 @@ def wait_exits(procs, timeout):
 
 
 def measure_serve(n, timeout):
-    serve = Serve(["--max-concurrent", str(n)])
+    serve = BenchServe(["--max-concurrent", str(n)])
     try:
         serve.start_long_runs(n, "sd")
 
         t0 = time.monotonic()
         serve.proc.send_signal(signal.SIGTERM)
         t1 = wait_exits([serve.proc], timeout)
-        serve.lines.get(timeout=5)  # let the reader drain stderr up to EOF
+        serve.reader.join(timeout=5)  # let the reader drain stderr up to EOF
         done = serve.logged("shutdown complete") or {}
         stopped = serve.logged("children stopped") or {}
         return t1 - t0, serve.proc.returncode, done.get("seconds"), stopped.get("seconds")
@@ -129,7 +130,7 @@ def measure_baseline(n, timeout):
 
 def measure_durable_writes(n):
     """Reference for interpreting serve's figure: n atomic run-params.json
-    updates done serially the way SPEC 3 requires (write temp, fsync, rename,
+    updates done serially the way serve writes them (write temp, fsync, rename,
     fsync dir), which serve does once per ended attempt."""
     tmp = tempfile.mkdtemp(prefix="inflight-bench-fsync-")
     try:

@@ -1,10 +1,12 @@
-"""SPEC §2 and §7: every bad request gets its 4xx, names the problem, starts nothing."""
+"""Every bad request gets its 4xx, names the problem, starts nothing (README
+"The config file and the child templates", "The HTTP API")."""
 import json
 import subprocess
 
 import pytest
 
-from conftest import INFLIGHT, metric, write_config
+from inflight_testing.http import metric
+from conftest import INFLIGHT, write_config
 
 TEMPLATE = {
     "argv": ["/usr/bin/python3", "-c", "pass", "{suite_filter}", "--output", "{output_dir}"],

@@ -9,8 +9,10 @@ import socket
 import subprocess
 import time
 
-from conftest import INFLIGHT, http, script_child, small_tmpfs, wait_for, write_config
-from git_servers import *  # noqa: F401,F403 (fixtures)
+from inflight_testing.git_servers import branches
+from inflight_testing.http import http
+from inflight_testing.waiting import wait_for
+from conftest import INFLIGHT, script_child, small_tmpfs, write_config
 
 
 def test_deeply_nested_bodies_are_refused_and_serve_goes_on(serve_factory):

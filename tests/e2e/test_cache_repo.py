@@ -1,14 +1,14 @@
 """The cache repo beside the runs dir is disposable: one left broken by a
 killed agent is recreated, and a disk that cannot hold a checkpoint makes the
-instance not ready until it can (SPEC §5: /readyz)."""
+instance not ready until it can (README "Checkpoints in git")."""
 import fcntl
 import os
 import signal
 import subprocess
 
-from conftest import small_tmpfs, wait_for
-from git_servers import *  # noqa: F401,F403 (fixtures)
-from git_servers import branches
+from inflight_testing.git_servers import branches
+from inflight_testing.waiting import wait_for
+from conftest import small_tmpfs
 
 
 def test_a_cache_left_half_created_is_recreated(serve_factory, tmp_path, bare_repo):

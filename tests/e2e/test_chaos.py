@@ -24,33 +24,32 @@ Invariants: every test of every run recorded exactly once in the copy that
 finished; no torn line in any progress file; final_status and the attempt
 history agree with the log; no run finished twice; no process of an instance
 (children, agents) outlives it; no `inflight/*` branch left at the end; every
-exit code as SPEC §8 says (0 only when every checkpoint landed, which is
-checked against the branches); every shutdown within grace period + 2 s. A run
-is allowed to vanish only when it could not have been saved: its pod was
-SIGKILLed, or its checkpoint was reported as not pushed, and its disk wiped.
+exit code as README "Runs, attempts and shutdown" says (0 only when every
+checkpoint landed, which is checked against the branches); every shutdown
+within grace period + 2 s. A run is allowed to vanish only when it could not
+have been saved: its pod was SIGKILLed, or its checkpoint was reported as not
+pushed, and its disk wiped.
 
 A failed invariant is a bug to report, never a trial to skip. Timing is not
 reproducible, the choices are: a failing trial prints its seed and the command
 that reruns it alone.
 
 Running it:
-    /usr/bin/python3 -m pytest tests/e2e/test_chaos.py        # CI: 8 trials, fixed seed
-    INFLIGHT_CHAOS_TRIALS=40 INFLIGHT_CHAOS_SEED=7 /usr/bin/python3 -m pytest tests/e2e/test_chaos.py
-    /usr/bin/python3 tests/e2e/test_chaos.py --trials 200 --seed 12345
-    /usr/bin/python3 tests/e2e/test_chaos.py --seed 12345 --only-trial 17
-    /usr/bin/python3 tests/e2e/test_chaos.py --trial-seed 3141592 --fault remote_down
+    tests/support/python -m pytest tests/e2e/test_chaos.py        # CI: 8 trials, fixed seed
+    INFLIGHT_CHAOS_TRIALS=40 INFLIGHT_CHAOS_SEED=7 tests/support/python -m pytest tests/e2e/test_chaos.py
+    tests/support/python tests/e2e/test_chaos.py --trials 200 --seed 12345
+    tests/support/python tests/e2e/test_chaos.py --seed 12345 --only-trial 17
+    tests/support/python tests/e2e/test_chaos.py --trial-seed 3141592 --fault remote_down
 Binaries come from INFLIGHT_BIN_DIR (default build/bin), as for every e2e test.
+tests/support/python puts the support package (tests/support) on the path.
 """
 
 import argparse
 import json
 import os
 import random
-import select
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -65,9 +64,13 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import Serve, process_exists, wait_for  # noqa: E402
-from git_servers import branches, start_git_daemon  # noqa: E402
+from conftest import INFLIGHT
+from inflight_testing.git_servers import branches, start_git_daemon
+from inflight_testing.procfs import process_exists
+from inflight_testing.proxies import FlakyRemote
+from inflight_testing.run_dirs import index_ids
+from inflight_testing.serve import Serve
+from inflight_testing.waiting import wait_for
 
 DEFAULT_SEED = 20261121
 CI_TRIALS = 8
@@ -117,7 +120,7 @@ class TrialPlan:
                 f"interval={self.interval_ms}ms delay={self.fault_delay:.2f}s trial_seed={self.seed}")
 
     def rerun(self):
-        script = "/usr/bin/python3 tests/e2e/test_chaos.py"
+        script = "tests/support/python tests/e2e/test_chaos.py"
         alone = f"{script} --trial-seed {self.seed} --fault {self.fault}"
         if self.master_seed is None:
             return alone
@@ -142,101 +145,6 @@ def plan_trial(master_seed, index, fault=None, seed=None):
                      disk=rng.choice(["kept", "wiped"]), restart=rng.choice(["single", "pair"]),
                      runs=runs, max_concurrent=rng.randint(1, 3), interval_ms=rng.randint(250, 1000),
                      fault_delay=rng.uniform(0.2, 4.0), rng=rng)
-
-
-# --------------------------------------------------------------------------
-# a results repo that can go down or hang
-
-
-class FlakyRemote:
-    """A TCP proxy in front of the git daemon. `up` forwards (each chunk
-    after `latency` seconds); `down` resets every connection, open or new;
-    `hung` accepts and never answers, and freezes the connections already
-    open."""
-
-    def __init__(self, target_port):
-        self.target_port = target_port
-        self.mode = "up"
-        self.latency = 0.0
-        self.lock = threading.Lock()
-        self.sockets = set()
-        self.stopping = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.1)
-        self.port = self.listener.getsockname()[1]
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def url(self, repo_name):
-        return f"git://127.0.0.1:{self.port}/{repo_name}"
-
-    def set_mode(self, mode):
-        with self.lock:
-            if mode != self.mode and mode != "hung":
-                self._reset_all()  # a remote coming back or going down drops what was open
-            self.mode = mode
-
-    def stop(self):
-        self.stopping.set()
-        self.thread.join(timeout=5)
-        self.listener.close()
-        with self.lock:
-            self._reset_all()
-
-    def _reset_all(self):
-        for sock in list(self.sockets):
-            reset(sock)
-        self.sockets.clear()
-
-    def _accept(self):
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except (socket.timeout, OSError):
-                continue
-            with self.lock:
-                mode = self.mode
-                if mode == "down":
-                    reset(conn)
-                    continue
-                self.sockets.add(conn)
-            if mode == "up":
-                self._forward(conn)
-
-    def _forward(self, conn):
-        try:
-            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
-        except OSError:
-            return reset(conn)
-        with self.lock:
-            self.sockets.add(upstream)
-        for src, dst in ((conn, upstream), (upstream, conn)):
-            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
-
-    def _pump(self, src, dst):
-        try:
-            while not self.stopping.is_set():
-                if self.mode == "hung":
-                    time.sleep(0.05)
-                    continue
-                if not select.select([src], [], [], 0.1)[0]:
-                    continue
-                data = src.recv(65536)
-                time.sleep(self.latency)
-                if not data:
-                    return dst.shutdown(socket.SHUT_WR)
-                dst.sendall(data)
-        except (OSError, ValueError):  # reset or closed by set_mode/stop
-            return
-
-
-def reset(sock):
-    """Closes with an RST, as a host that went away."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    except OSError:
-        pass
-    sock.close()
 
 
 # --------------------------------------------------------------------------
@@ -300,7 +208,7 @@ class Instance:
         self.shutdown_s = None  # signal to exit
 
     def launch(self, args):
-        self.serve = Serve(self.disk.path, args, env={TAG_VAR: self.tag})
+        self.serve = Serve(self.disk.path, args, env={TAG_VAR: self.tag}, binary=INFLIGHT)
 
     def events(self, msg=None, **fields):
         if self.serve is None:
@@ -367,7 +275,7 @@ def check_complete_lines(path):
 
 def check_exactly_once(run, run_dir):
     check_complete_lines(run_dir / "index.jsonl")
-    ids = [json.loads(line)["test_id"] for line in (run_dir / "index.jsonl").read_text().splitlines()]
+    ids = index_ids(run_dir)
     twice = sorted(t for t, n in Counter(ids).items() if n > 1)
     missing = sorted(set(run.test_ids()) - set(ids))
     extra = sorted(set(ids) - set(run.test_ids()))
@@ -464,7 +372,7 @@ class Trial:
 
     def shutdown(self, instances, signals=(signal.SIGTERM,), gap=0.0, remote_ok=True):
         """Signals every instance at once; each must exit within grace + 2 s
-        with the exit code SPEC §8 gives."""
+        with the exit code README "Runs, attempts and shutdown" gives."""
         started = time.monotonic()
         for sig in signals:
             for instance in instances:

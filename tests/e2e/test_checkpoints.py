@@ -1,4 +1,5 @@
-"""SPEC §4, §5 and §8 step 4: checkpoints in git over every transport."""
+"""Checkpoints in git over every transport, and the shutdown push (README
+"Checkpoints in git", "Runs, attempts and shutdown")."""
 import json
 import signal
 import subprocess
@@ -8,8 +9,10 @@ from collections import Counter
 
 import pytest
 
-from conftest import INFLIGHT, index_ids, run_params, wait_for
-from git_servers import *  # noqa: F401,F403 (fixtures)
+from inflight_testing.git_servers import branches, git
+from inflight_testing.run_dirs import index_ids, run_params
+from inflight_testing.waiting import wait_for
+from conftest import INFLIGHT
 
 
 def interrupted_runs(serve_factory, workdir, server, count=2, tests=12, extra=()):

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_params, wait_for
-from git_servers import branches, git_daemon  # noqa: F401 (fixture)
+from inflight_testing.run_dirs import run_params
+from inflight_testing.waiting import wait_for
+from inflight_testing.git_servers import branches
 from npm_tools import npm_install
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "promptfoo"

@@ -1,9 +1,9 @@
-"""SPEC §5.6: a finished run is never run again. Its branch deletion is part
-of shutdown's work, and a branch whose run is final is deleted, not resumed."""
+"""A finished run is never run again (README "Checkpoints in git"). Its branch
+deletion is part of shutdown's work, and a branch whose run is final is deleted, not resumed."""
 import signal
 
-from conftest import script_child, wait_for, write_config
-from git_servers import *  # noqa: F401,F403 (fixtures)
+from inflight_testing.git_servers import branches, git
+from conftest import script_child, write_config
 
 
 def branch_of(server, run_id):

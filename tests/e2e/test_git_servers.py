@@ -1,13 +1,16 @@
-"""The git server fixtures of git_servers.py, exercised with the git CLI only,
+"""The git servers of the support package (inflight_testing.git_servers) and
+their fixtures in conftest.py, exercised with the git CLI only,
 so they are known to work before the inflight binary is pointed at them."""
 
 import socket
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from git_servers import *  # noqa: F403 (fixtures must be imported by name to register)
+from inflight_testing.git_servers import (branches, git, make_commit, port_open, start_git_daemon,
+                                          start_http_git, start_https_git, start_ssh_git)
+from inflight_testing.procfs import process_exists
+from inflight_testing.proxies import HungServer
 
 REF = "refs/heads/inflight/p/r"
 
@@ -22,14 +25,6 @@ def ls_remote(server, url=None, env=None):
     out = git(None, "ls-remote", url or server.cli_url, "refs/heads/inflight/*",
               env=server.env if env is None else env)
     return {ref: sha for sha, ref in (line.split("\t") for line in out.splitlines())}
-
-
-def process_gone(pid):
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state == "Z"
 
 
 # ---------------------------------------------------------------- round trip
@@ -165,13 +160,13 @@ def test_teardown_kills_the_process_group(start, tmp_path):
     with start(tmp_path / "server") as server:
         pid = server.process.proc.pid
         assert port_open(server.port)
-    assert process_gone(pid)
+    assert not process_exists(pid)
     # Not asserted: that the port is closed. ctest runs test files in
     # parallel, and another fixture may already listen on the freed port.
 
 
 def test_teardown_closes_the_hung_server():
-    with start_hung_server() as server:
+    with HungServer() as server:
         assert port_open(server.port)
     # The port itself may be taken again at once by a test running in parallel.
     assert server.listener.fileno() == -1

@@ -1,4 +1,5 @@
-"""SPEC §2, §3 and §5: a checkpoint branch is data, never code.
+"""A checkpoint branch is data, never code (README "The config file and the
+child templates", "Checkpoints in git").
 
 Branches are crafted with git plumbing, as an attacker with push access to the
 results repo would write them, each beside a legitimate branch that must still
@@ -9,8 +10,10 @@ import json
 import subprocess
 from collections import Counter
 
-from conftest import DEMO, INFLIGHT, PYTHON, CHILDREN, index_ids, run_params, wait_for
-from git_servers import *  # noqa: F401,F403 (fixtures)
+from inflight_testing.git_servers import git_env
+from inflight_testing.run_dirs import index_ids, run_params
+from inflight_testing.waiting import wait_for
+from conftest import DEMO, INFLIGHT, PYTHON, CHILDREN
 
 SECRET = "s3cret-git-token"
 

@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN_DIR, INFLIGHT, http, wait_for
+from inflight_testing.http import http
+from inflight_testing.waiting import wait_for
+from conftest import BIN_DIR, INFLIGHT
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "deploy" / "kubernetes"

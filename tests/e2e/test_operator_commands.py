@@ -1,4 +1,5 @@
-"""SPEC §6: `inflight checkpoints list/show/prune` against a real git daemon."""
+"""`inflight checkpoints list/show/prune` against a real git daemon (README
+"Recovering runs by hand")."""
 import json
 import os
 import re
@@ -8,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from inflight_testing.git_servers import branches, git
 from conftest import INFLIGHT
-from git_servers import *  # noqa: F401,F403 (fixtures)
 from test_checkpoints import interrupted_runs
 
 UNREACHABLE = "git://127.0.0.1:1/x.git"

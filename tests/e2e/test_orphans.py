@@ -1,7 +1,10 @@
 """Orphans left by a child are reaped by serve as child subreaper."""
 from pathlib import Path
 
-from conftest import metric, process_exists, script_child, wait_for, write_config, zombies_of
+from inflight_testing.http import metric
+from inflight_testing.procfs import process_exists, zombies_of
+from inflight_testing.waiting import wait_for
+from conftest import script_child, write_config
 
 
 def test_orphan_left_by_a_child_is_reaped(serve_factory, tmp_path):

@@ -1,9 +1,10 @@
-"""SPEC §5 (local half): a restart on the same runs dir resumes interrupted runs."""
+"""A restart on the same runs dir resumes interrupted runs."""
 import json
 import signal
 from collections import Counter
 
-from conftest import index_ids, run_params, wait_for
+from inflight_testing.run_dirs import index_ids, run_params
+from inflight_testing.waiting import wait_for
 
 
 def interrupt_three_runs(serve_factory, tmp_path, tests=12):

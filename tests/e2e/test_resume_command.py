@@ -1,11 +1,14 @@
-"""SPEC §6 `inflight resume`: manual recovery of one run in the foreground."""
+"""`inflight resume`: manual recovery of one run in the foreground (README
+"Recovering runs by hand")."""
 import signal
 import subprocess
 import threading
 from collections import Counter
 
-from conftest import INFLIGHT, index_ids, run_params, wait_for
-from git_servers import *  # noqa: F401,F403 (fixtures)
+from inflight_testing.git_servers import branches, git
+from inflight_testing.run_dirs import index_ids, run_params
+from inflight_testing.waiting import wait_for
+from conftest import INFLIGHT
 from test_checkpoints import interrupted_runs
 
 

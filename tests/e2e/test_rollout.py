@@ -8,9 +8,9 @@ machine, finished at home before that SIGTERM)."""
 import signal
 from collections import Counter
 
-from conftest import index_ids, run_params, wait_for
-from git_servers import *  # noqa: F401,F403 (fixtures)
-from git_servers import branches, git
+from inflight_testing.git_servers import branches, git
+from inflight_testing.run_dirs import index_ids, run_params
+from inflight_testing.waiting import wait_for
 
 OLD_PODS = 4
 RUNS_PER_POD = 8

@@ -1,8 +1,11 @@
-"""SPEC §3: runs, attempts, outcomes, queueing and stop."""
+"""Runs, attempts, outcomes, queueing and stop (README "Runs, attempts and
+shutdown", "The HTTP API")."""
 import json
 import signal
 
-from conftest import (index_ids, run_params, script_child, wait_for, write_config)
+from inflight_testing.run_dirs import index_ids, run_params
+from inflight_testing.waiting import wait_for
+from conftest import script_child, write_config
 
 
 def exit_code_child():

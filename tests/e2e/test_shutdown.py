@@ -1,9 +1,12 @@
-"""SPEC §8: shutdown with stubborn, prompt and repeated signals."""
+"""Shutdown with stubborn, prompt and repeated signals (README "Runs, attempts
+and shutdown")."""
 import signal
 import time
 
-from conftest import (index_ids, process_exists, run_params, script_child, wait_for,
-                      write_config)
+from inflight_testing.procfs import process_exists
+from inflight_testing.run_dirs import index_ids, run_params
+from inflight_testing.waiting import wait_for
+from conftest import script_child, write_config
 
 
 def start_stubborn(serve_factory, tmp_path, *args):

@@ -10,7 +10,9 @@ from collections import Counter
 
 import pytest
 
-from conftest import BIN_DIR, INFLIGHT, index_ids, wait_for
+from inflight_testing.run_dirs import index_ids
+from inflight_testing.waiting import wait_for
+from conftest import BIN_DIR, INFLIGHT
 
 
 def clean_env():

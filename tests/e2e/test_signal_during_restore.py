@@ -3,7 +3,6 @@ period and the runs it claimed are pushed back, so the next pod can take them
 at once instead of waiting out another pod's fresh claim."""
 import signal
 
-from git_servers import *  # noqa: F401,F403 (fixtures)
 from test_hostile_branches import all_tests_once, refs, run_branch
 
 

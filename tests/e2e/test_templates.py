@@ -7,8 +7,9 @@ import subprocess
 
 import pytest
 
-from conftest import CHILDREN, INFLIGHT, PYTHON, run_params, write_config
-from git_servers import branches
+from inflight_testing.git_servers import branches
+from inflight_testing.run_dirs import run_params
+from conftest import CHILDREN, INFLIGHT, PYTHON, write_config
 
 # A child that exits 75 ("try later") until it is resumed, then 0.
 EXITS_75_UNTIL_RESUMED = "import sys; sys.exit(0 if '--resume' in sys.argv else 75)"

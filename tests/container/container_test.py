@@ -1,10 +1,9 @@
-#!/usr/bin/python3
 """The container image, end to end, as a rollout in Kubernetes would use it.
 
 Why it exists: the image (Containerfile) is a product of its own: its runtime
 libraries, its user, its volume, `inflight serve` as PID 1 and the exit code
-a runtime sees after `podman stop` are tested nowhere else. CI runs it before
-scripts/test.
+a runtime sees after `podman stop` are tested nowhere else. CI (.ci/run) runs
+it before scripts/test.
 
 What it does: builds the base image (scripts/build-base-image) and the image
 with podman and runc; serves a bare results repo with `git daemon` on
@@ -19,11 +18,12 @@ deadline; containers, the test's image tag and the git daemon are removed on
 exit (the base image and the build cache are kept, so reruns are fast).
 
 Needs root, podman with runc, mmdebstrap, git and Debian's mirror
-(scripts/setup installs the packages). Run: scripts/container-test
+(scripts/setup installs the packages). Run, as root:
+    tests/support/python tests/container/container_test.py
+(which puts the test support package, tests/support/inflight_testing, on the path).
 """
 
 import contextlib
-import json
 import os
 import resource
 import secrets
@@ -35,11 +35,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from inflight_testing.git_servers import INFLIGHT_PREFIX, branches, free_port, git, start_git_daemon
+from inflight_testing.http import http, metric
+from inflight_testing.run_dirs import index_ids, run_params
+from inflight_testing.waiting import wait_for
 
-from conftest import http, wait_for  # noqa: E402
-from git_servers import INFLIGHT_PREFIX, branches, free_port, git, start_git_daemon  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 BASE = os.environ.get("INFLIGHT_BASE_IMAGE", "localhost/inflight-debian-base:bookworm")
 # One tag per invocation, so that two runs on one machine never remove each other's image.
@@ -141,12 +142,6 @@ class Pod:
         proc = self.exec("sh", "-c", 'grep -l "^State:.*Z" /proc/[0-9]*/status', check=False)
         return proc.stdout.split()
 
-    def metric(self, name):
-        for line in self.get("/metrics").body.splitlines():
-            if line.split(" ")[0] == name:
-                return float(line.split(" ")[1])
-        return None
-
     def stop(self):
         """podman stop as a kubelet would: SIGTERM, SIGKILL after 30 s. Returns
         the exit code and the seconds it took."""
@@ -159,9 +154,6 @@ class Pod:
     def records(self, run_id):
         index = self.data / "runs" / run_id / "index.jsonl"
         return index.read_text().count("\n") if index.exists() else 0
-
-    def run_params(self, run_id):
-        return json.loads((self.data / "runs" / run_id / "run-params.json").read_text())
 
 
 def check_image(pod):
@@ -182,11 +174,11 @@ def check_orphan_reaped(pod):
     """A process whose parent exits inside the container is reparented to PID 1,
     serve, which must reap it. `podman exec` makes one: its sh exits at once and
     leaves the sleep behind."""
-    before = pod.metric("inflight_orphans_reaped_total") or 0
+    before = metric(pod, "inflight_orphans_reaped_total") or 0
     pid = pod.exec("sh", "-c", "sleep 0.5 >/dev/null 2>&1 & echo $!").stdout.strip()
     pod.wait(lambda: pod.exec("test", "-e", f"/proc/{pid}", check=False).returncode != 0,
              30, f"the orphan {pid} reaped")
-    pod.wait(lambda: (pod.metric("inflight_orphans_reaped_total") or 0) > before, 10,
+    pod.wait(lambda: (metric(pod, "inflight_orphans_reaped_total") or 0) > before, 10,
              "inflight_orphans_reaped_total to count the orphan")
 
 
@@ -278,11 +270,10 @@ def test(stack, work, daemon, pods):
     b.wait(lambda: all(b.status(r)["status"] == "succeeded" for r in RUNS), 300, "every run succeeded")
     wait_for(lambda: not branches(daemon.bare), 60, "the deletion of every run's branch")
     for run_id in RUNS:
-        ids = [json.loads(line)["test_id"] for line in
-               (b.data / "runs" / run_id / "index.jsonl").read_text().splitlines()]
+        ids = index_ids(b.data / "runs" / run_id)
         if sorted(ids) != [f"t{n:03d}" for n in range(1, TESTS + 1)]:
             raise Failed(f"{run_id}: the tests recorded are not each test exactly once: {ids}")
-        attempts = b.run_params(run_id)["attempts"]
+        attempts = run_params(b.data / "runs" / run_id)["attempts"]
         last = attempts[-1]
         if last["pod"] != b.name or last["outcome"] != "succeeded":
             raise Failed(f"{run_id}: the last attempt is {last}")

@@ -1,21 +1,20 @@
-"""Real git servers on 127.0.0.1 for end-to-end tests of the results repo.
+"""Real git servers on 127.0.0.1 and the git CLI, for the e2e tests, the
+benchmarks and the container test.
 
 Every server listens on a free ephemeral port, is waited for by a condition
 with a deadline (never a fixed sleep), runs in its own process group and is
-killed with that group at teardown.
+killed with that group when it stops.
 
-Use from a test module in tests/e2e:
-
-    from git_servers import *          # fixtures + helpers (see __all__)
+The `start_*` context managers yield a `GitServer` (see its docstring) with
+one empty bare repo; tests/e2e/conftest.py wraps each in a pytest fixture:
 
     def test_push(http_git, serve_factory):
         serve = serve_factory("--results-repo", http_git.url, *http_git.flags)
         ...
         assert branches(http_git.bare) == {...}
 
-Each fixture yields a `GitServer` (see its docstring). The `start_*` context
-managers are the same servers without pytest, for other scopes or for several
-servers in one test.
+`GitDaemon` is the daemon alone, serving as many fresh bare repos as a
+benchmark makes.
 """
 
 import contextlib
@@ -24,25 +23,11 @@ import secrets
 import signal
 import socket
 import subprocess
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-import pytest
-
-__all__ = [
-    # fixtures
-    "bare_repo", "file_repo", "git_daemon", "http_git", "https_git", "ssh_git",
-    "hung_server", "git_server",
-    # context managers behind the fixtures
-    "start_bare_repo", "start_git_daemon", "start_http_git", "start_https_git",
-    "start_ssh_git", "start_hung_server",
-    # helpers
-    "GitServer", "HungServer", "git", "git_env", "branches", "make_commit",
-    "free_port", "port_open", "INFLIGHT_PREFIX",
-]
+from .waiting import wait_for
 
 INFLIGHT_PREFIX = "refs/heads/inflight/"
 GIT_HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
@@ -71,17 +56,20 @@ def git_env(extra=None):
     return env
 
 
-def git(repo, *args, env=None, timeout=60):
+def git(repo, *args, env=None, timeout=60, input=None, binary=False):
     """Runs `git -C repo args...` (or plain `git args...` when repo is None).
 
-    Returns stdout; raises AssertionError with stderr when git fails. `env`
-    adds variables to git_env(), e.g. a GitServer's `env`.
+    Returns stdout (bytes when `binary`); raises AssertionError with stderr
+    when git fails. `env` adds variables to git_env(), e.g. a GitServer's
+    `env`; `input` is sent to git's stdin.
     """
     cmd = ["git"] + (["-C", str(repo)] if repo is not None else []) + [str(a) for a in args]
-    proc = subprocess.run(cmd, env=git_env(env), capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=timeout)
+    stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+    proc = subprocess.run(cmd, env=git_env(env), capture_output=True, text=not binary,
+                          timeout=timeout, **stdin)
     if proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
+        stderr = proc.stderr.decode(errors="replace") if binary else proc.stderr
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{stderr}")
     return proc.stdout
 
 
@@ -112,17 +100,10 @@ def free_port():
 
 
 def port_open(port):
+    """Whether something accepts connections on 127.0.0.1:port."""
     with socket.socket() as s:
         s.settimeout(1)
         return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def wait_until(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def init_bare(path, http=False):
@@ -163,17 +144,22 @@ class ServerProcess:
 
     def wait_ready(self, ready, what, extra_logs=()):
         """Waits until ready() holds; fails (or asks for a new port) if the process dies."""
-        deadline = time.monotonic() + START_TIMEOUT
-        while not ready():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                output = self.output(extra_logs)
-                self.stop()
-                if "already in use" in output:
-                    raise PortTaken(output)
-                state = ("exited with %s" % self.proc.returncode
-                         if self.proc.returncode is not None else "timed out")
-                raise AssertionError(f"{what} {state}: {' '.join(self.argv)}\n{output}")
-            time.sleep(0.02)
+        def started():
+            if ready():
+                return "ready"
+            return self.proc.poll() is not None and "exited"
+        try:
+            if wait_for(started, START_TIMEOUT, what) == "ready":
+                return
+        except AssertionError:
+            pass  # timed out: reported below, with the server's output
+        output = self.output(extra_logs)
+        self.stop()
+        if "already in use" in output:
+            raise PortTaken(output)
+        state = ("exited with %s" % self.proc.returncode
+                 if self.proc.returncode is not None else "timed out")
+        raise AssertionError(f"{what} {state}: {' '.join(self.argv)}\n{output}")
 
     def stop(self):
         """Kills the whole process group (forked git daemon children, CGIs...)."""
@@ -263,28 +249,46 @@ def start_bare_repo(workdir, file_url=False):
 # git daemon
 
 
-@contextlib.contextmanager
-def start_git_daemon(workdir):
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    bare = init_bare(workdir / REPO_NAME)
+class GitDaemon:
+    """`git daemon` exporting every bare repo under `base`, receive-pack on."""
 
-    def start(port):
+    def __init__(self, base):
+        self.base = Path(base)
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.port, self.process = start_on_free_port(self._start)
+        self.log = self.process.log
+
+    def _start(self, port):
         process = ServerProcess(
             ["git", "daemon", "--verbose", "--reuseaddr", "--export-all",
-             "--enable=receive-pack", f"--base-path={workdir}", "--listen=127.0.0.1",
-             f"--port={port}", f"--pid-file={workdir / 'daemon.pid'}", str(workdir)],
-            workdir / "daemon.log", env=git_env())
+             "--enable=receive-pack", f"--base-path={self.base}", "--listen=127.0.0.1",
+             f"--port={port}", f"--pid-file={self.base / 'daemon.pid'}", str(self.base)],
+            self.base / "daemon.log", env=git_env())
         # --verbose makes the daemon print this once its sockets are bound.
         process.wait_ready(lambda: "Ready to rumble" in process.output(), "git daemon")
         return port, process
 
-    port, process = start_on_free_port(start)
+    def new_repo(self, name):
+        """A fresh bare repo; returns (its path, its git:// url)."""
+        return init_bare(self.base / name), self.url(name)
+
+    def url(self, name, port=None):
+        """The repo's git:// url; `port` puts a proxy's port in it instead."""
+        return f"git://127.0.0.1:{port or self.port}/{name}"
+
+    def stop(self):
+        self.process.stop()
+
+
+@contextlib.contextmanager
+def start_git_daemon(workdir):
+    daemon = GitDaemon(workdir)
     try:
-        yield GitServer(kind="git", url=f"git://127.0.0.1:{port}/{REPO_NAME}", bare=bare,
-                        port=port, log=process.log, process=process)
+        bare, url = daemon.new_repo(REPO_NAME)
+        yield GitServer(kind="git", url=url, bare=bare, port=daemon.port, log=daemon.log,
+                        process=daemon.process)
     finally:
-        process.stop()
+        daemon.stop()
 
 
 # --------------------------------------------------------------------------
@@ -491,109 +495,3 @@ def start_ssh_git(workdir):
                    "host_key_pub": Path(f"{host_key}.pub"), "ssh_command": command})
     finally:
         process.stop()
-
-
-# --------------------------------------------------------------------------
-# a server that accepts and never answers
-
-
-class HungServer:
-    """Accepts TCP connections on 127.0.0.1 and never sends a byte.
-
-    git_url / http_url point at it; `connections` counts accepted sockets.
-    """
-
-    def __init__(self):
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.1)  # lets the accept loop notice stop()
-        self.port = self.listener.getsockname()[1]
-        self.git_url = f"git://127.0.0.1:{self.port}/{REPO_NAME}"
-        self.http_url = f"http://127.0.0.1:{self.port}/git/{REPO_NAME}"
-        self.https_url = f"https://127.0.0.1:{self.port}/git/{REPO_NAME}"
-        self.url = self.git_url
-        self.held = []  # kept open so clients see a live, silent peer
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    @property
-    def connections(self):
-        return len(self.held)
-
-    def _accept(self):
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except (socket.timeout, OSError):
-                continue
-            self.held.append(conn)
-
-    def stop(self):
-        self.stopping.set()
-        self.thread.join(timeout=5)
-        self.listener.close()
-        for conn in self.held:
-            conn.close()
-
-
-@contextlib.contextmanager
-def start_hung_server():
-    server = HungServer()  # bound before returning: no readiness wait needed
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-# --------------------------------------------------------------------------
-# pytest fixtures (function scoped: every test gets empty repos and fresh ports)
-
-
-@pytest.fixture
-def bare_repo(tmp_path):
-    """Local bare repo; url is its path (`file_url` holds the file:// form)."""
-    with start_bare_repo(tmp_path / "bare-repo") as server:
-        yield server
-
-
-@pytest.fixture
-def file_repo(tmp_path):
-    """Local bare repo; url is file:///..."""
-    with start_bare_repo(tmp_path / "file-repo", file_url=True) as server:
-        yield server
-
-
-@pytest.fixture
-def git_daemon(tmp_path):
-    with start_git_daemon(tmp_path / "git-daemon") as server:
-        yield server
-
-
-@pytest.fixture
-def http_git(tmp_path):
-    with start_http_git(tmp_path / "http-git") as server:
-        yield server
-
-
-@pytest.fixture
-def https_git(tmp_path):
-    with start_https_git(tmp_path / "https-git") as server:
-        yield server
-
-
-@pytest.fixture
-def ssh_git(tmp_path):
-    with start_ssh_git(tmp_path / "ssh-git") as server:
-        yield server
-
-
-@pytest.fixture
-def hung_server():
-    with start_hung_server() as server:
-        yield server
-
-
-@pytest.fixture(params=["bare_repo", "file_repo", "git_daemon", "http_git", "https_git", "ssh_git"])
-def git_server(request):
-    """Each transport in turn: a test using it runs once per server kind."""
-    return request.getfixturevalue(request.param)

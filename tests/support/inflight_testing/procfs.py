@@ -1,0 +1,58 @@
+"""Processes as /proc shows them, for tests that check nothing outlives or is
+left unreaped by serve, and for benchmarks that read its CPU and memory."""
+
+from pathlib import Path
+
+
+def stat_fields(pid):
+    """/proc/PID/stat after the command name: [0] is the state (field 3),
+    [1] the ppid, [11] and [12] utime and stime."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def status_fields(pid):
+    """/proc/PID/status as {key: value text}, e.g. "VmRSS": "5420 kB"."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        out[key] = value.strip()
+    return out
+
+
+def process_exists(pid):
+    """Alive and not a zombie."""
+    try:
+        state = stat_fields(pid)[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def _processes():
+    """(pid, stat fields) of every process, skipping those that exit while read."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            yield int(stat.parent.name), stat_fields(stat.parent.name)
+        except (OSError, IndexError, ValueError):
+            continue
+
+
+def children_of(ppid):
+    """Pids of the processes whose parent is `ppid`, sorted."""
+    return sorted(pid for pid, fields in _processes() if int(fields[1]) == ppid)
+
+
+def zombies_of(ppid):
+    """Zombie processes whose parent is `ppid`."""
+    return [pid for pid, fields in _processes() if fields[0] == "Z" and int(fields[1]) == ppid]
+
+
+def cpu(pid):
+    """(utime+stime ticks, on-CPU ns from schedstat, context switches) of one
+    process; the last two resolve far below one tick."""
+    fields = stat_fields(pid)
+    ticks = int(fields[11]) + int(fields[12])
+    ns = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    status = status_fields(pid)
+    switches = int(status["voluntary_ctxt_switches"]) + int(status["nonvoluntary_ctxt_switches"])
+    return ticks, ns, switches

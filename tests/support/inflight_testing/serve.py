@@ -1,0 +1,131 @@
+"""One `inflight serve` process, as the e2e tests, the chaos test and the
+benchmarks start it: listening on a free port, logging JSON to stderr, which a
+thread parses line by line so that waits on the log are woken by it (a
+benchmark timing a wait must not pay a poll interval)."""
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from .http import http
+from .waiting import wait_for
+
+
+def parse_log_line(line):
+    """A JSON log entry; any other line as {"msg": line}."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return {"msg": line.rstrip()}
+
+
+class Serve:
+    """`binary serve --listen 127.0.0.1:0 --log-format json args...` in
+    `workdir`, with no INFLIGHT_* variable of ours in its environment but `env`.
+    `binary` is always given: the tests' and the benchmarks' builds differ.
+
+    lines   its stderr lines so far; events() the same parsed
+    url     http://127.0.0.1:PORT once it logged "listening"; port the PORT
+    """
+
+    def __init__(self, workdir, args=(), env=None, *, binary):
+        self.workdir = Path(workdir)
+        self.lines = []
+        self._events = []
+        self.changed = threading.Condition()
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")}
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(
+            [str(binary), "serve", "--listen", "127.0.0.1:0", "--log-format", "json", *args],
+            cwd=self.workdir, env=full_env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        listening = self.wait_log(lambda e: e.get("msg") == "listening", 15)
+        self.url = "http://" + listening["address"]
+        self.port = int(listening["address"].rsplit(":", 1)[1])
+
+    def _read(self):
+        for line in self.proc.stderr:
+            event = parse_log_line(line)
+            with self.changed:
+                self.lines.append(line)
+                self._events.append(event)
+                self.changed.notify_all()
+        with self.changed:
+            self.changed.notify_all()
+
+    def events(self):
+        with self.changed:
+            return list(self._events)
+
+    def logged(self, msg):
+        """The first log entry with this message so far, or None."""
+        return next((e for e in self.events() if e.get("msg") == msg), None)
+
+    def wait_log(self, predicate, timeout):
+        """Waits on the stderr reader until a log event matches; returns it.
+        Each event is looked at once, as it arrives."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self.changed:
+            while True:
+                for event in self._events[seen:]:
+                    if predicate(event):
+                        return event
+                seen = len(self._events)
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self.reader.is_alive()):
+                    raise AssertionError("no matching log line; stderr was:\n" + "".join(self.lines))
+                self.changed.wait(left)
+
+    def get(self, path, **kw):
+        return http("GET", self.url + path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return http("POST", self.url + path, body, **kw)
+
+    def submit(self, **params):
+        r = self.post("/api/eval/run", params)
+        assert r.status == 202, r.body
+        return r.json()["id"]
+
+    def status(self, run_id):
+        r = self.get(f"/api/eval/status/{run_id}")
+        assert r.status == 200, r.body
+        return r.json()
+
+    def wait_status(self, run_id, statuses, timeout=30):
+        statuses = {statuses} if isinstance(statuses, str) else set(statuses)
+        return wait_for(lambda: (s := self.status(run_id))["status"] in statuses and s, timeout,
+                        f"run {run_id} to become {statuses}")
+
+    def wait_ready(self, timeout=30):
+        wait_for(lambda: self.get("/readyz").status == 200, timeout, "readyz")
+
+    def signal(self, sig=signal.SIGTERM):
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout=30):
+        code = self.proc.wait(timeout=timeout)
+        self.reader.join(timeout=5)
+        return code
+
+    def stop(self, timeout=30):
+        """SIGTERM, SIGKILL if it has not exited after `timeout`; returns the
+        exit code. The wait blocks in waitpid, so it returns as serve exits
+        (Popen.wait with a timeout polls with sleeps of up to 50 ms, which a
+        benchmark timing the shutdown would count)."""
+        if self.proc.poll() is None:
+            killer = threading.Timer(timeout, self.proc.kill)
+            killer.start()
+            try:
+                self.signal(signal.SIGTERM)
+                self.proc.wait()
+            finally:
+                killer.cancel()
+        return self.proc.returncode

@@ -1,0 +1,17 @@
+"""The one way tests and benchmarks wait: a condition polled until a
+deadline, never a fixed sleep."""
+
+import time
+
+
+def wait_for(condition, timeout, what, interval=0.02):
+    """Polls `condition` until it returns a truthy value, which is returned;
+    raises AssertionError naming `what` when `timeout` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
