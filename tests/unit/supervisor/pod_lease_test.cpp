@@ -89,13 +89,16 @@ TEST_F(PodLeaseTest, GiveUpDropsTheLeaseAndStopsRenewing) {
 }
 
 TEST_F(PodLeaseTest, GiveUpWaitsForARenewalUnderWay) {
-  ASSERT_TRUE(lease.renewal().has_value());
+  store.answer_next(Step::lease, Answer::stall);
+  lease.keep();
+  ASSERT_TRUE(run_until(io, [&] { return store.stalled() == 1; }));
   bool done = false;
   lease.give_up(SteadyClock::now() + seconds(60), [&] { done = true; });
   EXPECT_EQ(store.lease_drops(), 0);  // the renewal must not land after the deletion
-  lease.renewed(landed());
+  store.finish_stalled(Answer::land);
   ASSERT_TRUE(run_until(io, [&] { return done; }));
   EXPECT_EQ(store.lease_drops(), 1);
+  EXPECT_EQ(store.lease_holds().size(), 1u);  // and no renewal after it
 }
 
 TEST_F(PodLeaseTest, GiveUpEndsAtTheDeadlineWhenTheRenewalNeverDoes) {
