@@ -1,0 +1,235 @@
+// An in-memory CheckpointPort, so that the supervisor's logic (RunSupervisor,
+// ShutdownPlan, PodLease, Restoration) is tested without the agent, git or a
+// network. It keeps the port's promises (checkpoint_port.hpp): every call
+// completes later, on the io_context, and never after its deadline. Every
+// call is recorded, and each can be scripted to land, be fenced, fail, find
+// the disk failed, or stall until the test finishes it or its deadline passes.
+#pragma once
+
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "inflight/checkpoint/run_params.hpp"
+#include "inflight/supervisor/checkpoint_port.hpp"
+
+namespace inflight {
+
+// How the fake answers one call. `stall`: no answer until finish_stalled(),
+// or a failure at the call's deadline, as the real port gives.
+enum class Answer { land, fenced, fail, disk_failed, stall };
+
+// What a scripted answer applies to. `lease` covers hold_lease(), drop_lease()
+// and the lease in a save_all(); `save`, each run of save() and save_all().
+enum class Step { save, release, lease, check };
+
+class MemoryCheckpoints final : public CheckpointPort {
+ public:
+  explicit MemoryCheckpoints(boost::asio::io_context& io) : io_(io) {}
+
+  // Every later call of `step` (land until told otherwise).
+  void answer(Step step, Answer answer) { defaults_[step] = answer; }
+  // The next call of `step` only; before answer()'s, in the order given.
+  void answer_next(Step step, Answer answer) { next_[step].push_back(answer); }
+  // Every later save of that run, before any other script of saves.
+  void answer_saves_of(const std::string& run_id, Answer answer) { by_run_[run_id] = answer; }
+  // What the next restore() reports (nothing found, when not scripted). Its
+  // runs are materialised: their dirs are made and hold their run-params.
+  void restore_next(RestoreResult result) { restores_next_.push_back(std::move(result)); }
+  // Answers every stalled call with `answer`.
+  void finish_stalled(Answer answer) {
+    for (auto stalled = std::exchange(stalled_, {}); const auto& call : stalled) {
+      call->timer.cancel();
+      call->finish(answer);
+    }
+  }
+
+  // Every run saved, by save() and save_all(), in call order.
+  const std::vector<CheckpointRequest>& saves() const { return saves_; }
+  std::vector<std::string> saved_runs(const std::string& reason) const {
+    std::vector<std::string> ids;
+    for (const auto& save : saves_)
+      if (save.reason == reason) ids.push_back(save.run_id);
+    return ids;
+  }
+  const std::vector<SaveAllRequest>& batches() const { return batches_; }
+  const std::vector<CheckpointRequest>& releases() const { return releases_; }
+  const std::vector<SystemClock::time_point>& lease_holds() const { return lease_holds_; }
+  int lease_drops() const { return lease_drops_; }
+  const std::vector<RestoreQuery>& restores() const { return restores_; }
+  int checks() const { return checks_; }
+  std::size_t stalled() const { return stalled_.size(); }
+
+  void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
+            std::function<void(CheckpointResult)> done) override {
+    saves_.push_back(request);
+    reply(next_answer(Step::save, request.run_id), deadline, std::move(done),
+          [branch = branch_of(request)](Answer a) { return result_of(a, branch); });
+  }
+
+  void save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
+                std::function<void(SaveAllResult)> done) override {
+    batches_.push_back(request);
+    std::vector<Answer> answers;
+    std::vector<std::string> branches;
+    for (const auto& run : request.runs) {
+      saves_.push_back(run);
+      answers.push_back(next_answer(Step::save, run.run_id));
+      branches.push_back(branch_of(run));
+    }
+    const bool lease = request.lease_until.has_value();
+    if (lease) answers.push_back(next_answer(Step::lease));
+    // One connection: a stall of any part stalls the whole push.
+    const bool stalls = std::find(answers.begin(), answers.end(), Answer::stall) != answers.end();
+    reply(stalls ? Answer::stall : Answer::land, deadline, std::move(done),
+          [answers, branches, lease](Answer whole) {
+            // A part that stalled takes the answer that ends the stall; a
+            // push that failed as a whole fails every part.
+            auto part = [whole](Answer own) {
+              return own == Answer::stall || whole != Answer::land ? whole : own;
+            };
+            SaveAllResult result;
+            for (std::size_t i = 0; i < branches.size(); ++i)
+              result.runs.push_back(result_of(part(answers[i]), branches[i]));
+            if (lease) result.lease = result_of(part(answers.back()), "");
+            return result;
+          });
+  }
+
+  void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
+               std::function<void(CheckpointResult)> done) override {
+    releases_.push_back(request);
+    reply(next_answer(Step::release), deadline, std::move(done),
+          [branch = branch_of(request)](Answer a) { return result_of(a, branch); });
+  }
+
+  void check(SteadyClock::time_point deadline,
+             std::function<void(CheckpointResult)> done) override {
+    ++checks_;
+    reply(next_answer(Step::check), deadline, std::move(done),
+          [](Answer a) { return result_of(a, ""); });
+  }
+
+  void restore(const RestoreQuery& query, SteadyClock::time_point deadline,
+               std::function<void(RestoreResult)> done) override {
+    restores_.push_back(query);
+    RestoreResult result;
+    if (!restores_next_.empty()) {
+      result = std::move(restores_next_.front());
+      restores_next_.pop_front();
+    }
+    for (const auto& run : result.runs) {
+      std::filesystem::create_directories(run.dir);
+      checkpoint::write_run_params(run.dir, run.params);
+    }
+    reply(Answer::land, deadline, std::move(done), [result](Answer) { return result; });
+  }
+
+  void hold_lease(SystemClock::time_point until, SteadyClock::time_point deadline,
+                  std::function<void(CheckpointResult)> done) override {
+    lease_holds_.push_back(until);
+    reply(next_answer(Step::lease), deadline, std::move(done),
+          [](Answer a) { return result_of(a, ""); });
+  }
+
+  void drop_lease(SteadyClock::time_point deadline,
+                  std::function<void(CheckpointResult)> done) override {
+    ++lease_drops_;
+    reply(next_answer(Step::lease), deadline, std::move(done),
+          [](Answer a) { return result_of(a, ""); });
+  }
+
+ private:
+  struct StalledCall {
+    explicit StalledCall(boost::asio::io_context& io) : timer(io) {}
+    boost::asio::steady_timer timer;
+    std::function<void(Answer)> finish;
+  };
+
+  Answer next_answer(Step step, const std::string& run_id = "") {
+    if (const auto it = by_run_.find(run_id); step == Step::save && it != by_run_.end())
+      return it->second;
+    if (auto& queued = next_[step]; !queued.empty()) {
+      const auto answer = queued.front();
+      queued.pop_front();
+      return answer;
+    }
+    return defaults_.contains(step) ? defaults_[step] : Answer::land;
+  }
+
+  static std::string branch_of(const CheckpointRequest& request) {
+    return "inflight/" + request.origin_pod + "/" + request.run_id;
+  }
+
+  static CheckpointResult result_of(Answer answer, const std::string& branch) {
+    static int commits = 0;
+    CheckpointResult result;
+    result.branch = branch;
+    switch (answer) {
+      case Answer::land:
+        result.landed = true;
+        result.commit = "c0mm17" + std::to_string(++commits);
+        break;
+      case Answer::fenced:
+        result.fenced = true;
+        result.error = "another instance owns the run";
+        break;
+      case Answer::disk_failed:
+        result.disk_failed = true;
+        result.error = "the cache repo cannot be written";
+        break;
+      case Answer::fail:
+      case Answer::stall:
+        result.error = "the results repo did not answer";
+        break;
+    }
+    return result;
+  }
+
+  // Answers later on the io_context: at once, or, for a stall, when the test
+  // finishes it or at the deadline (a failure).
+  template <class Result>
+  void reply(Answer answer, SteadyClock::time_point deadline, std::function<void(Result)> done,
+             std::type_identity_t<std::function<Result(Answer)>> result_for) {
+    auto post = [this, done = std::move(done), result_for](Answer a) {
+      boost::asio::post(io_, [done, result = result_for(a)] { done(result); });
+    };
+    if (answer != Answer::stall) return post(answer);
+    auto call = std::make_shared<StalledCall>(io_);
+    call->finish = std::move(post);
+    call->timer.expires_at(deadline);
+    // Weak: a call still stalled when the fake goes is dropped with it.
+    call->timer.async_wait([this, weak = std::weak_ptr(call)](const boost::system::error_code& ec) {
+      const auto call = weak.lock();
+      if (ec || !call) return;
+      std::erase(stalled_, call);
+      call->finish(Answer::fail);
+    });
+    stalled_.push_back(call);
+  }
+
+  boost::asio::io_context& io_;
+  std::map<Step, Answer> defaults_;
+  std::map<Step, std::deque<Answer>> next_;
+  std::map<std::string, Answer> by_run_;
+  std::deque<RestoreResult> restores_next_;
+  std::list<std::shared_ptr<StalledCall>> stalled_;
+  std::vector<CheckpointRequest> saves_;
+  std::vector<SaveAllRequest> batches_;
+  std::vector<CheckpointRequest> releases_;
+  std::vector<SystemClock::time_point> lease_holds_;
+  int lease_drops_ = 0;
+  std::vector<RestoreQuery> restores_;
+  int checks_ = 0;
+};
+
+}  // namespace inflight

@@ -1,0 +1,115 @@
+// PodLease against the in-memory store (README "Checkpoints in git"): renewed
+// every period, a failed renewal tried again at the next, no renewal once
+// stopped, and given up only after a renewal under way is over.
+#include "inflight/supervisor/pod_lease.hpp"
+
+#include <gtest/gtest.h>
+
+#include "memory_checkpoints.hpp"
+#include "run_until.hpp"
+
+namespace inflight {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+CheckpointResult landed() {
+  CheckpointResult result;
+  result.landed = true;
+  return result;
+}
+
+class PodLeaseTest : public ::testing::Test {
+ protected:
+  boost::asio::io_context io;
+  MemoryCheckpoints store{io};
+  LeaseTerms terms{.period = milliseconds(10), .length = seconds(90)};
+  PodLease lease{io, store, terms, seconds(60)};
+};
+
+TEST(LeaseTerms, OutlastThreeMissedRenewalsAndAWholeShutdown) {
+  const auto with_checkpoints = lease_terms(seconds(10), seconds(30));
+  EXPECT_EQ(with_checkpoints.period, seconds(10));
+  EXPECT_EQ(with_checkpoints.length, seconds(60));
+  const auto without = lease_terms(Duration::zero(), seconds(30));
+  EXPECT_EQ(without.period, seconds(30));
+  EXPECT_EQ(without.length, seconds(120));
+  // A period under a second counts as one: clocks of two pods differ a little.
+  EXPECT_EQ(lease_terms(milliseconds(200), Duration::zero()).length, seconds(3));
+}
+
+TEST_F(PodLeaseTest, KeepRenewsEveryPeriodUntilALengthFromNow) {
+  const auto before = SystemClock::now();
+  lease.keep();
+  EXPECT_TRUE(store.lease_holds().empty());  // the first renewal is a period away
+  ASSERT_TRUE(run_until(io, [&] { return store.lease_holds().size() >= 3; }));
+  const auto after = SystemClock::now();
+  for (const auto until : store.lease_holds()) {
+    EXPECT_GE(until, before + terms.length);
+    EXPECT_LE(until, after + terms.length);
+  }
+}
+
+TEST_F(PodLeaseTest, AFailedRenewalIsTriedAgainAtTheNextPeriod) {
+  store.answer_next(Step::lease, Answer::fail);
+  lease.keep();
+  ASSERT_TRUE(run_until(io, [&] { return store.lease_holds().size() >= 2; }));
+}
+
+TEST_F(PodLeaseTest, StopEndsTheRenewals) {
+  lease.keep();
+  ASSERT_TRUE(run_until(io, [&] { return store.lease_holds().size() == 1; }));
+  lease.stop();
+  const auto renewals = store.lease_holds().size();
+  io.restart();
+  io.run_for(seconds(10));
+  EXPECT_TRUE(io.stopped());  // out of work: no renewal will ever come
+  EXPECT_EQ(store.lease_holds().size(), renewals);
+  EXPECT_FALSE(lease.renewal().has_value());
+}
+
+TEST_F(PodLeaseTest, APushRenewsItOneAtATime) {
+  const auto until = lease.renewal();
+  ASSERT_TRUE(until.has_value());
+  EXPECT_FALSE(lease.renewal().has_value());  // under way
+  EXPECT_FALSE(lease.release().has_value());  // a release must not race the renewal
+  lease.renewed(landed());
+  EXPECT_TRUE(lease.renewal().has_value());
+}
+
+TEST_F(PodLeaseTest, GiveUpDropsTheLeaseAndStopsRenewing) {
+  lease.keep();
+  bool done = false;
+  lease.give_up(SteadyClock::now() + seconds(60), [&] { done = true; });
+  ASSERT_TRUE(run_until(io, [&] { return done; }));
+  EXPECT_EQ(store.lease_drops(), 1);
+  EXPECT_TRUE(store.lease_holds().empty());
+  EXPECT_FALSE(lease.renewal().has_value());
+}
+
+TEST_F(PodLeaseTest, GiveUpWaitsForARenewalUnderWay) {
+  store.answer_next(Step::lease, Answer::stall);
+  lease.keep();
+  ASSERT_TRUE(run_until(io, [&] { return store.stalled() == 1; }));
+  bool done = false;
+  lease.give_up(SteadyClock::now() + seconds(60), [&] { done = true; });
+  EXPECT_EQ(store.lease_drops(), 0);  // the renewal must not land after the deletion
+  store.finish_stalled(Answer::land);
+  ASSERT_TRUE(run_until(io, [&] { return done; }));
+  EXPECT_EQ(store.lease_drops(), 1);
+  EXPECT_EQ(store.lease_holds().size(), 1u);  // and no renewal after it
+}
+
+TEST_F(PodLeaseTest, GiveUpEndsAtTheDeadlineWhenTheRenewalNeverDoes) {
+  store.answer_next(Step::lease, Answer::stall);
+  lease.keep();
+  ASSERT_TRUE(run_until(io, [&] { return store.stalled() == 1; }));
+  bool done = false;
+  lease.give_up(SteadyClock::now() + milliseconds(20), [&] { done = true; });
+  ASSERT_TRUE(run_until(io, [&] { return done; }));
+  EXPECT_EQ(store.lease_drops(), 0);
+}
+
+}  // namespace
+}  // namespace inflight

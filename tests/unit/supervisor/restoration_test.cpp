@@ -1,0 +1,167 @@
+// Restoration against the in-memory store (README "Checkpoints in git"): the
+// first look takes the lease and resumes the runs it claimed, lists the runs
+// this instance cannot run, stops serve when the store refuses our
+// credentials, and every later look comes a period on, or just after the
+// first known lease of another pod ends.
+#include "inflight/supervisor/restoration.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+
+#include "inflight/checkpoint/run_params.hpp"
+#include "supervisor_fixture.hpp"
+
+namespace inflight {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class RestorationTest : public SupervisorFixture {
+ protected:
+  RestorationTest() {
+    serve.store.runs_dir = runs.path();
+    serve.store.pod_name = "pod-a";
+    serve.checkpoint_interval = Duration::zero();  // looks a lease period (30 s) apart
+    serve.children = templates;
+  }
+
+  Restoration& start() {
+    restoration =
+        std::make_unique<Restoration>(io, supervisor(), store, plan, lease, serve,
+                                      [this](const std::string& error) { refused = error; });
+    restoration->start();
+    return *restoration;
+  }
+
+  // A run that pod-b started and lost: its first attempt was interrupted.
+  checkpoint::RunParams run_of_pod_b(const std::string& id, const std::string& child) const {
+    checkpoint::RunParams params;
+    params.run_id = id;
+    params.child_name = child;
+    params.origin_pod = "pod-b";
+    params.created_at = "2026-01-01T00:00:00Z";
+    checkpoint::AttemptRecord first;
+    first.attempt = 1;
+    first.pod = "pod-b";
+    first.started_at = params.created_at;
+    first.outcome = "interrupted";
+    params.attempts.push_back(first);
+    return params;
+  }
+
+  // A run of a template this instance does not have.
+  checkpoint::HeldRun held_run() const {
+    return {run_of_pod_b("r-held", "promptfoo"), "inflight/pod-b/r-held",
+            "no child template named 'promptfoo'"};
+  }
+  // Gone before the next look: that look comes at once, not a period on.
+  static checkpoint::LeftRun left_run_whose_lease_ended() {
+    return {"r-left", "pod-b", SystemClock::to_time_t(SystemClock::now()) - 5};
+  }
+
+  ServeSettings serve;
+  PodLease lease{io, store, lease_terms(Duration::zero(), seconds(30)), seconds(60)};
+  ShutdownPlan plan{io, supervisor(), &lease, seconds(30), seconds(2), [](int) {}};
+  std::unique_ptr<Restoration> restoration;
+  std::optional<std::string> refused;
+};
+
+TEST_F(RestorationTest, ClaimedRunsResumeWithTheirNextAttempt) {
+  const auto dir = runs.path() / "r-claimed";
+  RestoreResult found;
+  found.runs = {{dir, run_of_pod_b("r-claimed", "sleeper"), "inflight/pod-b/r-claimed", "c1a1m"}};
+  store.restore_next(found);
+  start();
+  ASSERT_TRUE(wait_for([&] {
+    const inflight::Run* run = supervisor().find("r-claimed");
+    return run && run->status == RunStatus::running;
+  }));
+
+  const inflight::Run& run = *supervisor().find("r-claimed");
+  EXPECT_EQ(supervisor().phase(), Phase::ready);
+  EXPECT_EQ(run.dir, dir);
+  EXPECT_EQ(run.checkpoint.branch, "inflight/pod-b/r-claimed");
+  EXPECT_EQ(run.checkpoint.last_commit, "c1a1m");  // the claim is its checkpoint
+  ASSERT_EQ(run.params.attempts.size(), 2u);
+  EXPECT_EQ(run.params.attempts[1].attempt, 2);
+  EXPECT_EQ(run.params.attempts[1].pod, "pod-a");
+  EXPECT_EQ(run.params.argv.back(), "resumed");
+  // The first look takes the lease before it claims anything.
+  ASSERT_EQ(store.restores().size(), 1u);
+  EXPECT_TRUE(store.restores()[0].lease_until.has_value());
+}
+
+TEST_F(RestorationTest, HeldRunsAreListedAndNeverStarted) {
+  RestoreResult found;
+  found.held = {held_run()};
+  store.restore_next(found);
+  start();
+  ASSERT_TRUE(wait_for([&] { return supervisor().phase() == Phase::ready; }));
+
+  const inflight::Run* run = supervisor().find("r-held");
+  ASSERT_NE(run, nullptr);
+  EXPECT_EQ(run->held, "no child template named 'promptfoo'");
+  EXPECT_EQ(run->status, RunStatus::interrupted);
+  EXPECT_EQ(run->checkpoint.branch, "inflight/pod-b/r-held");
+  EXPECT_EQ(supervisor().live_children(), 0);
+}
+
+TEST_F(RestorationTest, LocalRunsAreOfferedForTheLocalVersusBranchRule) {
+  auto params = run_of_pod_b("r-local", "sleeper");
+  std::filesystem::create_directories(runs.path() / "r-local");
+  checkpoint::write_run_params(runs.path() / "r-local", params);
+  start();
+  ASSERT_EQ(store.restores().size(), 1u);
+  ASSERT_EQ(store.restores()[0].local.size(), 1u);
+  EXPECT_EQ(store.restores()[0].local[0].params.run_id, "r-local");
+  EXPECT_FALSE(store.restores()[0].leave_handovers);
+}
+
+TEST_F(RestorationTest, RefusedCredentialsOnTheFirstLookAreFatal) {
+  RestoreResult found;
+  found.refused = "401 Unauthorized";
+  store.restore_next(found);
+  start();
+  ASSERT_TRUE(wait_for([&] { return refused.has_value(); }));
+  EXPECT_EQ(refused, "401 Unauthorized");
+  EXPECT_EQ(supervisor().phase(), Phase::restoring);  // never ready
+}
+
+TEST_F(RestorationTest, AnUnreachableStoreIsAskedAgainAtTheNextPeriod) {
+  serve.checkpoint_interval = milliseconds(20);  // the lease period, too
+  RestoreResult found;
+  found.unreachable = "connection refused";
+  store.restore_next(found);
+  start();
+  ASSERT_TRUE(wait_for([&] { return store.restores().size() >= 2; }));
+  EXPECT_EQ(supervisor().phase(), Phase::ready);  // local runs only, meanwhile
+  EXPECT_FALSE(refused.has_value());
+  EXPECT_FALSE(store.restores()[1].lease_until.has_value());  // the pushes renew it now
+}
+
+TEST_F(RestorationTest, ALookComesSoonerWhenALeaseOfAnotherPodEnds) {
+  RestoreResult found;
+  found.left = {left_run_whose_lease_ended()};
+  store.restore_next(found);
+  found.refused = "401 Unauthorized";
+  store.restore_next(found);
+  start();
+  ASSERT_TRUE(wait_for([&] { return store.restores().size() >= 3; }));
+  EXPECT_FALSE(refused.has_value());  // refused on a later look: only logged
+}
+
+TEST_F(RestorationTest, LaterLooksSkipTheRunsThisInstanceHolds) {
+  RestoreResult found;
+  found.held = {held_run()};
+  found.left = {left_run_whose_lease_ended()};
+  store.restore_next(found);
+  start();
+  ASSERT_TRUE(wait_for([&] { return store.restores().size() >= 2; }));
+  EXPECT_TRUE(store.restores()[1].skip.contains("r-held"));
+}
+
+}  // namespace
+}  // namespace inflight

@@ -1,0 +1,185 @@
+// RunSupervisor against the in-memory store (README "Runs, attempts and
+// shutdown", "Checkpoints in git"): runs queue beyond max_concurrent, a finished run's branch is
+// released, a fenced run is stopped and left alone, a stop cancels, periodic
+// ticks push what changed. The children are real processes.
+#include "inflight/supervisor/run_supervisor.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <set>
+
+#include "inflight/checkpoint/run_params.hpp"
+#include "supervisor_fixture.hpp"
+
+namespace inflight {
+namespace {
+
+using std::chrono::milliseconds;
+
+const OrderedJson kSleeper = {{"child", "sleeper"}};
+
+class RunSupervisorTest : public SupervisorFixture {
+ protected:
+  // A member: the periodic tick that renews it may run until TearDown.
+  PodLease lease{io,
+                 store,
+                 {.period = milliseconds(10), .length = std::chrono::seconds(90)},
+                 std::chrono::seconds(60)};
+};
+
+TEST_F(RunSupervisorTest, RunsWaitForRestoreAndQueueBeyondMaxConcurrent) {
+  auto limits = settings();
+  limits.max_concurrent = 1;
+  auto& supervisor = make_supervisor(limits);
+  inflight::Run& first = submit(kSleeper);
+  EXPECT_EQ(first.status, RunStatus::queued);  // restore is not over yet
+  EXPECT_EQ(supervisor.live_children(), 0);
+
+  supervisor.finish_restore();
+  EXPECT_EQ(first.status, RunStatus::running);
+  inflight::Run& second = submit(kSleeper);
+  EXPECT_EQ(second.status, RunStatus::queued);
+  EXPECT_EQ(supervisor.live_children(), 1);
+
+  supervisor.stop(first);
+  ASSERT_TRUE(wait_for([&] { return second.status == RunStatus::running; }));
+  EXPECT_EQ(first.status, RunStatus::cancelled);
+  EXPECT_EQ(supervisor.live_children(), 1);
+}
+
+TEST_F(RunSupervisorTest, AFinishedAttemptReleasesTheRunAfterWritingItsFinalState) {
+  ready_supervisor();
+  inflight::Run& ok = submit(OrderedJson::object());
+  inflight::Run& bad = submit({{"code", 3}});
+  ASSERT_TRUE(wait_for(
+      [&] { return store.releases().size() == 2 && !ok.release_pending && !bad.release_pending; }));
+
+  EXPECT_EQ(ok.status, RunStatus::succeeded);
+  EXPECT_EQ(bad.status, RunStatus::failed);
+  EXPECT_EQ(bad.params.attempts.back().exit_code, 3);
+  std::set<std::string> released;
+  for (const auto& release : store.releases()) {
+    released.insert(release.run_id);
+    EXPECT_EQ(release.reason, "final");
+    EXPECT_EQ(release.attempt, 1);
+    EXPECT_EQ(release.origin_pod, "pod-a");
+  }
+  EXPECT_EQ(released, (std::set<std::string>{ok.id, bad.id}));
+  // What the release pushes says the run is over: no restore runs it again.
+  EXPECT_EQ(checkpoint::read_run_params(ok.dir)->final_status, "succeeded");
+  EXPECT_EQ(checkpoint::read_run_params(bad.dir)->final_status, "failed");
+}
+
+TEST_F(RunSupervisorTest, AReleaseThatFailedIsTriedAgainByThePeriodicTick) {
+  store.answer_next(Step::release, Answer::fail);
+  ready_supervisor();
+  inflight::Run& run = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return store.releases().size() == 1 && run.store_ops.empty(); }));
+  EXPECT_TRUE(run.release_pending);
+
+  supervisor().start_periodic_checkpoints(milliseconds(10));
+  ASSERT_TRUE(wait_for([&] { return store.releases().size() == 2 && !run.release_pending; }));
+  EXPECT_EQ(store.releases()[1].reason, "final");
+  EXPECT_TRUE(store.saved_runs("periodic").empty());  // a finished run is not checkpointed
+}
+
+TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
+  ready_supervisor();
+  inflight::Run& run = submit(kSleeper);
+  store.answer_saves_of(run.id, Answer::fenced);
+  std::optional<CheckpointResult> answered;
+  supervisor().checkpoint(run, "manual", SteadyClock::now() + std::chrono::seconds(60),
+                          [&](const CheckpointResult& result) { answered = result; });
+  ASSERT_TRUE(wait_for([&] { return answered && !run.pgid; }));
+
+  EXPECT_TRUE(answered->fenced);
+  EXPECT_TRUE(run.fenced);
+  EXPECT_EQ(run.status, RunStatus::interrupted);
+  EXPECT_EQ(run.params.attempts.back().signal, SIGTERM);
+  // This disk's copy is stale: marked, so that no later start resumes it.
+  EXPECT_TRUE(checkpoint::read_run_params(run.dir)->handed_over.has_value());
+  EXPECT_TRUE(store.releases().empty());  // the branch is the other instance's
+
+  // Never touched again: the store is not even asked.
+  answered.reset();
+  supervisor().checkpoint(run, "manual", SteadyClock::now() + std::chrono::seconds(60),
+                          [&](const CheckpointResult& result) { answered = result; });
+  ASSERT_TRUE(answered.has_value());
+  EXPECT_TRUE(answered->fenced);
+  EXPECT_EQ(store.saves().size(), 1u);
+}
+
+TEST_F(RunSupervisorTest, StoppingARunCancelsItAndReleasesIt) {
+  auto limits = settings();
+  limits.max_concurrent = 1;
+  make_supervisor(limits).finish_restore();
+  inflight::Run& running = submit(kSleeper);
+  inflight::Run& queued = submit(kSleeper);
+
+  supervisor().stop(queued);  // never started: cancelled at once
+  EXPECT_EQ(queued.status, RunStatus::cancelled);
+  EXPECT_TRUE(queued.params.attempts.empty());
+
+  supervisor().stop(running);
+  EXPECT_EQ(running.status, RunStatus::stopping);
+  ASSERT_TRUE(wait_for([&] { return running.status == RunStatus::cancelled; }));
+  EXPECT_EQ(running.params.attempts.back().outcome, "cancelled");
+  EXPECT_EQ(running.params.attempts.back().signal, SIGTERM);
+  ASSERT_TRUE(wait_for([&] { return store.releases().size() == 2; }));
+  EXPECT_EQ(store.releases()[0].run_id, queued.id);
+  EXPECT_EQ(store.releases()[1].run_id, running.id);
+  EXPECT_EQ(supervisor().live_children(), 0);  // the queued run did not take the free slot
+}
+
+TEST_F(RunSupervisorTest, PeriodicTicksPushChangedRunsWithTheLeaseInOnePush) {
+  ready_supervisor();
+  inflight::Run& run = submit(kSleeper);
+  ASSERT_TRUE(wait_for([&] { return started(run); }));
+  supervisor().start_periodic_checkpoints(milliseconds(10), &lease);
+  ASSERT_TRUE(wait_for([&] { return store.batches().size() >= 3; }));
+
+  // Saved once: later ticks find its files unchanged and renew the lease alone.
+  EXPECT_EQ(store.saved_runs("periodic"), std::vector<std::string>{run.id});
+  EXPECT_EQ(store.batches()[0].runs.size(), 1u);
+  EXPECT_TRUE(store.batches()[0].keep_objects);
+  for (const auto& batch : store.batches()) EXPECT_TRUE(batch.lease_until.has_value());
+  EXPECT_TRUE(run.checkpoint.last_commit.has_value());
+  EXPECT_TRUE(store.lease_holds().empty());  // the pushes renew it
+}
+
+TEST_F(RunSupervisorTest, ADiskThatCannotCheckpointRefusesSubmitsUntilACheckPasses) {
+  ready_supervisor();
+  inflight::Run& run = submit(kSleeper);
+  store.answer_next(Step::save, Answer::disk_failed);
+  store.answer_next(Step::check, Answer::fail);
+  bool answered = false;
+  supervisor().checkpoint(run, "manual", SteadyClock::now() + std::chrono::seconds(60),
+                          [&](const CheckpointResult&) { answered = true; });
+  ASSERT_TRUE(wait_for([&] { return answered; }));
+  const auto refused = supervisor().submit(kSleeper);
+  EXPECT_EQ(refused.http_status, 503);
+  EXPECT_EQ(refused.error_code, "cannot_checkpoint");
+
+  // The first check fails, the second lands.
+  ASSERT_TRUE(wait_for([&] { return !supervisor().disk_health().problem(); }));
+  EXPECT_EQ(store.checks(), 2);
+  EXPECT_EQ(supervisor().submit(kSleeper).http_status, 202);
+}
+
+TEST_F(RunSupervisorTest, AChildKilledByOthersIsResumedAtOnceWithItsResumeArguments) {
+  ready_supervisor();
+  inflight::Run& run = submit(kSleeper);
+  ASSERT_TRUE(wait_for([&] { return started(run); }));
+  std::filesystem::remove(run.dir / "started");
+  ::kill(*run.pgid, SIGKILL);  // the OOM killer, say
+  ASSERT_TRUE(wait_for([&] { return run.attempts() == 2 && started(run); }));
+
+  EXPECT_EQ(run.params.attempts[0].outcome, "crashed");
+  EXPECT_EQ(run.status, RunStatus::running);
+  EXPECT_EQ(run.params.argv.back(), "resumed");
+  EXPECT_TRUE(store.releases().empty());
+}
+
+}  // namespace
+}  // namespace inflight

@@ -1,0 +1,197 @@
+// ShutdownPlan against the in-memory store (README "Runs, attempts and
+// shutdown"): a signal SIGTERMs every child, the flush window's end (or a
+// second signal) SIGKILLs what is left, every interrupted run is pushed with
+// reason `shutdown`, and the exit code says whether everything landed. The
+// lease rides the last push only when every earlier one landed.
+#include "inflight/supervisor/shutdown_plan.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "supervisor_fixture.hpp"
+
+namespace inflight {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const OrderedJson kSleeper = {{"child", "sleeper"}};
+const OrderedJson kStubborn = {{"child", "stubborn"}};
+
+class ShutdownPlanTest : public SupervisorFixture {
+ protected:
+  ShutdownPlan& make_plan(Duration grace_period, Duration flush_window) {
+    plan = std::make_unique<ShutdownPlan>(io, supervisor(), &lease, grace_period, flush_window,
+                                          [this](int code) { exit_code = code; });
+    return *plan;
+  }
+  bool wait_for_exit() {
+    return wait_for([this] { return exit_code.has_value(); });
+  }
+  std::set<std::string> shutdown_saves() const {
+    const auto ids = store.saved_runs("shutdown");
+    return {ids.begin(), ids.end()};
+  }
+  // One running run and one queued behind it.
+  std::pair<inflight::Run*, inflight::Run*> running_and_queued() {
+    auto limits = settings();
+    limits.max_concurrent = 1;
+    make_supervisor(limits).finish_restore();
+    inflight::Run& running = submit(kSleeper);
+    inflight::Run& queued = submit(kSleeper);
+    return {&running, &queued};
+  }
+
+  PodLease lease{io, store, {.period = seconds(3600), .length = seconds(7200)}, seconds(60)};
+  std::unique_ptr<ShutdownPlan> plan;
+  std::optional<int> exit_code;
+};
+
+TEST_F(ShutdownPlanTest, ASignalTermsEveryChildAndPushesEachRunWithTheLease) {
+  ready_supervisor();
+  inflight::Run& a = submit(kSleeper);
+  inflight::Run& b = submit(kSleeper);
+  ASSERT_TRUE(wait_for([&] { return started(a) && started(b); }));
+
+  make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
+  EXPECT_EQ(a.status, RunStatus::stopping);
+  EXPECT_EQ(b.status, RunStatus::stopping);
+  ASSERT_TRUE(wait_for_exit());
+
+  EXPECT_EQ(exit_code, 0);
+  for (const inflight::Run* run : {&a, &b}) {
+    EXPECT_EQ(run->status, RunStatus::interrupted);
+    EXPECT_EQ(run->params.attempts.back().signal, SIGTERM);
+    EXPECT_EQ(run->params.attempts.back().outcome, "interrupted");
+  }
+  EXPECT_EQ(shutdown_saves(), (std::set<std::string>{a.id, b.id}));
+  ASSERT_EQ(store.batches().size(), 1u);  // one push for all, and for the lease
+  EXPECT_TRUE(store.batches()[0].release_lease);
+  EXPECT_TRUE(store.batches()[0].lease_until.has_value());
+  EXPECT_FALSE(store.batches()[0].keep_objects);
+  EXPECT_TRUE(plan->lease_released());
+}
+
+TEST_F(ShutdownPlanTest, StartedRunsArePushedFirstAndTheLastPushReleasesTheLease) {
+  const auto [running, queued] = running_and_queued();
+  make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
+  EXPECT_EQ(queued->status, RunStatus::interrupted);  // never started now
+  ASSERT_TRUE(wait_for_exit());
+
+  EXPECT_EQ(exit_code, 0);
+  ASSERT_EQ(store.batches().size(), 2u);
+  EXPECT_EQ(store.batches()[0].runs.at(0).run_id, running->id);
+  EXPECT_FALSE(store.batches()[0].release_lease);
+  EXPECT_EQ(store.batches()[1].runs.at(0).run_id, queued->id);
+  EXPECT_TRUE(store.batches()[1].release_lease);
+  EXPECT_TRUE(plan->lease_released());
+}
+
+TEST_F(ShutdownPlanTest, ACheckpointThatFailsExitsOneAndKeepsTheLease) {
+  const auto [running, queued] = running_and_queued();
+  store.answer_saves_of(running->id, Answer::fail);
+  make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());
+
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_EQ(shutdown_saves(), (std::set<std::string>{running->id, queued->id}));
+  ASSERT_EQ(store.batches().size(), 2u);
+  EXPECT_FALSE(store.batches()[1].release_lease);
+  EXPECT_FALSE(store.batches()[1].lease_until.has_value());
+  EXPECT_FALSE(plan->lease_released());
+}
+
+TEST_F(ShutdownPlanTest, ALeaseTheLastPushDidNotReleaseIsNoFailure) {
+  submit(kSleeper);  // still restoring: queued, never started
+  store.answer_next(Step::lease, Answer::fail);
+  make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());
+
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_FALSE(plan->lease_released());  // serve gives it up on its own
+}
+
+TEST_F(ShutdownPlanTest, ASecondSignalSkipsTheFlushWindow) {
+  ready_supervisor();
+  inflight::Run& run = submit(kStubborn);
+  ASSERT_TRUE(wait_for([&] { return started(run); }));  // its SIGTERM trap is set
+
+  auto& plan = make_plan(seconds(120), seconds(60));
+  plan.on_signal(SIGTERM);
+  plan.on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());  // long before the flush window ends
+
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(run.params.attempts.back().signal, SIGKILL);
+  EXPECT_EQ(shutdown_saves(), std::set<std::string>{run.id});
+}
+
+TEST_F(ShutdownPlanTest, TheFlushWindowsEndKillsWhatIsLeft) {
+  ready_supervisor();
+  inflight::Run& run = submit(kStubborn);
+  ASSERT_TRUE(wait_for([&] { return started(run); }));
+
+  make_plan(seconds(120), milliseconds(20)).on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());
+
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(run.params.attempts.back().signal, SIGKILL);
+  EXPECT_EQ(run.status, RunStatus::interrupted);
+}
+
+TEST_F(ShutdownPlanTest, TheGracePeriodsEndBeforeAPushLandedExitsOne) {
+  submit(kSleeper);
+  store.answer(Step::save, Answer::stall);
+  make_plan(milliseconds(50), milliseconds(20)).on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());
+
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_EQ(store.batches().size(), 1u);
+}
+
+TEST_F(ShutdownPlanTest, CheckpointsWaitForARestoreUnderWay) {
+  inflight::Run& run = submit(kSleeper);
+  auto& plan = make_plan(seconds(60), seconds(30));
+  plan.restore_started();
+  plan.on_signal(SIGTERM);
+  EXPECT_TRUE(store.batches().empty());
+
+  plan.restore_finished();
+  ASSERT_TRUE(wait_for_exit());
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(shutdown_saves(), std::set<std::string>{run.id});
+}
+
+TEST_F(ShutdownPlanTest, AFinishedRunsBranchDeletionIsTriedAgainAndAwaited) {
+  store.answer_next(Step::release, Answer::fail);
+  ready_supervisor();
+  inflight::Run& run = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return store.releases().size() == 1 && run.store_ops.empty(); }));
+
+  make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(store.releases().size(), 2u);
+  EXPECT_FALSE(run.release_pending);
+  EXPECT_FALSE(plan->lease_released());  // not with a deletion under way: serve gives it up
+}
+
+TEST_F(ShutdownPlanTest, AFinishedRunsBranchThatSurvivesExitsOne) {
+  store.answer(Step::release, Answer::fail);
+  ready_supervisor();
+  inflight::Run& run = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return store.releases().size() == 1 && run.store_ops.empty(); }));
+
+  make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_TRUE(run.release_pending);
+}
+
+}  // namespace
+}  // namespace inflight
