@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "inflight/checkpoint/run_params.hpp"
-#include "inflight/supervisor/checkpoint_port.hpp"
+#include "inflight/core/run_params.hpp"
+#include "inflight/supervisor/store/checkpoint_port.hpp"
 
 namespace inflight {
 

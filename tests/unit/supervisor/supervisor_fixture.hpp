@@ -11,11 +11,11 @@
 #include <memory>
 #include <string>
 
-#include "inflight/supervisor/child_reaper.hpp"
-#include "inflight/supervisor/child_templates.hpp"
-#include "inflight/supervisor/run_supervisor.hpp"
-#include "memory_checkpoints.hpp"
-#include "run_until.hpp"
+#include "inflight/supervisor/process/child_reaper.hpp"
+#include "inflight/core/child_templates.hpp"
+#include "inflight/supervisor/runs/run_supervisor.hpp"
+#include "supervisor/memory_checkpoints.hpp"
+#include "supervisor/run_until.hpp"
 #include "temp_dir.hpp"
 
 namespace inflight {

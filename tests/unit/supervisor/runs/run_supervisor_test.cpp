@@ -2,15 +2,15 @@
 // shutdown", "Checkpoints in git"): runs queue beyond max_concurrent, a finished run's branch is
 // released, a fenced run is stopped and left alone, a stop cancels, periodic
 // ticks push what changed. The children are real processes.
-#include "inflight/supervisor/run_supervisor.hpp"
+#include "inflight/supervisor/runs/run_supervisor.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <set>
 
-#include "inflight/checkpoint/run_params.hpp"
-#include "supervisor_fixture.hpp"
+#include "inflight/core/run_params.hpp"
+#include "supervisor/supervisor_fixture.hpp"
 
 namespace inflight {
 namespace {

@@ -1,12 +1,12 @@
 // PodLease against the in-memory store (README "Checkpoints in git"): renewed
 // every period, a failed renewal tried again at the next, no renewal once
 // stopped, and given up only after a renewal under way is over.
-#include "inflight/supervisor/pod_lease.hpp"
+#include "inflight/supervisor/lifecycle/pod_lease.hpp"
 
 #include <gtest/gtest.h>
 
-#include "memory_checkpoints.hpp"
-#include "run_until.hpp"
+#include "supervisor/memory_checkpoints.hpp"
+#include "supervisor/run_until.hpp"
 
 namespace inflight {
 namespace {

@@ -3,15 +3,15 @@
 // this instance cannot run, stops serve when the store refuses our
 // credentials, and every later look comes a period on, or just after the
 // first known lease of another pod ends.
-#include "inflight/supervisor/restoration.hpp"
+#include "inflight/supervisor/lifecycle/restoration.hpp"
 
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <optional>
 
-#include "inflight/checkpoint/run_params.hpp"
-#include "supervisor_fixture.hpp"
+#include "inflight/core/run_params.hpp"
+#include "supervisor/supervisor_fixture.hpp"
 
 namespace inflight {
 namespace {

@@ -3,7 +3,7 @@
 // second signal) SIGKILLs what is left, every interrupted run is pushed with
 // reason `shutdown`, and the exit code says whether everything landed. The
 // lease rides the last push only when every earlier one landed.
-#include "inflight/supervisor/shutdown_plan.hpp"
+#include "inflight/supervisor/lifecycle/shutdown_plan.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include <optional>
 #include <set>
 
-#include "supervisor_fixture.hpp"
+#include "supervisor/supervisor_fixture.hpp"
 
 namespace inflight {
 namespace {
