@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "inflight/checkpoint/commit_message.hpp"
+
 namespace inflight::checkpoint {
 
 // What went wrong, as far as a caller must tell apart (exit codes, fencing).
@@ -44,15 +46,6 @@ struct RemoteConfig {
   std::filesystem::path ssh_key;
   std::filesystem::path ssh_known_hosts;
   std::filesystem::path ca_file;
-};
-
-// Metadata written into each checkpoint commit (SPEC §4).
-struct CheckpointInfo {
-  std::string run_id;
-  int attempt = 0;
-  std::string reason;  // shutdown | periodic | manual | claim
-  std::string pod;
-  std::uint64_t records = 0;
 };
 
 struct RemoteBranch {
@@ -226,7 +219,8 @@ class RemoteStore {
   std::unique_ptr<Impl> impl_;
 };
 
-// How much a restored tree may hold (SPEC §5: --restore-max-bytes and
+// How much a restored tree may hold (README "Checkpoints in git",
+// --restore-max-bytes and
 // --restore-max-files; directories count as files).
 struct TreeLimits {
   std::uint64_t max_bytes = 1ull << 30;

@@ -13,13 +13,9 @@
 #include <vector>
 
 #include "inflight/checkpoint/git_store.hpp"
+#include "inflight/checkpoint/lease_record.hpp"
 
 namespace inflight::checkpoint {
-
-struct Lease {
-  std::string pod;
-  std::int64_t until = 0;  // seconds since the epoch
-};
 
 // Creates or renews the lease, fast-forward on the tip it has now.
 void hold_lease(CacheRepo& cache, RemoteStore& remote, const Lease& lease);
@@ -29,11 +25,6 @@ void hold_lease(CacheRepo& cache, RemoteStore& remote, const Lease& lease);
 RefUpdate lease_update(CacheRepo& cache, RemoteStore& remote, const Lease& lease);
 // Deletes the lease; one already gone is fine.
 void drop_lease(RemoteStore& remote, const std::string& pod);
-
-// The message of a lease commit, and its reading; nullopt for a message
-// that is not one, or names an end more than a day ahead of `now`.
-std::string lease_message(const Lease& lease);
-std::optional<Lease> parse_lease_message(const std::string& message, std::int64_t now);
 
 // The leases one listing of the results repo showed, each read when first
 // asked about. A lease that cannot be read counts as none, so that no
