@@ -4,15 +4,12 @@
 
 #include <unistd.h>
 
-#include <boost/asio/signal_set.hpp>
-#include <csignal>
 #include <fstream>
-#include <functional>
 
 #include "inflight/checkpoint/run_dir.hpp"
 #include "inflight/supervisor/api_routes.hpp"
 #include "inflight/supervisor/checkpoint_agent.hpp"
-#include "inflight/supervisor/event_loop.hpp"
+#include "inflight/supervisor/command_loop.hpp"
 #include "inflight/supervisor/exit_code.hpp"
 #include "inflight/supervisor/log.hpp"
 #include "inflight/supervisor/pod_lease.hpp"
@@ -51,12 +48,11 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
 int serve(const ServeSettings& settings) {
   settings.children.check_programs();
   fs::create_directories(settings.store.runs_dir);
-  boost::asio::io_context io;
   // Before "listening" is logged: a signal from then on is queued for the
   // shutdown plan, never left to the default action.
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
-  ChildReaper::become_subreaper();
-  ChildReaper reaper(io);
+  CommandLoop loop;
+  auto& io = loop.io();
+  auto& reaper = loop.reaper();
   const auto supervised = supervisor_settings(settings);
   AgentCheckpoints checkpoints(io, reaper, settings.store, supervised.runs_dir, settings.children);
   RunSupervisor supervisor(io, reaper, checkpoints, supervised, settings.children);
@@ -79,7 +75,7 @@ int serve(const ServeSettings& settings) {
   auto exit = [&](int code) {
     exit_code = code;
     const std::chrono::duration<double> took = SteadyClock::now() - shutdown_started;
-    io.stop();
+    loop.stop();
     log::info("shutdown complete", {{"exit_code", code}, {"seconds", took.count()}});
     try {  // only for /metrics of the next start: a full disk must not hold the exit
       checkpoint::write_file_atomically(settings.store.runs_dir / kLastShutdownFile,
@@ -96,16 +92,11 @@ int serve(const ServeSettings& settings) {
                       if (code != 0 || plan.lease_released()) return exit(code);
                       lease.give_up(shutdown_started + settings.grace_period, [&exit] { exit(0); });
                     });
-  std::function<void()> await_signal = [&] {
-    signals.async_wait([&](const boost::system::error_code& ec, int signal) {
-      if (ec) return;
-      if (shutdown_started == SteadyClock::time_point{}) shutdown_started = SteadyClock::now();
-      lease.stop();
-      plan.on_signal(signal);
-      await_signal();
-    });
-  };
-  await_signal();
+  loop.on_signal([&](int signal) {
+    if (shutdown_started == SteadyClock::time_point{}) shutdown_started = SteadyClock::now();
+    lease.stop();
+    plan.on_signal(signal);
+  });
   Restoration restoration(io, supervisor, checkpoints, plan, lease, settings,
                           [&](const std::string& error) {
                             log::error(
@@ -113,10 +104,10 @@ int serve(const ServeSettings& settings) {
                                 "again",
                                 {{"error", error}});
                             exit_code = kExitUnreachable;
-                            io.stop();
+                            loop.stop();
                           });
   boost::asio::post(io, [&] { restoration.start(); });
-  run_event_loop(io);
+  loop.run();
   return exit_code;
 }
 
