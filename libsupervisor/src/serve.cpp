@@ -22,7 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The previous instance's shutdown duration, kept for /metrics.
+// The previous instance's shutdown duration, kept for /metrics: written and
+// read here only.
 const char* kLastShutdownFile = ".last-shutdown-seconds";
 
 std::optional<double> read_last_shutdown(const fs::path& runs_dir) {
@@ -30,6 +31,16 @@ std::optional<double> read_last_shutdown(const fs::path& runs_dir) {
   double seconds = 0;
   if (in >> seconds) return seconds;
   return std::nullopt;
+}
+
+// Only for /metrics of the next start: a full disk must not hold the exit.
+void write_last_shutdown(const fs::path& runs_dir, double seconds) {
+  try {
+    checkpoint::write_file_atomically(runs_dir / kLastShutdownFile, std::to_string(seconds) + "\n",
+                                      checkpoint::Durability::atomic);
+  } catch (const std::exception& e) {
+    log::warn("shutdown duration not recorded", {{"error", e.what()}});
+  }
 }
 
 SupervisorSettings supervisor_settings(const ServeSettings& s) {
@@ -77,13 +88,7 @@ int serve(const ServeSettings& settings) {
     const std::chrono::duration<double> took = SteadyClock::now() - shutdown_started;
     loop.stop();
     log::info("shutdown complete", {{"exit_code", code}, {"seconds", took.count()}});
-    try {  // only for /metrics of the next start: a full disk must not hold the exit
-      checkpoint::write_file_atomically(settings.store.runs_dir / kLastShutdownFile,
-                                        std::to_string(took.count()) + "\n",
-                                        checkpoint::Durability::atomic);
-    } catch (const std::exception& e) {
-      log::warn("shutdown duration not recorded", {{"error", e.what()}});
-    }
+    write_last_shutdown(settings.store.runs_dir, took.count());
   };
   // A shutdown that left a run unpushed keeps the lease: only this disk
   // knows that run's last state, and a restart here finds it still its own.
