@@ -212,7 +212,7 @@ agent::Shown show_branch(ck::CheckpointStore& store, const ck::RemoteBranch& bra
     const auto c = ck::describe_commit(commit);
     answer.history.push_back({.oid = c.oid,
                               .time = c.time,
-                              .reason = c.reason,
+                              .reason = c.reason ? std::string(ck::to_string(*c.reason)) : "",
                               .attempt = c.attempt,
                               .pod = c.pod,
                               .records = c.records});

@@ -129,6 +129,11 @@ RunParams run_params_from_json(const OrderedJson& json) {
   }
 }
 
+std::size_t listed_attempts(const OrderedJson& json) {
+  const auto it = json.find("attempts");
+  return it != json.end() && it->is_array() ? it->size() : 0;
+}
+
 RunParams run_params_from_text(std::string_view text) {
   std::string error;
   const auto json = parse_bounded_json(text, {.max_bytes = kMaxRunParamsBytes}, error);

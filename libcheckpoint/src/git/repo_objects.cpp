@@ -59,18 +59,11 @@ git_oid write_commit(CacheRepo& cache, const git_oid& tree_oid, const git_commit
   return commit;
 }
 
-std::string checkpoint_message(const CheckpointInfo& info) {
-  const std::string attempt = std::to_string(info.attempt);
-  return "inflight checkpoint " + info.run_id + " attempt " + attempt + " (" + info.reason +
-         ")\n\nInflight-Pod: " + info.pod + "\nInflight-Attempt: " + attempt +
-         "\nInflight-Records: " + std::to_string(info.records) + "\n";
-}
-
 std::string commit_on_own_tree(CacheRepo& cache, const std::string& parent,
                                const CheckpointInfo& info) {
   const CommitHandle commit = lookup_commit(raw_repo(cache), parent);
   return oid_hex(write_commit(cache, *git_commit_tree_id(commit.get()), commit.get(),
-                              checkpoint_message(info)));
+                              write_checkpoint_message(info)));
 }
 
 git_oid write_object(CacheRepo& cache, const void* data, std::size_t size, git_object_t type) {

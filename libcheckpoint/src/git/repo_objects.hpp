@@ -24,8 +24,6 @@ git_oid write_object(CacheRepo& cache, const void* data, std::size_t size, git_o
 // parent, held by the cache until it persists it.
 git_oid write_commit(CacheRepo& cache, const git_oid& tree, const git_commit* parent,
                      const std::string& message);
-// The message of a checkpoint commit; its trailers are what a listing reads.
-std::string checkpoint_message(const CheckpointInfo& info);
 // A checkpoint commit of `parent`'s own tree on top of it: the claim of a
 // run dir materialised from `parent`, which a snapshot would hash back to
 // the same tree.

@@ -138,10 +138,11 @@ std::optional<std::string> RunSnapshotter::snapshot(const fs::path& run_dir,
   // owner, a shutdown tip says the owner let the run go (so the next pod may
   // take it at once), a final one that the run is over.
   if (parent_commit && git_oid_equal(git_commit_tree_id(parent_commit.get()), &tree) &&
-      info.reason == "periodic") {
+      info.reason == CheckpointReason::periodic) {
     return std::nullopt;
   }
-  return oid_hex(write_commit(impl_->repo, tree, parent_commit.get(), checkpoint_message(info)));
+  return oid_hex(
+      write_commit(impl_->repo, tree, parent_commit.get(), write_checkpoint_message(info)));
 }
 
 void RunSnapshotter::keep_stat_cache() {

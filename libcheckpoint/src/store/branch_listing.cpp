@@ -1,14 +1,12 @@
 #include "inflight/checkpoint/branch_listing.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <regex>
-#include <sstream>
 
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
+#include "inflight/checkpoint/commit_message.hpp"
 #include "inflight/core/bounded_json.hpp"
 
 namespace inflight::checkpoint {
@@ -17,35 +15,6 @@ namespace {
 
 // Deeper trees are not run dirs; the limit also bounds the recursion.
 constexpr int kMaxDepth = 64;
-
-template <typename Number>
-Number number_or_zero(std::string_view text) {
-  Number value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  return ec == std::errc{} && end == text.data() + text.size() ? value : Number{};
-}
-
-// The subject `inflight checkpoint <run-id> attempt <n> (<reason>)`.
-void read_subject(const std::string& subject, CheckpointCommit& commit) {
-  static const std::regex kSubject(R"(^inflight checkpoint \S+ attempt (\d+) \(([a-z]+)\)$)");
-  std::smatch m;
-  if (!std::regex_match(subject, m, kSubject)) return;
-  commit.attempt = number_or_zero<int>(m[1].str());
-  commit.reason = m[2].str();
-}
-
-// The `Inflight-*:` trailers; the attempt trailer wins over the subject's.
-void read_trailer(const std::string& line, CheckpointCommit& commit) {
-  const auto value = [&](std::string_view key) -> std::optional<std::string_view> {
-    if (!line.starts_with(key)) return std::nullopt;
-    return std::string_view(line).substr(key.size());
-  };
-  if (const auto pod = value("Inflight-Pod: ")) commit.pod = *pod;
-  if (const auto attempt = value("Inflight-Attempt: "))
-    commit.attempt = number_or_zero<int>(*attempt);
-  if (const auto records = value("Inflight-Records: "))
-    commit.records = number_or_zero<std::uint64_t>(*records);
-}
 
 class SizeCounter {
  public:
@@ -126,13 +95,13 @@ void plan_by_age(CacheRepo& cache, RemoteStore& remote, const std::vector<Remote
 }  // namespace
 
 CheckpointCommit describe_commit(const CommitSummary& summary) {
-  CheckpointCommit commit{summary.oid, summary.time, {}, 0, {}, 0};
-  std::istringstream lines(summary.message);
-  std::string line;
-  std::getline(lines, line);
-  read_subject(line, commit);
-  while (std::getline(lines, line)) read_trailer(line, commit);
-  return commit;
+  const auto message = parse_checkpoint_message(summary.message);
+  return {.oid = summary.oid,
+          .time = summary.time,
+          .reason = message.reason,
+          .attempt = message.attempt.value_or(0),
+          .pod = message.pod.value_or(""),
+          .records = message.records.value_or(0)};
 }
 
 bool branch_matches(const std::string& ref, const std::string& id) {
@@ -159,8 +128,7 @@ BranchSummary summarize_branch(CacheRepo& cache, RemoteStore& remote, const Remo
                         .attempts = 0,
                         .size_bytes = run_dir_size(cache, tip)};
   summary.run_params = run_params_at(cache, tip, summary.problem);
-  if (summary.run_params && summary.run_params->value("attempts", OrderedJson()).is_array())
-    summary.attempts = (*summary.run_params)["attempts"].size();
+  if (summary.run_params) summary.attempts = listed_attempts(*summary.run_params);
   return summary;
 }
 

@@ -13,15 +13,12 @@ namespace inflight::checkpoint {
 
 namespace {
 
-constexpr std::string_view kUntilTrailer = "Inflight-Lease-Until: ";
-// No instance asks for this much; a lease that does was not written by one.
-constexpr std::int64_t kLongestLease = 24 * 3600;
-
 std::string lease_commit(CacheRepo& cache, const Lease& lease,
                          const std::optional<std::string>& parent) {
   git_repository* git = raw_repo(cache);
   const CommitHandle parent_commit = parent ? lookup_commit(git, *parent) : CommitHandle();
-  return oid_hex(write_commit(cache, empty_tree(git), parent_commit.get(), lease_message(lease)));
+  return oid_hex(
+      write_commit(cache, empty_tree(git), parent_commit.get(), write_lease_message(lease)));
 }
 
 std::optional<std::string> remote_tip(RemoteStore& remote, const std::string& ref) {
@@ -34,28 +31,6 @@ std::optional<std::string> remote_tip(RemoteStore& remote, const std::string& re
 }
 
 }  // namespace
-
-std::string lease_message(const Lease& lease) {
-  return "inflight lease " + lease.pod + "\n\nInflight-Pod: " + lease.pod + "\n" +
-         std::string(kUntilTrailer) + std::to_string(lease.until) + "\n";
-}
-
-std::optional<Lease> parse_lease_message(const std::string& message, std::int64_t now) {
-  std::istringstream lines(message);
-  std::string line;
-  Lease lease;
-  bool has_until = false;
-  while (std::getline(lines, line)) {
-    if (line.starts_with("Inflight-Pod: ")) lease.pod = line.substr(14);
-    if (!line.starts_with(kUntilTrailer)) continue;
-    const char* first = line.data() + kUntilTrailer.size();
-    const char* last = line.data() + line.size();
-    const auto [end, ec] = std::from_chars(first, last, lease.until);
-    has_until = ec == std::errc() && end == last;
-  }
-  if (!has_until || lease.pod.empty() || lease.until > now + kLongestLease) return std::nullopt;
-  return lease;
-}
 
 // The parent is the lease this cache pushed last; when another process of
 // the same pod name moved it since (a restart on a fresh disk), its tip.

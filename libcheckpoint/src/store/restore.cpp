@@ -26,7 +26,7 @@ std::uint64_t records_of(const fs::path& dir, const RunVerdict& verdict) {
 CheckpointInfo claim_info(const RunParams& params, const std::string& pod, std::uint64_t records) {
   return {.run_id = params.run_id,
           .attempt = static_cast<int>(params.attempts.size()),
-          .reason = "claim",
+          .reason = CheckpointReason::claim,
           .pod = pod,
           .records = records};
 }
@@ -273,11 +273,11 @@ std::optional<LeftRun> CheckpointStore::live_owner(const BranchName& name, const
   if (last.pod == request.pod) return std::nullopt;
   const std::int64_t commit_lease_end = last.time + config_.claim_lease.count();
   std::int64_t until = 0;
-  if (last.reason == "shutdown") {
+  if (last.reason == CheckpointReason::shutdown) {
     if (request.leave_handovers) until = commit_lease_end;
   } else {
     until = leases.until(last.pod).value_or(0);
-    if (last.reason == "claim") until = std::max(until, commit_lease_end);
+    if (last.reason == CheckpointReason::claim) until = std::max(until, commit_lease_end);
   }
   if (until <= seconds_now()) return std::nullopt;
   return LeftRun{.run_id = name.run_id, .pod = last.pod, .until = until};

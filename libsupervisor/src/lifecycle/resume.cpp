@@ -2,16 +2,14 @@
 // run in the foreground.
 #include "inflight/supervisor/lifecycle/resume.hpp"
 
-#include <boost/asio/signal_set.hpp>
-#include <csignal>
 #include <optional>
 
 #include "inflight/core/bounded_json.hpp"
 #include "inflight/core/branch_name.hpp"
 #include "inflight/core/exit_code.hpp"
 #include "inflight/core/log.hpp"
+#include "inflight/supervisor/lifecycle/command_loop.hpp"
 #include "inflight/supervisor/lifecycle/shutdown_plan.hpp"
-#include "inflight/supervisor/process/event_loop.hpp"
 #include "inflight/supervisor/runs/local_runs.hpp"
 #include "inflight/supervisor/store/checkpoint_agent.hpp"
 
@@ -51,101 +49,135 @@ std::vector<RestoredRun> local_run(const fs::path& runs_dir, const checkpoint::B
   return runs;
 }
 
+// One `inflight resume`: the restore of the run the target names, then its
+// attempts in the foreground until the child exits or a signal's shutdown
+// ends. Every step ends the command through finish().
+class ResumeCommand {
+ public:
+  ResumeCommand(const ResumeSettings& s, const checkpoint::BranchName& name,
+                const std::string& target, bool restore_only, const fs::path& runs_dir)
+      : settings_(s),
+        name_(name),
+        target_(target),
+        restore_only_(restore_only),
+        runs_dir_(runs_dir),
+        checkpoints_(loop_.io(), loop_.reaper(), s.store, runs_dir, s.children) {}
+
+  int run() {
+    checkpoints_.restore({.local = local_run(runs_dir_, name_),
+                          .only = target_,
+                          .skip = {},
+                          .lease_until = std::nullopt},
+                         SteadyClock::now() + settings_.store.git_timeout,
+                         [this](RestoreResult result) { restored(std::move(result)); });
+    loop_.on_signal([this](int signal) { on_signal(signal); });
+    loop_.run();
+    return exit_code_;
+  }
+
+ private:
+  void restored(RestoreResult result) {
+    if (const auto code = refusal(result)) return finish(*code);
+    if (!restore_only_) return start(std::move(result.runs.front()));
+    prepare_for_resume(result.runs.front(), settings_.children);
+    log::info("restored; the branch is kept",
+              {{"run_id", name_.run_id}, {"dir", result.runs.front().dir.string()}});
+    finish(0);
+  }
+
+  // The exit code of a restore that gave this command nothing to run, once
+  // logged; nullopt when it gave the run.
+  std::optional<int> refusal(const RestoreResult& result) const {
+    const auto& run_id = name_.run_id;
+    if (result.refused) {
+      log::error("the results repo refused our credentials", {{"error", *result.refused}});
+      return kExitUnreachable;
+    }
+    if (!result.ambiguous.empty()) {
+      log::error("several pods hold a run of this id; name one branch",
+                 {{"run_id", run_id}, {"branches", result.ambiguous}});
+      return kExitUsage;
+    }
+    if (!result.held.empty()) {
+      log::error("this instance cannot run the run; its checkpoint is kept",
+                 {{"run_id", run_id}, {"reason", result.held.front().reason}});
+      return kExitUsage;
+    }
+    if (!result.left.empty() && !result.left.front().pod.empty()) {
+      log::error("another live instance holds this run; left to it",
+                 {{"run_id", run_id},
+                  {"pod", result.left.front().pod},
+                  {"until", iso8601_utc(SystemClock::from_time_t(result.left.front().until))}});
+      return kExitFailure;
+    }
+    if (!result.runs.empty()) return std::nullopt;
+    log::error(
+        "no checkpoint and no resumable run dir for this run; try `inflight checkpoints list`",
+        {{"run_id", run_id}, {"runs_dir", runs_dir_.string()}});
+    return result.unreachable ? kExitUnreachable : kExitNotFound;
+  }
+
+  void start(RestoredRun restored) {
+    const SupervisorSettings supervised{.runs_dir = runs_dir_,
+                                        .pod_name = settings_.store.pod_name,
+                                        .max_concurrent = 1,
+                                        .max_attempts = settings_.store.max_attempts,
+                                        .max_queued = 1,
+                                        .stop_grace = settings_.flush_window,
+                                        .network_timeout = settings_.store.git_timeout,
+                                        .echo_output = true};
+    supervisor_.emplace(loop_.io(), loop_.reaper(), checkpoints_, supervised, settings_.children);
+    if (adopt_restored(*supervisor_, settings_.children, {std::move(restored)}) == 0)
+      return finish(kExitFailure);
+    Run& run = *supervisor_->find(name_.run_id);
+    if (run.held) return finish(kExitUsage);
+    if (is_final(run.status)) return finish(kExitFailure);  // out of attempts
+    supervise(run);
+  }
+
+  // The run's attempts until its child exits for good; a signal from here on
+  // is the shutdown plan's.
+  void supervise(Run& run) {
+    plan_.emplace(loop_.io(), *supervisor_, nullptr, settings_.grace_period, settings_.flush_window,
+                  [this, &run](int code) { finish(code == 0 ? child_exit_code(run) : code); });
+    supervisor_->on_child_exit([this, &run] {
+      if (run.status == RunStatus::queued) return;  // a crash being retried
+      supervisor_->when_store_idle(run, [this, &run] { finish(child_exit_code(run)); });
+    });
+    supervisor_->finish_restore();
+    supervisor_->start_periodic_checkpoints(settings_.checkpoint_interval);
+  }
+
+  void on_signal(int signal) {
+    if (!plan_) return finish(128 + signal);  // nothing started yet
+    plan_->on_signal(signal);
+  }
+
+  void finish(int code) {
+    exit_code_ = code;
+    loop_.stop();
+  }
+
+  const ResumeSettings& settings_;
+  const checkpoint::BranchName name_;
+  const std::string target_;
+  const bool restore_only_;
+  const fs::path runs_dir_;
+  CommandLoop loop_;
+  AgentCheckpoints checkpoints_;
+  std::optional<RunSupervisor> supervisor_;
+  std::optional<ShutdownPlan> plan_;
+  int exit_code_ = kExitFailure;
+};
+
 }  // namespace
 
 int resume(const ResumeSettings& s, const std::string& target, bool restore_only) {
   const auto name = target_of(target);
-  const auto& run_id = name.run_id;
   s.children.check_programs();
   const auto runs_dir = fs::absolute(s.store.runs_dir).lexically_normal();
   fs::create_directories(runs_dir);
-  boost::asio::io_context io;
-  ChildReaper::become_subreaper();
-  ChildReaper reaper(io);
-  AgentCheckpoints checkpoints(io, reaper, s.store, runs_dir, s.children);
-  const SupervisorSettings supervised{.runs_dir = runs_dir,
-                                      .pod_name = s.store.pod_name,
-                                      .max_concurrent = 1,
-                                      .max_attempts = s.store.max_attempts,
-                                      .max_queued = 1,
-                                      .stop_grace = s.flush_window,
-                                      .network_timeout = s.store.git_timeout,
-                                      .echo_output = true};
-  std::optional<RunSupervisor> supervisor;
-  std::optional<ShutdownPlan> plan;
-  int exit_code = kExitFailure;
-  auto finish = [&](int code) {
-    exit_code = code;
-    io.stop();
-  };
-
-  auto start = [&](RestoredRun restored) {
-    supervisor.emplace(io, reaper, checkpoints, supervised, s.children);
-    if (adopt_restored(*supervisor, s.children, {std::move(restored)}) == 0)
-      return finish(kExitFailure);
-    Run& run = *supervisor->find(run_id);
-    if (run.held) return finish(kExitUsage);
-    if (is_final(run.status)) return finish(kExitFailure);  // out of attempts
-    plan.emplace(io, *supervisor, nullptr, s.grace_period, s.flush_window,
-                 [&](int code) { finish(code == 0 ? child_exit_code(run) : code); });
-    supervisor->on_child_exit([&] {
-      if (run.status == RunStatus::queued) return;  // a crash being retried
-      supervisor->when_store_idle(run, [&] { finish(child_exit_code(run)); });
-    });
-    supervisor->finish_restore();
-    supervisor->start_periodic_checkpoints(s.checkpoint_interval);
-  };
-
-  checkpoints.restore(
-      {.local = local_run(runs_dir, name), .only = target, .skip = {}, .lease_until = std::nullopt},
-      SteadyClock::now() + s.store.git_timeout, [&](RestoreResult result) {
-        if (result.refused) {
-          log::error("the results repo refused our credentials", {{"error", *result.refused}});
-          return finish(kExitUnreachable);
-        }
-        if (!result.ambiguous.empty()) {
-          log::error("several pods hold a run of this id; name one branch",
-                     {{"run_id", run_id}, {"branches", result.ambiguous}});
-          return finish(kExitUsage);
-        }
-        if (!result.held.empty()) {
-          log::error("this instance cannot run the run; its checkpoint is kept",
-                     {{"run_id", run_id}, {"reason", result.held.front().reason}});
-          return finish(kExitUsage);
-        }
-        if (!result.left.empty() && !result.left.front().pod.empty()) {
-          log::error("another live instance holds this run; left to it",
-                     {{"run_id", run_id},
-                      {"pod", result.left.front().pod},
-                      {"until", iso8601_utc(SystemClock::from_time_t(result.left.front().until))}});
-          return finish(kExitFailure);
-        }
-        if (result.runs.empty()) {
-          log::error(
-              "no checkpoint and no resumable run dir for this run; try `inflight "
-              "checkpoints list`",
-              {{"run_id", run_id}, {"runs_dir", runs_dir.string()}});
-          return finish(result.unreachable ? kExitUnreachable : kExitNotFound);
-        }
-        if (!restore_only) return start(std::move(result.runs.front()));
-        prepare_for_resume(result.runs.front(), s.children);
-        log::info("restored; the branch is kept",
-                  {{"run_id", run_id}, {"dir", result.runs.front().dir.string()}});
-        finish(0);
-      });
-
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
-  std::function<void()> await_signal = [&] {
-    signals.async_wait([&](const boost::system::error_code& ec, int signal) {
-      if (ec) return;
-      if (!plan) return finish(128 + signal);  // nothing started yet
-      plan->on_signal(signal);
-      await_signal();
-    });
-  };
-  await_signal();
-  run_event_loop(io);
-  return exit_code;
+  return ResumeCommand(s, name, target, restore_only, runs_dir).run();
 }
 
 }  // namespace inflight

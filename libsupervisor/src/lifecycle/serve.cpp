@@ -4,19 +4,16 @@
 
 #include <unistd.h>
 
-#include <boost/asio/signal_set.hpp>
-#include <csignal>
 #include <fstream>
-#include <functional>
 
 #include "inflight/core/exit_code.hpp"
 #include "inflight/core/log.hpp"
 #include "inflight/core/run_dir.hpp"
 #include "inflight/supervisor/http/api_routes.hpp"
+#include "inflight/supervisor/lifecycle/command_loop.hpp"
 #include "inflight/supervisor/lifecycle/pod_lease.hpp"
 #include "inflight/supervisor/lifecycle/restoration.hpp"
 #include "inflight/supervisor/lifecycle/shutdown_plan.hpp"
-#include "inflight/supervisor/process/event_loop.hpp"
 #include "inflight/supervisor/store/checkpoint_agent.hpp"
 
 namespace inflight {
@@ -25,7 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The previous instance's shutdown duration, kept for /metrics.
+// The previous instance's shutdown duration, kept for /metrics: written and
+// read here only.
 const char* kLastShutdownFile = ".last-shutdown-seconds";
 
 std::optional<double> read_last_shutdown(const fs::path& runs_dir) {
@@ -33,6 +31,16 @@ std::optional<double> read_last_shutdown(const fs::path& runs_dir) {
   double seconds = 0;
   if (in >> seconds) return seconds;
   return std::nullopt;
+}
+
+// Only for /metrics of the next start: a full disk must not hold the exit.
+void write_last_shutdown(const fs::path& runs_dir, double seconds) {
+  try {
+    checkpoint::write_file_atomically(runs_dir / kLastShutdownFile, std::to_string(seconds) + "\n",
+                                      checkpoint::Durability::atomic);
+  } catch (const std::exception& e) {
+    log::warn("shutdown duration not recorded", {{"error", e.what()}});
+  }
 }
 
 SupervisorSettings supervisor_settings(const ServeSettings& s) {
@@ -51,12 +59,11 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
 int serve(const ServeSettings& settings) {
   settings.children.check_programs();
   fs::create_directories(settings.store.runs_dir);
-  boost::asio::io_context io;
   // Before "listening" is logged: a signal from then on is queued for the
   // shutdown plan, never left to the default action.
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
-  ChildReaper::become_subreaper();
-  ChildReaper reaper(io);
+  CommandLoop loop;
+  auto& io = loop.io();
+  auto& reaper = loop.reaper();
   const auto supervised = supervisor_settings(settings);
   AgentCheckpoints checkpoints(io, reaper, settings.store, supervised.runs_dir, settings.children);
   RunSupervisor supervisor(io, reaper, checkpoints, supervised, settings.children);
@@ -79,15 +86,9 @@ int serve(const ServeSettings& settings) {
   auto exit = [&](int code) {
     exit_code = code;
     const std::chrono::duration<double> took = SteadyClock::now() - shutdown_started;
-    io.stop();
+    loop.stop();
     log::info("shutdown complete", {{"exit_code", code}, {"seconds", took.count()}});
-    try {  // only for /metrics of the next start: a full disk must not hold the exit
-      checkpoint::write_file_atomically(settings.store.runs_dir / kLastShutdownFile,
-                                        std::to_string(took.count()) + "\n",
-                                        checkpoint::Durability::atomic);
-    } catch (const std::exception& e) {
-      log::warn("shutdown duration not recorded", {{"error", e.what()}});
-    }
+    write_last_shutdown(settings.store.runs_dir, took.count());
   };
   // A shutdown that left a run unpushed keeps the lease: only this disk
   // knows that run's last state, and a restart here finds it still its own.
@@ -96,16 +97,11 @@ int serve(const ServeSettings& settings) {
                       if (code != 0 || plan.lease_released()) return exit(code);
                       lease.give_up(shutdown_started + settings.grace_period, [&exit] { exit(0); });
                     });
-  std::function<void()> await_signal = [&] {
-    signals.async_wait([&](const boost::system::error_code& ec, int signal) {
-      if (ec) return;
-      if (shutdown_started == SteadyClock::time_point{}) shutdown_started = SteadyClock::now();
-      lease.stop();
-      plan.on_signal(signal);
-      await_signal();
-    });
-  };
-  await_signal();
+  loop.on_signal([&](int signal) {
+    if (shutdown_started == SteadyClock::time_point{}) shutdown_started = SteadyClock::now();
+    lease.stop();
+    plan.on_signal(signal);
+  });
   Restoration restoration(io, supervisor, checkpoints, plan, lease, settings,
                           [&](const std::string& error) {
                             log::error(
@@ -113,10 +109,10 @@ int serve(const ServeSettings& settings) {
                                 "again",
                                 {{"error", error}});
                             exit_code = kExitUnreachable;
-                            io.stop();
+                            loop.stop();
                           });
   boost::asio::post(io, [&] { restoration.start(); });
-  run_event_loop(io);
+  loop.run();
   return exit_code;
 }
 

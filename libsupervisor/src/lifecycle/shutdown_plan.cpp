@@ -107,7 +107,7 @@ void ShutdownPlan::checkpoint_batch(const std::vector<Run*>& runs, bool last,
   ++in_flight_;
   supervisor_.checkpoint_together(
       runs,
-      {.reason = "shutdown",
+      {.reason = checkpoint::CheckpointReason::shutdown,
        .deadline = deadline_,
        .lease_until = release,
        .release_lease = release.has_value(),

@@ -24,7 +24,7 @@ void RunSupervisor::store_op_done(Run& run) {
   if (!run.store_ops.empty()) start_store_op(run);
 }
 
-void RunSupervisor::checkpoint(Run& run, const std::string& reason,
+void RunSupervisor::checkpoint(Run& run, checkpoint::CheckpointReason reason,
                                SteadyClock::time_point deadline,
                                std::function<void(const CheckpointResult&)> done) {
   enqueue_store_op(run, [this, &run, reason, deadline, done = std::move(done)] {
@@ -110,8 +110,12 @@ void RunSupervisor::release_checkpoint(Run& run) {
   run.release_pending = true;
   enqueue_store_op(run, [this, &run] {
     if (run.fenced || !run.release_pending) return store_op_done(run);
-    const CheckpointRequest request{run.id,         run.dir, run.params.origin_pod,
-                                    run.attempts(), "final", run.record_count()};
+    const CheckpointRequest request{run.id,
+                                    run.dir,
+                                    run.params.origin_pod,
+                                    run.attempts(),
+                                    checkpoint::CheckpointReason::final,
+                                    run.record_count()};
     checkpoints_.release(request, SteadyClock::now() + settings_.network_timeout,
                          [this, &run](CheckpointResult result) {
                            disk_health_.report(result);
@@ -190,7 +194,7 @@ void RunSupervisor::periodic_tick(PodLease* lease) {
     changed.push_back(&run);
     (*signatures)[&run] = signature;
   }
-  checkpoint_together(changed, {.reason = "periodic",
+  checkpoint_together(changed, {.reason = checkpoint::CheckpointReason::periodic,
                                 .deadline = SteadyClock::now() + settings_.network_timeout,
                                 .lease_until = lease ? lease->renewal() : std::nullopt,
                                 .each =

@@ -55,7 +55,7 @@ class MemoryCheckpoints final : public CheckpointPort {
 
   // Every run saved, by save() and save_all(), in call order.
   const std::vector<CheckpointRequest>& saves() const { return saves_; }
-  std::vector<std::string> saved_runs(const std::string& reason) const {
+  std::vector<std::string> saved_runs(checkpoint::CheckpointReason reason) const {
     std::vector<std::string> ids;
     for (const auto& save : saves_)
       if (save.reason == reason) ids.push_back(save.run_id);

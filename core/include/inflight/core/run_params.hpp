@@ -1,5 +1,5 @@
-// run-params.json (SPEC §3): what a run is, kept in its run dir and carried in
-// every checkpoint, so any instance can run its next attempt.
+// run-params.json (README "Runs, attempts and shutdown"): what a run is, kept in its run dir and
+// carried in every checkpoint, so any instance can run its next attempt.
 #pragma once
 
 #include <filesystem>
@@ -64,6 +64,9 @@ RunParams run_params_from_json(const OrderedJson& json);
 // The same from the file's text, refusing it before parsing when it is too
 // large or nested too deep.
 RunParams run_params_from_text(std::string_view text);
+// How many entries `json`'s "attempts" holds, for a listing that shows a
+// run-params.json run_params_from_json() may refuse; 0 when it has none.
+std::size_t listed_attempts(const OrderedJson& json);
 
 // Temp file, fsync, rename, fsync of the directory (unless `atomic` suffices).
 void write_run_params(const std::filesystem::path& run_dir, const RunParams& params,

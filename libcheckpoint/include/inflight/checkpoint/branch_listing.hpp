@@ -1,5 +1,5 @@
-// What operators see of the checkpoint branches (SPEC §6 `inflight
-// checkpoints`): read-only summaries of fetched tips, one run's history, and
+// What operators see of the checkpoint branches (README "Recovering runs by
+// hand", `inflight checkpoints`): read-only summaries of fetched tips, one run's history, and
 // the choice of branches to prune. Synchronous and networked like the rest of
 // the git store, so callers bound every call with a deadline.
 #pragma once
@@ -15,12 +15,13 @@
 
 namespace inflight::checkpoint {
 
-// One checkpoint commit as its message describes it (SPEC §4). Fields the
-// message lacks (a commit not written by inflight) keep their defaults.
+// One checkpoint commit as its message describes it (commit_message.hpp).
+// Fields the message lacks or spoils (a commit not written by inflight) keep
+// their defaults.
 struct CheckpointCommit {
   std::string oid;
   std::int64_t time = 0;  // committer time, seconds since the epoch
-  std::string reason;     // shutdown | periodic | manual | claim
+  std::optional<CheckpointReason> reason;
   int attempt = 0;
   std::string pod;
   std::uint64_t records = 0;

@@ -26,11 +26,6 @@ RefUpdate lease_update(CacheRepo& cache, RemoteStore& remote, const Lease& lease
 // Deletes the lease; one already gone is fine.
 void drop_lease(RemoteStore& remote, const std::string& pod);
 
-// The message of a lease commit, and its reading; nullopt for a message
-// that is not one, or names an end more than a day ahead of `now`.
-std::string lease_message(const Lease& lease);
-std::optional<Lease> parse_lease_message(const std::string& message, std::int64_t now);
-
 // The leases one listing of the results repo showed, each read when first
 // asked about. A lease that cannot be read counts as none, so that no
 // hostile ref keeps a pod's runs from being taken over.

@@ -17,7 +17,7 @@ TEST(AgentProtocol, EveryFieldOfARequestSurvivesTheWire) {
                                       .origin_pod = "pod-a",
                                       .run_id = "r1",
                                       .attempt = 2,
-                                      .reason = "periodic",
+                                      .reason = checkpoint::CheckpointReason::periodic,
                                       .records = 7}},
                             .lease_until = 1'700'000'000};
   const AgentRequest request{.version = kAgentProtocolVersion,
@@ -46,6 +46,20 @@ TEST(AgentProtocol, EveryFieldOfARequestSurvivesTheWire) {
   EXPECT_EQ(read_call.runs[0].attempt, 2);
   EXPECT_EQ(read_call.runs[0].records, 7u);
   EXPECT_EQ(read_call.lease_until, 1'700'000'000);
+}
+
+// The wire carries a reason as the word its commit's subject carries.
+TEST(AgentProtocol, AReasonTravelsAsItsWord) {
+  for (const auto& [reason, word] : checkpoint::kCheckpointReasons) {
+    agent::RunCheckpoint run;
+    run.reason = reason;
+    const OrderedJson json = run;
+    EXPECT_EQ(json.at("reason"), word);
+    EXPECT_EQ(json.get<agent::RunCheckpoint>().reason, reason);
+  }
+  OrderedJson unknown = agent::RunCheckpoint{};
+  unknown["reason"] = "bogus";
+  EXPECT_THROW(unknown.get<agent::RunCheckpoint>(), std::runtime_error);
 }
 
 TEST(AgentProtocol, AnAnswerAndItsPartsAreReadBack) {

@@ -38,8 +38,8 @@ class RemoteStoreTest : public CheckpointTest {
   std::string checkpoint(const std::string& content,
                          const std::optional<std::string>& parent = std::nullopt) {
     write_file(run_dir() / "index.jsonl", content);
-    return *snapshotter_->snapshot(run_dir(), CheckpointInfo{"r-1", 1, "manual", "pod-a", 1},
-                                   parent);
+    return *snapshotter_->snapshot(
+        run_dir(), CheckpointInfo{"r-1", 1, CheckpointReason::manual, "pod-a", 1}, parent);
   }
 
   // Another agent on the local results repo, with a cache and a commit of
@@ -49,7 +49,7 @@ class RemoteStoreTest : public CheckpointTest {
   std::thread other_agent(std::barrier<>& both, int steps, Step step) {
     CacheRepo cache(temp_.path() / "other-cache.git");
     std::string theirs = *RunSnapshotter(cache, {}).snapshot(
-        run_dir(), CheckpointInfo{"r-0", 1, "manual", "pod-b", 1}, {});
+        run_dir(), CheckpointInfo{"r-0", 1, CheckpointReason::manual, "pod-b", 1}, {});
     return std::thread([this, &both, steps, step = std::move(step), cache = std::move(cache),
                         theirs = std::move(theirs)]() mutable {
       RemoteStore store(cache, config(remote_path().string()));
@@ -144,8 +144,9 @@ TEST_F(RemoteStoreTest, PushOverATipWeNeverSawIsRejected) {
   CacheRepo owner_cache(temp_.path() / "owner.git");
   RunSnapshotter owner(owner_cache, {});
   write_file(temp_.path() / "owner-run" / "a", "owner");
-  const auto theirs = owner.snapshot(temp_.path() / "owner-run",
-                                     CheckpointInfo{"r-1", 2, "claim", "pod-b", 0}, std::nullopt);
+  const auto theirs =
+      owner.snapshot(temp_.path() / "owner-run",
+                     CheckpointInfo{"r-1", 2, CheckpointReason::claim, "pod-b", 0}, std::nullopt);
   RemoteStore(owner_cache, config(remote_path().string())).push(kRef, *theirs);
 
   RemoteStore store(*repo_, config(remote_path().string()));
@@ -302,8 +303,8 @@ TEST_F(GitDaemonTest, AnUpdateOverAConnectionOpenedAheadIsJudgedByTheServer) {
   CacheRepo elsewhere(temp_.path() / "other-cache.git");
   RunSnapshotter other_snapshotter(elsewhere, {});
   write_file(run_dir() / "index.jsonl", "theirs\n");
-  const std::string theirs =
-      *other_snapshotter.snapshot(run_dir(), CheckpointInfo{"r-1", 1, "manual", "pod-b", 1}, {});
+  const std::string theirs = *other_snapshotter.snapshot(
+      run_dir(), CheckpointInfo{"r-1", 1, CheckpointReason::manual, "pod-b", 1}, {});
   RemoteStore(elsewhere, config(url())).push(kRef, theirs);
 
   const auto results = store.update({{.ref = kRef, .commit = ours, .from = {}},

@@ -42,7 +42,8 @@ class SshRemoteTest : public CheckpointTest {
   std::string commit() {
     write_file(run_dir() / "a.txt", "a");
     return *RunSnapshotter(*repo_, {})
-                .snapshot(run_dir(), CheckpointInfo{"r-1", 1, "manual", "p", 0}, std::nullopt);
+                .snapshot(run_dir(), CheckpointInfo{"r-1", 1, CheckpointReason::manual, "p", 0},
+                          std::nullopt);
   }
   fs::path known_hosts(const std::string& public_key_file) {
     std::istringstream fields(read_file(path(public_key_file)));

@@ -7,7 +7,7 @@ namespace {
 
 const std::vector<std::string> kDefaultExcludes{".env", "*.pem", "*.key", "id_rsa*"};
 
-CheckpointInfo info(const std::string& reason, int attempt = 1) {
+CheckpointInfo info(CheckpointReason reason, int attempt = 1) {
   return CheckpointInfo{"r-1", attempt, reason, "pod-a", 42};
 }
 
@@ -18,7 +18,7 @@ class SnapshotTest : public CheckpointTest {
     snapshotter_.emplace(*repo_, kDefaultExcludes);
     fs::create_directories(run_dir());
   }
-  std::optional<std::string> snap(const std::string& reason,
+  std::optional<std::string> snap(CheckpointReason reason,
                                   const std::optional<std::string>& parent = std::nullopt) {
     return snapshotter_->snapshot(run_dir(), info(reason), parent);
   }
@@ -37,10 +37,10 @@ class SnapshotTest : public CheckpointTest {
 
 TEST_F(SnapshotTest, CommitCarriesMessageTrailersAuthorAndParent) {
   write_file(run_dir() / "index.jsonl", "{\"a\":1}\n");
-  const auto first = snap("periodic");
+  const auto first = snap(CheckpointReason::periodic);
   ASSERT_TRUE(first);
   write_file(run_dir() / "index.jsonl", "{\"a\":1}\n{\"a\":2}\n");
-  const auto second = snap("shutdown", first);
+  const auto second = snap(CheckpointReason::shutdown, first);
   ASSERT_TRUE(second);
 
   const auto commits = history(*repo_, *second);
@@ -62,7 +62,7 @@ TEST_F(SnapshotTest, ExcludeGlobsMatchBaseNameAndRelativePath) {
                            "keep.txt", "sub/keep.json", "other/x.tmp"}) {
     write_file(run_dir() / name, "x");
   }
-  const auto commit = snapshotter.snapshot(run_dir(), info("manual"), std::nullopt);
+  const auto commit = snapshotter.snapshot(run_dir(), info(CheckpointReason::manual), std::nullopt);
   ASSERT_TRUE(commit);
   EXPECT_EQ(ls_tree(*commit), "keep.txt\nother/x.tmp\nsub/keep.json\n");
 }
@@ -71,7 +71,7 @@ TEST_F(SnapshotTest, SymlinksAreSkippedWithAWarningAndEmptyDirsOmitted) {
   write_file(run_dir() / "real.txt", "real");
   fs::create_symlink("/etc/passwd", run_dir() / "link");
   fs::create_directories(run_dir() / "empty" / "nested");
-  const auto commit = snap("manual");
+  const auto commit = snap(CheckpointReason::manual);
   ASSERT_TRUE(commit);
   EXPECT_EQ(ls_tree(*commit), "real.txt\n");
   ASSERT_EQ(snapshotter_->warnings().size(), 1u);
@@ -82,7 +82,7 @@ TEST_F(SnapshotTest, ExecutableBitBecomesMode100755) {
   write_file(run_dir() / "run.sh", "#!/bin/sh\n");
   write_file(run_dir() / "data.txt", "d");
   fs::permissions(run_dir() / "run.sh", fs::perms::owner_exec, fs::perm_options::add);
-  const auto commit = snap("manual");
+  const auto commit = snap(CheckpointReason::manual);
   ASSERT_TRUE(commit);
   const std::string tree = git_cache("ls-tree " + *commit);
   EXPECT_NE(tree.find("100755 blob"), std::string::npos);
@@ -92,11 +92,11 @@ TEST_F(SnapshotTest, ExecutableBitBecomesMode100755) {
 TEST_F(SnapshotTest, UnchangedRunDirReadsNoFileAndMakesNoCommit) {
   write_file(run_dir() / "a.txt", "a");
   write_file(run_dir() / "sub" / "b.txt", std::string(200'000, 'b'));
-  const auto first = snap("periodic");
+  const auto first = snap(CheckpointReason::periodic);
   ASSERT_TRUE(first);
   EXPECT_EQ(snapshotter_->last_stats().files_read, 2u);
 
-  EXPECT_EQ(snap("periodic", first), std::nullopt);
+  EXPECT_EQ(snap(CheckpointReason::periodic, first), std::nullopt);
   EXPECT_EQ(snapshotter_->last_stats().files_unchanged, 2u);
   EXPECT_EQ(snapshotter_->last_stats().files_read, 0u);
   EXPECT_EQ(snapshotter_->last_stats().bytes_read, 0u);
@@ -104,9 +104,9 @@ TEST_F(SnapshotTest, UnchangedRunDirReadsNoFileAndMakesNoCommit) {
 
 TEST_F(SnapshotTest, ClaimCommitsEvenWhenNothingChanged) {
   write_file(run_dir() / "a.txt", "a");
-  const auto first = snap("shutdown");
+  const auto first = snap(CheckpointReason::shutdown);
   ASSERT_TRUE(first);
-  const auto claim = snap("claim", first);
+  const auto claim = snap(CheckpointReason::claim, first);
   ASSERT_TRUE(claim);
   EXPECT_NE(*claim, *first);
   EXPECT_EQ(history(*repo_, *claim).size(), 2u);
@@ -115,9 +115,9 @@ TEST_F(SnapshotTest, ClaimCommitsEvenWhenNothingChanged) {
 TEST_F(SnapshotTest, DeletedFileLeavesTheTree) {
   write_file(run_dir() / "a.txt", "a");
   write_file(run_dir() / "b.txt", "b");
-  const auto first = snap("periodic");
+  const auto first = snap(CheckpointReason::periodic);
   fs::remove(run_dir() / "b.txt");
-  const auto second = snap("periodic", first);
+  const auto second = snap(CheckpointReason::periodic, first);
   ASSERT_TRUE(second);
   EXPECT_EQ(ls_tree(*second), "a.txt\n");
 }
@@ -132,7 +132,7 @@ std::string big_content(std::size_t size) {
 TEST_F(SnapshotTest, BigFileIsChunkedAndRoundTripsByteIdentical) {
   std::string content = big_content(5 * 1024 * 1024 + 123);
   write_file(run_dir() / "index.jsonl", content);
-  auto commit = snap("periodic");
+  auto commit = snap(CheckpointReason::periodic);
   ASSERT_TRUE(commit);
   const std::string listing = ls_tree(*commit);
   EXPECT_NE(listing.find("index.jsonl.inflight-chunks/000000\n"), std::string::npos);
@@ -142,7 +142,7 @@ TEST_F(SnapshotTest, BigFileIsChunkedAndRoundTripsByteIdentical) {
     const std::string more = "{\"test_id\":\"t" + std::to_string(i) + "\"}\n";
     append_file(run_dir() / "index.jsonl", more);
     content += more;
-    commit = snap("periodic", commit);
+    commit = snap(CheckpointReason::periodic, commit);
     ASSERT_TRUE(commit);
   }
   EXPECT_EQ(read_file_at(*repo_, *commit, "index.jsonl"), content);
@@ -153,7 +153,7 @@ TEST_F(SnapshotTest, BigFileIsChunkedAndRoundTripsByteIdentical) {
 
 TEST_F(SnapshotTest, AppendingToABigFileWritesOnlyTheTail) {
   write_file(run_dir() / "index.jsonl", big_content(5 * 1024 * 1024 + 1000));
-  const auto first = snap("periodic");
+  const auto first = snap(CheckpointReason::periodic);
   ASSERT_TRUE(first);
   repo_->persist();
   const std::size_t before = RawRepo(cache_path()).object_count();
@@ -162,7 +162,7 @@ TEST_F(SnapshotTest, AppendingToABigFileWritesOnlyTheTail) {
   for (int i = 0; i < 50; ++i)
     lines += "{\"test_id\":\"t" + std::to_string(i) + "\",\"score\":1}\n";
   append_file(run_dir() / "index.jsonl", lines);
-  const auto second = snap("periodic", first);
+  const auto second = snap(CheckpointReason::periodic, first);
   ASSERT_TRUE(second);
 
   // Last chunk (maybe two), chunk tree, root tree, commit.
@@ -177,7 +177,7 @@ TEST_F(SnapshotTest, AppendingToABigFileWritesOnlyTheTail) {
 TEST_F(SnapshotTest, ObjectsReachTheDiskAsOnePackOnlyWhenPersisted) {
   write_file(run_dir() / "a.txt", "a");
   write_file(run_dir() / "sub/b.txt", "b");
-  const auto commit = snap("shutdown");
+  const auto commit = snap(CheckpointReason::shutdown);
   ASSERT_TRUE(commit);
   EXPECT_TRUE(repo_->contains(*commit));
   EXPECT_EQ(RawRepo(cache_path()).object_count(), 0u);
@@ -201,7 +201,7 @@ TEST_F(SnapshotTest, ObjectsReachTheDiskAsOnePackOnlyWhenPersisted) {
 TEST_F(SnapshotTest, TheNextProcessReadsOnlyWhatChanged) {
   write_file(run_dir() / "index.jsonl", big_content(5 * 1024 * 1024 + 1000));
   write_file(run_dir() / "small.txt", "s");
-  const auto first = snap("periodic");
+  const auto first = snap(CheckpointReason::periodic);
   ASSERT_TRUE(first);
   repo_->persist();
   snapshotter_->keep_stat_cache();
@@ -209,7 +209,7 @@ TEST_F(SnapshotTest, TheNextProcessReadsOnlyWhatChanged) {
   {
     CacheRepo next(cache_path());
     RunSnapshotter snapshotter(next, kDefaultExcludes);
-    ASSERT_TRUE(snapshotter.snapshot(run_dir(), info("periodic"), first));
+    ASSERT_TRUE(snapshotter.snapshot(run_dir(), info(CheckpointReason::periodic), first));
     EXPECT_EQ(snapshotter.last_stats().files_unchanged, 1u);
     EXPECT_LT(snapshotter.last_stats().bytes_read, 2 * 32 * 1024u);
   }
@@ -217,7 +217,7 @@ TEST_F(SnapshotTest, TheNextProcessReadsOnlyWhatChanged) {
     write_file(kept.path(), "{\"format\":1,\"run_dir\":");
   CacheRepo next(cache_path());
   RunSnapshotter snapshotter(next, kDefaultExcludes);
-  ASSERT_TRUE(snapshotter.snapshot(run_dir(), info("manual"), first));
+  ASSERT_TRUE(snapshotter.snapshot(run_dir(), info(CheckpointReason::manual), first));
   EXPECT_EQ(snapshotter.last_stats().files_unchanged, 0u);
   EXPECT_GT(snapshotter.last_stats().bytes_read, 5u * 1024 * 1024);
 }
@@ -225,7 +225,7 @@ TEST_F(SnapshotTest, TheNextProcessReadsOnlyWhatChanged) {
 TEST_F(SnapshotTest, MissingParentIsNotFound) {
   write_file(run_dir() / "a.txt", "a");
   try {
-    snap("periodic", std::string(40, 'a'));
+    snap(CheckpointReason::periodic, std::string(40, 'a'));
     FAIL() << "expected GitError";
   } catch (const GitError& error) {
     EXPECT_EQ(error.kind(), GitErrorKind::not_found);

@@ -40,7 +40,8 @@ class BranchListingTest : public CheckpointTest {
     write_run_params(dir, params);
     write_file(dir / "index.jsonl", std::string(records, '\n'));
     StoreConfig config{temp_.path() / "writer-cache.git", remote_config(), {}, 1 << 20};
-    CheckpointStore(config).save(dir, pod, {id, attempts, "shutdown", pod, records});
+    CheckpointStore(config).save(dir, pod,
+                                 {id, attempts, CheckpointReason::shutdown, pod, records});
     return dir;
   }
 
@@ -78,7 +79,7 @@ TEST(DescribeCommitTest, ReadsTheSubjectAndTheTrailers) {
                        "Inflight-Attempt: 3\nInflight-Records: 17\n"});
   EXPECT_EQ(commit.oid, "abc");
   EXPECT_EQ(commit.time, 1700000000);
-  EXPECT_EQ(commit.reason, "claim");
+  EXPECT_EQ(commit.reason, CheckpointReason::claim);
   EXPECT_EQ(commit.attempt, 3);  // the trailer wins over the subject
   EXPECT_EQ(commit.pod, "pod-b");
   EXPECT_EQ(commit.records, 17u);
@@ -86,7 +87,7 @@ TEST(DescribeCommitTest, ReadsTheSubjectAndTheTrailers) {
 
 TEST(DescribeCommitTest, AForeignMessageLeavesTheDefaults) {
   const auto commit = describe_commit({"abc", 5, "crafted\n\nInflight-Records: many\n"});
-  EXPECT_EQ(commit.reason, "");
+  EXPECT_EQ(commit.reason, std::nullopt);
   EXPECT_EQ(commit.attempt, 0);
   EXPECT_EQ(commit.pod, "");
   EXPECT_EQ(commit.records, 0u);
@@ -109,8 +110,8 @@ TEST_F(BranchListingTest, SizeCountsEveryFileOnceWhetherChunkedOrNot) {
   write_file(run_dir() / "small.txt", "hello");
   write_file(run_dir() / "copy.txt", "hello");  // same blob, still a second file
   write_file(run_dir() / "sub" / "big.bin", std::string(200 * 1024 + 7, 'b'));  // chunked
-  const auto commit =
-      RunSnapshotter(cache_, {}).snapshot(run_dir(), {"r", 1, "manual", "p", 0}, {});
+  const auto commit = RunSnapshotter(cache_, {})
+                          .snapshot(run_dir(), {"r", 1, CheckpointReason::manual, "p", 0}, {});
   ASSERT_TRUE(commit.has_value());
   EXPECT_EQ(run_dir_size(cache_, *commit), 5u + 5u + 200 * 1024 + 7);
 }
@@ -127,7 +128,7 @@ TEST_F(BranchListingTest, ListSummarisesEveryBranchAndFiltersByPod) {
   EXPECT_EQ(r1.name.run_id, "r1");
   EXPECT_EQ(r1.attempts, 2u);
   EXPECT_EQ(r1.tip.records, 4u);
-  EXPECT_EQ(r1.tip.reason, "shutdown");
+  EXPECT_EQ(r1.tip.reason, CheckpointReason::shutdown);
   EXPECT_EQ(r1.tip.oid, trimmed(git(remote_path(), "rev-parse " + r1.ref)));
   EXPECT_NEAR(static_cast<double>(r1.tip.time), static_cast<double>(now()), 60);
   EXPECT_EQ(r1.size_bytes, bytes_under(dir));

@@ -50,7 +50,7 @@ class CheckpointStoreTest : public CheckpointTest {
   fs::path running_run_with_lease(std::int64_t until) {
     const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
     CheckpointStore store(config("a"));
-    store.save(dir, "pod-a", info("r1", "periodic"));
+    store.save(dir, "pod-a", info("r1", CheckpointReason::periodic));
     hold_lease(store.cache(), store.remote(), {.pod = "pod-a", .until = until});
     store.persist();  // as the agent does after each op
     return dir;
@@ -81,7 +81,8 @@ class CheckpointStoreTest : public CheckpointTest {
     return dir;
   }
 
-  CheckpointInfo info(const std::string& id, const std::string& reason = "shutdown") const {
+  CheckpointInfo info(const std::string& id,
+                      CheckpointReason reason = CheckpointReason::shutdown) const {
     return {id, 1, reason, "pod-a", 2};
   }
 };
@@ -92,9 +93,9 @@ TEST_F(CheckpointStoreTest, SavePushesToTheRunBranchAndSkipsAnUnchangedDir) {
   const auto first = store.save(dir, "pod-a", info("r1"));
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1")), *first);
-  EXPECT_FALSE(store.save(dir, "pod-a", info("r1", "periodic")).has_value());
+  EXPECT_FALSE(store.save(dir, "pod-a", info("r1", CheckpointReason::periodic)).has_value());
   append_file(dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
-  const auto second = store.save(dir, "pod-a", info("r1", "periodic"));
+  const auto second = store.save(dir, "pod-a", info("r1", CheckpointReason::periodic));
   ASSERT_TRUE(second.has_value());
   EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1^")), *first);
 }
@@ -121,7 +122,7 @@ TEST_F(CheckpointStoreTest, ASaveThatKeptNoObjectsLeavesTheCacheAsItWas) {
 TEST_F(CheckpointStoreTest, AnotherAgentFetchesWhileOneHoldsUnkeptCommits) {
   const auto dir = make_run(temp_.path() / "runs", "r1", 1);
   CheckpointStore pushing(config("a"));
-  ASSERT_TRUE(pushing.save(dir, "pod-a", info("r1", "periodic")));
+  ASSERT_TRUE(pushing.save(dir, "pod-a", info("r1", CheckpointReason::periodic)));
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
   CheckpointStore fetching(config("a"));
@@ -149,9 +150,10 @@ TEST_F(CheckpointStoreTest, PeriodicSavesBuildOnAKeptClaim) {
     append_file(runs_b / "r1" / "index.jsonl",
                 "{\"test_id\":\"t00" + std::to_string(tick) + "\"}\n");
     CheckpointStore store(config("b"));
-    const auto report = store.save_all(
-        {{.run_dir = runs_b / "r1", .origin_pod = "pod-a", .info = info("r1", "periodic")}},
-        std::nullopt);
+    const auto report = store.save_all({{.run_dir = runs_b / "r1",
+                                         .origin_pod = "pod-a",
+                                         .info = info("r1", CheckpointReason::periodic)}},
+                                       std::nullopt);
     ASSERT_FALSE(report.runs[0].error) << *report.runs[0].error;
     ASSERT_TRUE(report.runs[0].commit);
     store.persist();
@@ -162,7 +164,8 @@ TEST_F(CheckpointStoreTest, PeriodicSavesBuildOnAKeptClaim) {
 TEST_F(CheckpointStoreTest, RestoreClaimsEveryRunInOnePush) {
   for (const auto* id : {"r1", "r2", "r3"})
     CheckpointStore(config("a"))
-        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a", info(id, "shutdown"));
+        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a",
+              info(id, CheckpointReason::shutdown));
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
   const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
@@ -181,7 +184,8 @@ TEST_F(CheckpointStoreTest, AClaimOnABranchThatMovedOrWentSinceItWasReadIsLost) 
   for (const std::string moved : {"claimed", "deleted"}) {
     const std::string id = "r-" + moved;
     CheckpointStore(config("a"))
-        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a", info(id, "shutdown"));
+        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a",
+              info(id, CheckpointReason::shutdown));
     const auto ref = branch_ref({"pod-a", id});
     const auto runs_b = temp_.path() / ("runs-b-" + moved);
     const auto runs_c = temp_.path() / ("runs-c-" + moved);
@@ -214,7 +218,8 @@ TEST_F(CheckpointStoreTest, AClaimOnABranchThatMovedOrWentSinceItWasReadIsLost) 
 // run is not lost to another pod, and a later restore claims it.
 TEST_F(CheckpointStoreTest, AClaimALocalResultsRepoCouldNotWriteIsNotLost) {
   CheckpointStore(config("a"))
-      .save(make_run(temp_.path() / "runs-a", "r1", 1), "pod-a", info("r1", "shutdown"));
+      .save(make_run(temp_.path() / "runs-a", "r1", 1), "pod-a",
+            info("r1", CheckpointReason::shutdown));
   const auto lock = remote() / (branch_ref({"pod-a", "r1"}) + ".lock");
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
@@ -238,7 +243,8 @@ TEST_F(CheckpointStoreTest, AClaimALocalResultsRepoCouldNotWriteIsNotLost) {
 TEST_F(CheckpointStoreTest, ARestoreThatFailsLeavesNoBranchCopyBehind) {
   for (const std::string id : {"r1", "r2"})
     CheckpointStore(config("a"))
-        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a", info(id, "shutdown"));
+        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a",
+              info(id, CheckpointReason::shutdown));
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
   auto repo_gone_meanwhile = [&](const RunParams& params) {
@@ -302,7 +308,7 @@ TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
   store.save(done, "pod-a", info("done"));
   const auto gone = make_run(runs, "gone", 1);
   store.save(gone, "pod-a", info("gone"));
-  store.release(gone, "pod-a", info("gone", "final"));
+  store.release(gone, "pod-a", info("gone", CheckpointReason::final));
   EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/gone"), "");
   const auto empty = temp_.path() / "runs-b";
   fs::create_directories(empty);
@@ -418,7 +424,7 @@ TEST_F(CheckpointStoreTest, AnEndedLeaseLetsTheRunBeTakenAndIsDeleted) {
 
 TEST_F(CheckpointStoreTest, AShutdownCheckpointHandsTheRunOverDespiteTheLease) {
   const auto dir = running_run_with_lease(now_plus(60));
-  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", "shutdown"));
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", CheckpointReason::shutdown));
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
   EXPECT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);
@@ -430,7 +436,7 @@ TEST_F(CheckpointStoreTest, AShutdownCheckpointHandsTheRunOverDespiteTheLease) {
 // rolling deploy) for claim_lease; after that, anyone takes it (a scale-down).
 TEST_F(CheckpointStoreTest, ABusyInstanceLeavesAHandedOverRunToAnIdleOneForAWhile) {
   const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
-  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", "shutdown"));
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", CheckpointReason::shutdown));
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
   RestoreRequest busy{.runs_dir = runs_b,
@@ -461,7 +467,7 @@ TEST_F(CheckpointStoreTest, TheOwnerItselfTakesItsRunWhateverTheLease) {
 // A later look of a serving instance must not take its own runs again.
 TEST_F(CheckpointStoreTest, SkippedRunsAreLeftAsTheyAre) {
   const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
-  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", "periodic"));
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", CheckpointReason::periodic));
   const auto tip = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1"));
   const auto report =
       restore(CheckpointStore(config("a")), temp_.path() / "runs-a", "pod-a", {}, accept, {"r1"});
@@ -486,17 +492,6 @@ TEST_F(CheckpointStoreTest, ALeaseIsRenewedFromAFreshCache) {
   EXPECT_FALSE(has_ref("refs/heads/inflight-lease/pod-a"));
 }
 
-TEST(LeaseMessage, ReadsWhatItWritesAndRefusesTheRest) {
-  const auto now = 1'800'000'000;
-  const auto lease = parse_lease_message(lease_message({.pod = "p", .until = now + 90}), now);
-  ASSERT_TRUE(lease);
-  EXPECT_EQ(lease->pod, "p");
-  EXPECT_EQ(lease->until, now + 90);
-  EXPECT_FALSE(parse_lease_message(lease_message({.pod = "p", .until = now + 200000}), now));
-  EXPECT_FALSE(parse_lease_message("inflight lease p\n\nInflight-Pod: p\n", now));
-  EXPECT_FALSE(parse_lease_message("x\n\nInflight-Pod: p\nInflight-Lease-Until: 12abc\n", now));
-}
-
 // Shutdown and periodic ticks push every run at once, with the lease; a
 // branch another instance took fences that run only, and the others land.
 TEST_F(CheckpointStoreTest, SaveAllPushesEachRunOnItsOwnMerits) {
@@ -505,7 +500,7 @@ TEST_F(CheckpointStoreTest, SaveAllPushesEachRunOnItsOwnMerits) {
   for (const auto* id : {"r1", "r2", "r3"})
     requests.push_back({.run_dir = make_run(runs, id, 1), .origin_pod = "pod-a", .info = info(id)});
   CheckpointStore store(config("a"));
-  store.save(runs / "r2", "pod-a", info("r2", "periodic"));
+  store.save(runs / "r2", "pod-a", info("r2", CheckpointReason::periodic));
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
   ASSERT_EQ(restore(CheckpointStore(config("b")), runs_b, "pod-b").claimed.size(), 1u);

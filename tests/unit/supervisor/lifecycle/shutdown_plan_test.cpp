@@ -34,7 +34,7 @@ class ShutdownPlanTest : public SupervisorFixture {
     return wait_for([this] { return exit_code.has_value(); });
   }
   std::set<std::string> shutdown_saves() const {
-    const auto ids = store.saved_runs("shutdown");
+    const auto ids = store.saved_runs(checkpoint::CheckpointReason::shutdown);
     return {ids.begin(), ids.end()};
   }
   // One running run and one queued behind it.

@@ -61,7 +61,7 @@ TEST_F(RunSupervisorTest, AFinishedAttemptReleasesTheRunAfterWritingItsFinalStat
   std::set<std::string> released;
   for (const auto& release : store.releases()) {
     released.insert(release.run_id);
-    EXPECT_EQ(release.reason, "final");
+    EXPECT_EQ(release.reason, checkpoint::CheckpointReason::final);
     EXPECT_EQ(release.attempt, 1);
     EXPECT_EQ(release.origin_pod, "pod-a");
   }
@@ -80,8 +80,9 @@ TEST_F(RunSupervisorTest, AReleaseThatFailedIsTriedAgainByThePeriodicTick) {
 
   supervisor().start_periodic_checkpoints(milliseconds(10));
   ASSERT_TRUE(wait_for([&] { return store.releases().size() == 2 && !run.release_pending; }));
-  EXPECT_EQ(store.releases()[1].reason, "final");
-  EXPECT_TRUE(store.saved_runs("periodic").empty());  // a finished run is not checkpointed
+  EXPECT_EQ(store.releases()[1].reason, checkpoint::CheckpointReason::final);
+  EXPECT_TRUE(store.saved_runs(checkpoint::CheckpointReason::periodic)
+                  .empty());  // a finished run is not checkpointed
 }
 
 TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
@@ -89,7 +90,8 @@ TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
   inflight::Run& run = submit(kSleeper);
   store.answer_saves_of(run.id, Answer::fenced);
   std::optional<CheckpointResult> answered;
-  supervisor().checkpoint(run, "manual", SteadyClock::now() + std::chrono::seconds(60),
+  supervisor().checkpoint(run, checkpoint::CheckpointReason::manual,
+                          SteadyClock::now() + std::chrono::seconds(60),
                           [&](const CheckpointResult& result) { answered = result; });
   ASSERT_TRUE(wait_for([&] { return answered && !run.pgid; }));
 
@@ -103,7 +105,8 @@ TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
 
   // Never touched again: the store is not even asked.
   answered.reset();
-  supervisor().checkpoint(run, "manual", SteadyClock::now() + std::chrono::seconds(60),
+  supervisor().checkpoint(run, checkpoint::CheckpointReason::manual,
+                          SteadyClock::now() + std::chrono::seconds(60),
                           [&](const CheckpointResult& result) { answered = result; });
   ASSERT_TRUE(answered.has_value());
   EXPECT_TRUE(answered->fenced);
@@ -140,7 +143,8 @@ TEST_F(RunSupervisorTest, PeriodicTicksPushChangedRunsWithTheLeaseInOnePush) {
   ASSERT_TRUE(wait_for([&] { return store.batches().size() >= 3; }));
 
   // Saved once: later ticks find its files unchanged and renew the lease alone.
-  EXPECT_EQ(store.saved_runs("periodic"), std::vector<std::string>{run.id});
+  EXPECT_EQ(store.saved_runs(checkpoint::CheckpointReason::periodic),
+            std::vector<std::string>{run.id});
   EXPECT_EQ(store.batches()[0].runs.size(), 1u);
   EXPECT_TRUE(store.batches()[0].keep_objects);
   for (const auto& batch : store.batches()) EXPECT_TRUE(batch.lease_until.has_value());
@@ -154,7 +158,8 @@ TEST_F(RunSupervisorTest, ADiskThatCannotCheckpointRefusesSubmitsUntilACheckPass
   store.answer_next(Step::save, Answer::disk_failed);
   store.answer_next(Step::check, Answer::fail);
   bool answered = false;
-  supervisor().checkpoint(run, "manual", SteadyClock::now() + std::chrono::seconds(60),
+  supervisor().checkpoint(run, checkpoint::CheckpointReason::manual,
+                          SteadyClock::now() + std::chrono::seconds(60),
                           [&](const CheckpointResult&) { answered = true; });
   ASSERT_TRUE(wait_for([&] { return answered; }));
   const auto refused = supervisor().submit(kSleeper);

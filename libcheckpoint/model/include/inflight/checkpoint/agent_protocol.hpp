@@ -12,10 +12,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "inflight/checkpoint/checkpoint_reason.hpp"
 #include "inflight/checkpoint/store_types.hpp"
 #include "inflight/core/bounded_json.hpp"
 #include "inflight/core/run_params.hpp"
@@ -52,6 +54,16 @@ struct adl_serializer<std::optional<T>> {
 
 namespace inflight::checkpoint {
 INFLIGHT_AGENT_MESSAGE(LeftRun, run_id, pod, until)
+
+// A reason travels as the word its commit's subject carries.
+inline void to_json(OrderedJson& j, CheckpointReason reason) {
+  j = to_string(reason);
+}
+inline void from_json(const OrderedJson& j, CheckpointReason& reason) {
+  const auto parsed = parse_checkpoint_reason(j.get<std::string>());
+  if (!parsed) throw std::runtime_error("unknown checkpoint reason '" + j.get<std::string>() + "'");
+  reason = *parsed;
+}
 }  // namespace inflight::checkpoint
 
 namespace inflight {
@@ -139,7 +151,7 @@ struct RunCheckpoint {
   std::string origin_pod;
   std::string run_id;
   int attempt = 0;
-  std::string reason;  // shutdown | periodic | manual | claim | final
+  checkpoint::CheckpointReason reason = checkpoint::CheckpointReason::manual;
   std::uint64_t records = 0;
 };
 INFLIGHT_AGENT_MESSAGE(RunCheckpoint, run_dir, origin_pod, run_id, attempt, reason, records)
@@ -288,7 +300,7 @@ INFLIGHT_AGENT_MESSAGE(List, pod, children)
 struct HistoryEntry {
   std::string oid;
   std::int64_t time = 0;
-  std::string reason;
+  std::string reason;  // checkpoint_reason.hpp's word; empty when the message has none
   int attempt = 0;
   std::string pod;
   std::uint64_t records = 0;

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "inflight/checkpoint/commit_message.hpp"
+#include "inflight/checkpoint/lease_record.hpp"
 #include "inflight/core/child_templates.hpp"
 #include "inflight/core/run_params.hpp"
 
@@ -50,15 +52,6 @@ struct RemoteConfig {
   std::filesystem::path ssh_key;
   std::filesystem::path ssh_known_hosts;
   std::filesystem::path ca_file;
-};
-
-// Metadata written into each checkpoint commit (SPEC §4).
-struct CheckpointInfo {
-  std::string run_id;
-  int attempt = 0;
-  std::string reason;  // shutdown | periodic | manual | claim
-  std::string pod;
-  std::uint64_t records = 0;
 };
 
 struct RemoteBranch {
@@ -104,16 +97,11 @@ struct RefResult {
   std::string detail;  // why, when not updated
 };
 
-// How much a restored tree may hold (SPEC §5: --restore-max-bytes and
-// --restore-max-files; directories count as files).
+// How much a restored tree may hold (README "Checkpoints in git":
+// --restore-max-bytes and --restore-max-files; directories count as files).
 struct TreeLimits {
   std::uint64_t max_bytes = 1ull << 30;
   std::uint64_t max_files = 100000;
-};
-
-struct Lease {
-  std::string pod;
-  std::int64_t until = 0;  // seconds since the epoch
 };
 
 struct StoreConfig {

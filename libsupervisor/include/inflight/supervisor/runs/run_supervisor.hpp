@@ -40,7 +40,7 @@ enum class Phase { restoring, ready, shutting_down };
 
 // One store step for many runs (checkpoint_together).
 struct StoreStep {
-  std::string reason;
+  checkpoint::CheckpointReason reason;
   SteadyClock::time_point deadline;
   std::optional<SystemClock::time_point> lease_until;       // renewed in the same push
   bool release_lease = false;                               // … or released (SaveAllRequest)
@@ -86,7 +86,7 @@ class RunSupervisor {
 
   // Checkpoints the run through the store, after any store operation of the
   // run still under way.
-  void checkpoint(Run& run, const std::string& reason, SteadyClock::time_point deadline,
+  void checkpoint(Run& run, checkpoint::CheckpointReason reason, SteadyClock::time_point deadline,
                   std::function<void(const CheckpointResult&)> done);
   // Checkpoints every run in one store step, each after any store operation
   // of its own still under way.

@@ -22,7 +22,7 @@ struct CheckpointRequest {
   std::filesystem::path run_dir;
   std::string origin_pod;
   int attempt = 0;
-  std::string reason;  // shutdown | periodic | manual | claim | final
+  checkpoint::CheckpointReason reason = checkpoint::CheckpointReason::manual;
   std::uint64_t records = 0;
 };
 
