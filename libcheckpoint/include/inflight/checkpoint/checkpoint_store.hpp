@@ -1,4 +1,4 @@
-// The checkpoint flows of SPEC §4 and §5 on top of the git store: save a run
+// The checkpoint flows of README "Checkpoints in git" on top of the git store: save a run
 // dir to its branch, release the branch of a finished run, and restore the
 // runs the results repo holds by claiming each one first. Synchronous: every
 // call may block on the network, so callers bound it with a deadline.
@@ -20,6 +20,13 @@
 
 namespace inflight::checkpoint {
 
+// How long a claim by a pod without a lease (`inflight resume`) holds the
+// claimed branch: twice --git-timeout (README "Checkpoints in git"). The one
+// rule for StoreConfig::claim_lease.
+constexpr std::chrono::seconds claim_lease_for(std::chrono::milliseconds network_timeout) {
+  return 2 * std::chrono::duration_cast<std::chrono::seconds>(network_timeout);
+}
+
 struct StoreConfig {
   std::filesystem::path cache_dir;  // the local cache repo
   RemoteConfig remote;
@@ -27,7 +34,8 @@ struct StoreConfig {
   TreeLimits restore_limits;
   // A branch whose tip is a claim younger than this, by a pod without a
   // lease (`inflight resume`), is that pod's: it is running the run now.
-  std::chrono::seconds claim_lease{120};
+  // claim_lease_for(the network timeout).
+  std::chrono::seconds claim_lease{};
 };
 
 struct ClaimedRun {
