@@ -11,23 +11,26 @@ namespace inflight::app {
 CommandLine::CommandLine(CLI::App& app) {
   serve_ =
       app.add_subcommand("serve", "run the HTTP API, supervise eval children, checkpoint them");
-  add_settings(serve_, kStoreFlags);
-  add_settings(serve_, kRunFlags);
-  add_settings(serve_, kServeFlags);
+  add_settings(serve_, OptionGroup::store);
+  add_settings(serve_, OptionGroup::run);
+  add_settings(serve_, OptionGroup::serve);
   resume_ = app.add_subcommand("resume", "restore one run and run it in the foreground");
   resume_->add_option("target", resume_target_, "RUN_ID or inflight/<pod>/<run-id> branch")
       ->required();
   resume_->add_flag("--restore-only", restore_only_, "stop once the run dir is restored");
-  add_settings(resume_, kStoreFlags);
-  add_settings(resume_, kRunFlags);
+  add_settings(resume_, OptionGroup::store);
+  add_settings(resume_, OptionGroup::run);
   checkpoints_ = std::make_unique<CheckpointsCommand>(
-      app, [this](CLI::App* command) { add_settings(command, kStoreFlags); });
+      app, [this](CLI::App* command) { add_settings(command, OptionGroup::store); });
 }
 
-void CommandLine::add_settings(CLI::App* command, const std::vector<FlagSpec>& flags) {
+// CLI11 only collects the text: OptionSources reads the environment, the
+// config file and the table's default, so that the precedence stays its own.
+void CommandLine::add_settings(CLI::App* command, OptionGroup group) {
   auto& values = values_[command];
-  for (const auto& flag : flags)
-    command->add_option(std::string("--") + flag.name, values[flag.name], flag.help);
+  for (const auto* spec : options_of(group))
+    command->add_option(spec->flag(), values[spec->name], help_text(*spec))
+        ->type_name(spec->type_word);
 }
 
 OptionSources CommandLine::sources(CLI::App* command) const {
@@ -35,8 +38,9 @@ OptionSources CommandLine::sources(CLI::App* command) const {
   for (const auto& [name, value] : values_.at(command))
     if (command->get_option("--" + name)->count() > 0) given[name] = value;
   OrderedJson file = OrderedJson::object();
-  auto config = given.count("config") ? std::optional(given["config"])
-                                      : OptionSources::process_env("INFLIGHT_CONFIG");
+  auto config = given.count("config")
+                    ? std::optional(given["config"])
+                    : OptionSources::process_env(option_spec("config").env_name());
   if (config && !config->empty()) file = OptionSources::load_config_file(*config);
   return OptionSources(std::move(given), std::move(file), &OptionSources::process_env);
 }

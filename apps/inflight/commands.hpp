@@ -1,3 +1,5 @@
+// The inflight command line: its subcommands and the options each one takes
+// from the options table.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -18,8 +20,9 @@ class CommandLine {
   int run();
 
  private:
-  // Registers `flags` as string options of `command`, collected into values_.
-  void add_settings(CLI::App* command, const std::vector<FlagSpec>& flags);
+  // Registers the options of `group` as string options of `command`,
+  // collected into values_.
+  void add_settings(CLI::App* command, OptionGroup group);
   OptionSources sources(CLI::App* command) const;
 
   CLI::App* serve_ = nullptr;

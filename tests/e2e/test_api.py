@@ -167,6 +167,26 @@ def test_help_and_version(tmp_path):
     assert v.returncode == 0 and v.stdout.startswith("inflight ")
 
 
+def test_subcommand_help_shows_each_options_type_default_and_variable(tmp_path):
+    r = run_inflight("serve", "--help", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    grace = next(line for line in r.stdout.splitlines() if "--grace-period" in line)
+    assert "--grace-period DURATION" in grace, grace
+    assert "(default 30s" in grace and "INFLIGHT_GRACE_PERIOD" in grace, grace
+    r = run_inflight("checkpoints", "list", "--help", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "--results-repo URL" in r.stdout and "INFLIGHT_RESULTS_REPO" in r.stdout, r.stdout
+
+
+def test_a_flush_window_that_leaves_no_time_to_push_exits_2_naming_both_flags(tmp_path):
+    r = run_inflight("serve", "--flush-window", "30s", "--grace-period", "30s", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "--flush-window" in r.stderr and "--grace-period" in r.stderr, r.stderr
+    r = run_inflight("resume", "some-run", "--flush-window", "3s", "--grace-period", "3s",
+                     cwd=tmp_path)
+    assert r.returncode == 2 and "--flush-window" in r.stderr, r.stderr
+
+
 def test_metrics_are_prometheus_text(serve):
     body = serve.get("/metrics").body
     assert "# TYPE inflight_runs gauge" in body

@@ -213,7 +213,8 @@ def test_sigkill_loses_at_most_one_interval(serve_factory, tmp_path, git_daemon)
     pod_a = tmp_path / "pod-a"
     pod_a.mkdir()
     serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-                          "--checkpoint-interval", "1s", "--grace-period", "3s", workdir=pod_a)
+                          "--checkpoint-interval", "1s", "--grace-period", "3s",
+                          "--flush-window", "1s", workdir=pod_a)
     serve.wait_ready()
     run_id = serve.submit(tests=60, test_ms=100)
     ref = f"refs/heads/inflight/pod-a/{run_id}"
@@ -247,7 +248,8 @@ def test_rejected_push_fences_the_old_owner(serve_factory, tmp_path, git_daemon)
     pod_a = tmp_path / "pod-a"
     pod_a.mkdir()
     owner = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-                          "--checkpoint-interval", "1s", "--grace-period", "2s", workdir=pod_a)
+                          "--checkpoint-interval", "1s", "--grace-period", "2s",
+                          "--flush-window", "500ms", workdir=pod_a)
     owner.wait_ready()
     # Long enough that its child, which runs on while serve is frozen, is not
     # done before serve wakes (an ASan run took 8 s to get there).
@@ -323,7 +325,7 @@ def test_a_queued_run_is_checkpointed_before_it_starts(serve_factory, tmp_path, 
     pod_a.mkdir()
     serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
                           "--max-concurrent", "1", "--checkpoint-interval", "250ms",
-                          "--grace-period", "2s", workdir=pod_a)
+                          "--grace-period", "2s", "--flush-window", "500ms", workdir=pod_a)
     serve.wait_ready()
     serve.submit(tests=300, test_ms=100)
     queued = serve.submit(tests=3, test_ms=10)

@@ -153,8 +153,10 @@ def shutdown_budget(deployment):
         "flush": seconds(env.get("INFLIGHT_FLUSH_WINDOW") or "2s"),
         "prestop": prestop_seconds(container),
     }
-    assert budget["flush"] < budget["grace"], \
-        f"the flush window {budget['flush']}s leaves nothing of the grace period {budget['grace']}s for pushes"
+    # serve refuses a flush window that does not leave max(1 s, 5 %) of the grace period.
+    push_margin = max(1, budget["grace"] * 0.05)
+    assert budget["flush"] < budget["grace"] - push_margin, \
+        f"the flush window {budget['flush']}s leaves no time to push within the grace period {budget['grace']}s"
     assert budget["grace"] + budget["prestop"] + MARGIN_SECONDS <= budget["termination_grace"], (
         f"grace period {budget['grace']}s + preStop {budget['prestop']}s + margin {MARGIN_SECONDS}s "
         f"exceeds terminationGracePeriodSeconds {budget['termination_grace']}")
@@ -250,7 +252,8 @@ def test_the_shutdown_budget_adds_up(objects):
 
 @pytest.mark.parametrize("change, message", [
     ({"INFLIGHT_GRACE_PERIOD": "56s"}, "exceeds terminationGracePeriodSeconds"),
-    ({"INFLIGHT_FLUSH_WINDOW": "45s"}, "leaves nothing of the grace period"),
+    ({"INFLIGHT_FLUSH_WINDOW": "45s"}, "leaves no time to push"),
+    ({"INFLIGHT_FLUSH_WINDOW": "43s"}, "leaves no time to push"),
     ({"preStop": 11}, "exceeds terminationGracePeriodSeconds"),
 ])
 def test_the_budget_check_refuses_a_budget_that_does_not_add_up(objects, change, message):

@@ -34,7 +34,9 @@ def test_child_ignoring_sigterm_is_killed_after_flush_window_with_its_grandchild
 
 
 def test_second_signal_skips_the_rest_of_the_flush_window(serve_factory, tmp_path):
-    serve, (child, _) = start_stubborn(serve_factory, tmp_path, "--flush-window", "30s")
+    # A grace period long enough that a 30 s flush window still leaves time to push.
+    serve, (child, _) = start_stubborn(serve_factory, tmp_path, "--flush-window", "30s",
+                                       "--grace-period", "60s")
     started = time.monotonic()
     serve.signal(signal.SIGTERM)
     serve.wait_log(lambda e: e.get("msg") == "shutdown signal", 5)

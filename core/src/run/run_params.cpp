@@ -110,7 +110,8 @@ RunParams run_params_from_json(const OrderedJson& json) {
     params.run_id = json.at("run_id").get<std::string>();
     params.request = json.at("request");
     // Written before templates had names: the run used the default one.
-    params.child_name = json.contains("child_name") ? short_string(json, "child_name") : "default";
+    params.child_name = json.contains("child_name") ? short_string(json, "child_name")
+                                                    : std::string(kDefaultTemplate);
     params.child_digest = json.contains("child_digest") ? short_string(json, "child_digest") : "";
     params.child = json.at("child");
     params.argv = json.at("argv").get<std::vector<std::string>>();

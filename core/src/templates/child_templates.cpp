@@ -13,8 +13,9 @@ namespace fs = std::filesystem;
 
 ChildTemplates ChildTemplates::from_config(const OrderedJson& file, const fs::path& demo_binary) {
   ChildTemplates t;
+  const std::string default_name(checkpoint::kDefaultTemplate);
   if (file.contains("child"))
-    t.templates_.emplace("default", ChildTemplate::parse(file["child"], "default", "child"));
+    t.templates_.emplace(default_name, ChildTemplate::parse(file["child"], default_name, "child"));
   if (file.contains("children")) {
     const auto& children = file["children"];
     if (!children.is_object() || children.empty())
@@ -25,12 +26,12 @@ ChildTemplates ChildTemplates::from_config(const OrderedJson& file, const fs::pa
         throw ConfigError(where,
                           "a template name must match " + std::string(checkpoint::kRunIdPattern));
       if (t.templates_.count(name))
-        throw ConfigError(where, "is also given as `child`, the template named default");
+        throw ConfigError(where, "is also given as `child`, the template named " + default_name);
       t.templates_.emplace(name, ChildTemplate::parse(child, name, where));
     }
   }
   if (t.templates_.empty())
-    t.templates_.emplace("default", ChildTemplate::demo(demo_binary.string()));
+    t.templates_.emplace(default_name, ChildTemplate::demo(demo_binary.string()));
   return t;
 }
 
@@ -54,7 +55,8 @@ RunVerdict ChildTemplates::judge(const checkpoint::RunParams& params) const {
 
 void ChildTemplates::check_programs() const {
   for (const auto& [name, child] : templates_) {
-    const auto where = name == "default" ? std::string("child") : "children." + name;
+    const auto where =
+        name == checkpoint::kDefaultTemplate ? std::string("child") : "children." + name;
     const auto programs = child.programs();
     for (std::size_t i = 0; i < programs.size(); ++i)
       if (auto problem = program_problem(programs[i], fs::absolute(child.cwd())))

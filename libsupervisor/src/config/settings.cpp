@@ -17,51 +17,7 @@
 
 namespace inflight {
 
-const std::vector<FlagSpec> kStoreFlags{
-    {"config", "JSON config file"},
-    {"results-repo", "git remote URL of the results repo"},
-    {"runs-dir", "parent of every run's output directory"},
-    {"pod-name", "identity of this instance in branch names"},
-    {"git-username", "HTTPS user name"},
-    {"git-token", "HTTPS token (used as password)"},
-    {"git-ssh-key", "SSH private key file (ed25519 or ecdsa)"},
-    {"git-ssh-known-hosts", "known_hosts file to check the server's host key"},
-    {"git-ca-file", "CA bundle for HTTPS"},
-    {"git-timeout", "deadline of one network step, e.g. 60s"},
-    {"checkpoint-exclude", "comma-separated globs left out of checkpoints"},
-    {"restore-max-bytes", "largest checkpoint tree restored, in bytes"},
-    {"restore-max-files", "most files and directories in a checkpoint tree restored"},
-    {"max-attempts", "attempts a run gets before it is failed"},
-    {"log-format", "text or json"},
-};
-
-const std::vector<FlagSpec> kRunFlags{
-    {"grace-period", "the whole shutdown budget"},
-    {"flush-window", "how long children get after SIGTERM"},
-    {"checkpoint-interval", "periodic checkpoints; 0 disables"},
-};
-
-const std::vector<FlagSpec> kServeFlags{
-    {"listen", "HOST:PORT of the HTTP API"},
-    {"api-token", "bearer token required by the API"},
-    {"max-concurrent", "runs at once; the rest are queued"},
-    {"max-queued", "queued runs at most; beyond it submits get 503 queue_full"},
-    {"max-connections", "open HTTP connections at most; beyond it 503"},
-};
-
 namespace {
-
-std::string env_name(const std::string& flag) {
-  std::string name = "INFLIGHT_";
-  for (char c : flag) name += c == '-' ? '_' : static_cast<char>(std::toupper(c));
-  return name;
-}
-
-std::string file_key(const std::string& flag) {
-  std::string key = flag;
-  std::replace(key.begin(), key.end(), '-', '_');
-  return key;
-}
 
 std::string scalar_text(const OrderedJson& value) {
   if (value.is_string()) return value.get<std::string>();
@@ -106,12 +62,8 @@ OrderedJson OptionSources::load_config_file(const std::filesystem::path& path) {
   const auto& json = *parsed;
   if (!json.is_object()) throw UsageError("config file " + path.string() + ": not a JSON object");
   for (const auto& [key, value] : json.items()) {
-    // An init-capture: clang before 16 cannot capture a structured binding.
-    const auto known = [&key = key](const FlagSpec& f) { return file_key(f.name) == key; };
     const bool is_template = key == "child" || key == "children";
-    if (!is_template && std::none_of(kStoreFlags.begin(), kStoreFlags.end(), known) &&
-        std::none_of(kRunFlags.begin(), kRunFlags.end(), known) &&
-        std::none_of(kServeFlags.begin(), kServeFlags.end(), known))
+    if (!is_template && !option_by_file_key(key))
       throw UsageError("config file " + path.string() + ": unknown key " + key);
     // A null or boolean would otherwise be read as the text "null" or "true".
     const auto is_string = [](const OrderedJson& item) { return item.is_string(); };
@@ -123,46 +75,53 @@ OrderedJson OptionSources::load_config_file(const std::filesystem::path& path) {
   return json;
 }
 
-std::optional<OptionSources::Found> OptionSources::lookup(const std::string& flag) const {
-  if (auto it = flags_.find(flag); it != flags_.end()) return Found{it->second, "--" + flag};
-  if (auto value = env_(env_name(flag))) return Found{*value, env_name(flag)};
-  if (file_.is_object() && file_.contains(file_key(flag)))
-    return Found{scalar_text(file_[file_key(flag)]), "config key " + file_key(flag)};
+std::optional<OptionSources::Found> OptionSources::lookup(const OptionSpec& spec) const {
+  if (auto it = flags_.find(spec.name); it != flags_.end()) return Found{it->second, spec.flag()};
+  if (auto value = env_(spec.env_name())) return Found{*value, spec.env_name()};
+  if (file_.is_object() && file_.contains(spec.file_key()))
+    return Found{scalar_text(file_[spec.file_key()]), "config key " + spec.file_key()};
   return std::nullopt;
 }
 
-std::string OptionSources::text(const std::string& flag, const std::string& fallback) const {
-  auto found = lookup(flag);
-  return found ? found->value : fallback;
+OptionSources::Found OptionSources::value(std::string_view name) const {
+  const auto& spec = option_spec(name);
+  return lookup(spec).value_or(Found{spec.default_text, "the default of " + spec.flag()});
 }
 
-Duration OptionSources::duration(const std::string& flag, Duration fallback) const {
-  auto found = lookup(flag);
-  if (!found) return fallback;
-  auto parsed = parse_duration(found->value);
+std::optional<std::string> OptionSources::given(std::string_view name) const {
+  const auto found = lookup(option_spec(name));
+  if (!found) return std::nullopt;
+  return found->value;
+}
+
+std::string OptionSources::text(std::string_view name) const {
+  return value(name).value;
+}
+
+Duration OptionSources::duration(std::string_view name) const {
+  const auto found = value(name);
+  auto parsed = parse_duration(found.value);
   if (!parsed)
-    throw UsageError(found->source + ": '" + found->value +
+    throw UsageError(found.source + ": '" + found.value +
                      "' is not a duration (use 250ms, 30s, 5m, 2h or 7d)");
   return *parsed;
 }
 
-std::int64_t OptionSources::integer(const std::string& flag, std::int64_t fallback,
-                                    std::int64_t min, std::int64_t max) const {
-  auto found = lookup(flag);
-  if (!found) return fallback;
-  std::int64_t value = 0;
-  const auto* end = found->value.data() + found->value.size();
-  const auto [rest, ec] = std::from_chars(found->value.data(), end, value);
-  if (ec != std::errc{} || rest != end || value < min || value > max)
-    throw UsageError(found->source + ": '" + found->value + "' is not an integer from " +
-                     std::to_string(min) + " to " + std::to_string(max));
-  return value;
+std::int64_t OptionSources::integer(std::string_view name) const {
+  const auto& spec = option_spec(name);
+  const auto found = value(name);
+  std::int64_t number = 0;
+  const auto* end = found.value.data() + found.value.size();
+  const auto [rest, ec] = std::from_chars(found.value.data(), end, number);
+  if (ec != std::errc{} || rest != end || number < spec.min || number > spec.max)
+    throw UsageError(found.source + ": '" + found.value + "' is not an integer from " +
+                     std::to_string(spec.min) + " to " + std::to_string(spec.max));
+  return number;
 }
 
-std::vector<std::string> OptionSources::list(const std::string& flag,
-                                             const std::string& fallback) const {
+std::vector<std::string> OptionSources::list(std::string_view name) const {
   std::vector<std::string> items;
-  std::stringstream in(text(flag, fallback));
+  std::stringstream in(text(name));
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) items.push_back(item);
   return items;
@@ -170,26 +129,24 @@ std::vector<std::string> OptionSources::list(const std::string& flag,
 
 StoreSettings read_store_settings(const OptionSources& sources) {
   StoreSettings s;
-  s.results_repo = sources.text("results-repo", "./.inflight/results.git");
-  s.runs_dir = sources.text("runs-dir", "./.inflight/runs");
-  s.pod_name = sources.text("pod-name", default_pod_name());
+  s.results_repo = sources.text("results-repo");
+  s.runs_dir = sources.text("runs-dir");
+  s.pod_name = sources.given("pod-name").value_or(default_pod_name());
   if (!checkpoint::is_valid_pod_name(s.pod_name))
     throw UsageError("--pod-name: '" + printable(s.pod_name) +
                      "' cannot be part of a git branch name");
-  s.git_username = sources.text("git-username", "");
-  s.git_token = sources.text("git-token", "");
-  s.git_ssh_key = sources.text("git-ssh-key", "");
-  s.git_ssh_known_hosts = sources.text("git-ssh-known-hosts", "");
-  s.git_ca_file = sources.text("git-ca-file", "");
-  s.git_timeout = sources.duration("git-timeout", Duration(60000));
-  s.checkpoint_exclude = sources.list("checkpoint-exclude", ".env,*.pem,*.key,id_rsa*");
+  s.git_username = sources.text("git-username");
+  s.git_token = sources.text("git-token");
+  s.git_ssh_key = sources.text("git-ssh-key");
+  s.git_ssh_known_hosts = sources.text("git-ssh-known-hosts");
+  s.git_ca_file = sources.text("git-ca-file");
+  s.git_timeout = sources.duration("git-timeout");
+  s.checkpoint_exclude = sources.list("checkpoint-exclude");
   s.restore_limits = {
-      .max_bytes =
-          static_cast<std::uint64_t>(sources.integer("restore-max-bytes", 1ll << 30, 1, INT64_MAX)),
-      .max_files =
-          static_cast<std::uint64_t>(sources.integer("restore-max-files", 100000, 1, INT64_MAX))};
-  s.max_attempts = sources.integer("max-attempts", 3, 1, 1000);
-  const auto format = sources.text("log-format", "");
+      .max_bytes = static_cast<std::uint64_t>(sources.integer("restore-max-bytes")),
+      .max_files = static_cast<std::uint64_t>(sources.integer("restore-max-files"))};
+  s.max_attempts = static_cast<int>(sources.integer("max-attempts"));
+  const auto format = sources.text("log-format");
   if (format == "text")
     s.log_format = log::Format::text;
   else if (format == "json")
@@ -204,7 +161,7 @@ StoreSettings read_store_settings(const OptionSources& sources) {
 namespace {
 
 void read_listen(const OptionSources& sources, ServeSettings& s) {
-  const auto listen = sources.text("listen", "127.0.0.1:3117");
+  const auto listen = sources.text("listen");
   const auto colon = listen.rfind(':');
   int port = -1;
   if (colon != std::string::npos) {
@@ -221,7 +178,7 @@ void read_listen(const OptionSources& sources, ServeSettings& s) {
     throw UsageError("--listen: '" + listen + "' is not HOST:PORT with a numeric address");
   s.listen_host = address.to_string();
   s.listen_port = static_cast<unsigned short>(port);
-  s.api_token = sources.text("api-token", "");
+  s.api_token = sources.text("api-token");
   if (!address.is_loopback() && s.api_token.empty())
     throw UsageError("--listen " + listen +
                      " is not a loopback address: set --api-token so the API is not open to all");
@@ -236,28 +193,43 @@ ChildTemplates read_child_templates(const OptionSources& sources) {
   return ChildTemplates::from_config(sources.file(), demo);
 }
 
+Duration push_margin(Duration grace_period) {
+  return std::max<Duration>(std::chrono::seconds(1), grace_period / 20);
+}
+
+namespace {
+
+// A flush window that leaves no time to push would lose every interrupted
+// run's last checkpoint at each shutdown.
+void check_flush_window(const ResumeSettings& s) {
+  const Duration limit = s.grace_period - push_margin(s.grace_period);
+  if (s.flush_window < limit) return;
+  throw UsageError("--flush-window " + format_duration(s.flush_window) +
+                   " leaves no time to push within --grace-period " +
+                   format_duration(s.grace_period) + ": it must be under " +
+                   format_duration(limit) + " (the grace period less max(1s, 5%))");
+}
+
+}  // namespace
+
 ResumeSettings read_resume_settings(const OptionSources& sources) {
   ResumeSettings s;
   s.store = read_store_settings(sources);
-  s.grace_period = sources.duration("grace-period", Duration(30000));
-  s.flush_window = sources.duration("flush-window", Duration(2000));
-  s.checkpoint_interval = sources.duration("checkpoint-interval", Duration(30000));
+  s.grace_period = sources.duration("grace-period");
+  s.flush_window = sources.duration("flush-window");
+  check_flush_window(s);
+  s.checkpoint_interval = sources.duration("checkpoint-interval");
   s.children = read_child_templates(sources);
   return s;
 }
 
 ServeSettings read_serve_settings(const OptionSources& sources) {
   ServeSettings s;
-  const auto run = read_resume_settings(sources);
-  s.store = run.store;
-  s.grace_period = run.grace_period;
-  s.flush_window = run.flush_window;
-  s.checkpoint_interval = run.checkpoint_interval;
-  s.children = run.children;
+  static_cast<ResumeSettings&>(s) = read_resume_settings(sources);
   read_listen(sources, s);
-  s.max_concurrent = sources.integer("max-concurrent", 4, 1, 10000);
-  s.max_queued = sources.integer("max-queued", 1000, 0, 1000000);
-  s.max_connections = sources.integer("max-connections", 256, 1, 100000);
+  s.max_concurrent = static_cast<int>(sources.integer("max-concurrent"));
+  s.max_queued = static_cast<int>(sources.integer("max-queued"));
+  s.max_connections = static_cast<int>(sources.integer("max-connections"));
   return s;
 }
 

@@ -72,7 +72,7 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   } else {
     id = checkpoint::generate_run_id();
   }
-  std::string child_name = "default";
+  std::string child_name(checkpoint::kDefaultTemplate);
   if (request.contains("child")) {
     if (!request["child"].is_string())
       return {400, nullptr, "invalid_param", "child: must be the name of a child template"};

@@ -97,8 +97,7 @@ AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
               .excludes = store.checkpoint_exclude,
               .restore_max_bytes = store.restore_limits.max_bytes,
               .restore_max_files = store.restore_limits.max_files,
-              .claim_lease_seconds =
-                  2 * std::chrono::duration_cast<std::chrono::seconds>(store.git_timeout).count()}),
+              .claim_lease_seconds = checkpoint::claim_lease_for(store.git_timeout).count()}),
       pod_(store.pod_name),
       display_url_(checkpoint::display_url(store.results_repo)),
       agent_binary_(checkpoint_agent_binary()) {}

@@ -1,5 +1,5 @@
-// The child template (SPEC §2): how a run request becomes an argv. No shell is
-// involved anywhere; every value lands in exactly one argv element.
+// The child template (README "The config file and the child templates"): how a run request becomes
+// an argv. No shell is involved anywhere; every value lands in exactly one argv element.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "inflight/core/duration.hpp"
+#include "inflight/core/run_params.hpp"
 
 namespace inflight {
 
@@ -75,7 +76,8 @@ class ChildTemplate {
  public:
   // Throws ConfigError naming the key (under `where`, e.g. `child` or
   // `children.agentv`) that is wrong.
-  static ChildTemplate parse(const OrderedJson& child, const std::string& name = "default",
+  static ChildTemplate parse(const OrderedJson& child,
+                             const std::string& name = std::string(checkpoint::kDefaultTemplate),
                              const std::string& where = "child");
   // The built-in template: inflight-demo-eval with `tests` and `test_ms`.
   static ChildTemplate demo(const std::string& demo_binary);

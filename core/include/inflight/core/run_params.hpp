@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "inflight/core/run_dir.hpp"
@@ -13,6 +14,10 @@
 namespace inflight::checkpoint {
 
 using OrderedJson = nlohmann::ordered_json;
+
+// The template a run uses when its request names none: the config file's
+// `child`, or the built-in demo.
+inline constexpr std::string_view kDefaultTemplate = "default";
 
 struct AttemptRecord {
   int attempt = 0;
@@ -32,7 +37,7 @@ struct RunParams {
   OrderedJson request = OrderedJson::object();
   // The template the latest attempt ran with, for inspection only: every
   // attempt renders the configured template named `child_name`.
-  std::string child_name = "default";
+  std::string child_name{kDefaultTemplate};
   std::string child_digest;
   OrderedJson child = OrderedJson::object();
   std::vector<std::string> argv;

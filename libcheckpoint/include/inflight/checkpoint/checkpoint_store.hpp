@@ -1,4 +1,4 @@
-// The checkpoint flows of SPEC §4 and §5 on top of the git store: save a run
+// The checkpoint flows of README "Checkpoints in git" on top of the git store: save a run
 // dir to its branch, release the branch of a finished run, and restore the
 // runs the results repo holds by claiming each one first. Synchronous: every
 // call may block on the network, so callers bound it with a deadline.

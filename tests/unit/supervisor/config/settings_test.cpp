@@ -1,9 +1,13 @@
+// The options table and the settings read from it: precedence, defaults
+// written once, messages that name the source, refused combinations.
 #include "inflight/supervisor/config/settings.hpp"
 
 #include <gtest/gtest.h>
 
+#include <charconv>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,10 +52,10 @@ TEST(OptionSources, FlagWinsOverEnvOverFileOverDefault) {
   const Flags flag{{"results-repo", "from-flag"}};
   const Env env{{"INFLIGHT_RESULTS_REPO", "from-env"}};
   const OrderedJson file{{"results_repo", "from-file"}};
-  EXPECT_EQ(sources(flag, env, file).text("results-repo", "dflt"), "from-flag");
-  EXPECT_EQ(sources({}, env, file).text("results-repo", "dflt"), "from-env");
-  EXPECT_EQ(sources({}, {}, file).text("results-repo", "dflt"), "from-file");
-  EXPECT_EQ(sources({}, {}).text("results-repo", "dflt"), "dflt");
+  EXPECT_EQ(sources(flag, env, file).text("results-repo"), "from-flag");
+  EXPECT_EQ(sources({}, env, file).text("results-repo"), "from-env");
+  EXPECT_EQ(sources({}, {}, file).text("results-repo"), "from-file");
+  EXPECT_EQ(sources({}, {}).text("results-repo"), "./.inflight/results.git");
 }
 
 TEST(OptionSources, AppliesPrecedenceToEveryKindOfOption) {
@@ -92,7 +96,7 @@ TEST(OptionSources, AskTheEnvironmentForInflightUpperSnakeNames) {
     asked.push_back(name);
     return std::optional<std::string>();
   });
-  EXPECT_EQ(s.text("git-ssh-known-hosts", "none"), "none");
+  EXPECT_EQ(s.text("git-ssh-known-hosts"), "");
   EXPECT_EQ(asked, std::vector<std::string>{"INFLIGHT_GIT_SSH_KNOWN_HOSTS"});
 }
 
@@ -278,6 +282,158 @@ TEST(ServeSettings, CheckpointExcludeFromAFileArrayBecomesAList) {
             (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(read_serve_settings(sources({})).store.checkpoint_exclude,
             (std::vector<std::string>{".env", "*.pem", "*.key", "id_rsa*"}));
+}
+
+// ---------------------------------------------------------------- the table
+
+// No flag, no variable, no file: what the readers see.
+OptionSources no_sources() {
+  return OptionSources({}, OrderedJson::object(), fake_env({}));
+}
+
+std::int64_t parse_integer(const std::string& text) {
+  std::int64_t value = 0;
+  const auto [rest, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  EXPECT_TRUE(ec == std::errc{} && rest == text.data() + text.size()) << text;
+  return value;
+}
+
+TEST(OptionTable, EveryOptionReadsItsTableDefaultWhenNoSourceHasIt) {
+  for (const auto& spec : option_table()) {
+    SCOPED_TRACE(spec.name);
+    // The default, given as a flag, goes through the parser user input does.
+    const OptionSources given({{spec.name, spec.default_text}}, OrderedJson::object(),
+                              fake_env({}));
+    switch (spec.kind) {
+      case OptionKind::duration:
+        ASSERT_TRUE(parse_duration(spec.default_text));
+        EXPECT_EQ(no_sources().duration(spec.name), *parse_duration(spec.default_text));
+        EXPECT_EQ(no_sources().duration(spec.name), given.duration(spec.name));
+        break;
+      case OptionKind::integer:
+        EXPECT_EQ(no_sources().integer(spec.name), parse_integer(spec.default_text));
+        EXPECT_EQ(no_sources().integer(spec.name), given.integer(spec.name));
+        EXPECT_LE(spec.min, no_sources().integer(spec.name));
+        EXPECT_GE(spec.max, no_sources().integer(spec.name));
+        break;
+      case OptionKind::list:
+        EXPECT_FALSE(no_sources().list(spec.name).empty());
+        EXPECT_EQ(no_sources().list(spec.name), given.list(spec.name));
+        break;
+      case OptionKind::text:
+        EXPECT_EQ(no_sources().text(spec.name), spec.default_text);
+        break;
+    }
+    EXPECT_EQ(no_sources().given(spec.name), std::nullopt);
+  }
+}
+
+TEST(OptionTable, SettingsWithNoSourcesHoldTheTablesDefaults) {
+  const auto s = read_serve_settings(sources({}));
+  const auto text = [](const char* name) { return option_spec(name).default_text; };
+  const auto duration = [&](const char* name) { return *parse_duration(text(name)); };
+  const auto integer = [&](const char* name) { return parse_integer(text(name)); };
+  EXPECT_EQ(s.store.results_repo, text("results-repo"));
+  EXPECT_EQ(s.store.runs_dir, text("runs-dir"));
+  EXPECT_EQ(s.store.git_timeout, duration("git-timeout"));
+  EXPECT_EQ(s.store.checkpoint_exclude, no_sources().list("checkpoint-exclude"));
+  EXPECT_EQ(s.store.restore_limits.max_bytes, integer("restore-max-bytes"));
+  EXPECT_EQ(s.store.restore_limits.max_files, integer("restore-max-files"));
+  EXPECT_EQ(s.store.max_attempts, integer("max-attempts"));
+  EXPECT_EQ(s.grace_period, duration("grace-period"));
+  EXPECT_EQ(s.flush_window, duration("flush-window"));
+  EXPECT_EQ(s.checkpoint_interval, duration("checkpoint-interval"));
+  EXPECT_EQ(s.max_concurrent, integer("max-concurrent"));
+  EXPECT_EQ(s.max_queued, integer("max-queued"));
+  EXPECT_EQ(s.max_connections, integer("max-connections"));
+  EXPECT_EQ(s.listen_host + ":" + std::to_string(s.listen_port), text("listen"));
+  // The restore limits' one home is TreeLimits: the table takes them from there.
+  EXPECT_EQ(s.store.restore_limits.max_bytes, checkpoint::TreeLimits{}.max_bytes);
+  EXPECT_EQ(s.store.restore_limits.max_files, checkpoint::TreeLimits{}.max_files);
+}
+
+TEST(OptionTable, NamesVariablesAndKeysFollowOneRule) {
+  std::set<std::string> names;
+  for (const auto& spec : option_table()) {
+    SCOPED_TRACE(spec.name);
+    EXPECT_TRUE(names.insert(spec.name).second) << "twice in the table";
+    std::string env = "INFLIGHT_", key;
+    for (char c : spec.name) {
+      env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+      key += c == '-' ? '_' : c;
+    }
+    EXPECT_EQ(spec.env_name(), env);
+    EXPECT_EQ(spec.file_key(), key);
+    EXPECT_EQ(option_by_file_key(key), &spec);
+    EXPECT_FALSE(spec.type_word.empty());
+    EXPECT_FALSE(spec.help.empty());
+    if (spec.kind == OptionKind::integer) {
+      EXPECT_LE(spec.min, spec.max);
+    }
+  }
+  EXPECT_THROW(option_spec("grace-periods"), std::logic_error);
+}
+
+TEST(OptionTable, HelpShowsTheDefaultAndTheVariable) {
+  EXPECT_EQ(help_text(option_spec("grace-period")),
+            "the whole shutdown budget (default 30s; env INFLIGHT_GRACE_PERIOD)");
+  EXPECT_EQ(option_spec("grace-period").type_word, "DURATION");
+  EXPECT_EQ(option_spec("max-concurrent").type_word, "N");
+  EXPECT_EQ(option_spec("listen").type_word, "HOST:PORT");
+  const auto listen = help_text(option_spec("listen"));
+  EXPECT_TRUE(contains(listen, "(default 127.0.0.1:3117; env INFLIGHT_LISTEN)")) << listen;
+  // Without a default, only the variable; the help says what unset means.
+  const auto pod = help_text(option_spec("pod-name"));
+  EXPECT_FALSE(contains(pod, "default")) << pod;
+  EXPECT_TRUE(contains(pod, "the host name (env INFLIGHT_POD_NAME)")) << pod;
+}
+
+TEST(OptionTable, GroupsGiveEachCommandItsOptions) {
+  const auto names = [](OptionGroup group) {
+    std::set<std::string> out;
+    for (const auto* spec : options_of(group)) out.insert(spec->name);
+    return out;
+  };
+  EXPECT_TRUE(names(OptionGroup::store).count("results-repo"));
+  EXPECT_TRUE(names(OptionGroup::run).count("flush-window"));
+  EXPECT_FALSE(names(OptionGroup::run).count("listen"));
+  EXPECT_TRUE(names(OptionGroup::serve).count("listen"));
+  EXPECT_EQ(names(OptionGroup::store).size() + names(OptionGroup::run).size() +
+                names(OptionGroup::serve).size(),
+            option_table().size());
+}
+
+TEST(OptionTable, TheClaimLeaseIsTwiceTheGitTimeout) {
+  const auto store = read_store_settings(sources({}));
+  EXPECT_EQ(checkpoint::claim_lease_for(store.git_timeout), std::chrono::seconds(120));
+  EXPECT_EQ(checkpoint::claim_lease_for(Duration(2'500)), std::chrono::seconds(4));
+}
+
+// ---------------------------------------------------------------- combinations
+
+TEST(ServeSettings, PushMarginIsFivePercentOfTheGracePeriodAndAtLeastOneSecond) {
+  EXPECT_EQ(push_margin(Duration(30'000)), Duration(1'500));
+  EXPECT_EQ(push_margin(Duration(60'000)), Duration(3'000));
+  EXPECT_EQ(push_margin(Duration(10'000)), Duration(1'000));
+  EXPECT_EQ(push_margin(Duration(2'000)), Duration(1'000));
+}
+
+TEST(ServeSettings, AFlushWindowThatLeavesNoTimeToPushIsRefused) {
+  // Grace 30s: the margin is 1.5s, so the flush window must stay under 28.5s.
+  EXPECT_EQ(usage_error(sources({{"grace-period", "30s"}, {"flush-window", "28499ms"}})),
+            "<accepted>");
+  const auto message = usage_error(sources({{"grace-period", "30s"}, {"flush-window", "28500ms"}}));
+  EXPECT_TRUE(contains(message, "--flush-window 28500ms")) << message;
+  EXPECT_TRUE(contains(message, "--grace-period 30s")) << message;
+  EXPECT_TRUE(contains(message, "under 28500ms")) << message;
+  // Grace 10s: the margin is its floor, 1s.
+  EXPECT_EQ(usage_error(sources({{"grace-period", "10s"}, {"flush-window", "8999ms"}})),
+            "<accepted>");
+  EXPECT_NE(usage_error(sources({{"grace-period", "10s"}, {"flush-window", "9s"}})), "<accepted>");
+  // Whatever the source, and for resume as for serve.
+  EXPECT_NE(usage_error(sources({}, {{"INFLIGHT_FLUSH_WINDOW", "30s"}})), "<accepted>");
+  EXPECT_NE(usage_error(sources({}, {}, {{"grace_period", "2s"}})), "<accepted>");
+  EXPECT_THROW(read_resume_settings(sources({{"flush-window", "29s"}})), UsageError);
 }
 
 }  // namespace

@@ -104,6 +104,13 @@ struct TreeLimits {
   std::uint64_t max_files = 100000;
 };
 
+// How long a claim by a pod without a lease (`inflight resume`) holds the
+// claimed branch: twice --git-timeout (README "Checkpoints in git"). The one
+// rule for StoreConfig::claim_lease.
+constexpr std::chrono::seconds claim_lease_for(std::chrono::milliseconds network_timeout) {
+  return 2 * std::chrono::duration_cast<std::chrono::seconds>(network_timeout);
+}
+
 struct StoreConfig {
   std::filesystem::path cache_dir;  // the local cache repo
   RemoteConfig remote;
@@ -111,7 +118,8 @@ struct StoreConfig {
   TreeLimits restore_limits;
   // A branch whose tip is a claim younger than this, by a pod without a
   // lease (`inflight resume`), is that pod's: it is running the run now.
-  std::chrono::seconds claim_lease{120};
+  // claim_lease_for(the network timeout).
+  std::chrono::seconds claim_lease{};
 };
 
 struct ClaimedRun {

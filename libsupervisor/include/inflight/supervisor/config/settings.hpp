@@ -1,6 +1,7 @@
-// Options of every command. Each is a flag, also read from the environment
-// as INFLIGHT_<FLAG> and from the JSON config file as <flag_with_underscores>;
-// flag wins over environment, environment over file, file over default.
+// Options of every command, as settings. Each option of the options table
+// (options.hpp) is a flag, also read from the environment as INFLIGHT_<FLAG>
+// and from the JSON config file as <flag_with_underscores>; flag wins over
+// environment, environment over file, file over the table's default.
 #pragma once
 
 #include <cstdint>
@@ -10,12 +11,14 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "inflight/checkpoint/store_types.hpp"
 #include "inflight/core/child_templates.hpp"
 #include "inflight/core/duration.hpp"
 #include "inflight/core/log.hpp"
+#include "inflight/supervisor/config/options.hpp"
 
 namespace inflight {
 
@@ -24,18 +27,6 @@ class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-struct FlagSpec {
-  const char* name;
-  const char* help;
-};
-
-// Options of every command that touches the store.
-extern const std::vector<FlagSpec> kStoreFlags;
-// Options of every command that runs children: serve and resume.
-extern const std::vector<FlagSpec> kRunFlags;
-// Options of serve only.
-extern const std::vector<FlagSpec> kServeFlags;
 
 class OptionSources {
  public:
@@ -48,11 +39,15 @@ class OptionSources {
   static OrderedJson load_config_file(const std::filesystem::path& path);
   static std::optional<std::string> process_env(const std::string& name);
 
-  std::string text(const std::string& flag, const std::string& fallback) const;
-  Duration duration(const std::string& flag, Duration fallback) const;
-  std::int64_t integer(const std::string& flag, std::int64_t fallback, std::int64_t min,
-                       std::int64_t max) const;
-  std::vector<std::string> list(const std::string& flag, const std::string& fallback) const;
+  // The value of the option named `name` in the options table, from the
+  // first source that has it, else the table's default, read by the same
+  // parser; UsageError naming the source and the bad word.
+  std::string text(std::string_view name) const;
+  Duration duration(std::string_view name) const;
+  std::int64_t integer(std::string_view name) const;  // within the table's range
+  std::vector<std::string> list(std::string_view name) const;
+  // The value only when a flag, the environment or the file gives one.
+  std::optional<std::string> given(std::string_view name) const;
   const OrderedJson& file() const { return file_; }
 
  private:
@@ -60,13 +55,17 @@ class OptionSources {
     std::string value;
     std::string source;  // for messages: `--flag`, `INFLIGHT_FLAG` or `config key flag`
   };
-  std::optional<Found> lookup(const std::string& flag) const;
+  std::optional<Found> lookup(const OptionSpec& spec) const;
+  // The given value, else the table's default.
+  Found value(std::string_view name) const;
 
   std::map<std::string, std::string> flags_;
   OrderedJson file_;
   EnvLookup env_;
 };
 
+// Every member is set by the readers below, from the options table: none
+// has a default of its own.
 struct StoreSettings {
   std::string results_repo;
   std::filesystem::path runs_dir;
@@ -76,41 +75,42 @@ struct StoreSettings {
   std::filesystem::path git_ssh_key;
   std::filesystem::path git_ssh_known_hosts;
   std::filesystem::path git_ca_file;
-  Duration git_timeout{60000};
+  Duration git_timeout{};
   std::vector<std::string> checkpoint_exclude;
   checkpoint::TreeLimits restore_limits;
-  int max_attempts = 3;
-  log::Format log_format = log::Format::json;
+  int max_attempts{};
+  log::Format log_format{};
 };
 
-struct ServeSettings {
-  StoreSettings store;
-  std::string listen_host;
-  unsigned short listen_port = 3117;
-  std::string api_token;
-  int max_concurrent = 4;
-  int max_queued = 1000;
-  int max_connections = 256;
-  Duration grace_period{30000};
-  Duration flush_window{2000};
-  Duration checkpoint_interval{30000};
-  ChildTemplates children;
-};
-
+// What serve and resume both take: the options of commands that run children.
 struct ResumeSettings {
   StoreSettings store;
-  Duration grace_period{30000};
-  Duration flush_window{2000};
-  Duration checkpoint_interval{30000};
+  Duration grace_period{};
+  Duration flush_window{};
+  Duration checkpoint_interval{};
   ChildTemplates children;
 };
+
+struct ServeSettings : ResumeSettings {
+  std::string listen_host;
+  unsigned short listen_port{};
+  std::string api_token;
+  int max_concurrent{};
+  int max_queued{};
+  int max_connections{};
+};
+
+// The part of the grace period that a shutdown keeps for its checkpoint push
+// whatever the flush window: max(1 s, 5 % of the grace period).
+Duration push_margin(Duration grace_period);
 
 StoreSettings read_store_settings(const OptionSources& sources);
 // The config file's templates; ConfigError for a bad one.
 ChildTemplates read_child_templates(const OptionSources& sources);
 ResumeSettings read_resume_settings(const OptionSources& sources);
 // Throws UsageError for a value that cannot work (a bad duration, a public
-// --listen without --api-token); ConfigError for a bad child template.
+// --listen without --api-token, a --flush-window that leaves less than
+// push_margin of --grace-period); ConfigError for a bad child template.
 ServeSettings read_serve_settings(const OptionSources& sources);
 
 }  // namespace inflight

@@ -24,14 +24,16 @@
 
 namespace inflight {
 
+// Set from ServeSettings or ResumeSettings: the options table holds the
+// defaults.
 struct SupervisorSettings {
   std::filesystem::path runs_dir;
   std::string pod_name;
-  int max_concurrent = 4;
-  int max_attempts = 3;
-  int max_queued = 1000;
-  Duration stop_grace{2000};  // between SIGTERM and SIGKILL when a run is stopped
-  Duration network_timeout{60000};
+  int max_concurrent{};
+  int max_attempts{};
+  int max_queued{};
+  Duration stop_grace{};  // between SIGTERM and SIGKILL when a run is stopped
+  Duration network_timeout{};
   Duration disk_recheck{5000};  // between checks of a disk that could not checkpoint
   bool echo_output = false;     // also copy children's output to stdout
 };

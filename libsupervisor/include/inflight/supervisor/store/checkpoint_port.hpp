@@ -41,7 +41,7 @@ struct SaveAllRequest {
   std::optional<SystemClock::time_point> lease_until;  // this pod's lease, renewed in the push
   // … or released in it (the last push of a shutdown), when every run is
   // saved; `lease_until` is then how long to take it again should the
-  // server refuse a run (checkpoint_store.hpp's LeaseStep).
+  // server refuse a run (store_types.hpp's LeaseStep).
   bool release_lease = false;
   // Whether the cache keeps the pushed objects for the next save; a
   // shutdown's push does not need them (the next start fetches what it lacks).

@@ -1,0 +1,109 @@
+// The options table (README "`inflight serve`"): every default and range of
+// inflight's options is written here and nowhere else.
+#include "inflight/supervisor/config/options.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <stdexcept>
+
+#include "inflight/checkpoint/store_types.hpp"
+
+namespace inflight {
+
+namespace {
+
+constexpr std::int64_t kNoMax = std::numeric_limits<std::int64_t>::max();
+
+using G = OptionGroup;
+using K = OptionKind;
+
+std::vector<OptionSpec> build_table() {
+  // TreeLimits keeps the restore limits' defaults: the agent's own home for them.
+  const checkpoint::TreeLimits tree;
+  return {
+      {"config", G::store, K::text, "FILE", "", "JSON config file"},
+      {"results-repo", G::store, K::text, "URL", "./.inflight/results.git",
+       "git remote URL of the results repo"},
+      {"runs-dir", G::store, K::text, "DIR", "./.inflight/runs",
+       "parent of every run's output directory"},
+      {"pod-name", G::store, K::text, "NAME", "",
+       "identity of this instance in branch names; unset: the host name"},
+      {"git-username", G::store, K::text, "NAME", "", "HTTPS user name"},
+      {"git-token", G::store, K::text, "TOKEN", "", "HTTPS token, used as the password"},
+      {"git-ssh-key", G::store, K::text, "FILE", "", "SSH private key file (ed25519 or ecdsa)"},
+      {"git-ssh-known-hosts", G::store, K::text, "FILE", "",
+       "known_hosts file to check the server's host key"},
+      {"git-ca-file", G::store, K::text, "FILE", "", "CA bundle for HTTPS"},
+      {"git-timeout", G::store, K::duration, "DURATION", "60s", "deadline of one network step"},
+      {"checkpoint-exclude", G::store, K::list, "GLOBS", ".env,*.pem,*.key,id_rsa*",
+       "comma-separated globs left out of checkpoints"},
+      {"restore-max-bytes", G::store, K::integer, "N", std::to_string(tree.max_bytes),
+       "largest checkpoint tree restored, in bytes", 1, kNoMax},
+      {"restore-max-files", G::store, K::integer, "N", std::to_string(tree.max_files),
+       "most files and directories in a checkpoint tree restored", 1, kNoMax},
+      {"max-attempts", G::store, K::integer, "N", "3", "attempts a run gets before it is failed", 1,
+       1000},
+      {"log-format", G::store, K::text, "text|json", "",
+       "log lines; unset: text on a terminal, json otherwise"},
+      {"grace-period", G::run, K::duration, "DURATION", "30s", "the whole shutdown budget"},
+      {"flush-window", G::run, K::duration, "DURATION", "2s",
+       "how long children get after SIGTERM; under --grace-period less max(1s, 5%)"},
+      {"checkpoint-interval", G::run, K::duration, "DURATION", "30s",
+       "periodic checkpoints; 0 disables"},
+      {"listen", G::serve, K::text, "HOST:PORT", "127.0.0.1:3117", "address of the HTTP API"},
+      {"api-token", G::serve, K::text, "TOKEN", "", "bearer token required by the API"},
+      {"max-concurrent", G::serve, K::integer, "N", "4", "runs at once; the rest are queued", 1,
+       10000},
+      {"max-queued", G::serve, K::integer, "N", "1000",
+       "queued runs at most; beyond it submits get 503 queue_full", 0, 1000000},
+      {"max-connections", G::serve, K::integer, "N", "256",
+       "open HTTP connections at most; beyond it 503", 1, 100000},
+  };
+}
+
+}  // namespace
+
+std::string OptionSpec::env_name() const {
+  std::string env = "INFLIGHT_";
+  for (char c : name) env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return env;
+}
+
+std::string OptionSpec::file_key() const {
+  std::string key = name;
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
+const std::vector<OptionSpec>& option_table() {
+  static const std::vector<OptionSpec> table = build_table();
+  return table;
+}
+
+const OptionSpec& option_spec(std::string_view name) {
+  for (const auto& spec : option_table())
+    if (spec.name == name) return spec;
+  throw std::logic_error("no option named " + std::string(name));
+}
+
+std::vector<const OptionSpec*> options_of(OptionGroup group) {
+  std::vector<const OptionSpec*> specs;
+  for (const auto& spec : option_table())
+    if (spec.group == group) specs.push_back(&spec);
+  return specs;
+}
+
+const OptionSpec* option_by_file_key(std::string_view key) {
+  for (const auto& spec : option_table())
+    if (spec.file_key() == key) return &spec;
+  return nullptr;
+}
+
+std::string help_text(const OptionSpec& spec) {
+  const std::string shown_default =
+      spec.default_text.empty() ? "" : "default " + spec.default_text + "; ";
+  return spec.help + " (" + shown_default + "env " + spec.env_name() + ")";
+}
+
+}  // namespace inflight
