@@ -1,4 +1,4 @@
-// `inflight checkpoints list|show|prune` (SPEC §6): what an operator reaches
+// `inflight checkpoints list|show|prune` (README "Recovering runs by hand"): what an operator reaches
 // for to see and clean up checkpoint branches. Every git step runs in the
 // checkpoint agent, so --git-timeout bounds each command.
 #pragma once

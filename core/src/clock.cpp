@@ -1,3 +1,4 @@
+// Wall-clock times as run-params.json and logs write them.
 #include "inflight/core/clock.hpp"
 
 #include <ctime>
@@ -11,13 +12,6 @@ std::string iso8601_utc(SystemClock::time_point t) {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-std::optional<SystemClock::time_point> parse_iso8601_utc(const std::string& text) {
-  std::tm tm{};
-  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  if (end == nullptr || *end != '\0') return std::nullopt;
-  return SystemClock::from_time_t(timegm(&tm));
 }
 
 }  // namespace inflight

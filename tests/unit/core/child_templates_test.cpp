@@ -1,4 +1,4 @@
-// The trust boundary of SPEC §2: the configured templates decide what runs;
+// The trust boundary of README "The config file and the child templates": the configured templates decide what runs;
 // a run (from a branch or a disk) only names one and carries its request.
 #include "inflight/core/child_templates.hpp"
 

@@ -1,4 +1,4 @@
-// The one home of the names a checkpoint lives under (SPEC §3, §4): run ids,
+// The one home of the names a checkpoint lives under (README "Checkpoints in git"): run ids,
 // pod names, `refs/heads/inflight/<origin-pod>/<run-id>` branches and the
 // `refs/heads/inflight-lease/<pod>` lease of each live instance. Every
 // side that builds or reads such a name calls these, so the rules cannot drift.

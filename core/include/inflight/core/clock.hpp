@@ -1,7 +1,8 @@
+// The two clocks: the wall clock for what people read (run-params.json, logs),
+// the steady clock for every deadline and period.
 #pragma once
 
 #include <chrono>
-#include <optional>
 #include <string>
 
 namespace inflight {
@@ -11,6 +12,5 @@ using SteadyClock = std::chrono::steady_clock;
 
 // `2026-11-21T10:15:00Z`
 std::string iso8601_utc(SystemClock::time_point t);
-std::optional<SystemClock::time_point> parse_iso8601_utc(const std::string& text);
 
 }  // namespace inflight

@@ -1,4 +1,4 @@
-// The exit codes of every command (SPEC §6), in one place: the app's
+// The exit codes of every command (README "Recovering runs by hand"), in one place: the app's
 // commands and `inflight resume` return the same numbers for the same cases.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The HTTP API of serve (SPEC §7): routes requests to the run supervisor.
+// The HTTP API of serve (README "The HTTP API"): routes requests to the run supervisor.
 #pragma once
 
 #include <optional>

@@ -1,4 +1,4 @@
-// Serve's restore (SPEC §5). The first look at the store, before serve is
+// Serve's restore (README "Checkpoints in git"). The first look at the store, before serve is
 // ready, takes this pod's lease and claims every run it may. Then it looks
 // again every lease period (sooner when a known lease ends first) and takes
 // the runs whose owner handed them over (a scale-down) or died.

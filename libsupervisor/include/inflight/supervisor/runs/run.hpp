@@ -1,4 +1,4 @@
-// One run: an eval with one id, executed in one or more attempts (SPEC §3).
+// One run: an eval with one id, executed in one or more attempts (README "Runs, attempts and shutdown").
 #pragma once
 
 #include <sys/types.h>
