@@ -54,66 +54,106 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           .echo_output = false};
 }
 
+// One serving instance: its parts in the order each needs the last, and the
+// handlers that tie the signal, the shutdown plan and the restore together.
+class ServeCommand {
+ public:
+  explicit ServeCommand(const ServeSettings& settings);
+  int run();
+
+ private:
+  void on_signal(int signal);
+  void on_shutdown_done(int code);
+  void exit(int code);
+  void refuse_credentials(const std::string& error);
+
+  const ServeSettings& settings_;
+  const SupervisorSettings supervised_;
+  // Before "listening" is logged: a signal from then on is queued for the
+  // shutdown plan, never left to the default action.
+  CommandLoop loop_;
+  AgentCheckpoints checkpoints_;
+  RunSupervisor supervisor_;
+  ApiRoutes api_;
+  HttpServer server_;
+  PodLease lease_;
+  ShutdownPlan plan_;
+  Restoration restoration_;
+  int exit_code_ = 0;
+  SteadyClock::time_point shutdown_started_;
+};
+
+boost::asio::ip::tcp::endpoint listen_endpoint(const ServeSettings& s) {
+  return {boost::asio::ip::make_address(s.listen_host), s.listen_port};
+}
+
+ServeCommand::ServeCommand(const ServeSettings& settings)
+    : settings_(settings),
+      supervised_(supervisor_settings(settings)),
+      checkpoints_(loop_.io(), loop_.reaper(), settings.store, supervised_.runs_dir,
+                   settings.children),
+      supervisor_(loop_.io(), loop_.reaper(), checkpoints_, supervised_, settings.children),
+      api_(supervisor_, loop_.reaper(),
+           {settings.api_token, read_last_shutdown(settings.store.runs_dir)}),
+      server_(
+          loop_.io(), listen_endpoint(settings),
+          [this](const HttpRequest& r) { return api_.handle(r); }, api_.refusals(),
+          static_cast<std::size_t>(settings.max_connections)),
+      lease_(loop_.io(), checkpoints_,
+             lease_terms(settings.checkpoint_interval, settings.grace_period),
+             settings.store.git_timeout),
+      plan_(loop_.io(), supervisor_, &lease_, settings.grace_period, settings.flush_window,
+            [this](int code) { on_shutdown_done(code); }),
+      restoration_(loop_.io(), supervisor_, checkpoints_, plan_, lease_, settings,
+                   [this](const std::string& error) { refuse_credentials(error); }) {
+  const auto bound = server_.local_endpoint();
+  log::info("listening",
+            {{"address", bound.address().to_string() + ":" + std::to_string(bound.port())},
+             {"pod", settings.store.pod_name}});
+  loop_.on_signal([this](int signal) { on_signal(signal); });
+}
+
+int ServeCommand::run() {
+  boost::asio::post(loop_.io(), [this] { restoration_.start(); });
+  loop_.run();
+  return exit_code_;
+}
+
+void ServeCommand::on_signal(int signal) {
+  if (shutdown_started_ == SteadyClock::time_point{}) shutdown_started_ = SteadyClock::now();
+  lease_.stop();
+  plan_.on_signal(signal);
+}
+
+// A shutdown that left a run unpushed keeps the lease: only this disk knows
+// that run's last state, and a restart here finds it still its own.
+void ServeCommand::on_shutdown_done(int code) {
+  if (code != 0 || plan_.lease_released()) return exit(code);
+  lease_.give_up(shutdown_started_ + settings_.grace_period, [this] { exit(0); });
+}
+
+void ServeCommand::exit(int code) {
+  exit_code_ = code;
+  const std::chrono::duration<double> took = SteadyClock::now() - shutdown_started_;
+  loop_.stop();
+  log::info("shutdown complete", {{"exit_code", code}, {"seconds", took.count()}});
+  write_last_shutdown(settings_.store.runs_dir, took.count());
+}
+
+void ServeCommand::refuse_credentials(const std::string& error) {
+  log::error("the results repo refused our credentials; fix them and start again",
+             {{"error", error}});
+  exit_code_ = kExitUnreachable;
+  loop_.stop();
+}
+
 }  // namespace
 
 int serve(const ServeSettings& settings) {
   settings.children.check_programs();
   fs::create_directories(settings.store.runs_dir);
-  // Before "listening" is logged: a signal from then on is queued for the
-  // shutdown plan, never left to the default action.
-  CommandLoop loop;
-  auto& io = loop.io();
-  auto& reaper = loop.reaper();
-  const auto supervised = supervisor_settings(settings);
-  AgentCheckpoints checkpoints(io, reaper, settings.store, supervised.runs_dir, settings.children);
-  RunSupervisor supervisor(io, reaper, checkpoints, supervised, settings.children);
-  ApiRoutes api(supervisor, reaper,
-                {settings.api_token, read_last_shutdown(settings.store.runs_dir)});
-  const boost::asio::ip::tcp::endpoint endpoint(boost::asio::ip::make_address(settings.listen_host),
-                                                settings.listen_port);
-  HttpServer server(
-      io, endpoint, [&api](const HttpRequest& r) { return api.handle(r); }, api.refusals(),
-      static_cast<std::size_t>(settings.max_connections));
-  const auto bound = server.local_endpoint();
-  log::info("listening",
-            {{"address", bound.address().to_string() + ":" + std::to_string(bound.port())},
-             {"pod", settings.store.pod_name}});
-
-  int exit_code = 0;
-  SteadyClock::time_point shutdown_started;
-  PodLease lease(io, checkpoints, lease_terms(settings.checkpoint_interval, settings.grace_period),
-                 settings.store.git_timeout);
-  auto exit = [&](int code) {
-    exit_code = code;
-    const std::chrono::duration<double> took = SteadyClock::now() - shutdown_started;
-    loop.stop();
-    log::info("shutdown complete", {{"exit_code", code}, {"seconds", took.count()}});
-    write_last_shutdown(settings.store.runs_dir, took.count());
-  };
-  // A shutdown that left a run unpushed keeps the lease: only this disk
-  // knows that run's last state, and a restart here finds it still its own.
-  ShutdownPlan plan(io, supervisor, &lease, settings.grace_period, settings.flush_window,
-                    [&](int code) {
-                      if (code != 0 || plan.lease_released()) return exit(code);
-                      lease.give_up(shutdown_started + settings.grace_period, [&exit] { exit(0); });
-                    });
-  loop.on_signal([&](int signal) {
-    if (shutdown_started == SteadyClock::time_point{}) shutdown_started = SteadyClock::now();
-    lease.stop();
-    plan.on_signal(signal);
-  });
-  Restoration restoration(io, supervisor, checkpoints, plan, lease, settings,
-                          [&](const std::string& error) {
-                            log::error(
-                                "the results repo refused our credentials; fix them and start "
-                                "again",
-                                {{"error", error}});
-                            exit_code = kExitUnreachable;
-                            loop.stop();
-                          });
-  boost::asio::post(io, [&] { restoration.start(); });
-  loop.run();
-  return exit_code;
+  ServeCommand command(settings);
+  return command.run();
 }
 
 }  // namespace inflight

@@ -56,78 +56,116 @@ bool RunSupervisor::bind_template(Run& run) {
   return true;
 }
 
+namespace {
+
+SubmitResult refused(int status, std::string code, std::string message) {
+  return {status, nullptr, std::move(code), std::move(message)};
+}
+
+// Takes the submit's own field `field` (`id`, `child`) out of the request,
+// leaving the template's params; a refusal when it is not a valid string.
+std::optional<SubmitResult> take_name(OrderedJson& request, const char* field,
+                                      bool (*valid)(std::string_view), const std::string& rule,
+                                      std::optional<std::string>& name) {
+  if (!request.contains(field)) return std::nullopt;
+  const auto& value = request[field];
+  if (!value.is_string() || !valid(value.get_ref<const std::string&>()))
+    return refused(400, "invalid_param", std::string(field) + ": " + rule);
+  name = value.get<std::string>();
+  request.erase(field);
+  return std::nullopt;
+}
+
+bool any_name(std::string_view) {
+  return true;
+}
+bool run_id_name(std::string_view id) {
+  return checkpoint::is_valid_run_id(std::string(id));
+}
+
+}  // namespace
+
 SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   if (!body.is_object())
-    return {400, nullptr, "invalid_request", "the request body must be a JSON object"};
+    return refused(400, "invalid_request", "the request body must be a JSON object");
   OrderedJson request = body;
-  std::string id;
-  if (request.contains("id")) {
-    if (!request["id"].is_string() ||
-        !checkpoint::is_valid_run_id(request["id"].get<std::string>()))
-      return {400, nullptr, "invalid_param",
-              "id: must match " + std::string(checkpoint::kRunIdPattern)};
-    id = request["id"].get<std::string>();
-    request.erase("id");
-    if (Run* existing = find(id)) return {200, existing, "", ""};
-  } else {
-    id = checkpoint::generate_run_id();
-  }
-  std::string child_name(checkpoint::kDefaultTemplate);
-  if (request.contains("child")) {
-    if (!request["child"].is_string())
-      return {400, nullptr, "invalid_param", "child: must be the name of a child template"};
-    child_name = request["child"].get<std::string>();
-    request.erase("child");
-  }
-  if (const auto& problem = disk_health_.problem())
-    return {503, nullptr, "cannot_checkpoint",
-            "this instance's disk cannot hold a checkpoint (" + *problem + "); retry later"};
-  if (static_cast<int>(queue_.size()) >= settings_.max_queued)
-    return {503, nullptr, "queue_full",
-            std::to_string(queue_.size()) + " runs are queued already (--max-queued); retry later"};
-  const ChildTemplate* child = templates_.find(child_name);
+  std::optional<std::string> id, child_name;
+  const auto id_rule = "must match " + std::string(checkpoint::kRunIdPattern);
+  if (auto refusal = take_name(request, "id", run_id_name, id_rule, id)) return *refusal;
+  if (Run* existing = id ? find(*id) : nullptr) return {200, existing, "", ""};
+  if (auto refusal =
+          take_name(request, "child", any_name, "must be the name of a child template", child_name))
+    return *refusal;
+  if (auto refusal = admission_refusal()) return *refusal;
+  const ChildTemplate* child =
+      templates_.find(child_name.value_or(std::string(checkpoint::kDefaultTemplate)));
   if (!child)
-    return {400, nullptr, "invalid_param",
-            "child: no template named '" + printable(child_name) +
-                "' (configured: " + templates_.names() + ")"};
+    return refused(400, "invalid_param",
+                   "child: no template named '" + printable(*child_name) +
+                       "' (configured: " + templates_.names() + ")");
   if (auto problem = child->validate(request))
-    return {400, nullptr, "invalid_param", problem->param + ": " + problem->message};
+    return refused(400, "invalid_param", problem->param + ": " + problem->message);
+  return accept(id.value_or(checkpoint::generate_run_id()), std::move(request), *child);
+}
 
+// Whether this instance can take one more run now: its disk can hold a
+// checkpoint and the queue has room.
+std::optional<SubmitResult> RunSupervisor::admission_refusal() const {
+  if (const auto& problem = disk_health_.problem())
+    return refused(503, "cannot_checkpoint",
+                   "this instance's disk cannot hold a checkpoint (" + *problem + "); retry later");
+  if (static_cast<int>(queue_.size()) >= settings_.max_queued)
+    return refused(
+        503, "queue_full",
+        std::to_string(queue_.size()) + " runs are queued already (--max-queued); retry later");
+  return std::nullopt;
+}
+
+// A validated request becomes a run: its own run dir with run-params.json,
+// then the queue.
+SubmitResult RunSupervisor::accept(const std::string& id, OrderedJson request,
+                                   const ChildTemplate& child) {
   const auto dir = settings_.runs_dir / id;
   std::error_code ec;
   fs::create_directories(settings_.runs_dir, ec);
   if (!fs::create_directory(dir, ec)) {
-    if (ec)
-      return {500, nullptr, "internal", "cannot create " + dir.string() + ": " + ec.message()};
-    return {409, nullptr, "run_exists",
-            "run dir " + dir.string() + " already exists and belongs to no active run"};
+    if (ec) return refused(500, "internal", "cannot create " + dir.string() + ": " + ec.message());
+    return refused(409, "run_exists",
+                   "run dir " + dir.string() + " already exists and belongs to no active run");
   }
-  checkpoint::RunParams params;
-  params.run_id = id;
-  params.request = request;
-  params.child_name = child_name;
-  params.child_digest = child->digest();
-  params.child = child->source();
-  params.origin_pod = settings_.pod_name;
-  params.created_at = iso8601_utc(SystemClock::now());
-  // What the first attempt will run, shown while the run is queued.
-  params.argv = child->render(request, {id, fs::absolute(dir).string(), 1, false});
-  params.cwd = fs::absolute(child->cwd()).lexically_normal().string();
+  auto params = first_params(id, std::move(request), child, dir);
   try {
     checkpoint::write_run_params(dir, params);
   } catch (const std::exception& e) {
     fs::remove_all(dir, ec);  // nothing started: a retry finds the id free
     log::error("run not accepted: its run dir cannot be written",
                {{"run_id", id}, {"error", e.what()}});
-    return {500, nullptr, "write_failed", std::string("cannot write run-params.json: ") + e.what()};
+    return refused(500, "write_failed", std::string("cannot write run-params.json: ") + e.what());
   }
   Run& run = add_run(id, std::move(params));
-  run.child = child;
+  run.child = &child;
   run.checkpoint.branch = checkpoint::branch_name({settings_.pod_name, id});
   queue_.push_back(&run);
   log::info("run queued", {{"run_id", id}});
   start_queued();
   return {202, &run, "", ""};
+}
+
+checkpoint::RunParams RunSupervisor::first_params(const std::string& id, OrderedJson request,
+                                                  const ChildTemplate& child,
+                                                  const fs::path& dir) const {
+  checkpoint::RunParams params;
+  params.run_id = id;
+  // What the first attempt will run, shown while the run is queued.
+  params.argv = child.render(request, {id, fs::absolute(dir).string(), 1, false});
+  params.request = std::move(request);
+  params.child_name = child.name();
+  params.child_digest = child.digest();
+  params.child = child.source();
+  params.origin_pod = settings_.pod_name;
+  params.created_at = iso8601_utc(SystemClock::now());
+  params.cwd = fs::absolute(child.cwd()).lexically_normal().string();
+  return params;
 }
 
 void RunSupervisor::stop(Run& run) {

@@ -107,6 +107,11 @@ class RunSupervisor {
 
  private:
   Run& add_run(std::string id, checkpoint::RunParams params);
+  std::optional<SubmitResult> admission_refusal() const;
+  SubmitResult accept(const std::string& id, OrderedJson request, const ChildTemplate& child);
+  checkpoint::RunParams first_params(const std::string& id, OrderedJson request,
+                                     const ChildTemplate& child,
+                                     const std::filesystem::path& dir) const;
   bool bind_template(Run& run);
   void mark_held(Run& run, const std::string& reason);
   void start_queued();
