@@ -1,3 +1,5 @@
+// The rules a request's param must meet (type, range, pattern, no leading
+// dash): one check for a submit and for every attempt's revalidation.
 #pragma once
 
 #include <optional>

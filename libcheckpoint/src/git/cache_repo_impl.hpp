@@ -1,3 +1,5 @@
+// What a CacheRepo holds behind its public face, for the store's own files:
+// the libgit2 handle, the in-memory object backend and what persist() owes.
 #pragma once
 
 #include <filesystem>

@@ -1,3 +1,5 @@
+// Object ids as text, read from a remote or a user and so checked, and
+// written for messages and the agent protocol.
 #pragma once
 
 #include <git2.h>

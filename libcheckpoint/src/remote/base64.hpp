@@ -1,3 +1,5 @@
+// Base64 for SSH key material (known_hosts entries, public keys): the one
+// decoder, strict, since the text comes from files an operator supplies.
 #pragma once
 
 #include <optional>

@@ -1,3 +1,5 @@
+// The rules a checkpoint tree must meet before a byte of it is written to
+// disk: branches are untrusted input (README "Checkpoints in git").
 #pragma once
 
 #include <git2.h>

@@ -1,3 +1,4 @@
+// `inflight resume`: an operator's recovery of one run in the foreground.
 #pragma once
 
 #include <string>

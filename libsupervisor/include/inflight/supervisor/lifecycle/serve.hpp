@@ -1,3 +1,5 @@
+// `inflight serve`: the long-running instance that the HTTP API, the
+// restore and the shutdown plan belong to.
 #pragma once
 
 #include "inflight/supervisor/config/settings.hpp"
