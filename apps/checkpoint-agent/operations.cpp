@@ -74,8 +74,7 @@ agent::Done release(Context& c, const agent::Release& call) {
 
 std::optional<AgentFailure> part_failure(const ck::SaveOutcome& outcome) {
   if (!outcome.error) return std::nullopt;
-  return AgentFailure{.kind = ck::judged_against(outcome.ref) ? AgentFailureKind::rejected
-                                                              : AgentFailureKind::other,
+  return AgentFailure{.kind = ck::judged_against(outcome.ref) ? Failure::rejected : Failure::other,
                       .error = *outcome.error,
                       .branches = {}};
 }
@@ -99,10 +98,10 @@ agent::SavedAll save_all(Context& c, const agent::SaveAll& call) {
     answer.runs.push_back({.failure = part_failure(outcome), .commit = outcome.commit});
   if (lease)
     answer.lease = agent::PartResult{
-        .failure = report.lease_error ? std::optional(AgentFailure{.kind = AgentFailureKind::other,
-                                                                   .error = *report.lease_error,
-                                                                   .branches = {}})
-                                      : std::nullopt,
+        .failure = report.lease_error
+                       ? std::optional(AgentFailure{
+                             .kind = Failure::other, .error = *report.lease_error, .branches = {}})
+                       : std::nullopt,
         .commit = std::nullopt};
   return answer;
 }
@@ -225,10 +224,10 @@ agent::Shown show_branch(ck::CheckpointStore& store, const ck::RemoteBranch& bra
 AnswerOr<agent::Shown> show(Context& c, const agent::Show& call) {
   const auto found = ck::find_run_branches(c.store.remote(), call.run_id);
   if (found.empty())
-    throw ck::GitError(ck::GitErrorKind::not_found, "no checkpoint branch for '" + call.run_id +
-                                                        "' on " + c.store.remote().display_url());
+    throw ck::GitError(Failure::not_found, "no checkpoint branch for '" + call.run_id + "' on " +
+                                               c.store.remote().display_url());
   if (found.size() == 1) return show_branch(c.store, found.front());
-  AgentFailure ambiguous{.kind = AgentFailureKind::ambiguous,
+  AgentFailure ambiguous{.kind = Failure::ambiguous,
                          .error = "'" + call.run_id + "' has checkpoints from several pods",
                          .branches = {}};
   for (const auto& branch : found) ambiguous.branches.push_back(ck::short_branch(branch.ref));
@@ -260,10 +259,10 @@ agent::Pruned prune(Context& c, const agent::Prune& call) {
     else
       answer.failed.push_back(
           {.branch = branch,
-           .failure = {.kind = ck::judged_against(results[i].outcome) ? AgentFailureKind::rejected
-                                                                      : AgentFailureKind::other,
-                       .error = results[i].detail,
-                       .branches = {}}});
+           .failure = {
+               .kind = ck::judged_against(results[i].outcome) ? Failure::rejected : Failure::other,
+               .error = results[i].detail,
+               .branches = {}}});
   }
   return answer;
 }
@@ -345,9 +344,9 @@ OrderedJson answer(const std::string& text) {
     if (!request) throw std::runtime_error("checkpoint-agent request: " + error);
     return perform(*request);
   } catch (const ck::GitError& e) {
-    return failure_message({.kind = failure_kind(e.kind()), .error = e.what(), .branches = {}});
+    return failure_message({.kind = e.kind(), .error = e.what(), .branches = {}});
   } catch (const std::exception& e) {
-    return failure_message({.kind = AgentFailureKind::other, .error = e.what(), .branches = {}});
+    return failure_message({.kind = Failure::other, .error = e.what(), .branches = {}});
   }
 }
 

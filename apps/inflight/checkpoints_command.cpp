@@ -60,20 +60,21 @@ void print_table(const Table& rows) {
   }
 }
 
-struct Failure {
+// What a failure means to whoever typed the command.
+struct Hint {
   int exit_code;
   const char* hint;
 };
 
-Failure failure_of(AgentFailureKind kind) {
+Hint failure_of(Failure kind) {
   switch (kind) {
-    case AgentFailureKind::unreachable:
-    case AgentFailureKind::deadline:
+    case Failure::unreachable:
+    case Failure::deadline:
       return {kExitUnreachable,
               "check --results-repo and the network; a slow remote needs a longer --git-timeout"};
-    case AgentFailureKind::auth:
+    case Failure::auth:
       return {kExitUnreachable, "check --git-username and --git-token, or --git-ssh-key"};
-    case AgentFailureKind::not_found:
+    case Failure::not_found:
       return {kExitNotFound, "`inflight checkpoints list` shows the runs that have checkpoints"};
     default:
       return {kExitFailure,
@@ -83,14 +84,14 @@ Failure failure_of(AgentFailureKind kind) {
 
 // Prints what went wrong and what to try; returns the exit code.
 int report_failure(const AgentFailure& failure) {
-  if (failure.kind == AgentFailureKind::ambiguous && !failure.branches.empty()) {
+  if (failure.kind == Failure::ambiguous && !failure.branches.empty()) {
     const auto& branches = failure.branches;
     std::cerr << "inflight: " << failure.error << ": " << branches.front() << "\n";
     for (std::size_t i = 1; i < branches.size(); ++i) std::cerr << "  " << branches[i] << "\n";
     std::cerr << "name one branch, e.g. `inflight checkpoints show " << branches.front() << "`\n";
     return kExitUsage;
   }
-  const Failure hint = failure_of(failure.kind);
+  const Hint hint = failure_of(failure.kind);
   std::cerr << "inflight: " << failure.error << "\n" << hint.hint << "\n";
   return hint.exit_code;
 }
@@ -103,7 +104,7 @@ int report_prune_errors(const agent::Pruned& pruned) {
     std::cerr << "inflight: no checkpoint branch for '" << id << "' on " << pruned.url << "\n";
     code = kExitNotFound;
   }
-  if (code == kExitNotFound) std::cerr << failure_of(AgentFailureKind::not_found).hint << "\n";
+  if (code == kExitNotFound) std::cerr << failure_of(Failure::not_found).hint << "\n";
   for (const auto& failed : pruned.failed) {
     const auto hint = failure_of(failed.failure.kind);
     std::cerr << "inflight: could not delete " << failed.branch << ": " << failed.failure.error

@@ -8,31 +8,10 @@ namespace {
 
 AgentOutput failed_output(std::string error) {
   return {.answer = std::nullopt,
-          .failure = {.kind = AgentFailureKind::other, .error = std::move(error), .branches = {}}};
+          .failure = {.kind = Failure::other, .error = std::move(error), .branches = {}}};
 }
 
 }  // namespace
-
-AgentFailureKind failure_kind(checkpoint::GitErrorKind kind) {
-  using checkpoint::GitErrorKind;
-  switch (kind) {
-    case GitErrorKind::unreachable:
-      return AgentFailureKind::unreachable;
-    case GitErrorKind::auth:
-      return AgentFailureKind::auth;
-    case GitErrorKind::rejected:
-      return AgentFailureKind::rejected;
-    case GitErrorKind::not_found:
-      return AgentFailureKind::not_found;
-    case GitErrorKind::hostile_tree:
-      return AgentFailureKind::hostile_tree;
-    case GitErrorKind::cache:
-      return AgentFailureKind::cache;
-    case GitErrorKind::other:
-      break;
-  }
-  return AgentFailureKind::other;
-}
 
 OrderedJson answer_message(const OrderedJson& answer) {
   return {{"version", kAgentProtocolVersion}, {"ok", true}, {"answer", answer}};

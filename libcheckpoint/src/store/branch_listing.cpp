@@ -22,7 +22,7 @@ class SizeCounter {
 
   std::uint64_t tree(const git_tree* tree, int depth) {
     if (depth > kMaxDepth)
-      throw GitError(GitErrorKind::hostile_tree,
+      throw GitError(Failure::hostile_tree,
                      "checkpoint tree nested deeper than " + std::to_string(kMaxDepth));
     std::uint64_t total = 0;
     for (std::size_t i = 0; i < git_tree_entrycount(tree); ++i)
@@ -118,7 +118,7 @@ std::uint64_t run_dir_size(CacheRepo& repo, const std::string& commit) {
 
 BranchSummary summarize_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& branch) {
   const auto name = parse_branch_ref(branch.ref);
-  if (!name) throw GitError(GitErrorKind::other, "not an inflight/<pod>/<run-id> branch");
+  if (!name) throw GitError(Failure::other, "not an inflight/<pod>/<run-id> branch");
   const auto tip = remote.fetch_listed(branch);
   BranchSummary summary{.ref = branch.ref,
                         .name = *name,

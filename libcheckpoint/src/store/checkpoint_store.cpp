@@ -43,7 +43,7 @@ SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
     try {
       outcome.commit = snapshot(run.run_dir, run.origin_pod, run.info);
     } catch (const GitError& e) {
-      if (e.kind() == GitErrorKind::cache) throw;
+      if (e.kind() == Failure::cache) throw;
       outcome.error = e.what();
     } catch (const std::exception& e) {
       outcome.error = e.what();
@@ -118,7 +118,7 @@ void CheckpointStore::persist() {
   try {
     for (auto& [dir, snapshotter] : snapshotters_) snapshotter.keep_stat_cache();
   } catch (const std::exception& e) {
-    throw GitError(GitErrorKind::cache, std::string("keeping the stat cache: ") + e.what());
+    throw GitError(Failure::cache, std::string("keeping the stat cache: ") + e.what());
   }
 }
 
@@ -130,11 +130,11 @@ void CheckpointStore::release(const fs::path& run_dir, const std::string& origin
   try {
     remote_.remove(branch_ref({origin_pod, info.run_id}));
   } catch (const GitError& e) {
-    if (e.kind() == GitErrorKind::not_found) return;
+    if (e.kind() == Failure::not_found) return;
     // The final push landed, so the branch is ours: a refused deletion is a
     // failure to retry, not another owner.
-    if (e.kind() == GitErrorKind::rejected)
-      throw GitError(GitErrorKind::other, std::string("deleting the branch: ") + e.what());
+    if (e.kind() == Failure::rejected)
+      throw GitError(Failure::other, std::string("deleting the branch: ") + e.what());
     throw;
   }
 }

@@ -15,10 +15,10 @@ namespace {
 // One step's outcome on `branch` (none for a check or the lease).
 CheckpointResult checkpoint_result(const std::optional<AgentFailure>& failure,
                                    std::optional<std::string> commit, std::string branch) {
-  const auto kind = failure ? failure->kind : AgentFailureKind::other;
+  const auto kind = failure ? failure->kind : Failure::other;
   return {.landed = !failure,
-          .fenced = failure && kind == AgentFailureKind::rejected,
-          .disk_failed = failure && kind == AgentFailureKind::cache,
+          .fenced = failure && kind == Failure::rejected,
+          .disk_failed = failure && kind == Failure::cache,
           .branch = std::move(branch),
           .commit = std::move(commit),
           .error = failure ? failure->error : ""};
@@ -49,7 +49,7 @@ SaveAllResult save_all_result(const AgentReply<agent::SavedAll>& reply,
                      (!lease || reply.answer->lease);
   const std::optional<AgentFailure> failure =
       whole ? std::nullopt
-            : std::optional(reply.answer ? AgentFailure{.kind = AgentFailureKind::other,
+            : std::optional(reply.answer ? AgentFailure{.kind = Failure::other,
                                                         .error = "the agent's answer lacks it",
                                                         .branches = {}}
                                          : reply.failure);
@@ -161,14 +161,14 @@ RestoreResult AgentCheckpoints::failed_restore(const AgentFailure& failure,
                                                const std::vector<RestoredRun>& local) {
   RestoreResult result;
   result.runs = local;
-  if (failure.kind == AgentFailureKind::auth) {
+  if (failure.kind == Failure::auth) {
     result.refused = failure.error;
     return result;
   }
   log::error("restore from the results repo failed; resuming local runs only",
              {{"error", failure.error}});
   result.unreachable = failure.error;
-  if (failure.kind == AgentFailureKind::cache) result.disk_failed = failure.error;
+  if (failure.kind == Failure::cache) result.disk_failed = failure.error;
   return result;
 }
 

@@ -65,7 +65,7 @@ struct AgentCall : std::enable_shared_from_this<AgentCall> {
   AgentOutput result() const {
     if (!timed_out) return read_output(response);
     return {.answer = std::nullopt,
-            .failure = {.kind = AgentFailureKind::deadline,
+            .failure = {.kind = Failure::deadline,
                         .error = "no answer from " + display_url + " before the deadline",
                         .branches = {}}};
   }

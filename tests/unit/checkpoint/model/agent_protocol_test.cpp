@@ -66,8 +66,7 @@ TEST(AgentProtocol, AnAnswerAndItsPartsAreReadBack) {
   const agent::SavedAll saved{
       .runs = {{.failure = std::nullopt, .commit = "abc"},
                {.failure =
-                    AgentFailure{
-                        .kind = AgentFailureKind::rejected, .error = "taken", .branches = {}},
+                    AgentFailure{.kind = Failure::rejected, .error = "taken", .branches = {}},
                 .commit = std::nullopt}},
       .lease = agent::PartResult{.failure = std::nullopt, .commit = std::nullopt}};
   const auto reply = read_reply<agent::SavedAll>(read_output(wire(answer_message(saved))));
@@ -76,38 +75,27 @@ TEST(AgentProtocol, AnAnswerAndItsPartsAreReadBack) {
   EXPECT_EQ(reply.answer->runs[0].commit, "abc");
   EXPECT_FALSE(reply.answer->runs[0].failure);
   ASSERT_TRUE(reply.answer->runs[1].failure);
-  EXPECT_EQ(reply.answer->runs[1].failure->kind, AgentFailureKind::rejected);
+  EXPECT_EQ(reply.answer->runs[1].failure->kind, Failure::rejected);
   ASSERT_TRUE(reply.answer->lease);
   EXPECT_FALSE(reply.answer->lease->failure);
 }
 
 TEST(AgentProtocol, AFailureKeepsItsKindAndItsBranches) {
-  const AgentFailure ambiguous{.kind = AgentFailureKind::ambiguous,
+  const AgentFailure ambiguous{.kind = Failure::ambiguous,
                                .error = "'r1' has checkpoints from several pods",
                                .branches = {"inflight/a/r1", "inflight/b/r1"}};
   const auto reply = read_reply<agent::Shown>(read_output(wire(failure_message(ambiguous))));
   EXPECT_FALSE(reply.answer);
-  EXPECT_EQ(reply.failure.kind, AgentFailureKind::ambiguous);
+  EXPECT_EQ(reply.failure.kind, Failure::ambiguous);
   EXPECT_EQ(reply.failure.branches.size(), 2u);
   EXPECT_EQ(reply.failure.error, ambiguous.error);
-}
-
-TEST(AgentProtocol, EveryStoreErrorKindHasAFailureKind) {
-  using checkpoint::GitErrorKind;
-  EXPECT_EQ(failure_kind(GitErrorKind::rejected), AgentFailureKind::rejected);
-  EXPECT_EQ(failure_kind(GitErrorKind::cache), AgentFailureKind::cache);
-  EXPECT_EQ(failure_kind(GitErrorKind::auth), AgentFailureKind::auth);
-  EXPECT_EQ(failure_kind(GitErrorKind::unreachable), AgentFailureKind::unreachable);
-  EXPECT_EQ(failure_kind(GitErrorKind::not_found), AgentFailureKind::not_found);
-  EXPECT_EQ(failure_kind(GitErrorKind::hostile_tree), AgentFailureKind::hostile_tree);
-  EXPECT_EQ(failure_kind(GitErrorKind::other), AgentFailureKind::other);
 }
 
 TEST(AgentProtocol, AnUnknownFailureKindIsOther) {
   const auto out = read_output(
       R"({"version":3,"ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})");
   EXPECT_FALSE(out.answer);
-  EXPECT_EQ(out.failure.kind, AgentFailureKind::other);
+  EXPECT_EQ(out.failure.kind, Failure::other);
   EXPECT_EQ(out.failure.error, "e");
 }
 
@@ -125,7 +113,7 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
   for (const auto& [output, says] : cases) {
     const auto out = read_output(output);
     EXPECT_FALSE(out.answer) << output;
-    EXPECT_EQ(out.failure.kind, AgentFailureKind::other) << output;
+    EXPECT_EQ(out.failure.kind, Failure::other) << output;
     EXPECT_NE(out.failure.error.find(says), std::string::npos) << out.failure.error;
   }
 }

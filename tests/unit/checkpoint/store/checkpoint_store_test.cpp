@@ -661,7 +661,7 @@ TEST_F(CheckpointStoreTest, ACacheThatCannotBeCreatedIsACacheFailure) {
     CheckpointStore store(cfg);
     FAIL() << "expected an error";
   } catch (const GitError& e) {
-    EXPECT_EQ(e.kind(), GitErrorKind::cache) << e.what();
+    EXPECT_EQ(e.kind(), Failure::cache) << e.what();
   }
 }
 
@@ -673,7 +673,7 @@ TEST_F(CheckpointStoreTest, UnreachableRemoteThrowsAsUnreachable) {
     restore(std::move(store), temp_.path(), "pod-a");
     FAIL() << "expected an error";
   } catch (const GitError& e) {
-    EXPECT_EQ(e.kind(), GitErrorKind::unreachable);
+    EXPECT_EQ(e.kind(), Failure::unreachable);
   }
 }
 

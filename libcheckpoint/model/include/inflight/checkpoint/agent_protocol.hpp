@@ -20,6 +20,7 @@
 #include "inflight/checkpoint/checkpoint_reason.hpp"
 #include "inflight/checkpoint/store_types.hpp"
 #include "inflight/core/bounded_json.hpp"
+#include "inflight/core/failure.hpp"
 #include "inflight/core/run_params.hpp"
 
 namespace nlohmann {
@@ -76,33 +77,17 @@ inline constexpr int kAgentProtocolVersion = 3;
 // run it holds back, each at most 1 MiB.
 inline constexpr JsonLimits kAgentMessageLimits{.max_bytes = 256u << 20, .max_depth = 64};
 
-// Why an agent step failed, as far as a caller must tell apart.
-enum class AgentFailureKind {
-  other,         // anything else: exit 1
-  unreachable,   // connection refused, DNS, TLS: exit 3
-  auth,          // credentials refused: exit 3, and no retry will help
-  rejected,      // the server refused a ref update: another instance owns the run
-  not_found,     // no such branch: exit 4
-  hostile_tree,  // a branch whose tree may not be written
-  cache,         // this disk's cache repo cannot be opened or written
-  deadline,      // the agent was killed at its deadline
-  ambiguous,     // a run id that several pods' branches carry
-};
-
-NLOHMANN_JSON_SERIALIZE_ENUM(AgentFailureKind, {{AgentFailureKind::other, "other"},
-                                                {AgentFailureKind::unreachable, "unreachable"},
-                                                {AgentFailureKind::auth, "auth"},
-                                                {AgentFailureKind::rejected, "rejected"},
-                                                {AgentFailureKind::not_found, "not_found"},
-                                                {AgentFailureKind::hostile_tree, "hostile_tree"},
-                                                {AgentFailureKind::cache, "cache"},
-                                                {AgentFailureKind::deadline, "deadline"},
-                                                {AgentFailureKind::ambiguous, "ambiguous"}})
-
-AgentFailureKind failure_kind(checkpoint::GitErrorKind kind);
+// A failure travels as its word in failure.hpp's table; a word this release
+// does not know is `other`, which every caller handles.
+inline void to_json(OrderedJson& j, Failure failure) {
+  j = to_string(failure);
+}
+inline void from_json(const OrderedJson& j, Failure& failure) {
+  failure = parse_failure(j.get<std::string>()).value_or(Failure::other);
+}
 
 struct AgentFailure {
-  AgentFailureKind kind = AgentFailureKind::other;
+  Failure kind = Failure::other;
   std::string error;
   std::vector<std::string> branches;  // ambiguous: every branch the run id names
 };
@@ -390,7 +375,7 @@ AgentReply<Answer> read_reply(const AgentOutput& out) {
   } catch (const std::exception& e) {
     return {
         .answer = std::nullopt,
-        .failure = {.kind = AgentFailureKind::other,
+        .failure = {.kind = Failure::other,
                     .error = std::string("the checkpoint agent's answer is malformed: ") + e.what(),
                     .branches = {}}};
   }
