@@ -7,7 +7,6 @@
 #include <iostream>
 #include <iterator>
 #include <map>
-#include <variant>
 
 #include "inflight/checkpoint/agent_protocol.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
@@ -21,11 +20,6 @@ namespace inflight {
 namespace ck = checkpoint;
 
 namespace {
-
-// An answer, or a failure that is the expected outcome (not an error): the
-// caller acts on its kind.
-template <class Answer>
-using AnswerOr = std::variant<Answer, AgentFailure>;
 
 ck::StoreConfig store_config(const AgentStore& s) {
   return {.cache_dir = s.cache_dir,
@@ -72,11 +66,16 @@ agent::Done release(Context& c, const agent::Release& call) {
   return {};
 }
 
-std::optional<AgentFailure> part_failure(const ck::SaveOutcome& outcome) {
+// A ref judged against this pod is `rejected`: another instance owns the run.
+Error ref_failure(ck::RefOutcome outcome, std::string message) {
+  return {.kind = ck::judged_against(outcome) ? Failure::rejected : Failure::other,
+          .message = std::move(message),
+          .candidates = {}};
+}
+
+std::optional<Error> part_failure(const ck::SaveOutcome& outcome) {
   if (!outcome.error) return std::nullopt;
-  return AgentFailure{.kind = ck::judged_against(outcome.ref) ? Failure::rejected : Failure::other,
-                      .error = *outcome.error,
-                      .branches = {}};
+  return ref_failure(outcome.ref, *outcome.error);
 }
 
 // Each run answers as save() would, in the order asked. The lease, when
@@ -98,10 +97,10 @@ agent::SavedAll save_all(Context& c, const agent::SaveAll& call) {
     answer.runs.push_back({.failure = part_failure(outcome), .commit = outcome.commit});
   if (lease)
     answer.lease = agent::PartResult{
-        .failure = report.lease_error
-                       ? std::optional(AgentFailure{
-                             .kind = Failure::other, .error = *report.lease_error, .branches = {}})
-                       : std::nullopt,
+        .failure = report.lease_error ? std::optional(Error{.kind = Failure::other,
+                                                            .message = *report.lease_error,
+                                                            .candidates = {}})
+                                      : std::nullopt,
         .commit = std::nullopt};
   return answer;
 }
@@ -221,16 +220,18 @@ agent::Shown show_branch(ck::CheckpointStore& store, const ck::RemoteBranch& bra
 
 // One run's branch, searched on every pod: not_found when no pod holds it,
 // ambiguous when several do (the caller then names the branch).
-AnswerOr<agent::Shown> show(Context& c, const agent::Show& call) {
+Result<agent::Shown> show(Context& c, const agent::Show& call) {
   const auto found = ck::find_run_branches(c.store.remote(), call.run_id);
   if (found.empty())
-    throw ck::GitError(Failure::not_found, "no checkpoint branch for '" + call.run_id + "' on " +
-                                               c.store.remote().display_url());
+    return Error{.kind = Failure::not_found,
+                 .message = "no checkpoint branch for '" + call.run_id + "' on " +
+                            c.store.remote().display_url(),
+                 .candidates = {}};
   if (found.size() == 1) return show_branch(c.store, found.front());
-  AgentFailure ambiguous{.kind = Failure::ambiguous,
-                         .error = "'" + call.run_id + "' has checkpoints from several pods",
-                         .branches = {}};
-  for (const auto& branch : found) ambiguous.branches.push_back(ck::short_branch(branch.ref));
+  Error ambiguous{.kind = Failure::ambiguous,
+                  .message = "'" + call.run_id + "' has checkpoints from several pods",
+                  .candidates = {}};
+  for (const auto& branch : found) ambiguous.candidates.push_back(ck::short_branch(branch.ref));
   return ambiguous;
 }
 
@@ -258,11 +259,7 @@ agent::Pruned prune(Context& c, const agent::Prune& call) {
       answer.deleted.push_back(branch);
     else
       answer.failed.push_back(
-          {.branch = branch,
-           .failure = {
-               .kind = ck::judged_against(results[i].outcome) ? Failure::rejected : Failure::other,
-               .error = results[i].detail,
-               .branches = {}}});
+          {.branch = branch, .failure = ref_failure(results[i].outcome, results[i].detail)});
   }
   return answer;
 }
@@ -273,9 +270,9 @@ OrderedJson message(const Answer& answer) {
 }
 
 template <class Answer>
-OrderedJson message(const AnswerOr<Answer>& outcome) {
-  if (const auto* failure = std::get_if<AgentFailure>(&outcome)) return failure_message(*failure);
-  return answer_message(std::get<Answer>(outcome));
+OrderedJson message(const Result<Answer>& outcome) {
+  if (!outcome) return failure_message(outcome.error());
+  return answer_message(*outcome);
 }
 
 // The whole answer message of one op.
@@ -344,9 +341,9 @@ OrderedJson answer(const std::string& text) {
     if (!request) throw std::runtime_error("checkpoint-agent request: " + error);
     return perform(*request);
   } catch (const ck::GitError& e) {
-    return failure_message({.kind = e.kind(), .error = e.what(), .branches = {}});
+    return failure_message(e.error());
   } catch (const std::exception& e) {
-    return failure_message({.kind = Failure::other, .error = e.what(), .branches = {}});
+    return failure_message({.kind = Failure::other, .message = e.what(), .candidates = {}});
   }
 }
 

@@ -83,16 +83,16 @@ Hint failure_of(Failure kind) {
 }
 
 // Prints what went wrong and what to try; returns the exit code.
-int report_failure(const AgentFailure& failure) {
-  if (failure.kind == Failure::ambiguous && !failure.branches.empty()) {
-    const auto& branches = failure.branches;
-    std::cerr << "inflight: " << failure.error << ": " << branches.front() << "\n";
+int report_failure(const Error& failure) {
+  if (failure.kind == Failure::ambiguous && !failure.candidates.empty()) {
+    const auto& branches = failure.candidates;
+    std::cerr << "inflight: " << failure.message << ": " << branches.front() << "\n";
     for (std::size_t i = 1; i < branches.size(); ++i) std::cerr << "  " << branches[i] << "\n";
     std::cerr << "name one branch, e.g. `inflight checkpoints show " << branches.front() << "`\n";
     return kExitUsage;
   }
   const Hint hint = failure_of(failure.kind);
-  std::cerr << "inflight: " << failure.error << "\n" << hint.hint << "\n";
+  std::cerr << "inflight: " << failure.message << "\n" << hint.hint << "\n";
   return hint.exit_code;
 }
 
@@ -107,7 +107,7 @@ int report_prune_errors(const agent::Pruned& pruned) {
   if (code == kExitNotFound) std::cerr << failure_of(Failure::not_found).hint << "\n";
   for (const auto& failed : pruned.failed) {
     const auto hint = failure_of(failed.failure.kind);
-    std::cerr << "inflight: could not delete " << failed.branch << ": " << failed.failure.error
+    std::cerr << "inflight: could not delete " << failed.branch << ": " << failed.failure.message
               << "\n"
               << hint.hint << "\n";
     code = hint.exit_code;
@@ -225,8 +225,8 @@ int CheckpointsCommand::list(const StoreSettings& store, const ChildTemplates& t
   const auto reply =
       call(store, agent::List{.pod = pod_.empty() ? std::nullopt : std::optional(pod_),
                               .children = templates.sources()});
-  if (!reply.answer) return report_failure(reply.failure);
-  const auto& listed = *reply.answer;
+  if (!reply) return report_failure(reply.error());
+  const auto& listed = *reply;
   warn_problems(listed.problems);
   if (json_) {
     OrderedJson out = OrderedJson::array();
@@ -243,8 +243,8 @@ int CheckpointsCommand::list(const StoreSettings& store, const ChildTemplates& t
 
 int CheckpointsCommand::show(const StoreSettings& store) const {
   const auto reply = call(store, agent::Show{.run_id = run_id_});
-  if (!reply.answer) return report_failure(reply.failure);
-  const auto& shown = *reply.answer;
+  if (!reply) return report_failure(reply.error());
+  const auto& shown = *reply;
   if (!json_) {
     print_run(shown);
     return kExitSuccess;
@@ -276,8 +276,8 @@ agent::Prune CheckpointsCommand::prune_request() const {
 
 int CheckpointsCommand::prune(const StoreSettings& store) const {
   const auto reply = call(store, prune_request());
-  if (!reply.answer) return report_failure(reply.failure);
-  const auto& pruned = *reply.answer;
+  if (!reply) return report_failure(reply.error());
+  const auto& pruned = *reply;
   warn_problems(pruned.problems);
   for (const auto& branch : pruned.deleted)
     std::cout << (dry_run_ ? "would delete " : "deleted ") << branch << "\n";

@@ -6,9 +6,8 @@ namespace inflight {
 
 namespace {
 
-AgentOutput failed_output(std::string error) {
-  return {.answer = std::nullopt,
-          .failure = {.kind = Failure::other, .error = std::move(error), .branches = {}}};
+Error failed_output(std::string error) {
+  return {.kind = Failure::other, .message = std::move(error), .candidates = {}};
 }
 
 }  // namespace
@@ -17,11 +16,11 @@ OrderedJson answer_message(const OrderedJson& answer) {
   return {{"version", kAgentProtocolVersion}, {"ok", true}, {"answer", answer}};
 }
 
-OrderedJson failure_message(const AgentFailure& failure) {
+OrderedJson failure_message(const Error& failure) {
   return {{"version", kAgentProtocolVersion}, {"ok", false}, {"failure", failure}};
 }
 
-AgentOutput read_output(std::string_view output) {
+Result<OrderedJson> read_output(std::string_view output) {
   if (output.empty()) return failed_output("the checkpoint agent gave no answer");
   std::string error;
   const auto message = parse_bounded_json(output, kAgentMessageLimits, error);
@@ -32,10 +31,8 @@ AgentOutput read_output(std::string_view output) {
       return failed_output("the checkpoint agent speaks protocol " + std::to_string(version) +
                            ", this inflight " + std::to_string(kAgentProtocolVersion) +
                            ": install both binaries of one release");
-    if (message->at("ok").get<bool>())
-      return {.answer = std::optional<OrderedJson>(std::in_place, message->at("answer")),
-              .failure = {}};
-    return {.answer = std::nullopt, .failure = message->at("failure").get<AgentFailure>()};
+    if (message->at("ok").get<bool>()) return OrderedJson(message->at("answer"));
+    return message->at("failure").get<Error>();
   } catch (const std::exception& e) {
     return failed_output(std::string("the checkpoint agent's answer is malformed: ") + e.what());
   }

@@ -55,6 +55,13 @@ TEST(ResultTest, HoldsTheError) {
   EXPECT_EQ(r.error().message, "odd");
 }
 
+TEST(ResultTest, FailedWithNamesOnlyItsOwnKind) {
+  EXPECT_TRUE(half(7).failed_with(Failure::other));
+  EXPECT_FALSE(half(7).failed_with(Failure::rejected));
+  EXPECT_FALSE(half(8).failed_with(Failure::other));
+  EXPECT_FALSE(Result<void>().failed_with(Failure::other));
+}
+
 TEST(ResultTest, ArrowReachesTheValuesMembers) {
   Result<std::string> r = std::string("abc");
   EXPECT_EQ(r->size(), 3u);

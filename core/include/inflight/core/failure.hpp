@@ -64,6 +64,8 @@ class Result {
   const T& value() const { return std::get<0>(state_); }
 
   const Error& error() const { return std::get<1>(state_); }
+  // Whether it holds an Error of that kind.
+  bool failed_with(Failure kind) const { return !has_value() && error().kind == kind; }
 
  private:
   std::variant<T, Error> state_;
@@ -79,6 +81,7 @@ class Result<void> {
   bool has_value() const { return !error_.has_value(); }
   explicit operator bool() const { return has_value(); }
   const Error& error() const { return *error_; }
+  bool failed_with(Failure kind) const { return error_ && error_->kind == kind; }
 
  private:
   std::optional<Error> error_;

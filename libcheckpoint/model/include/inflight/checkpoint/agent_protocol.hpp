@@ -86,12 +86,16 @@ inline void from_json(const OrderedJson& j, Failure& failure) {
   failure = parse_failure(j.get<std::string>()).value_or(Failure::other);
 }
 
-struct AgentFailure {
-  Failure kind = Failure::other;
-  std::string error;
-  std::vector<std::string> branches;  // ambiguous: every branch the run id names
-};
-INFLIGHT_AGENT_MESSAGE(AgentFailure, kind, error, branches)
+// A failed step on the wire: {"kind":…,"error":…,"branches":[…]}, where
+// `branches` are an ambiguous run id's candidates.
+inline void to_json(OrderedJson& j, const Error& error) {
+  j = {{"kind", error.kind}, {"error", error.message}, {"branches", error.candidates}};
+}
+inline void from_json(const OrderedJson& j, Error& error) {
+  j.at("kind").get_to(error.kind);
+  j.at("error").get_to(error.message);
+  j.at("branches").get_to(error.candidates);
+}
 
 // How the agent reaches the results repo and its cache; the same for every
 // call of one instance. Holds the token: never logged.
@@ -163,7 +167,7 @@ INFLIGHT_AGENT_MESSAGE(Release, run)
 
 // One part of a batched step: its own success or failure.
 struct PartResult {
-  std::optional<AgentFailure> failure;
+  std::optional<Error> failure;
   std::optional<std::string> commit;
 };
 INFLIGHT_AGENT_MESSAGE(PartResult, failure, commit)
@@ -310,7 +314,7 @@ INFLIGHT_AGENT_MESSAGE(Show, run_id)
 
 struct PruneFailure {
   std::string branch;
-  AgentFailure failure;
+  Error failure;
 };
 INFLIGHT_AGENT_MESSAGE(PruneFailure, branch, failure)
 
@@ -346,38 +350,29 @@ struct AgentRequest {
 };
 INFLIGHT_AGENT_MESSAGE(AgentRequest, version, op, store, pod, call)
 
-// An answer as the caller gets it: `answer` on success, else `failure`.
+// An answer as the caller gets it: the answer's struct, or why there is none.
 template <class Answer>
-struct AgentReply {
-  std::optional<Answer> answer;
-  AgentFailure failure;
-};
+using AgentReply = Result<Answer>;
 
 // The answer line the agent writes.
 OrderedJson answer_message(const OrderedJson& answer);
-OrderedJson failure_message(const AgentFailure& failure);
+OrderedJson failure_message(const Error& failure);
 
 // The agent's output: the answer's JSON, or the failure it carries. A
 // missing, malformed or other-version answer is a failure of kind `other`
 // that says so.
-struct AgentOutput {
-  std::optional<OrderedJson> answer;
-  AgentFailure failure;
-};
-AgentOutput read_output(std::string_view output);
+Result<OrderedJson> read_output(std::string_view output);
 
 // read_output() with the answer read into its struct.
 template <class Answer>
-AgentReply<Answer> read_reply(const AgentOutput& out) {
-  if (!out.answer) return {.answer = std::nullopt, .failure = out.failure};
+AgentReply<Answer> read_reply(const Result<OrderedJson>& out) {
+  if (!out) return out.error();
   try {
-    return {.answer = out.answer->get<Answer>(), .failure = {}};
+    return out->get<Answer>();
   } catch (const std::exception& e) {
-    return {
-        .answer = std::nullopt,
-        .failure = {.kind = Failure::other,
-                    .error = std::string("the checkpoint agent's answer is malformed: ") + e.what(),
-                    .branches = {}}};
+    return Error{.kind = Failure::other,
+                 .message = std::string("the checkpoint agent's answer is malformed: ") + e.what(),
+                 .candidates = {}};
   }
 }
 
