@@ -56,14 +56,18 @@ agent::Done check(Context& c, const agent::Check&) {
   return {};
 }
 
-agent::Saved save(Context& c, const agent::Save& call) {
-  return {.commit = c.store.save(call.run.run_dir, call.run.origin_pod,
-                                 checkpoint_info(call.run, c.pod))};
+Result<agent::Saved> save(Context& c, const agent::Save& call) {
+  auto commit =
+      c.store.save(call.run.run_dir, call.run.origin_pod, checkpoint_info(call.run, c.pod));
+  if (!commit) return commit.error();
+  return agent::Saved{.commit = std::move(*commit)};
 }
 
-agent::Done release(Context& c, const agent::Release& call) {
-  c.store.release(call.run.run_dir, call.run.origin_pod, checkpoint_info(call.run, c.pod));
-  return {};
+Result<agent::Done> release(Context& c, const agent::Release& call) {
+  const auto released =
+      c.store.release(call.run.run_dir, call.run.origin_pod, checkpoint_info(call.run, c.pod));
+  if (!released) return released.error();
+  return agent::Done{};
 }
 
 // A ref judged against this pod is `rejected`: another instance owns the run.
