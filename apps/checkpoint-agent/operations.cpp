@@ -168,7 +168,7 @@ agent::BranchInfo branch_info(const ck::BranchSummary& s) {
           .time = s.tip.time,
           .records = s.tip.records,
           .size_bytes = s.size_bytes,
-          .state = "resumable",
+          .state = agent::BranchState::resumable,
           .reason = std::nullopt};
 }
 
@@ -177,17 +177,21 @@ agent::BranchInfo branch_info(const ck::BranchSummary& s) {
 // delete it (the run is over).
 void judge_branch(agent::BranchInfo& info, const ck::BranchSummary& branch,
                   const ChildTemplates& templates) {
+  if (!branch.run_params) {
+    info.state = agent::BranchState::refused;
+    info.reason = branch.run_params.error().message;
+    return;
+  }
   try {
-    if (!branch.run_params) throw std::runtime_error(branch.problem);
     const auto params = ck::run_params_from_json(*branch.run_params);
     if (params.final_status) {
-      info.state = "finished";
+      info.state = agent::BranchState::finished;
     } else if (auto refusal = templates.judge(params).refusal) {
-      info.state = "held";
+      info.state = agent::BranchState::held;
       info.reason = *refusal;
     }
   } catch (const std::exception& e) {
-    info.state = "refused";
+    info.state = agent::BranchState::refused;
     info.reason = e.what();
   }
 }
@@ -311,15 +315,17 @@ void keep_objects(ck::CheckpointStore& store) {
 // The version and the op are read first: a caller of another release learns
 // that, not which field it lacks.
 OrderedJson perform(const OrderedJson& message) {
+  const auto refused = [](std::string why) {
+    return failure_message({.kind = Failure::other, .message = std::move(why), .candidates = {}});
+  };
   const auto version = message.at("version").get<int>();
   if (version != kAgentProtocolVersion)
-    throw std::runtime_error("the caller speaks protocol " + std::to_string(version) +
-                             ", this agent " + std::to_string(kAgentProtocolVersion) +
-                             ": install both binaries of one release");
+    return refused("the caller speaks protocol " + std::to_string(version) + ", this agent " +
+                   std::to_string(kAgentProtocolVersion) +
+                   ": install both binaries of one release");
   const auto name = message.at("op").get<std::string>();
   const auto op = operations().find(name);
-  if (op == operations().end())
-    throw std::runtime_error("unknown checkpoint-agent op '" + name + "'");
+  if (op == operations().end()) return refused("unknown checkpoint-agent op '" + name + "'");
   const auto request = message.get<AgentRequest>();
   ck::GitLibrary library;
   ck::CheckpointStore store(store_config(request.store));
@@ -340,9 +346,11 @@ OrderedJson perform(const OrderedJson& message) {
 
 OrderedJson answer(const std::string& text) {
   try {
-    std::string error;
-    const auto request = parse_bounded_json(text, kAgentMessageLimits, error);
-    if (!request) throw std::runtime_error("checkpoint-agent request: " + error);
+    const auto request = parse_bounded_json(text, kAgentMessageLimits);
+    if (!request)
+      return failure_message({.kind = Failure::other,
+                              .message = "checkpoint-agent request: " + request.error().message,
+                              .candidates = {}});
     return perform(*request);
   } catch (const ck::GitError& e) {
     return failure_message(e.error());

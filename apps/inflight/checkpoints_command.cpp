@@ -138,8 +138,11 @@ void print_checkpoints(const std::vector<agent::BranchInfo>& checkpoints) {
   std::vector<std::string> reasons;
   for (const auto& c : checkpoints) {
     rows.push_back({c.run_id, c.origin_pod, std::to_string(c.attempts), relative_age(c.time),
-                    std::to_string(c.records), human_size(c.size_bytes), c.state});
-    if (c.reason) reasons.push_back(c.branch + ": " + c.state + ": " + *c.reason);
+                    std::to_string(c.records), human_size(c.size_bytes),
+                    std::string(agent::to_string(c.state))});
+    if (c.reason)
+      reasons.push_back(c.branch + ": " + std::string(agent::to_string(c.state)) + ": " +
+                        *c.reason);
   }
   print_table(rows);
   if (!reasons.empty()) std::cout << "\n";

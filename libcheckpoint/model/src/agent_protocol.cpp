@@ -22,9 +22,9 @@ OrderedJson failure_message(const Error& failure) {
 
 Result<OrderedJson> read_output(std::string_view output) {
   if (output.empty()) return failed_output("the checkpoint agent gave no answer");
-  std::string error;
-  const auto message = parse_bounded_json(output, kAgentMessageLimits, error);
-  if (!message) return failed_output("the checkpoint agent's answer is malformed: " + error);
+  const auto message = parse_bounded_json(output, kAgentMessageLimits);
+  if (!message)
+    return failed_output("the checkpoint agent's answer is malformed: " + message.error().message);
   try {
     const auto version = message->at("version").get<int>();
     if (version != kAgentProtocolVersion)

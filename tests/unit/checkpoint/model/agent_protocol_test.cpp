@@ -90,6 +90,15 @@ TEST(AgentProtocol, AFailureKeepsItsKindAndItsBranches) {
   EXPECT_EQ(reply.error().message, ambiguous.message);
 }
 
+TEST(AgentProtocol, ABranchStateTravelsAsItsWord) {
+  for (const auto& [state, word] : agent::kBranchStates) {
+    const OrderedJson json = state;
+    EXPECT_EQ(json, word);
+    EXPECT_EQ(json.get<agent::BranchState>(), state);
+  }
+  EXPECT_THROW(OrderedJson("Held").get<agent::BranchState>(), std::runtime_error);
+}
+
 TEST(AgentProtocol, AnUnknownFailureKindIsOther) {
   const auto out = read_output(
       R"({"version":3,"ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})");

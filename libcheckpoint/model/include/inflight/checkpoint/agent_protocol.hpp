@@ -10,11 +10,13 @@
 //            {"version":1,"ok":false,"failure":{"kind":"rejected","error":"…","branches":[]}}
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "inflight/checkpoint/checkpoint_reason.hpp"
@@ -256,6 +258,41 @@ struct Restore {
 };
 INFLIGHT_AGENT_MESSAGE(Restore, runs_dir, local, skip, children, only, lease_until, leave_handovers)
 
+// What a restore by this instance would do with a branch: its STATE in
+// `checkpoints list`, spelt by one table on the wire and in the output.
+enum class BranchState {
+  resumable,  // resume it
+  finished,   // the run is over: delete the branch
+  held,       // no template here runs it (or its request no longer validates)
+  refused,    // its run-params.json cannot be read
+};
+
+inline constexpr std::array<std::pair<BranchState, std::string_view>, 4> kBranchStates{{
+    {BranchState::resumable, "resumable"},
+    {BranchState::finished, "finished"},
+    {BranchState::held, "held"},
+    {BranchState::refused, "refused"},
+}};
+
+constexpr std::string_view to_string(BranchState state) {
+  for (const auto& [value, word] : kBranchStates)
+    if (value == state) return word;
+  return "";
+}
+
+inline void to_json(OrderedJson& j, BranchState state) {
+  j = to_string(state);
+}
+inline void from_json(const OrderedJson& j, BranchState& state) {
+  const auto word = j.get<std::string>();
+  for (const auto& [value, spelling] : kBranchStates)
+    if (spelling == word) {
+      state = value;
+      return;
+    }
+  throw std::runtime_error("unknown branch state '" + word + "'");
+}
+
 // A checkpoint branch as `checkpoints list` and `show` describe it.
 struct BranchInfo {
   std::string run_id;
@@ -265,7 +302,7 @@ struct BranchInfo {
   std::int64_t time = 0;  // of the tip, seconds since the epoch
   std::uint64_t records = 0;
   std::uint64_t size_bytes = 0;
-  std::string state;                  // resumable | finished | held | refused
+  BranchState state = BranchState::resumable;
   std::optional<std::string> reason;  // why it is held or refused
 };
 INFLIGHT_AGENT_MESSAGE(BranchInfo, run_id, origin_pod, branch, attempts, time, records, size_bytes,
