@@ -7,7 +7,6 @@
 #include <iostream>
 #include <iterator>
 #include <map>
-#include <variant>
 
 #include "inflight/checkpoint/agent_protocol.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
@@ -21,11 +20,6 @@ namespace inflight {
 namespace ck = checkpoint;
 
 namespace {
-
-// An answer, or a failure that is the expected outcome (not an error): the
-// caller acts on its kind.
-template <class Answer>
-using AnswerOr = std::variant<Answer, AgentFailure>;
 
 ck::StoreConfig store_config(const AgentStore& s) {
   return {.cache_dir = s.cache_dir,
@@ -62,22 +56,30 @@ agent::Done check(Context& c, const agent::Check&) {
   return {};
 }
 
-agent::Saved save(Context& c, const agent::Save& call) {
-  return {.commit = c.store.save(call.run.run_dir, call.run.origin_pod,
-                                 checkpoint_info(call.run, c.pod))};
+Result<agent::Saved> save(Context& c, const agent::Save& call) {
+  auto commit =
+      c.store.save(call.run.run_dir, call.run.origin_pod, checkpoint_info(call.run, c.pod));
+  if (!commit) return commit.error();
+  return agent::Saved{.commit = std::move(*commit)};
 }
 
-agent::Done release(Context& c, const agent::Release& call) {
-  c.store.release(call.run.run_dir, call.run.origin_pod, checkpoint_info(call.run, c.pod));
-  return {};
+Result<agent::Done> release(Context& c, const agent::Release& call) {
+  const auto released =
+      c.store.release(call.run.run_dir, call.run.origin_pod, checkpoint_info(call.run, c.pod));
+  if (!released) return released.error();
+  return agent::Done{};
 }
 
-std::optional<AgentFailure> part_failure(const ck::SaveOutcome& outcome) {
+// A ref judged against this pod is `rejected`: another instance owns the run.
+Error ref_failure(ck::RefOutcome outcome, std::string message) {
+  return {.kind = ck::judged_against(outcome) ? Failure::rejected : Failure::other,
+          .message = std::move(message),
+          .candidates = {}};
+}
+
+std::optional<Error> part_failure(const ck::SaveOutcome& outcome) {
   if (!outcome.error) return std::nullopt;
-  return AgentFailure{.kind = ck::judged_against(outcome.ref) ? AgentFailureKind::rejected
-                                                              : AgentFailureKind::other,
-                      .error = *outcome.error,
-                      .branches = {}};
+  return ref_failure(outcome.ref, *outcome.error);
 }
 
 // Each run answers as save() would, in the order asked. The lease, when
@@ -99,9 +101,9 @@ agent::SavedAll save_all(Context& c, const agent::SaveAll& call) {
     answer.runs.push_back({.failure = part_failure(outcome), .commit = outcome.commit});
   if (lease)
     answer.lease = agent::PartResult{
-        .failure = report.lease_error ? std::optional(AgentFailure{.kind = AgentFailureKind::other,
-                                                                   .error = *report.lease_error,
-                                                                   .branches = {}})
+        .failure = report.lease_error ? std::optional(Error{.kind = Failure::other,
+                                                            .message = *report.lease_error,
+                                                            .candidates = {}})
                                       : std::nullopt,
         .commit = std::nullopt};
   return answer;
@@ -166,7 +168,7 @@ agent::BranchInfo branch_info(const ck::BranchSummary& s) {
           .time = s.tip.time,
           .records = s.tip.records,
           .size_bytes = s.size_bytes,
-          .state = "resumable",
+          .state = agent::BranchState::resumable,
           .reason = std::nullopt};
 }
 
@@ -175,17 +177,21 @@ agent::BranchInfo branch_info(const ck::BranchSummary& s) {
 // delete it (the run is over).
 void judge_branch(agent::BranchInfo& info, const ck::BranchSummary& branch,
                   const ChildTemplates& templates) {
+  if (!branch.run_params) {
+    info.state = agent::BranchState::refused;
+    info.reason = branch.run_params.error().message;
+    return;
+  }
   try {
-    if (!branch.run_params) throw std::runtime_error(branch.problem);
     const auto params = ck::run_params_from_json(*branch.run_params);
     if (params.final_status) {
-      info.state = "finished";
+      info.state = agent::BranchState::finished;
     } else if (auto refusal = templates.judge(params).refusal) {
-      info.state = "held";
+      info.state = agent::BranchState::held;
       info.reason = *refusal;
     }
   } catch (const std::exception& e) {
-    info.state = "refused";
+    info.state = agent::BranchState::refused;
     info.reason = e.what();
   }
 }
@@ -222,16 +228,18 @@ agent::Shown show_branch(ck::CheckpointStore& store, const ck::RemoteBranch& bra
 
 // One run's branch, searched on every pod: not_found when no pod holds it,
 // ambiguous when several do (the caller then names the branch).
-AnswerOr<agent::Shown> show(Context& c, const agent::Show& call) {
+Result<agent::Shown> show(Context& c, const agent::Show& call) {
   const auto found = ck::find_run_branches(c.store.remote(), call.run_id);
   if (found.empty())
-    throw ck::GitError(ck::GitErrorKind::not_found, "no checkpoint branch for '" + call.run_id +
-                                                        "' on " + c.store.remote().display_url());
+    return Error{.kind = Failure::not_found,
+                 .message = "no checkpoint branch for '" + call.run_id + "' on " +
+                            c.store.remote().display_url(),
+                 .candidates = {}};
   if (found.size() == 1) return show_branch(c.store, found.front());
-  AgentFailure ambiguous{.kind = AgentFailureKind::ambiguous,
-                         .error = "'" + call.run_id + "' has checkpoints from several pods",
-                         .branches = {}};
-  for (const auto& branch : found) ambiguous.branches.push_back(ck::short_branch(branch.ref));
+  Error ambiguous{.kind = Failure::ambiguous,
+                  .message = "'" + call.run_id + "' has checkpoints from several pods",
+                  .candidates = {}};
+  for (const auto& branch : found) ambiguous.candidates.push_back(ck::short_branch(branch.ref));
   return ambiguous;
 }
 
@@ -259,11 +267,7 @@ agent::Pruned prune(Context& c, const agent::Prune& call) {
       answer.deleted.push_back(branch);
     else
       answer.failed.push_back(
-          {.branch = branch,
-           .failure = {.kind = ck::judged_against(results[i].outcome) ? AgentFailureKind::rejected
-                                                                      : AgentFailureKind::other,
-                       .error = results[i].detail,
-                       .branches = {}}});
+          {.branch = branch, .failure = ref_failure(results[i].outcome, results[i].detail)});
   }
   return answer;
 }
@@ -274,9 +278,9 @@ OrderedJson message(const Answer& answer) {
 }
 
 template <class Answer>
-OrderedJson message(const AnswerOr<Answer>& outcome) {
-  if (const auto* failure = std::get_if<AgentFailure>(&outcome)) return failure_message(*failure);
-  return answer_message(std::get<Answer>(outcome));
+OrderedJson message(const Result<Answer>& outcome) {
+  if (!outcome) return failure_message(outcome.error());
+  return answer_message(*outcome);
 }
 
 // The whole answer message of one op.
@@ -311,15 +315,17 @@ void keep_objects(ck::CheckpointStore& store) {
 // The version and the op are read first: a caller of another release learns
 // that, not which field it lacks.
 OrderedJson perform(const OrderedJson& message) {
+  const auto refused = [](std::string why) {
+    return failure_message({.kind = Failure::other, .message = std::move(why), .candidates = {}});
+  };
   const auto version = message.at("version").get<int>();
   if (version != kAgentProtocolVersion)
-    throw std::runtime_error("the caller speaks protocol " + std::to_string(version) +
-                             ", this agent " + std::to_string(kAgentProtocolVersion) +
-                             ": install both binaries of one release");
+    return refused("the caller speaks protocol " + std::to_string(version) + ", this agent " +
+                   std::to_string(kAgentProtocolVersion) +
+                   ": install both binaries of one release");
   const auto name = message.at("op").get<std::string>();
   const auto op = operations().find(name);
-  if (op == operations().end())
-    throw std::runtime_error("unknown checkpoint-agent op '" + name + "'");
+  if (op == operations().end()) return refused("unknown checkpoint-agent op '" + name + "'");
   const auto request = message.get<AgentRequest>();
   ck::GitLibrary library;
   ck::CheckpointStore store(store_config(request.store));
@@ -340,14 +346,16 @@ OrderedJson perform(const OrderedJson& message) {
 
 OrderedJson answer(const std::string& text) {
   try {
-    std::string error;
-    const auto request = parse_bounded_json(text, kAgentMessageLimits, error);
-    if (!request) throw std::runtime_error("checkpoint-agent request: " + error);
+    const auto request = parse_bounded_json(text, kAgentMessageLimits);
+    if (!request)
+      return failure_message({.kind = Failure::other,
+                              .message = "checkpoint-agent request: " + request.error().message,
+                              .candidates = {}});
     return perform(*request);
   } catch (const ck::GitError& e) {
-    return failure_message({.kind = failure_kind(e.kind()), .error = e.what(), .branches = {}});
+    return failure_message(e.error());
   } catch (const std::exception& e) {
-    return failure_message({.kind = AgentFailureKind::other, .error = e.what(), .branches = {}});
+    return failure_message({.kind = Failure::other, .message = e.what(), .candidates = {}});
   }
 }
 

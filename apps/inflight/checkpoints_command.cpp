@@ -60,20 +60,21 @@ void print_table(const Table& rows) {
   }
 }
 
-struct Failure {
+// What a failure means to whoever typed the command.
+struct Hint {
   int exit_code;
   const char* hint;
 };
 
-Failure failure_of(AgentFailureKind kind) {
+Hint failure_of(Failure kind) {
   switch (kind) {
-    case AgentFailureKind::unreachable:
-    case AgentFailureKind::deadline:
+    case Failure::unreachable:
+    case Failure::deadline:
       return {kExitUnreachable,
               "check --results-repo and the network; a slow remote needs a longer --git-timeout"};
-    case AgentFailureKind::auth:
+    case Failure::auth:
       return {kExitUnreachable, "check --git-username and --git-token, or --git-ssh-key"};
-    case AgentFailureKind::not_found:
+    case Failure::not_found:
       return {kExitNotFound, "`inflight checkpoints list` shows the runs that have checkpoints"};
     default:
       return {kExitFailure,
@@ -82,16 +83,16 @@ Failure failure_of(AgentFailureKind kind) {
 }
 
 // Prints what went wrong and what to try; returns the exit code.
-int report_failure(const AgentFailure& failure) {
-  if (failure.kind == AgentFailureKind::ambiguous && !failure.branches.empty()) {
-    const auto& branches = failure.branches;
-    std::cerr << "inflight: " << failure.error << ": " << branches.front() << "\n";
+int report_failure(const Error& failure) {
+  if (failure.kind == Failure::ambiguous && !failure.candidates.empty()) {
+    const auto& branches = failure.candidates;
+    std::cerr << "inflight: " << failure.message << ": " << branches.front() << "\n";
     for (std::size_t i = 1; i < branches.size(); ++i) std::cerr << "  " << branches[i] << "\n";
     std::cerr << "name one branch, e.g. `inflight checkpoints show " << branches.front() << "`\n";
     return kExitUsage;
   }
-  const Failure hint = failure_of(failure.kind);
-  std::cerr << "inflight: " << failure.error << "\n" << hint.hint << "\n";
+  const Hint hint = failure_of(failure.kind);
+  std::cerr << "inflight: " << failure.message << "\n" << hint.hint << "\n";
   return hint.exit_code;
 }
 
@@ -103,10 +104,10 @@ int report_prune_errors(const agent::Pruned& pruned) {
     std::cerr << "inflight: no checkpoint branch for '" << id << "' on " << pruned.url << "\n";
     code = kExitNotFound;
   }
-  if (code == kExitNotFound) std::cerr << failure_of(AgentFailureKind::not_found).hint << "\n";
+  if (code == kExitNotFound) std::cerr << failure_of(Failure::not_found).hint << "\n";
   for (const auto& failed : pruned.failed) {
     const auto hint = failure_of(failed.failure.kind);
-    std::cerr << "inflight: could not delete " << failed.branch << ": " << failed.failure.error
+    std::cerr << "inflight: could not delete " << failed.branch << ": " << failed.failure.message
               << "\n"
               << hint.hint << "\n";
     code = hint.exit_code;
@@ -137,8 +138,11 @@ void print_checkpoints(const std::vector<agent::BranchInfo>& checkpoints) {
   std::vector<std::string> reasons;
   for (const auto& c : checkpoints) {
     rows.push_back({c.run_id, c.origin_pod, std::to_string(c.attempts), relative_age(c.time),
-                    std::to_string(c.records), human_size(c.size_bytes), c.state});
-    if (c.reason) reasons.push_back(c.branch + ": " + c.state + ": " + *c.reason);
+                    std::to_string(c.records), human_size(c.size_bytes),
+                    std::string(agent::to_string(c.state))});
+    if (c.reason)
+      reasons.push_back(c.branch + ": " + std::string(agent::to_string(c.state)) + ": " +
+                        *c.reason);
   }
   print_table(rows);
   if (!reasons.empty()) std::cout << "\n";
@@ -224,8 +228,8 @@ int CheckpointsCommand::list(const StoreSettings& store, const ChildTemplates& t
   const auto reply =
       call(store, agent::List{.pod = pod_.empty() ? std::nullopt : std::optional(pod_),
                               .children = templates.sources()});
-  if (!reply.answer) return report_failure(reply.failure);
-  const auto& listed = *reply.answer;
+  if (!reply) return report_failure(reply.error());
+  const auto& listed = *reply;
   warn_problems(listed.problems);
   if (json_) {
     OrderedJson out = OrderedJson::array();
@@ -242,8 +246,8 @@ int CheckpointsCommand::list(const StoreSettings& store, const ChildTemplates& t
 
 int CheckpointsCommand::show(const StoreSettings& store) const {
   const auto reply = call(store, agent::Show{.run_id = run_id_});
-  if (!reply.answer) return report_failure(reply.failure);
-  const auto& shown = *reply.answer;
+  if (!reply) return report_failure(reply.error());
+  const auto& shown = *reply;
   if (!json_) {
     print_run(shown);
     return kExitSuccess;
@@ -275,8 +279,8 @@ agent::Prune CheckpointsCommand::prune_request() const {
 
 int CheckpointsCommand::prune(const StoreSettings& store) const {
   const auto reply = call(store, prune_request());
-  if (!reply.answer) return report_failure(reply.failure);
-  const auto& pruned = *reply.answer;
+  if (!reply) return report_failure(reply.error());
+  const auto& pruned = *reply;
   warn_problems(pruned.problems);
   for (const auto& branch : pruned.deleted)
     std::cout << (dry_run_ ? "would delete " : "deleted ") << branch << "\n";

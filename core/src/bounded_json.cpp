@@ -62,22 +62,17 @@ std::size_t utf8_sequence(std::string_view text) {
 
 }  // namespace
 
-std::optional<nlohmann::ordered_json> parse_bounded_json(std::string_view text,
-                                                         const JsonLimits& limits,
-                                                         std::string& error) {
-  if (text.size() > limits.max_bytes) {
-    error = "larger than " + std::to_string(limits.max_bytes) + " bytes";
-    return std::nullopt;
-  }
-  if (nesting_depth(text, limits.max_depth) > limits.max_depth) {
-    error = "nested deeper than " + std::to_string(limits.max_depth) + " levels";
-    return std::nullopt;
-  }
+Result<nlohmann::ordered_json> parse_bounded_json(std::string_view text, const JsonLimits& limits) {
+  const auto refused = [](std::string message) {
+    return Error{.kind = Failure::other, .message = std::move(message), .candidates = {}};
+  };
+  if (text.size() > limits.max_bytes)
+    return refused("larger than " + std::to_string(limits.max_bytes) + " bytes");
+  if (nesting_depth(text, limits.max_depth) > limits.max_depth)
+    return refused("nested deeper than " + std::to_string(limits.max_depth) + " levels");
   auto json = nlohmann::ordered_json::parse(text, nullptr, false);
-  if (json.is_discarded()) {
-    error = is_valid_utf8(text) ? "not valid JSON" : "not valid UTF-8";
-    return std::nullopt;
-  }
+  if (json.is_discarded())
+    return refused(is_valid_utf8(text) ? "not valid JSON" : "not valid UTF-8");
   return json;
 }
 

@@ -136,9 +136,8 @@ std::size_t listed_attempts(const OrderedJson& json) {
 }
 
 RunParams run_params_from_text(std::string_view text) {
-  std::string error;
-  const auto json = parse_bounded_json(text, {.max_bytes = kMaxRunParamsBytes}, error);
-  if (!json) throw std::runtime_error("run-params.json: " + error);
+  const auto json = parse_bounded_json(text, {.max_bytes = kMaxRunParamsBytes});
+  if (!json) throw std::runtime_error("run-params.json: " + json.error().message);
   return run_params_from_json(*json);
 }
 

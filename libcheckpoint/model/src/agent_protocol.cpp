@@ -6,57 +6,33 @@ namespace inflight {
 
 namespace {
 
-AgentOutput failed_output(std::string error) {
-  return {.answer = std::nullopt,
-          .failure = {.kind = AgentFailureKind::other, .error = std::move(error), .branches = {}}};
+Error failed_output(std::string error) {
+  return {.kind = Failure::other, .message = std::move(error), .candidates = {}};
 }
 
 }  // namespace
-
-AgentFailureKind failure_kind(checkpoint::GitErrorKind kind) {
-  using checkpoint::GitErrorKind;
-  switch (kind) {
-    case GitErrorKind::unreachable:
-      return AgentFailureKind::unreachable;
-    case GitErrorKind::auth:
-      return AgentFailureKind::auth;
-    case GitErrorKind::rejected:
-      return AgentFailureKind::rejected;
-    case GitErrorKind::not_found:
-      return AgentFailureKind::not_found;
-    case GitErrorKind::hostile_tree:
-      return AgentFailureKind::hostile_tree;
-    case GitErrorKind::cache:
-      return AgentFailureKind::cache;
-    case GitErrorKind::other:
-      break;
-  }
-  return AgentFailureKind::other;
-}
 
 OrderedJson answer_message(const OrderedJson& answer) {
   return {{"version", kAgentProtocolVersion}, {"ok", true}, {"answer", answer}};
 }
 
-OrderedJson failure_message(const AgentFailure& failure) {
+OrderedJson failure_message(const Error& failure) {
   return {{"version", kAgentProtocolVersion}, {"ok", false}, {"failure", failure}};
 }
 
-AgentOutput read_output(std::string_view output) {
+Result<OrderedJson> read_output(std::string_view output) {
   if (output.empty()) return failed_output("the checkpoint agent gave no answer");
-  std::string error;
-  const auto message = parse_bounded_json(output, kAgentMessageLimits, error);
-  if (!message) return failed_output("the checkpoint agent's answer is malformed: " + error);
+  const auto message = parse_bounded_json(output, kAgentMessageLimits);
+  if (!message)
+    return failed_output("the checkpoint agent's answer is malformed: " + message.error().message);
   try {
     const auto version = message->at("version").get<int>();
     if (version != kAgentProtocolVersion)
       return failed_output("the checkpoint agent speaks protocol " + std::to_string(version) +
                            ", this inflight " + std::to_string(kAgentProtocolVersion) +
                            ": install both binaries of one release");
-    if (message->at("ok").get<bool>())
-      return {.answer = std::optional<OrderedJson>(std::in_place, message->at("answer")),
-              .failure = {}};
-    return {.answer = std::nullopt, .failure = message->at("failure").get<AgentFailure>()};
+    if (message->at("ok").get<bool>()) return OrderedJson(message->at("answer"));
+    return message->at("failure").get<Error>();
   } catch (const std::exception& e) {
     return failed_output(std::string("the checkpoint agent's answer is malformed: ") + e.what());
   }

@@ -14,12 +14,11 @@ namespace inflight::checkpoint {
 CacheLock::CacheLock(const std::filesystem::path& cache, Mode mode) {
   const auto path = cache / "inflight-refs.lock";
   fd_ = Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd_)
-    throw GitError(GitErrorKind::cache, "open " + path.string() + ": " + std::strerror(errno));
+  if (!fd_) throw GitError(Failure::cache, "open " + path.string() + ": " + std::strerror(errno));
   const int operation = mode == Mode::exclusive ? LOCK_EX : LOCK_SH;
   while (::flock(fd_.get(), operation) != 0)
     if (errno != EINTR)
-      throw GitError(GitErrorKind::cache, "lock " + path.string() + ": " + std::strerror(errno));
+      throw GitError(Failure::cache, "lock " + path.string() + ": " + std::strerror(errno));
 }
 
 }  // namespace inflight::checkpoint

@@ -26,7 +26,7 @@ namespace {
 
 [[noreturn]] void cache_failure(const fs::path& path, const std::string& what,
                                 const std::string& why) {
-  throw GitError(GitErrorKind::cache, "repository " + path.string() + ": " + what + ": " + why);
+  throw GitError(Failure::cache, "repository " + path.string() + ": " + what + ": " + why);
 }
 
 // A name of this process's own beside `path`.
@@ -167,8 +167,8 @@ CacheRepo::CacheRepo(const fs::path& path) {
                                         .new_commits = {},
                                         .pending_refs = {}});
   } catch (const GitError& e) {
-    if (e.kind() == GitErrorKind::cache) throw;
-    throw GitError(GitErrorKind::cache, e.what());
+    if (e.kind() == Failure::cache) throw;
+    throw GitError(Failure::cache, e.what());
   }
   skip_delta_search(impl_->repo.get());
 }

@@ -21,19 +21,19 @@ bool is_transport_class(int error_class) {
 
 }  // namespace
 
-GitErrorKind classify_git_error(int code, int error_class, GitCallScope scope) {
-  if (code == GIT_EAUTH) return GitErrorKind::auth;
-  if (code == GIT_ENONFASTFORWARD) return GitErrorKind::rejected;
-  if (code == GIT_ENOTFOUND) return GitErrorKind::not_found;
+Failure classify_git_error(int code, int error_class, GitCallScope scope) {
+  if (code == GIT_EAUTH) return Failure::auth;
+  if (code == GIT_ENONFASTFORWARD) return Failure::rejected;
+  if (code == GIT_ENOTFOUND) return Failure::not_found;
   // Writing objects or refs into the cache: a full disk, a lock left by a
   // killed agent.
   if (scope == GitCallScope::local && (error_class == GIT_ERROR_OS || code == GIT_ELOCKED))
-    return GitErrorKind::cache;
+    return Failure::cache;
   if (scope == GitCallScope::network &&
       (code == GIT_ECERTIFICATE || is_transport_class(error_class))) {
-    return GitErrorKind::unreachable;
+    return Failure::unreachable;
   }
-  return GitErrorKind::other;
+  return Failure::other;
 }
 
 void throw_git_error(int code, const std::string& context, GitCallScope scope) {

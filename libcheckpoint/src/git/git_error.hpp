@@ -12,7 +12,7 @@ namespace inflight::checkpoint {
 // SSH and OS failures mean "unreachable" rather than a local problem.
 enum class GitCallScope { local, network };
 
-GitErrorKind classify_git_error(int code, int error_class, GitCallScope scope);
+Failure classify_git_error(int code, int error_class, GitCallScope scope);
 
 [[noreturn]] void throw_git_error(int code, const std::string& context,
                                   GitCallScope scope = GitCallScope::local);

@@ -8,7 +8,7 @@ git_oid parse_oid(const std::string& hex) {
   git_oid oid;
   if (hex.size() != GIT_OID_HEXSZ || git_oid_fromstr(&oid, hex.c_str()) < 0) {
     git_error_clear();
-    throw GitError(GitErrorKind::not_found, "not an object id: '" + hex + "'");
+    throw GitError(Failure::not_found, "not an object id: '" + hex + "'");
   }
   return oid;
 }

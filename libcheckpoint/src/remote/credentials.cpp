@@ -36,7 +36,7 @@ std::string RemoteCallbacks::auth_failure_message() const {
 int RemoteCallbacks::provide_credential(git_credential** out, const char* username_from_url,
                                         unsigned int allowed_types) {
   if (++credential_calls_ > kMaxCredentialCalls) {
-    return refuse(GitErrorKind::auth, auth_failure_message(), GIT_EAUTH);
+    return refuse(Failure::auth, auth_failure_message(), GIT_EAUTH);
   }
   const std::string from_url = username_from_url != nullptr ? username_from_url : "";
   if ((allowed_types & GIT_CREDENTIAL_SSH_KEY) != 0 && !config_.ssh_key.empty()) {
@@ -54,7 +54,7 @@ int RemoteCallbacks::provide_credential(git_credential** out, const char* userna
     const std::string user = first_non_empty({config_.username, from_url, "inflight"});
     return git_credential_userpass_plaintext_new(out, user.c_str(), config_.token.c_str());
   }
-  return refuse(GitErrorKind::auth,
+  return refuse(Failure::auth,
                 location_.display +
                     " asks for credentials but none of the kind it accepts are "
                     "configured (--git-token for HTTPS, --git-ssh-key for SSH)",

@@ -32,7 +32,7 @@ int RemoteCallbacks::certificate_check(git_cert* cert, int valid, const char* ho
     return self.check_host_key(*reinterpret_cast<const git_cert_hostkey*>(cert), host_name);
   }
   if (valid != 0) return 0;
-  return self.refuse(GitErrorKind::unreachable,
+  return self.refuse(Failure::unreachable,
                      "the TLS certificate of " + host_name +
                          " is not trusted (give its CA bundle with --git-ca-file)",
                      GIT_ECERTIFICATE);
@@ -43,14 +43,14 @@ int RemoteCallbacks::certificate_check(git_cert* cert, int valid, const char* ho
 int RemoteCallbacks::check_host_key(const git_cert_hostkey& key, const std::string& host) {
   if (config_.ssh_known_hosts.empty()) return 0;
   if ((key.type & GIT_CERT_SSH_RAW) == 0) {
-    return refuse(GitErrorKind::unreachable,
+    return refuse(Failure::unreachable,
                   "the SSH server " + host + " did not present a host key to check",
                   GIT_ECERTIFICATE);
   }
   const HostKeyVerdict verdict = check_known_host(config_.ssh_known_hosts, host, location_.port,
                                                   std::string_view(key.hostkey, key.hostkey_len));
   if (verdict == HostKeyVerdict::trusted) return 0;
-  return refuse(GitErrorKind::unreachable, verdict_message(verdict, host, config_.ssh_known_hosts),
+  return refuse(Failure::unreachable, verdict_message(verdict, host, config_.ssh_known_hosts),
                 GIT_ECERTIFICATE);
 }
 

@@ -13,7 +13,7 @@ git_remote_callbacks RemoteCallbacks::callbacks() {
   return callbacks;
 }
 
-int RemoteCallbacks::refuse(GitErrorKind kind, const std::string& message, int code) {
+int RemoteCallbacks::refuse(Failure kind, const std::string& message, int code) {
   failure_.emplace(kind, location_.scrub(message, config_.token));
   // libgit2 reports the message set here if it reports any.
   git_error_set_str(GIT_ERROR_CALLBACK, failure_->what());
@@ -33,18 +33,18 @@ void RemoteCallbacks::throw_failure(int code, const std::string& doing) {
     throw_git_error(code, doing + " " + location_.display, GitCallScope::network);
   } catch (const GitError& error) {
     std::string message = error.what();
-    if (error.kind() == GitErrorKind::auth) message = auth_failure_message() + ": " + message;
+    if (error.kind() == Failure::auth) message = auth_failure_message() + ": " + message;
     throw GitError(error.kind(), location_.scrub(message, config_.token));
   }
 }
 
 void RemoteCallbacks::check_push_accepted(const std::string& doing) const {
   if (refused_refs_.empty()) return;
-  auto kind = GitErrorKind::other;
+  auto kind = Failure::other;
   std::string refs;
   for (const auto& [ref, status] : refused_refs_) {
     const auto failure = *failure_of(ref);
-    if (failure.outcome == RefOutcome::refused) kind = GitErrorKind::rejected;
+    if (failure.outcome == RefOutcome::refused) kind = Failure::rejected;
     refs += (refs.empty() ? "" : "; ") + ref + ": " + failure.detail;
   }
   throw GitError(kind,

@@ -47,7 +47,7 @@ class RemoteCallbacks {
   int provide_credential(git_credential** out, const char* username_from_url,
                          unsigned int allowed_types);
   int check_host_key(const git_cert_hostkey& key, const std::string& host);
-  int refuse(GitErrorKind kind, const std::string& message, int code);
+  int refuse(Failure kind, const std::string& message, int code);
   std::string auth_failure_message() const;
 
   const RemoteConfig& config_;

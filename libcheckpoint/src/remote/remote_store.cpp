@@ -54,8 +54,7 @@ bool is_valid_ref(const std::string& ref) {
 }
 
 void require_valid_ref(const std::string& ref) {
-  if (!is_valid_ref(ref))
-    throw GitError(GitErrorKind::other, "not a valid ref name: '" + ref + "'");
+  if (!is_valid_ref(ref)) throw GitError(Failure::other, "not a valid ref name: '" + ref + "'");
 }
 
 // libgit2 reads and writes a results repo on a local path itself, and two
@@ -300,7 +299,7 @@ std::string RemoteStore::fetch(const std::string& ref) {
   git_oid tip;
   if (git_reference_name_to_id(&tip, impl_->git(), local.c_str()) < 0) {
     git_error_clear();
-    throw GitError(GitErrorKind::not_found, "no branch " + ref + " on " + display_url());
+    throw GitError(Failure::not_found, "no branch " + ref + " on " + display_url());
   }
   return oid_hex(tip);
 }

@@ -44,9 +44,9 @@ void for_each_chunk(git_repository* repo, const git_tree* chunks,
     // Entries are sorted by name, so six-digit names must count up from 0.
     if (git_tree_entry_filemode(entry) != GIT_FILEMODE_BLOB ||
         git_tree_entry_name(entry) != chunk_name(i)) {
-      throw GitError(GitErrorKind::hostile_tree, "chunk tree entry '" +
-                                                     std::string(git_tree_entry_name(entry)) +
-                                                     "' is not blob " + chunk_name(i));
+      throw GitError(Failure::hostile_tree, "chunk tree entry '" +
+                                                std::string(git_tree_entry_name(entry)) +
+                                                "' is not blob " + chunk_name(i));
     }
     git_blob* raw = nullptr;
     git_check(git_blob_lookup(&raw, repo, git_tree_entry_id(entry)), "read chunk " + chunk_name(i));

@@ -21,7 +21,7 @@ namespace inflight::checkpoint {
 namespace {
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
-  throw GitError(GitErrorKind::other, what + " " + path + ": " + std::strerror(errno));
+  throw GitError(Failure::other, what + " " + path + ": " + std::strerror(errno));
 }
 
 Fd open_dir_at(int parent, const std::string& name, const std::string& path) {
@@ -102,7 +102,7 @@ class TreeWriter {
 Fd open_run_dir(const std::filesystem::path& run_dir) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
-  if (ec) throw GitError(GitErrorKind::other, "create " + run_dir.string() + ": " + ec.message());
+  if (ec) throw GitError(Failure::other, "create " + run_dir.string() + ": " + ec.message());
   Fd dir(::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir) fail("open run dir", run_dir.string());
   return dir;

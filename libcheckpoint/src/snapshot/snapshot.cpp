@@ -81,7 +81,7 @@ void RunSnapshotter::Impl::add_entry(git_treebuilder* tree, const fs::path& dir,
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return;  // deleted since the directory was listed
-    throw GitError(GitErrorKind::other, "stat " + path.string() + ": " + std::strerror(errno));
+    throw GitError(Failure::other, "stat " + path.string() + ": " + std::strerror(errno));
   }
   if (S_ISREG(st.st_mode)) return add_file(tree, name, relative, path, st);
   // A real directory with the chunk suffix would be read back as a chunked file.
@@ -104,7 +104,7 @@ std::optional<git_oid> RunSnapshotter::Impl::write_dir(const fs::path& dir,
     const std::string entry_relative = relative.empty() ? name : relative + "/" + name;
     if (!excluded(name, entry_relative)) add_entry(tree.get(), dir, name, entry_relative);
   }
-  if (ec) throw GitError(GitErrorKind::other, "list " + dir.string() + ": " + ec.message());
+  if (ec) throw GitError(Failure::other, "list " + dir.string() + ": " + ec.message());
   if (git_treebuilder_entrycount(tree.get()) == 0) return std::nullopt;  // git stores no empty dirs
   git_oid oid;
   git_check(git_treebuilder_write(&oid, tree.get()), "write tree " + relative);

@@ -70,8 +70,7 @@ std::string read_text(const fs::path& path) {
 
 StatCache load_stat_cache(CacheRepo& cache, const fs::path& run_dir) {
   const auto path = stat_cache_path(cache, run_dir);
-  std::string error;
-  const auto j = parse_bounded_json(read_text(path), kLimits, error);
+  const auto j = parse_bounded_json(read_text(path), kLimits);
   StatCache loaded;
   try {
     if (!j || j->at("format") != kFormat || j->at("run_dir") != run_dir.string()) return {};

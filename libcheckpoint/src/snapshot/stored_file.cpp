@@ -45,8 +45,7 @@ class ReadOnlyFile {
 
  private:
   [[noreturn]] void fail(const char* what) const {
-    throw GitError(GitErrorKind::other,
-                   std::string(what) + " " + path_ + ": " + std::strerror(errno));
+    throw GitError(Failure::other, std::string(what) + " " + path_ + ": " + std::strerror(errno));
   }
 
   std::string path_;
@@ -84,7 +83,7 @@ StoredFile store_chunked(CacheRepo& cache, const ReadOnlyFile& file, const FileS
   std::string buffer(kChunkSize, '\0');
   while (offset < seen.size) {
     if (stored.chunks.size() == kMaxChunks) {
-      throw GitError(GitErrorKind::other, "file too large to checkpoint");
+      throw GitError(Failure::other, "file too large to checkpoint");
     }
     const std::size_t want = static_cast<std::size_t>(std::min(kChunkSize, seen.size - offset));
     const std::size_t got = file.read_at(buffer.data(), want, offset);

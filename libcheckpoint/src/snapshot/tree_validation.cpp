@@ -18,7 +18,7 @@ namespace {
 constexpr int kMaxDepth = 64;
 
 [[noreturn]] void refuse(const std::string& path, const std::string& rule) {
-  throw GitError(GitErrorKind::hostile_tree,
+  throw GitError(Failure::hostile_tree,
                  "refusing checkpoint entry '" + printable(path) + "': " + rule);
 }
 

@@ -22,7 +22,7 @@ class SizeCounter {
 
   std::uint64_t tree(const git_tree* tree, int depth) {
     if (depth > kMaxDepth)
-      throw GitError(GitErrorKind::hostile_tree,
+      throw GitError(Failure::hostile_tree,
                      "checkpoint tree nested deeper than " + std::to_string(kMaxDepth));
     std::uint64_t total = 0;
     for (std::size_t i = 0; i < git_tree_entrycount(tree); ++i)
@@ -50,20 +50,16 @@ class SizeCounter {
   OdbHandle odb_;
 };
 
-// The tip's run-params.json, parsed within its limits; `problem` says why not.
-std::optional<OrderedJson> run_params_at(CacheRepo& cache, const std::string& commit,
-                                         std::string& problem) {
+// The tip's run-params.json, parsed within its limits, or why not.
+Result<OrderedJson> run_params_at(CacheRepo& cache, const std::string& commit) {
+  const auto problem = [](std::string message) {
+    return Error{.kind = Failure::other, .message = std::move(message), .candidates = {}};
+  };
   const auto text = read_file_at(cache, commit, kRunParamsFile);
-  if (!text) {
-    problem = "the checkpoint has no run-params.json";
-    return std::nullopt;
-  }
-  auto json = parse_bounded_json(*text, {.max_bytes = kMaxRunParamsBytes}, problem);
-  if (json && !json->is_object()) {
-    problem = "run-params.json is not an object";
-    return std::nullopt;
-  }
-  if (!json) problem = "run-params.json: " + problem;
+  if (!text) return problem("the checkpoint has no run-params.json");
+  auto json = parse_bounded_json(*text, {.max_bytes = kMaxRunParamsBytes});
+  if (!json) return problem("run-params.json: " + json.error().message);
+  if (!json->is_object()) return problem("run-params.json is not an object");
   return json;
 }
 
@@ -118,16 +114,14 @@ std::uint64_t run_dir_size(CacheRepo& repo, const std::string& commit) {
 
 BranchSummary summarize_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& branch) {
   const auto name = parse_branch_ref(branch.ref);
-  if (!name) throw GitError(GitErrorKind::other, "not an inflight/<pod>/<run-id> branch");
+  if (!name) throw GitError(Failure::other, "not an inflight/<pod>/<run-id> branch");
   const auto tip = remote.fetch_listed(branch);
   BranchSummary summary{.ref = branch.ref,
                         .name = *name,
                         .tip = describe_commit(commit_summary(cache, tip)),
-                        .run_params = std::nullopt,
-                        .problem = "",
+                        .run_params = run_params_at(cache, tip),
                         .attempts = 0,
                         .size_bytes = run_dir_size(cache, tip)};
-  summary.run_params = run_params_at(cache, tip, summary.problem);
   if (summary.run_params) summary.attempts = listed_attempts(*summary.run_params);
   return summary;
 }

@@ -14,12 +14,16 @@ namespace fs = std::filesystem;
 CheckpointStore::CheckpointStore(StoreConfig config)
     : config_(std::move(config)), cache_(config_.cache_dir), remote_(cache_, config_.remote) {}
 
-std::optional<std::string> CheckpointStore::save(const fs::path& run_dir,
-                                                 const std::string& origin_pod,
-                                                 const CheckpointInfo& info) {
-  const auto commit = snapshot(run_dir, origin_pod, info);
-  if (commit) remote_.push(branch_ref({origin_pod, info.run_id}), *commit);
-  return commit;
+Result<std::optional<std::string>> CheckpointStore::save(const fs::path& run_dir,
+                                                         const std::string& origin_pod,
+                                                         const CheckpointInfo& info) {
+  try {
+    const auto commit = snapshot(run_dir, origin_pod, info);
+    if (commit) remote_.push(branch_ref({origin_pod, info.run_id}), *commit);
+    return commit;
+  } catch (const GitError& e) {
+    return e.error();
+  }
 }
 
 // A commit of run_dir on top of what this cache last pushed to its branch;
@@ -43,7 +47,7 @@ SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
     try {
       outcome.commit = snapshot(run.run_dir, run.origin_pod, run.info);
     } catch (const GitError& e) {
-      if (e.kind() == GitErrorKind::cache) throw;
+      if (e.kind() == Failure::cache) throw;
       outcome.error = e.what();
     } catch (const std::exception& e) {
       outcome.error = e.what();
@@ -118,25 +122,28 @@ void CheckpointStore::persist() {
   try {
     for (auto& [dir, snapshotter] : snapshotters_) snapshotter.keep_stat_cache();
   } catch (const std::exception& e) {
-    throw GitError(GitErrorKind::cache, std::string("keeping the stat cache: ") + e.what());
+    throw GitError(Failure::cache, std::string("keeping the stat cache: ") + e.what());
   }
 }
 
-void CheckpointStore::release(const fs::path& run_dir, const std::string& origin_pod,
-                              const CheckpointInfo& info) {
-  save(run_dir, origin_pod, info);
+Result<void> CheckpointStore::release(const fs::path& run_dir, const std::string& origin_pod,
+                                      const CheckpointInfo& info) {
+  if (auto saved = save(run_dir, origin_pod, info); !saved) return saved.error();
   snapshotters_.erase(run_dir.string());
   drop_stat_cache(cache_, run_dir);
   try {
     remote_.remove(branch_ref({origin_pod, info.run_id}));
   } catch (const GitError& e) {
-    if (e.kind() == GitErrorKind::not_found) return;
+    if (e.kind() == Failure::not_found) return {};
     // The final push landed, so the branch is ours: a refused deletion is a
     // failure to retry, not another owner.
-    if (e.kind() == GitErrorKind::rejected)
-      throw GitError(GitErrorKind::other, std::string("deleting the branch: ") + e.what());
-    throw;
+    if (e.kind() == Failure::rejected)
+      return Error{.kind = Failure::other,
+                   .message = std::string("deleting the branch: ") + e.what(),
+                   .candidates = {}};
+    return e.error();
   }
+  return {};
 }
 
 }  // namespace inflight::checkpoint

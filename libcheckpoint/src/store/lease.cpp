@@ -25,7 +25,7 @@ std::optional<std::string> remote_tip(RemoteStore& remote, const std::string& re
   try {
     return remote.fetch(ref);
   } catch (const GitError& e) {
-    if (e.kind() == GitErrorKind::not_found) return std::nullopt;
+    if (e.kind() == Failure::not_found) return std::nullopt;
     throw;
   }
 }
@@ -44,7 +44,7 @@ void hold_lease(CacheRepo& cache, RemoteStore& remote, const Lease& lease) {
     const auto update = lease_update(cache, remote, lease);
     return remote.push(update.ref, update.commit);
   } catch (const GitError& e) {
-    if (e.kind() != GitErrorKind::rejected) throw;
+    if (e.kind() != Failure::rejected) throw;
   }
   const auto ref = lease_ref(lease.pod);
   remote.push(ref, lease_commit(cache, lease, remote_tip(remote, ref)));
@@ -54,7 +54,7 @@ void drop_lease(RemoteStore& remote, const std::string& pod) {
   try {
     remote.remove(lease_ref(pod));
   } catch (const GitError& e) {
-    if (e.kind() != GitErrorKind::not_found) throw;
+    if (e.kind() != Failure::not_found) throw;
   }
 }
 
@@ -84,7 +84,7 @@ std::optional<std::int64_t> LeaseBook::until(const std::string& pod) {
     // Listed, then not found: it moved under us (seen in a rollout test, a
     // live pod's runs were taken). Counted live for this look; the next one
     // reads it again.
-    if (e.kind() == GitErrorKind::not_found) until = now_ + 1;
+    if (e.kind() == Failure::not_found) until = now_ + 1;
   }
   return until;
 }

@@ -56,9 +56,8 @@ OrderedJson OptionSources::load_config_file(const std::filesystem::path& path) {
   if (!in) throw UsageError("config file " + path.string() + ": cannot be read");
   std::stringstream text;
   text << in.rdbuf();
-  std::string error;
-  const auto parsed = parse_bounded_json(text.str(), {}, error);
-  if (!parsed) throw UsageError("config file " + path.string() + ": " + error);
+  const auto parsed = parse_bounded_json(text.str(), {});
+  if (!parsed) throw UsageError("config file " + path.string() + ": " + parsed.error().message);
   const auto& json = *parsed;
   if (!json.is_object()) throw UsageError("config file " + path.string() + ": not a JSON object");
   for (const auto& [key, value] : json.items()) {

@@ -160,11 +160,10 @@ HttpResponse ApiRoutes::route(const HttpRequest& request) {
 HttpResponse ApiRoutes::submit(const HttpRequest& request) {
   const auto version = request.version();
   if (supervisor_.phase() != Phase::ready) return unavailable(version, supervisor_.phase());
-  std::string error;
-  const auto body = parse_bounded_json(request.body(), {}, error);
+  const auto body = parse_bounded_json(request.body(), {});
   if (!body)
     return error_response(http::status::bad_request, version, "invalid_json",
-                          "the request body is " + error);
+                          "the request body is " + body.error().message);
   const auto result = supervisor_.submit(*body);
   if (!result.run) {
     auto response = error_response(static_cast<http::status>(result.http_status), version,

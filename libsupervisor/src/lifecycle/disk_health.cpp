@@ -10,8 +10,8 @@ DiskHealth::DiskHealth(boost::asio::io_context& io, CheckpointPort& checkpoints,
     : checkpoints_(checkpoints), recheck_(recheck), timeout_(timeout), timer_(io) {}
 
 void DiskHealth::report(const CheckpointResult& result) {
-  if (result.disk_failed) return report_failure(result.error);
-  if (!result.landed || !problem_) return;
+  if (result.failed_with(Failure::cache)) return report_failure(result.error().message);
+  if (!result || !problem_) return;
   log::info("this disk can checkpoint again; ready", {});
   problem_.reset();
   timer_.cancel();
@@ -40,7 +40,8 @@ void DiskHealth::schedule_check() {
     }
     checkpoints_.check(SteadyClock::now() + timeout_, [this](CheckpointResult result) {
       checking_ = false;
-      if (!result.landed && !result.disk_failed) result.disk_failed = true;
+      // Whatever stops the check, this disk is not known to be able to hold a checkpoint.
+      if (!result) return report_failure(result.error().message);
       report(result);
     });
   });

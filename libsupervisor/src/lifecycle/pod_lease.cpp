@@ -46,7 +46,7 @@ std::optional<SystemClock::time_point> PodLease::renewal() {
 
 void PodLease::renewed(const CheckpointResult& result) {
   renewing_ = false;
-  if (!result.landed) log::warn("lease not renewed; will retry", {{"error", result.error}});
+  if (!result) log::warn("lease not renewed; will retry", {{"error", result.error().message}});
   if (!after_renewal_) return;
   timer_.cancel();
   std::exchange(after_renewal_, nullptr)();
@@ -76,10 +76,11 @@ void PodLease::give_up(SteadyClock::time_point deadline, std::function<void()> d
   stop();
   auto drop = [this, deadline, done] {
     store_.drop_lease(deadline, [done](const CheckpointResult& result) {
-      if (result.landed)
+      if (result)
         log::info("lease given up", {});
       else
-        log::warn("lease not given up; it runs out on its own", {{"error", result.error}});
+        log::warn("lease not given up; it runs out on its own",
+                  {{"error", result.error().message}});
       done();
     });
   };

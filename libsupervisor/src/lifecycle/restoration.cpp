@@ -43,11 +43,12 @@ void Restoration::look(bool first) {
 }
 
 void Restoration::on_result(RestoreResult result, bool first) {
-  if (result.refused) {
-    if (first) return on_refused_(*result.refused);
-    log::error("the results repo refused our credentials", {{"error", *result.refused}});
+  if (result.failure && result.failure->kind == Failure::auth) {
+    if (first) return on_refused_(result.failure->message);
+    log::error("the results repo refused our credentials", {{"error", result.failure->message}});
   }
-  if (result.disk_failed) supervisor_.disk_health().report_failure(*result.disk_failed);
+  if (result.failure && result.failure->kind == Failure::cache)
+    supervisor_.disk_health().report_failure(result.failure->message);
   for (auto& held : result.held) supervisor_.hold(std::move(held.params), held.branch, held.reason);
   const auto restored = adopt_restored(supervisor_, settings_.children, std::move(result.runs));
   plan_.restore_finished();

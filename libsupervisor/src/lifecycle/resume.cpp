@@ -89,8 +89,8 @@ class ResumeCommand {
   // logged; nullopt when it gave the run.
   std::optional<int> refusal(const RestoreResult& result) const {
     const auto& run_id = name_.run_id;
-    if (result.refused) {
-      log::error("the results repo refused our credentials", {{"error", *result.refused}});
+    if (result.failure && result.failure->kind == Failure::auth) {
+      log::error("the results repo refused our credentials", {{"error", result.failure->message}});
       return kExitUnreachable;
     }
     if (!result.ambiguous.empty()) {
@@ -114,7 +114,7 @@ class ResumeCommand {
     log::error(
         "no checkpoint and no resumable run dir for this run; try `inflight checkpoints list`",
         {{"run_id", run_id}, {"runs_dir", runs_dir_.string()}});
-    return result.unreachable ? kExitUnreachable : kExitNotFound;
+    return result.failure ? kExitUnreachable : kExitNotFound;
   }
 
   void start(RestoredRun restored) {

@@ -117,18 +117,18 @@ void ShutdownPlan::checkpoint_batch(const std::vector<Run*>& runs, bool last,
            [this, then = std::move(then)](const std::optional<CheckpointResult>& lease) {
              if (stage_ == Stage::done) return;
              --in_flight_;
-             if (lease && lease->landed) lease_released_ = true;
-             if (lease && !lease->landed)
-               log::warn("lease not released with the runs", {{"error", lease->error}});
+             if (lease && *lease) lease_released_ = true;
+             if (lease && !*lease)
+               log::warn("lease not released with the runs", {{"error", lease->error().message}});
              then();
            }});
 }
 
 void ShutdownPlan::on_checkpointed(Run& run, const CheckpointResult& result) {
-  if (stage_ == Stage::done || result.landed) return;
+  if (stage_ == Stage::done || result) return;
   all_landed_ = false;
   log::error("checkpoint not pushed; the run stays on local disk",
-             {{"run_id", run.id}, {"error", result.error}});
+             {{"run_id", run.id}, {"error", result.error().message}});
 }
 
 void ShutdownPlan::on_released(Run& run) {

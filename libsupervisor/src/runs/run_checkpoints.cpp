@@ -24,17 +24,22 @@ void RunSupervisor::store_op_done(Run& run) {
   if (!run.store_ops.empty()) start_store_op(run);
 }
 
+namespace {
+
+// The answer for a run another instance owns: nothing is sent to the store.
+CheckpointResult fenced_result() {
+  return Error{
+      .kind = Failure::rejected, .message = "another instance owns the run", .candidates = {}};
+}
+
+}  // namespace
+
 void RunSupervisor::checkpoint(Run& run, checkpoint::CheckpointReason reason,
                                SteadyClock::time_point deadline,
                                std::function<void(const CheckpointResult&)> done) {
   enqueue_store_op(run, [this, &run, reason, deadline, done = std::move(done)] {
     if (run.fenced) {
-      done(CheckpointResult{.landed = false,
-                            .fenced = true,
-                            .disk_failed = false,
-                            .branch = run.checkpoint.branch,
-                            .commit = std::nullopt,
-                            .error = "another instance owns the run"});
+      done(fenced_result());
       return store_op_done(run);
     }
     const CheckpointRequest request{run.id,         run.dir, run.params.origin_pod,
@@ -74,12 +79,7 @@ void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
                          .keep_objects = step.keep_objects};
   for (Run* run : batch->runs) {
     if (run->fenced) {
-      step.each(*run, CheckpointResult{.landed = false,
-                                       .fenced = true,
-                                       .disk_failed = false,
-                                       .branch = run->checkpoint.branch,
-                                       .commit = std::nullopt,
-                                       .error = "another instance owns the run"});
+      step.each(*run, fenced_result());
       store_op_done(*run);
       continue;
     }
@@ -119,14 +119,15 @@ void RunSupervisor::release_checkpoint(Run& run) {
     checkpoints_.release(request, SteadyClock::now() + settings_.network_timeout,
                          [this, &run](CheckpointResult result) {
                            disk_health_.report(result);
-                           if (result.fenced) fence(run);
-                           run.release_pending = !result.landed && !result.fenced;
-                           if (result.landed)
+                           const bool fenced = result.failed_with(Failure::rejected);
+                           if (fenced) fence(run);
+                           run.release_pending = !result && !fenced;
+                           if (result)
                              log::info("checkpoint branch deleted", {{"run_id", run.id}});
                            else if (run.release_pending)
                              log::warn(
                                  "checkpoint branch of a finished run not deleted; will retry",
-                                 {{"run_id", run.id}, {"error", result.error}});
+                                 {{"run_id", run.id}, {"error", result.error().message}});
                            store_op_done(run);
                          });
   });
@@ -134,16 +135,16 @@ void RunSupervisor::release_checkpoint(Run& run) {
 
 void RunSupervisor::record_checkpoint(Run& run, const CheckpointResult& result) {
   disk_health_.report(result);
-  if (result.fenced) return fence(run);
-  if (!result.landed) {
-    log::warn("checkpoint not pushed", {{"run_id", run.id}, {"error", result.error}});
+  if (result.failed_with(Failure::rejected)) return fence(run);
+  if (!result) {
+    log::warn("checkpoint not pushed", {{"run_id", run.id}, {"error", result.error().message}});
     return;
   }
-  if (!result.commit) return;
-  run.checkpoint.last_commit = result.commit;
+  if (!result->commit) return;
+  run.checkpoint.last_commit = result->commit;
   run.checkpoint.last_at = iso8601_utc(SystemClock::now());
   log::info("checkpoint pushed",
-            {{"run_id", run.id}, {"branch", run.checkpoint.branch}, {"commit", *result.commit}});
+            {{"run_id", run.id}, {"branch", run.checkpoint.branch}, {"commit", *result->commit}});
 }
 
 // A rejected fast-forward means another instance claimed the run: it owns the
@@ -199,7 +200,7 @@ void RunSupervisor::periodic_tick(PodLease* lease) {
                                 .lease_until = lease ? lease->renewal() : std::nullopt,
                                 .each =
                                     [signatures](Run& run, const CheckpointResult& result) {
-                                      if (result.landed) run.saved_signature = signatures->at(&run);
+                                      if (result) run.saved_signature = signatures->at(&run);
                                     },
                                 .done =
                                     [lease](const std::optional<CheckpointResult>& renewed) {

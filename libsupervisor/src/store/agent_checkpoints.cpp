@@ -12,16 +12,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One step's outcome on `branch` (none for a check or the lease).
-CheckpointResult checkpoint_result(const std::optional<AgentFailure>& failure,
-                                   std::optional<std::string> commit, std::string branch) {
-  const auto kind = failure ? failure->kind : AgentFailureKind::other;
-  return {.landed = !failure,
-          .fenced = failure && kind == AgentFailureKind::rejected,
-          .disk_failed = failure && kind == AgentFailureKind::cache,
-          .branch = std::move(branch),
-          .commit = std::move(commit),
-          .error = failure ? failure->error : ""};
+// One part of a batched step: landed with its commit, or its failure.
+CheckpointResult part_result(const agent::PartResult& part) {
+  if (part.failure) return *part.failure;
+  return Landed{.commit = part.commit};
 }
 
 std::int64_t epoch_seconds(SystemClock::time_point t) {
@@ -37,34 +31,22 @@ agent::RunCheckpoint run_checkpoint(const CheckpointRequest& request) {
           .records = request.records};
 }
 
-std::string branch_of(const CheckpointRequest& request) {
-  return checkpoint::branch_name({request.origin_pod, request.run_id});
-}
-
 // A batched answer with a part per run and the lease, when asked for; the
 // failure of the whole step is every part's.
-SaveAllResult save_all_result(const AgentReply<agent::SavedAll>& reply,
-                              const std::vector<std::string>& branches, bool lease) {
-  const bool whole = reply.answer && reply.answer->runs.size() == branches.size() &&
-                     (!lease || reply.answer->lease);
-  const std::optional<AgentFailure> failure =
-      whole ? std::nullopt
-            : std::optional(reply.answer ? AgentFailure{.kind = AgentFailureKind::other,
-                                                        .error = "the agent's answer lacks it",
-                                                        .branches = {}}
-                                         : reply.failure);
-  SaveAllResult result;
-  for (std::size_t i = 0; i < branches.size(); ++i) {
-    if (!whole) {
-      result.runs.push_back(checkpoint_result(failure, std::nullopt, branches[i]));
-      continue;
-    }
-    const auto& part = reply.answer->runs[i];
-    result.runs.push_back(checkpoint_result(part.failure, part.commit, branches[i]));
+SaveAllResult save_all_result(const AgentReply<agent::SavedAll>& reply, std::size_t runs,
+                              bool lease) {
+  const bool whole = reply && reply->runs.size() == runs && (!lease || reply->lease);
+  if (!whole) {
+    const Error failure = reply ? Error{.kind = Failure::other,
+                                        .message = "the agent's answer lacks it",
+                                        .candidates = {}}
+                                : reply.error();
+    return {.runs = std::vector<CheckpointResult>(runs, failure),
+            .lease = lease ? std::optional<CheckpointResult>(failure) : std::nullopt};
   }
-  if (lease)
-    result.lease =
-        checkpoint_result(whole ? reply.answer->lease->failure : failure, std::nullopt, "");
+  SaveAllResult result;
+  for (const auto& part : reply->runs) result.runs.push_back(part_result(part));
+  if (lease) result.lease = part_result(*reply->lease);
   return result;
 }
 
@@ -76,27 +58,25 @@ AgentCheckpoints::AgentCheckpoints(boost::asio::io_context& io, ChildReaper& rea
     : agent_(io, reaper, store, runs_dir), runs_dir_(std::move(runs_dir)), templates_(templates) {}
 
 template <class Call>
-void AgentCheckpoints::step(const Call& call, std::string branch, SteadyClock::time_point deadline,
+void AgentCheckpoints::step(const Call& call, SteadyClock::time_point deadline,
                             std::function<void(CheckpointResult)> done) {
-  agent_.call(call, deadline,
-              [done = std::move(done), branch](AgentReply<typename Call::Answer> reply) {
-                std::optional<std::string> commit;
-                if constexpr (std::is_same_v<typename Call::Answer, agent::Saved>)
-                  if (reply.answer) commit = reply.answer->commit;
-                done(checkpoint_result(reply.answer ? std::nullopt : std::optional(reply.failure),
-                                       commit, branch));
-              });
+  agent_.call(call, deadline, [done = std::move(done)](AgentReply<typename Call::Answer> reply) {
+    if (!reply) return done(reply.error());
+    Landed landed;
+    if constexpr (std::is_same_v<typename Call::Answer, agent::Saved>)
+      landed.commit = reply->commit;
+    done(landed);
+  });
 }
 
 void AgentCheckpoints::save(const CheckpointRequest& request, SteadyClock::time_point deadline,
                             std::function<void(CheckpointResult)> done) {
-  step(agent::Save{.run = run_checkpoint(request)}, branch_of(request), deadline, std::move(done));
+  step(agent::Save{.run = run_checkpoint(request)}, deadline, std::move(done));
 }
 
 void AgentCheckpoints::release(const CheckpointRequest& request, SteadyClock::time_point deadline,
                                std::function<void(CheckpointResult)> done) {
-  step(agent::Release{.run = run_checkpoint(request)}, branch_of(request), deadline,
-       std::move(done));
+  step(agent::Release{.run = run_checkpoint(request)}, deadline, std::move(done));
 }
 
 void AgentCheckpoints::save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
@@ -107,31 +87,28 @@ void AgentCheckpoints::save_all(const SaveAllRequest& request, SteadyClock::time
                                          : std::nullopt,
                       .release_lease = request.release_lease,
                       .keep_objects = request.keep_objects};
-  std::vector<std::string> branches;
-  for (const auto& run : request.runs) {
-    call.runs.push_back(run_checkpoint(run));
-    branches.push_back(branch_of(run));
-  }
+  for (const auto& run : request.runs) call.runs.push_back(run_checkpoint(run));
   const bool lease = request.lease_until.has_value();
-  agent_.call(call, deadline,
-              [done = std::move(done), branches, lease](AgentReply<agent::SavedAll> reply) {
-                done(save_all_result(reply, branches, lease));
-              });
+  agent_.call(
+      call, deadline,
+      [done = std::move(done), runs = call.runs.size(), lease](AgentReply<agent::SavedAll> reply) {
+        done(save_all_result(reply, runs, lease));
+      });
 }
 
 void AgentCheckpoints::check(SteadyClock::time_point deadline,
                              std::function<void(CheckpointResult)> done) {
-  step(agent::Check{}, "", deadline, std::move(done));
+  step(agent::Check{}, deadline, std::move(done));
 }
 
 void AgentCheckpoints::hold_lease(SystemClock::time_point until, SteadyClock::time_point deadline,
                                   std::function<void(CheckpointResult)> done) {
-  step(agent::HoldLease{.until = epoch_seconds(until)}, "", deadline, std::move(done));
+  step(agent::HoldLease{.until = epoch_seconds(until)}, deadline, std::move(done));
 }
 
 void AgentCheckpoints::drop_lease(SteadyClock::time_point deadline,
                                   std::function<void(CheckpointResult)> done) {
-  step(agent::DropLease{}, "", deadline, std::move(done));
+  step(agent::DropLease{}, deadline, std::move(done));
 }
 
 void AgentCheckpoints::restore(const RestoreQuery& query, SteadyClock::time_point deadline,
@@ -151,24 +128,20 @@ void AgentCheckpoints::restore(const RestoreQuery& query, SteadyClock::time_poin
                           .origin_pod = run.params.origin_pod});
   agent_.call(call, deadline,
               [local = query.local, done = std::move(done)](AgentReply<agent::Restored> reply) {
-                if (!reply.answer) return done(failed_restore(reply.failure, local));
-                done(restore_result(*reply.answer, local));
+                if (!reply) return done(failed_restore(reply.error(), local));
+                done(restore_result(*reply, local));
               });
 }
 
 // The store could not be asked: the local runs are resumed as they are.
-RestoreResult AgentCheckpoints::failed_restore(const AgentFailure& failure,
+RestoreResult AgentCheckpoints::failed_restore(const Error& failure,
                                                const std::vector<RestoredRun>& local) {
   RestoreResult result;
   result.runs = local;
-  if (failure.kind == AgentFailureKind::auth) {
-    result.refused = failure.error;
-    return result;
-  }
-  log::error("restore from the results repo failed; resuming local runs only",
-             {{"error", failure.error}});
-  result.unreachable = failure.error;
-  if (failure.kind == AgentFailureKind::cache) result.disk_failed = failure.error;
+  result.failure = failure;
+  if (failure.kind != Failure::auth)
+    log::error("restore from the results repo failed; resuming local runs only",
+               {{"error", failure.message}});
   return result;
 }
 

@@ -40,7 +40,7 @@ struct AgentCall : std::enable_shared_from_this<AgentCall> {
   bool exited = false;
   bool timed_out = false;
   std::string display_url;
-  std::function<void(const AgentOutput&)> done;
+  std::function<void(const Result<OrderedJson>&)> done;
 
   void read() {
     output.async_read_some(
@@ -62,12 +62,11 @@ struct AgentCall : std::enable_shared_from_this<AgentCall> {
     callback(result());
   }
 
-  AgentOutput result() const {
+  Result<OrderedJson> result() const {
     if (!timed_out) return read_output(response);
-    return {.answer = std::nullopt,
-            .failure = {.kind = AgentFailureKind::deadline,
-                        .error = "no answer from " + display_url + " before the deadline",
-                        .branches = {}}};
+    return Error{.kind = Failure::deadline,
+                 .message = "no answer from " + display_url + " before the deadline",
+                 .candidates = {}};
   }
 };
 
@@ -107,7 +106,7 @@ AgentClient::~AgentClient() {
 }
 
 void AgentClient::send(std::string op, OrderedJson call_json, SteadyClock::time_point deadline,
-                       std::function<void(const AgentOutput&)> done) {
+                       std::function<void(const Result<OrderedJson>&)> done) {
   const AgentRequest request{.version = kAgentProtocolVersion,
                              .op = std::move(op),
                              .store = store_,

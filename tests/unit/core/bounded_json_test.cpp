@@ -10,8 +10,8 @@ namespace inflight {
 namespace {
 
 std::string parse_error(const std::string& text, JsonLimits limits = {}) {
-  std::string error;
-  return parse_bounded_json(text, limits, error) ? "<parsed>" : error;
+  const auto parsed = parse_bounded_json(text, limits);
+  return parsed ? "<parsed>" : parsed.error().message;
 }
 
 TEST(BoundedJson, RefusesDepthBeforeParsingAndSizeBeforeScanning) {

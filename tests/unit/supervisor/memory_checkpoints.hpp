@@ -72,35 +72,33 @@ class MemoryCheckpoints final : public CheckpointPort {
   void save(const CheckpointRequest& request, SteadyClock::time_point deadline,
             std::function<void(CheckpointResult)> done) override {
     saves_.push_back(request);
-    reply(next_answer(Step::save, request.run_id), deadline, std::move(done),
-          [branch = branch_of(request)](Answer a) { return result_of(a, branch); });
+    reply(next_answer(Step::save, request.run_id), deadline, std::move(done), result_of);
   }
 
   void save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
                 std::function<void(SaveAllResult)> done) override {
     batches_.push_back(request);
     std::vector<Answer> answers;
-    std::vector<std::string> branches;
     for (const auto& run : request.runs) {
       saves_.push_back(run);
       answers.push_back(next_answer(Step::save, run.run_id));
-      branches.push_back(branch_of(run));
     }
+    const std::size_t runs = answers.size();
     const bool lease = request.lease_until.has_value();
     if (lease) answers.push_back(next_answer(Step::lease));
     // One connection: a stall of any part stalls the whole push.
     const bool stalls = std::find(answers.begin(), answers.end(), Answer::stall) != answers.end();
     reply(stalls ? Answer::stall : Answer::land, deadline, std::move(done),
-          [answers, branches, lease](Answer whole) {
+          [answers, runs, lease](Answer whole) {
             // A part that stalled takes the answer that ends the stall; a
             // push that failed as a whole fails every part.
             auto part = [whole](Answer own) {
               return own == Answer::stall || whole != Answer::land ? whole : own;
             };
             SaveAllResult result;
-            for (std::size_t i = 0; i < branches.size(); ++i)
-              result.runs.push_back(result_of(part(answers[i]), branches[i]));
-            if (lease) result.lease = result_of(part(answers.back()), "");
+            for (std::size_t i = 0; i < runs; ++i)
+              result.runs.push_back(result_of(part(answers[i])));
+            if (lease) result.lease = result_of(part(answers.back()));
             return result;
           });
   }
@@ -108,15 +106,13 @@ class MemoryCheckpoints final : public CheckpointPort {
   void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
                std::function<void(CheckpointResult)> done) override {
     releases_.push_back(request);
-    reply(next_answer(Step::release), deadline, std::move(done),
-          [branch = branch_of(request)](Answer a) { return result_of(a, branch); });
+    reply(next_answer(Step::release), deadline, std::move(done), result_of);
   }
 
   void check(SteadyClock::time_point deadline,
              std::function<void(CheckpointResult)> done) override {
     ++checks_;
-    reply(next_answer(Step::check), deadline, std::move(done),
-          [](Answer a) { return result_of(a, ""); });
+    reply(next_answer(Step::check), deadline, std::move(done), result_of);
   }
 
   void restore(const RestoreQuery& query, SteadyClock::time_point deadline,
@@ -137,15 +133,13 @@ class MemoryCheckpoints final : public CheckpointPort {
   void hold_lease(SystemClock::time_point until, SteadyClock::time_point deadline,
                   std::function<void(CheckpointResult)> done) override {
     lease_holds_.push_back(until);
-    reply(next_answer(Step::lease), deadline, std::move(done),
-          [](Answer a) { return result_of(a, ""); });
+    reply(next_answer(Step::lease), deadline, std::move(done), result_of);
   }
 
   void drop_lease(SteadyClock::time_point deadline,
                   std::function<void(CheckpointResult)> done) override {
     ++lease_drops_;
-    reply(next_answer(Step::lease), deadline, std::move(done),
-          [](Answer a) { return result_of(a, ""); });
+    reply(next_answer(Step::lease), deadline, std::move(done), result_of);
   }
 
  private:
@@ -166,40 +160,31 @@ class MemoryCheckpoints final : public CheckpointPort {
     return defaults_.contains(step) ? defaults_[step] : Answer::land;
   }
 
-  static std::string branch_of(const CheckpointRequest& request) {
-    return "inflight/" + request.origin_pod + "/" + request.run_id;
+  static CheckpointResult failed(Failure kind, std::string message) {
+    return Error{.kind = kind, .message = std::move(message), .candidates = {}};
   }
 
-  static CheckpointResult result_of(Answer answer, const std::string& branch) {
+  static CheckpointResult result_of(Answer answer) {
     static int commits = 0;
-    CheckpointResult result;
-    result.branch = branch;
     switch (answer) {
       case Answer::land:
-        result.landed = true;
-        result.commit = "c0mm17" + std::to_string(++commits);
-        break;
+        return Landed{.commit = "c0mm17" + std::to_string(++commits)};
       case Answer::fenced:
-        result.fenced = true;
-        result.error = "another instance owns the run";
-        break;
+        return failed(Failure::rejected, "another instance owns the run");
       case Answer::disk_failed:
-        result.disk_failed = true;
-        result.error = "the cache repo cannot be written";
-        break;
+        return failed(Failure::cache, "the cache repo cannot be written");
       case Answer::fail:
       case Answer::stall:
-        result.error = "the results repo did not answer";
         break;
     }
-    return result;
+    return failed(Failure::unreachable, "the results repo did not answer");
   }
 
   // Answers later on the io_context: at once, or, for a stall, when the test
   // finishes it or at the deadline (a failure).
-  template <class Result>
-  void reply(Answer answer, SteadyClock::time_point deadline, std::function<void(Result)> done,
-             std::type_identity_t<std::function<Result(Answer)>> result_for) {
+  template <class Reply>
+  void reply(Answer answer, SteadyClock::time_point deadline, std::function<void(Reply)> done,
+             std::type_identity_t<std::function<Reply(Answer)>> result_for) {
     auto post = [this, done = std::move(done), result_for](Answer a) {
       boost::asio::post(io_, [done, result = result_for(a)] { done(result); });
     };

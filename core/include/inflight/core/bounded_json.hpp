@@ -6,9 +6,10 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <string_view>
+
+#include "inflight/core/failure.hpp"
 
 namespace inflight {
 
@@ -17,11 +18,9 @@ struct JsonLimits {
   int max_depth = 64;
 };
 
-// The parsed document, or nullopt with `error` naming what is wrong (too
-// large, nested too deep, not JSON, not UTF-8).
-std::optional<nlohmann::ordered_json> parse_bounded_json(std::string_view text,
-                                                         const JsonLimits& limits,
-                                                         std::string& error);
+// The parsed document, or an Error (Failure::other) whose message names what
+// is wrong: too large, nested too deep, not JSON, not UTF-8.
+Result<nlohmann::ordered_json> parse_bounded_json(std::string_view text, const JsonLimits& limits);
 
 // Whether `text` is well-formed UTF-8 (no overlong forms, no surrogates).
 bool is_valid_utf8(std::string_view text);

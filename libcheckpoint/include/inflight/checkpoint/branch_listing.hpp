@@ -41,9 +41,8 @@ struct BranchSummary {
   std::string ref;
   BranchName name;
   CheckpointCommit tip;
-  std::optional<OrderedJson> run_params;  // unset when missing or not bounded JSON
-  std::string problem;                    // why run_params is unset
-  std::size_t attempts = 0;               // entries of run_params' "attempts"
+  Result<OrderedJson> run_params;  // or why it is missing or not bounded JSON
+  std::size_t attempts = 0;        // entries of run_params' "attempts"
   std::uint64_t size_bytes = 0;
 };
 

@@ -27,9 +27,10 @@ class CheckpointStore {
 
   // Pushes a snapshot of run_dir fast-forward onto its branch; returns the
   // commit, or nullopt when nothing changed since the last one. A rejected
-  // push throws GitError(rejected): another instance owns the run.
-  std::optional<std::string> save(const std::filesystem::path& run_dir,
-                                  const std::string& origin_pod, const CheckpointInfo& info);
+  // push is Failure::rejected: another instance owns the run.
+  Result<std::optional<std::string>> save(const std::filesystem::path& run_dir,
+                                          const std::string& origin_pod,
+                                          const CheckpointInfo& info);
   // save() of many runs, pushed over one connection with the lease's step,
   // when given; each run's outcome is its own (a taken branch fences that
   // run only).
@@ -37,10 +38,10 @@ class CheckpointStore {
                          const std::optional<LeaseStep>& lease);
   // The run is over: a last commit carrying its final run-params.json, then
   // the branch is deleted. A crash or a failure between the two leaves a
-  // branch that every restore deletes instead of running. A rejected push
-  // throws GitError(rejected): the branch is another instance's, untouched.
-  void release(const std::filesystem::path& run_dir, const std::string& origin_pod,
-               const CheckpointInfo& info);
+  // branch that every restore deletes instead of running. A rejected push is
+  // Failure::rejected: the branch is another instance's, untouched.
+  Result<void> release(const std::filesystem::path& run_dir, const std::string& origin_pod,
+                       const CheckpointInfo& info);
 
   // Claims every unfinished run on `inflight/*` that the judge accepts by
   // pushing a claim commit on the fetched tip, and materialises those whose

@@ -65,50 +65,46 @@ TEST(AgentProtocol, AReasonTravelsAsItsWord) {
 TEST(AgentProtocol, AnAnswerAndItsPartsAreReadBack) {
   const agent::SavedAll saved{
       .runs = {{.failure = std::nullopt, .commit = "abc"},
-               {.failure =
-                    AgentFailure{
-                        .kind = AgentFailureKind::rejected, .error = "taken", .branches = {}},
+               {.failure = Error{.kind = Failure::rejected, .message = "taken", .candidates = {}},
                 .commit = std::nullopt}},
       .lease = agent::PartResult{.failure = std::nullopt, .commit = std::nullopt}};
   const auto reply = read_reply<agent::SavedAll>(read_output(wire(answer_message(saved))));
-  ASSERT_TRUE(reply.answer);
-  ASSERT_EQ(reply.answer->runs.size(), 2u);
-  EXPECT_EQ(reply.answer->runs[0].commit, "abc");
-  EXPECT_FALSE(reply.answer->runs[0].failure);
-  ASSERT_TRUE(reply.answer->runs[1].failure);
-  EXPECT_EQ(reply.answer->runs[1].failure->kind, AgentFailureKind::rejected);
-  ASSERT_TRUE(reply.answer->lease);
-  EXPECT_FALSE(reply.answer->lease->failure);
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->runs.size(), 2u);
+  EXPECT_EQ(reply->runs[0].commit, "abc");
+  EXPECT_FALSE(reply->runs[0].failure);
+  ASSERT_TRUE(reply->runs[1].failure);
+  EXPECT_EQ(reply->runs[1].failure->kind, Failure::rejected);
+  ASSERT_TRUE(reply->lease);
+  EXPECT_FALSE(reply->lease->failure);
 }
 
 TEST(AgentProtocol, AFailureKeepsItsKindAndItsBranches) {
-  const AgentFailure ambiguous{.kind = AgentFailureKind::ambiguous,
-                               .error = "'r1' has checkpoints from several pods",
-                               .branches = {"inflight/a/r1", "inflight/b/r1"}};
+  const Error ambiguous{.kind = Failure::ambiguous,
+                        .message = "'r1' has checkpoints from several pods",
+                        .candidates = {"inflight/a/r1", "inflight/b/r1"}};
   const auto reply = read_reply<agent::Shown>(read_output(wire(failure_message(ambiguous))));
-  EXPECT_FALSE(reply.answer);
-  EXPECT_EQ(reply.failure.kind, AgentFailureKind::ambiguous);
-  EXPECT_EQ(reply.failure.branches.size(), 2u);
-  EXPECT_EQ(reply.failure.error, ambiguous.error);
+  EXPECT_FALSE(reply);
+  EXPECT_EQ(reply.error().kind, Failure::ambiguous);
+  EXPECT_EQ(reply.error().candidates.size(), 2u);
+  EXPECT_EQ(reply.error().message, ambiguous.message);
 }
 
-TEST(AgentProtocol, EveryStoreErrorKindHasAFailureKind) {
-  using checkpoint::GitErrorKind;
-  EXPECT_EQ(failure_kind(GitErrorKind::rejected), AgentFailureKind::rejected);
-  EXPECT_EQ(failure_kind(GitErrorKind::cache), AgentFailureKind::cache);
-  EXPECT_EQ(failure_kind(GitErrorKind::auth), AgentFailureKind::auth);
-  EXPECT_EQ(failure_kind(GitErrorKind::unreachable), AgentFailureKind::unreachable);
-  EXPECT_EQ(failure_kind(GitErrorKind::not_found), AgentFailureKind::not_found);
-  EXPECT_EQ(failure_kind(GitErrorKind::hostile_tree), AgentFailureKind::hostile_tree);
-  EXPECT_EQ(failure_kind(GitErrorKind::other), AgentFailureKind::other);
+TEST(AgentProtocol, ABranchStateTravelsAsItsWord) {
+  for (const auto& [state, word] : agent::kBranchStates) {
+    const OrderedJson json = state;
+    EXPECT_EQ(json, word);
+    EXPECT_EQ(json.get<agent::BranchState>(), state);
+  }
+  EXPECT_THROW(OrderedJson("Held").get<agent::BranchState>(), std::runtime_error);
 }
 
 TEST(AgentProtocol, AnUnknownFailureKindIsOther) {
   const auto out = read_output(
       R"({"version":3,"ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})");
-  EXPECT_FALSE(out.answer);
-  EXPECT_EQ(out.failure.kind, AgentFailureKind::other);
-  EXPECT_EQ(out.failure.error, "e");
+  EXPECT_FALSE(out);
+  EXPECT_EQ(out.error().kind, Failure::other);
+  EXPECT_EQ(out.error().message, "e");
 }
 
 // Whatever the agent printed that is not an answer of this release fails the
@@ -124,17 +120,17 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
   };
   for (const auto& [output, says] : cases) {
     const auto out = read_output(output);
-    EXPECT_FALSE(out.answer) << output;
-    EXPECT_EQ(out.failure.kind, AgentFailureKind::other) << output;
-    EXPECT_NE(out.failure.error.find(says), std::string::npos) << out.failure.error;
+    EXPECT_FALSE(out) << output;
+    EXPECT_EQ(out.error().kind, Failure::other) << output;
+    EXPECT_NE(out.error().message.find(says), std::string::npos) << out.error().message;
   }
 }
 
 TEST(AgentProtocol, AnAnswerThatLacksAFieldIsMalformed) {
   const auto reply =
       read_reply<agent::Saved>(read_output(R"({"version":3,"ok":true,"answer":{}})"));
-  EXPECT_FALSE(reply.answer);
-  EXPECT_NE(reply.failure.error.find("malformed"), std::string::npos) << reply.failure.error;
+  EXPECT_FALSE(reply);
+  EXPECT_NE(reply.error().message.find("malformed"), std::string::npos) << reply.error().message;
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ namespace {
 
 const std::string kRef = "refs/heads/inflight/pod-a/r-1";
 
-GitErrorKind kind_of(const std::function<void()>& call, std::string* message = nullptr) {
+Failure kind_of(const std::function<void()>& call, std::string* message = nullptr) {
   try {
     call();
   } catch (const GitError& error) {
@@ -20,7 +20,7 @@ GitErrorKind kind_of(const std::function<void()>& call, std::string* message = n
     return error.kind();
   }
   ADD_FAILURE() << "expected a GitError";
-  return GitErrorKind::other;
+  return Failure::other;
 }
 
 class RemoteStoreTest : public CheckpointTest {
@@ -89,7 +89,7 @@ TEST_F(RemoteStoreTest, PushListFetchRemoveRoundTrip) {
 
   store.remove(kRef);
   EXPECT_TRUE(store.list().empty());
-  EXPECT_EQ(kind_of([&] { other.fetch(kRef); }), GitErrorKind::not_found);
+  EXPECT_EQ(kind_of([&] { other.fetch(kRef); }), Failure::not_found);
 }
 
 // A push's sources live in its memory: no ref is written in the cache before
@@ -127,8 +127,7 @@ TEST_F(RemoteStoreTest, MissingLocalResultsRepoIsCreatedBare) {
 
 TEST_F(RemoteStoreTest, FetchOfAMissingBranchIsNotFound) {
   RemoteStore store(*repo_, config(remote_path().string()));
-  EXPECT_EQ(kind_of([&] { store.fetch("refs/heads/inflight/nobody/r-9"); }),
-            GitErrorKind::not_found);
+  EXPECT_EQ(kind_of([&] { store.fetch("refs/heads/inflight/nobody/r-9"); }), Failure::not_found);
 }
 
 TEST_F(RemoteStoreTest, PushThatIsNotAFastForwardIsRejected) {
@@ -136,7 +135,7 @@ TEST_F(RemoteStoreTest, PushThatIsNotAFastForwardIsRejected) {
   const std::string first = checkpoint("1\n");
   store.push(kRef, first);
   const std::string diverged = checkpoint("other\n");  // no parent: not a descendant
-  EXPECT_EQ(kind_of([&] { store.push(kRef, diverged); }), GitErrorKind::rejected);
+  EXPECT_EQ(kind_of([&] { store.push(kRef, diverged); }), Failure::rejected);
   EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), first);
 }
 
@@ -150,7 +149,7 @@ TEST_F(RemoteStoreTest, PushOverATipWeNeverSawIsRejected) {
   RemoteStore(owner_cache, config(remote_path().string())).push(kRef, *theirs);
 
   RemoteStore store(*repo_, config(remote_path().string()));
-  EXPECT_EQ(kind_of([&] { store.push(kRef, checkpoint("mine\n")); }), GitErrorKind::rejected);
+  EXPECT_EQ(kind_of([&] { store.push(kRef, checkpoint("mine\n")); }), Failure::rejected);
   EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), *theirs);
 }
 
@@ -167,7 +166,7 @@ TEST_F(RemoteStoreTest, ARefALocalResultsRepoCannotWriteIsUnwrittenNotRefused) {
   EXPECT_NE(results[0].detail.find("lock"), std::string::npos) << results[0].detail;
   EXPECT_EQ(results[1].outcome, RefOutcome::updated) << results[1].detail;
   std::string message;
-  EXPECT_EQ(kind_of([&] { store.push(kRef, commit); }, &message), GitErrorKind::other);
+  EXPECT_EQ(kind_of([&] { store.push(kRef, commit); }, &message), Failure::other);
   EXPECT_NE(message.find(kRef + ": could not write it"), std::string::npos) << message;
 }
 
@@ -232,7 +231,7 @@ TEST_F(RemoteStoreTest, ARefAnotherAgentWroteBetweenTriesIsTakenAloneOnALocalRes
 
 TEST_F(RemoteStoreTest, UnreachableServerIsUnreachable) {
   RemoteStore store(*repo_, config("git://127.0.0.1:" + std::to_string(free_port()) + "/x.git"));
-  EXPECT_EQ(kind_of([&] { store.list(); }), GitErrorKind::unreachable);
+  EXPECT_EQ(kind_of([&] { store.list(); }), Failure::unreachable);
 }
 
 TEST_F(RemoteStoreTest, MessagesNameTheUrlWithoutPasswordOrToken) {
@@ -241,7 +240,7 @@ TEST_F(RemoteStoreTest, MessagesNameTheUrlWithoutPasswordOrToken) {
   RemoteStore store(*repo_, secret_config);
   EXPECT_EQ(store.display_url(), "https://bob@" + url_base);
   std::string message;
-  EXPECT_EQ(kind_of([&] { store.list(); }, &message), GitErrorKind::unreachable);
+  EXPECT_EQ(kind_of([&] { store.list(); }, &message), Failure::unreachable);
   EXPECT_NE(message.find("https://bob@" + url_base), std::string::npos) << message;
   EXPECT_EQ(message.find("s3cret"), std::string::npos) << message;
   EXPECT_EQ(message.find("tok-123"), std::string::npos) << message;
@@ -279,8 +278,7 @@ TEST_F(GitDaemonTest, PreReceiveHookThatDeclinesIsRejected) {
   fs::permissions(remote_path() / "hooks" / "pre-receive", fs::perms::owner_all);
   RemoteStore store(*repo_, config(url()));
   std::string message;
-  EXPECT_EQ(kind_of([&] { store.push(kRef, checkpoint("x\n")); }, &message),
-            GitErrorKind::rejected);
+  EXPECT_EQ(kind_of([&] { store.push(kRef, checkpoint("x\n")); }, &message), Failure::rejected);
   EXPECT_NE(message.find(kRef), std::string::npos) << message;
   EXPECT_NE(message.find("hook declined"), std::string::npos) << message;
   EXPECT_TRUE(store.list().empty());
@@ -290,7 +288,7 @@ TEST_F(GitDaemonTest, DeletionRefusedByTheServerIsRejected) {
   git(remote_path(), "config receive.denyDeletes true");
   RemoteStore store(*repo_, config(url()));
   store.push(kRef, checkpoint("x\n"));
-  EXPECT_EQ(kind_of([&] { store.remove(kRef); }), GitErrorKind::rejected);
+  EXPECT_EQ(kind_of([&] { store.remove(kRef); }), Failure::rejected);
   EXPECT_EQ(store.list().size(), 1u);
 }
 
@@ -319,7 +317,7 @@ TEST_F(RemoteStoreTest, AConnectionThatCouldNotBeOpenedAheadFailsTheUpdate) {
   store.connect_ahead();
   EXPECT_EQ(
       kind_of([&] { store.update({{.ref = kRef, .commit = checkpoint("1\n"), .from = {}}}); }),
-      GitErrorKind::unreachable);
+      Failure::unreachable);
 }
 
 // An HTTP server that refuses every request with 401, to see auth give up fast.
@@ -343,7 +341,7 @@ TEST_F(RemoteStoreTest, RefusedCredentialsEndQuicklyAsAuth) {
           "http://127.0.0.1:" + std::to_string(port) + "/r.git", "", "tok-123", {}, {}, {}});
   const auto start = std::chrono::steady_clock::now();
   std::string message;
-  EXPECT_EQ(kind_of([&] { store.list(); }, &message), GitErrorKind::auth);
+  EXPECT_EQ(kind_of([&] { store.list(); }, &message), Failure::auth);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   EXPECT_EQ(message.find("tok-123"), std::string::npos) << message;
   EXPECT_NE(message.find("authentication to http://127.0.0.1"), std::string::npos) << message;

@@ -66,7 +66,7 @@ GitError error_of(const std::function<void()>& call) {
     return error;
   }
   ADD_FAILURE() << "expected a GitError";
-  return GitError(GitErrorKind::other, "none");
+  return GitError(Failure::other, "none");
 }
 
 TEST_F(SshRemoteTest, Ed25519KeyPushesWhenTheHostKeyIsKnown) {
@@ -80,14 +80,14 @@ TEST_F(SshRemoteTest, Ed25519KeyPushesWhenTheHostKeyIsKnown) {
 TEST_F(SshRemoteTest, WrongHostKeyIsRefusedNamingTheHost) {
   RemoteStore store(*repo_, config("client", known_hosts("client.pub")));
   const GitError error = error_of([&] { store.list(); });
-  EXPECT_EQ(error.kind(), GitErrorKind::unreachable);
+  EXPECT_EQ(error.kind(), Failure::unreachable);
   EXPECT_NE(std::string(error.what()).find("127.0.0.1"), std::string::npos) << error.what();
 }
 
 TEST_F(SshRemoteTest, RsaKeyFailsAsAuthWithTheExplanation) {
   RemoteStore store(*repo_, config("rsa"));
   const GitError error = error_of([&] { store.list(); });
-  EXPECT_EQ(error.kind(), GitErrorKind::auth) << error.what();
+  EXPECT_EQ(error.kind(), Failure::auth) << error.what();
   EXPECT_NE(std::string(error.what()).find("libssh2 1.10"), std::string::npos) << error.what();
 }
 

@@ -23,7 +23,7 @@ class MaterializeTest : public CheckpointTest {
       materialize(*repo_, commit_oid, run_dir(), {.max_bytes = max_bytes, .max_files = 1000});
       ADD_FAILURE() << "expected hostile_tree for " << rule;
     } catch (const GitError& error) {
-      EXPECT_EQ(error.kind(), GitErrorKind::hostile_tree) << error.what();
+      EXPECT_EQ(error.kind(), Failure::hostile_tree) << error.what();
       EXPECT_NE(std::string(error.what()).find(rule), std::string::npos) << error.what();
     }
     EXPECT_FALSE(fs::exists(run_dir()));

@@ -228,7 +228,7 @@ TEST_F(SnapshotTest, MissingParentIsNotFound) {
     snap(CheckpointReason::periodic, std::string(40, 'a'));
     FAIL() << "expected GitError";
   } catch (const GitError& error) {
-    EXPECT_EQ(error.kind(), GitErrorKind::not_found);
+    EXPECT_EQ(error.kind(), Failure::not_found);
   }
 }
 

@@ -90,12 +90,12 @@ class CheckpointStoreTest : public CheckpointTest {
 TEST_F(CheckpointStoreTest, SavePushesToTheRunBranchAndSkipsAnUnchangedDir) {
   CheckpointStore store(config("a"));
   const auto dir = make_run(temp_.path() / "runs", "r1", 1);
-  const auto first = store.save(dir, "pod-a", info("r1"));
+  const auto first = store.save(dir, "pod-a", info("r1")).value();
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1")), *first);
-  EXPECT_FALSE(store.save(dir, "pod-a", info("r1", CheckpointReason::periodic)).has_value());
+  EXPECT_FALSE(store.save(dir, "pod-a", info("r1", CheckpointReason::periodic)).value());
   append_file(dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
-  const auto second = store.save(dir, "pod-a", info("r1", CheckpointReason::periodic));
+  const auto second = store.save(dir, "pod-a", info("r1", CheckpointReason::periodic)).value();
   ASSERT_TRUE(second.has_value());
   EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1^")), *first);
 }
@@ -104,7 +104,7 @@ TEST_F(CheckpointStoreTest, SavePushesToTheRunBranchAndSkipsAnUnchangedDir) {
 // refs: the next start on that disk restores from the branch as usual.
 TEST_F(CheckpointStoreTest, ASaveThatKeptNoObjectsLeavesTheCacheAsItWas) {
   const auto dir = make_run(temp_.path() / "runs", "r1", 1);
-  const auto shutdown = CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
+  const auto shutdown = CheckpointStore(config("a")).save(dir, "pod-a", info("r1")).value();
   ASSERT_TRUE(shutdown);
   EXPECT_FALSE(CacheRepo(config("a").cache_dir).contains(*shutdown));
   EXPECT_EQ(git(config("a").cache_dir, "for-each-ref"), "");
@@ -122,7 +122,7 @@ TEST_F(CheckpointStoreTest, ASaveThatKeptNoObjectsLeavesTheCacheAsItWas) {
 TEST_F(CheckpointStoreTest, AnotherAgentFetchesWhileOneHoldsUnkeptCommits) {
   const auto dir = make_run(temp_.path() / "runs", "r1", 1);
   CheckpointStore pushing(config("a"));
-  ASSERT_TRUE(pushing.save(dir, "pod-a", info("r1", CheckpointReason::periodic)));
+  ASSERT_TRUE(pushing.save(dir, "pod-a", info("r1", CheckpointReason::periodic)).value());
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
   CheckpointStore fetching(config("a"));
@@ -138,7 +138,7 @@ TEST_F(CheckpointStoreTest, AnotherAgentFetchesWhileOneHoldsUnkeptCommits) {
 // claim, kept, then periodic saves on top of it.
 TEST_F(CheckpointStoreTest, PeriodicSavesBuildOnAKeptClaim) {
   const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
-  ASSERT_TRUE(CheckpointStore(config("a")).save(dir, "pod-a", info("r1")));
+  ASSERT_TRUE(CheckpointStore(config("a")).save(dir, "pod-a", info("r1")).value());
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
   {
@@ -648,9 +648,26 @@ TEST_F(CheckpointStoreTest, ACacheThatIsNotARepositoryIsRecreated) {
     const std::string run = std::string(leftover) == "file" ? "r2" : "r1";
     const auto dir = make_run(temp_.path() / ("runs-" + std::string(leftover)), run, 1);
     CheckpointStore store(cfg);
-    EXPECT_TRUE(store.save(dir, "pod-a", info(run))) << leftover;
+    EXPECT_TRUE(store.save(dir, "pod-a", info(run)).value()) << leftover;
     EXPECT_TRUE(fs::exists(cfg.cache_dir / "HEAD")) << leftover;
   }
+}
+
+// Another instance's commit on the branch: this pod's save and release are
+// answered `rejected`, and the branch keeps the other's tip.
+TEST_F(CheckpointStoreTest, ASaveOrReleaseOnAnotherInstancesTipIsRejected) {
+  const auto dir_a = make_run(temp_.path() / "runs-a", "r1", 1);
+  ASSERT_TRUE(CheckpointStore(config("a")).save(dir_a, "pod-a", info("r1")).value());
+  const auto tip = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1"));
+  const auto dir_b = make_run(temp_.path() / "runs-b", "r1", 2);
+  CheckpointStore other(config("b"));
+  const auto saved = other.save(dir_b, "pod-a", info("r1", CheckpointReason::periodic));
+  ASSERT_FALSE(saved);
+  EXPECT_EQ(saved.error().kind, Failure::rejected) << saved.error().message;
+  const auto released = other.release(dir_b, "pod-a", info("r1", CheckpointReason::final));
+  ASSERT_FALSE(released);
+  EXPECT_EQ(released.error().kind, Failure::rejected) << released.error().message;
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1")), tip);
 }
 
 TEST_F(CheckpointStoreTest, ACacheThatCannotBeCreatedIsACacheFailure) {
@@ -661,7 +678,7 @@ TEST_F(CheckpointStoreTest, ACacheThatCannotBeCreatedIsACacheFailure) {
     CheckpointStore store(cfg);
     FAIL() << "expected an error";
   } catch (const GitError& e) {
-    EXPECT_EQ(e.kind(), GitErrorKind::cache) << e.what();
+    EXPECT_EQ(e.kind(), Failure::cache) << e.what();
   }
 }
 
@@ -673,7 +690,7 @@ TEST_F(CheckpointStoreTest, UnreachableRemoteThrowsAsUnreachable) {
     restore(std::move(store), temp_.path(), "pod-a");
     FAIL() << "expected an error";
   } catch (const GitError& e) {
-    EXPECT_EQ(e.kind(), GitErrorKind::unreachable);
+    EXPECT_EQ(e.kind(), Failure::unreachable);
   }
 }
 

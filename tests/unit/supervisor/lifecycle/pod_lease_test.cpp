@@ -15,9 +15,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 CheckpointResult landed() {
-  CheckpointResult result;
-  result.landed = true;
-  return result;
+  return Landed{.commit = std::nullopt};
 }
 
 class PodLeaseTest : public ::testing::Test {

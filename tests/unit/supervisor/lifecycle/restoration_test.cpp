@@ -122,7 +122,7 @@ TEST_F(RestorationTest, LocalRunsAreOfferedForTheLocalVersusBranchRule) {
 
 TEST_F(RestorationTest, RefusedCredentialsOnTheFirstLookAreFatal) {
   RestoreResult found;
-  found.refused = "401 Unauthorized";
+  found.failure = Error{.kind = Failure::auth, .message = "401 Unauthorized", .candidates = {}};
   store.restore_next(found);
   start();
   ASSERT_TRUE(wait_for([&] { return refused.has_value(); }));
@@ -133,7 +133,8 @@ TEST_F(RestorationTest, RefusedCredentialsOnTheFirstLookAreFatal) {
 TEST_F(RestorationTest, AnUnreachableStoreIsAskedAgainAtTheNextPeriod) {
   serve.checkpoint_interval = milliseconds(20);  // the lease period, too
   RestoreResult found;
-  found.unreachable = "connection refused";
+  found.failure =
+      Error{.kind = Failure::unreachable, .message = "connection refused", .candidates = {}};
   store.restore_next(found);
   start();
   ASSERT_TRUE(wait_for([&] { return store.restores().size() >= 2; }));
@@ -146,7 +147,7 @@ TEST_F(RestorationTest, ALookComesSoonerWhenALeaseOfAnotherPodEnds) {
   RestoreResult found;
   found.left = {left_run_whose_lease_ended()};
   store.restore_next(found);
-  found.refused = "401 Unauthorized";
+  found.failure = Error{.kind = Failure::auth, .message = "401 Unauthorized", .candidates = {}};
   store.restore_next(found);
   start();
   ASSERT_TRUE(wait_for([&] { return store.restores().size() >= 3; }));

@@ -95,7 +95,7 @@ TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
                           [&](const CheckpointResult& result) { answered = result; });
   ASSERT_TRUE(wait_for([&] { return answered && !run.pgid; }));
 
-  EXPECT_TRUE(answered->fenced);
+  EXPECT_TRUE(answered->failed_with(Failure::rejected));
   EXPECT_TRUE(run.fenced);
   EXPECT_EQ(run.status, RunStatus::interrupted);
   EXPECT_EQ(run.params.attempts.back().signal, SIGTERM);
@@ -109,7 +109,7 @@ TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
                           SteadyClock::now() + std::chrono::seconds(60),
                           [&](const CheckpointResult& result) { answered = result; });
   ASSERT_TRUE(answered.has_value());
-  EXPECT_TRUE(answered->fenced);
+  EXPECT_TRUE(answered->failed_with(Failure::rejected));
   EXPECT_EQ(store.saves().size(), 1u);
 }
 

@@ -10,16 +10,19 @@
 //            {"version":1,"ok":false,"failure":{"kind":"rejected","error":"…","branches":[]}}
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "inflight/checkpoint/checkpoint_reason.hpp"
 #include "inflight/checkpoint/store_types.hpp"
 #include "inflight/core/bounded_json.hpp"
+#include "inflight/core/failure.hpp"
 #include "inflight/core/run_params.hpp"
 
 namespace nlohmann {
@@ -76,37 +79,25 @@ inline constexpr int kAgentProtocolVersion = 3;
 // run it holds back, each at most 1 MiB.
 inline constexpr JsonLimits kAgentMessageLimits{.max_bytes = 256u << 20, .max_depth = 64};
 
-// Why an agent step failed, as far as a caller must tell apart.
-enum class AgentFailureKind {
-  other,         // anything else: exit 1
-  unreachable,   // connection refused, DNS, TLS: exit 3
-  auth,          // credentials refused: exit 3, and no retry will help
-  rejected,      // the server refused a ref update: another instance owns the run
-  not_found,     // no such branch: exit 4
-  hostile_tree,  // a branch whose tree may not be written
-  cache,         // this disk's cache repo cannot be opened or written
-  deadline,      // the agent was killed at its deadline
-  ambiguous,     // a run id that several pods' branches carry
-};
+// A failure travels as its word in failure.hpp's table; a word this release
+// does not know is `other`, which every caller handles.
+inline void to_json(OrderedJson& j, Failure failure) {
+  j = to_string(failure);
+}
+inline void from_json(const OrderedJson& j, Failure& failure) {
+  failure = parse_failure(j.get<std::string>()).value_or(Failure::other);
+}
 
-NLOHMANN_JSON_SERIALIZE_ENUM(AgentFailureKind, {{AgentFailureKind::other, "other"},
-                                                {AgentFailureKind::unreachable, "unreachable"},
-                                                {AgentFailureKind::auth, "auth"},
-                                                {AgentFailureKind::rejected, "rejected"},
-                                                {AgentFailureKind::not_found, "not_found"},
-                                                {AgentFailureKind::hostile_tree, "hostile_tree"},
-                                                {AgentFailureKind::cache, "cache"},
-                                                {AgentFailureKind::deadline, "deadline"},
-                                                {AgentFailureKind::ambiguous, "ambiguous"}})
-
-AgentFailureKind failure_kind(checkpoint::GitErrorKind kind);
-
-struct AgentFailure {
-  AgentFailureKind kind = AgentFailureKind::other;
-  std::string error;
-  std::vector<std::string> branches;  // ambiguous: every branch the run id names
-};
-INFLIGHT_AGENT_MESSAGE(AgentFailure, kind, error, branches)
+// A failed step on the wire: {"kind":…,"error":…,"branches":[…]}, where
+// `branches` are an ambiguous run id's candidates.
+inline void to_json(OrderedJson& j, const Error& error) {
+  j = {{"kind", error.kind}, {"error", error.message}, {"branches", error.candidates}};
+}
+inline void from_json(const OrderedJson& j, Error& error) {
+  j.at("kind").get_to(error.kind);
+  j.at("error").get_to(error.message);
+  j.at("branches").get_to(error.candidates);
+}
 
 // How the agent reaches the results repo and its cache; the same for every
 // call of one instance. Holds the token: never logged.
@@ -178,7 +169,7 @@ INFLIGHT_AGENT_MESSAGE(Release, run)
 
 // One part of a batched step: its own success or failure.
 struct PartResult {
-  std::optional<AgentFailure> failure;
+  std::optional<Error> failure;
   std::optional<std::string> commit;
 };
 INFLIGHT_AGENT_MESSAGE(PartResult, failure, commit)
@@ -267,6 +258,41 @@ struct Restore {
 };
 INFLIGHT_AGENT_MESSAGE(Restore, runs_dir, local, skip, children, only, lease_until, leave_handovers)
 
+// What a restore by this instance would do with a branch: its STATE in
+// `checkpoints list`, spelt by one table on the wire and in the output.
+enum class BranchState {
+  resumable,  // resume it
+  finished,   // the run is over: delete the branch
+  held,       // no template here runs it (or its request no longer validates)
+  refused,    // its run-params.json cannot be read
+};
+
+inline constexpr std::array<std::pair<BranchState, std::string_view>, 4> kBranchStates{{
+    {BranchState::resumable, "resumable"},
+    {BranchState::finished, "finished"},
+    {BranchState::held, "held"},
+    {BranchState::refused, "refused"},
+}};
+
+constexpr std::string_view to_string(BranchState state) {
+  for (const auto& [value, word] : kBranchStates)
+    if (value == state) return word;
+  return "";
+}
+
+inline void to_json(OrderedJson& j, BranchState state) {
+  j = to_string(state);
+}
+inline void from_json(const OrderedJson& j, BranchState& state) {
+  const auto word = j.get<std::string>();
+  for (const auto& [value, spelling] : kBranchStates)
+    if (spelling == word) {
+      state = value;
+      return;
+    }
+  throw std::runtime_error("unknown branch state '" + word + "'");
+}
+
 // A checkpoint branch as `checkpoints list` and `show` describe it.
 struct BranchInfo {
   std::string run_id;
@@ -276,7 +302,7 @@ struct BranchInfo {
   std::int64_t time = 0;  // of the tip, seconds since the epoch
   std::uint64_t records = 0;
   std::uint64_t size_bytes = 0;
-  std::string state;                  // resumable | finished | held | refused
+  BranchState state = BranchState::resumable;
   std::optional<std::string> reason;  // why it is held or refused
 };
 INFLIGHT_AGENT_MESSAGE(BranchInfo, run_id, origin_pod, branch, attempts, time, records, size_bytes,
@@ -325,7 +351,7 @@ INFLIGHT_AGENT_MESSAGE(Show, run_id)
 
 struct PruneFailure {
   std::string branch;
-  AgentFailure failure;
+  Error failure;
 };
 INFLIGHT_AGENT_MESSAGE(PruneFailure, branch, failure)
 
@@ -361,38 +387,29 @@ struct AgentRequest {
 };
 INFLIGHT_AGENT_MESSAGE(AgentRequest, version, op, store, pod, call)
 
-// An answer as the caller gets it: `answer` on success, else `failure`.
+// An answer as the caller gets it: the answer's struct, or why there is none.
 template <class Answer>
-struct AgentReply {
-  std::optional<Answer> answer;
-  AgentFailure failure;
-};
+using AgentReply = Result<Answer>;
 
 // The answer line the agent writes.
 OrderedJson answer_message(const OrderedJson& answer);
-OrderedJson failure_message(const AgentFailure& failure);
+OrderedJson failure_message(const Error& failure);
 
 // The agent's output: the answer's JSON, or the failure it carries. A
 // missing, malformed or other-version answer is a failure of kind `other`
 // that says so.
-struct AgentOutput {
-  std::optional<OrderedJson> answer;
-  AgentFailure failure;
-};
-AgentOutput read_output(std::string_view output);
+Result<OrderedJson> read_output(std::string_view output);
 
 // read_output() with the answer read into its struct.
 template <class Answer>
-AgentReply<Answer> read_reply(const AgentOutput& out) {
-  if (!out.answer) return {.answer = std::nullopt, .failure = out.failure};
+AgentReply<Answer> read_reply(const Result<OrderedJson>& out) {
+  if (!out) return out.error();
   try {
-    return {.answer = out.answer->get<Answer>(), .failure = {}};
+    return out->get<Answer>();
   } catch (const std::exception& e) {
-    return {
-        .answer = std::nullopt,
-        .failure = {.kind = AgentFailureKind::other,
-                    .error = std::string("the checkpoint agent's answer is malformed: ") + e.what(),
-                    .branches = {}}};
+    return Error{.kind = Failure::other,
+                 .message = std::string("the checkpoint agent's answer is malformed: ") + e.what(),
+                 .candidates = {}};
   }
 }
 

@@ -18,31 +18,24 @@
 #include "inflight/checkpoint/commit_message.hpp"
 #include "inflight/checkpoint/lease_record.hpp"
 #include "inflight/core/child_templates.hpp"
+#include "inflight/core/failure.hpp"
 #include "inflight/core/run_params.hpp"
 
 namespace inflight::checkpoint {
 
-// What went wrong, as far as a caller must tell apart (exit codes, fencing).
-enum class GitErrorKind {
-  other,         // anything else: exit 1
-  unreachable,   // connection refused, DNS, TLS, timeout: exit 3
-  auth,          // credentials refused: exit 3
-  rejected,      // the server refused a ref update (not fast-forward, hook): fencing
-  not_found,     // no such branch or object: exit 4
-  hostile_tree,  // a tree that would write outside its run dir, or is too big
-  cache,         // the cache repo on local disk cannot be opened or written
-};
-
+// A libgit2 failure inside the store, classified as the one Failure list
+// (failure.hpp). Thrown only within the store's git layer: every public call
+// the agent makes returns its expected outcomes as values.
 class GitError : public std::runtime_error {
  public:
-  GitError(GitErrorKind kind, const std::string& message)
-      : std::runtime_error(message), kind_(kind) {}
-  GitErrorKind kind() const { return kind_; }
+  GitError(Failure kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Failure kind() const { return kind_; }
   // A failure of the connection itself, not of one ref: every ref's.
-  bool network() const { return kind_ == GitErrorKind::unreachable || kind_ == GitErrorKind::auth; }
+  bool network() const { return network_failure(kind_); }
+  Error error() const { return {.kind = kind_, .message = what(), .candidates = {}}; }
 
  private:
-  GitErrorKind kind_;
+  Failure kind_;
 };
 
 struct RemoteConfig {

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -35,14 +36,15 @@ class AgentClient {
   template <class Call>
   void call(const Call& call, SteadyClock::time_point deadline,
             std::function<void(AgentReply<typename Call::Answer>)> done) {
-    send(std::string(Call::op), call, deadline, [done = std::move(done)](const AgentOutput& out) {
-      done(read_reply<typename Call::Answer>(out));
-    });
+    send(std::string(Call::op), call, deadline,
+         [done = std::move(done)](const Result<OrderedJson>& out) {
+           done(read_reply<typename Call::Answer>(out));
+         });
   }
 
  private:
   void send(std::string op, OrderedJson call, SteadyClock::time_point deadline,
-            std::function<void(const AgentOutput&)> done);
+            std::function<void(const Result<OrderedJson>&)> done);
 
   boost::asio::io_context& io_;
   ChildReaper& reaper_;
@@ -60,14 +62,14 @@ AgentReply<typename Call::Answer> call_agent(const StoreSettings& store, const C
   boost::asio::io_context io;
   ChildReaper reaper(io);
   AgentClient client(io, reaper, store, store.runs_dir);
-  AgentReply<typename Call::Answer> reply;
+  std::optional<AgentReply<typename Call::Answer>> reply;
   // The reaper always waits for the next SIGCHLD: the answer ends the loop.
   client.call(call, SteadyClock::now() + timeout, [&](AgentReply<typename Call::Answer> r) {
-    reply = std::move(r);
+    reply.emplace(std::move(r));
     io.stop();
   });
   io.run();
-  return reply;
+  return std::move(*reply);
 }
 
 // Where the local cache repo lives: beside the runs dir.

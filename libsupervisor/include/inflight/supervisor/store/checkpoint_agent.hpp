@@ -32,10 +32,9 @@ class AgentCheckpoints final : public CheckpointPort {
  private:
   // A step whose answer is one run's (or none's) result.
   template <class Call>
-  void step(const Call& call, std::string branch, SteadyClock::time_point deadline,
+  void step(const Call& call, SteadyClock::time_point deadline,
             std::function<void(CheckpointResult)> done);
-  static RestoreResult failed_restore(const AgentFailure& failure,
-                                      const std::vector<RestoredRun>& local);
+  static RestoreResult failed_restore(const Error& failure, const std::vector<RestoredRun>& local);
   static RestoreResult restore_result(const agent::Restored& r,
                                       const std::vector<RestoredRun>& local);
 

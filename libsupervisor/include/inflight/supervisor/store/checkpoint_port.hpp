@@ -13,6 +13,7 @@
 
 #include "inflight/checkpoint/store_types.hpp"
 #include "inflight/core/clock.hpp"
+#include "inflight/core/failure.hpp"
 #include "inflight/core/run_params.hpp"
 
 namespace inflight {
@@ -26,14 +27,15 @@ struct CheckpointRequest {
   std::uint64_t records = 0;
 };
 
-struct CheckpointResult {
-  bool landed = false;
-  bool fenced = false;       // another instance owns the run: stop touching it
-  bool disk_failed = false;  // this disk's cache repo cannot be opened or written
-  std::string branch;
+// A step that landed.
+struct Landed {
   std::optional<std::string> commit;  // none when nothing changed
-  std::string error;
 };
+
+// A store step: landed, or why not. Failure::rejected: another instance owns
+// the run, stop touching it; Failure::cache: this disk's cache repo cannot be
+// opened or written.
+using CheckpointResult = Result<Landed>;
 
 // One store step for many runs: a shutdown, a periodic tick.
 struct SaveAllRequest {
@@ -50,7 +52,7 @@ struct SaveAllRequest {
 
 struct SaveAllResult {
   std::vector<CheckpointResult> runs;     // one per request, in order
-  std::optional<CheckpointResult> lease;  // when the lease was asked for: `landed` once renewed
+  std::optional<CheckpointResult> lease;  // when the lease was asked for: landed once renewed
                                           // (or released)
 };
 
@@ -74,15 +76,15 @@ struct RestoreQuery {
   bool leave_handovers = false;
 };
 
-// What start-up restore found. `refused` is set when the results repo refused
-// our credentials: a configuration error that no retry will fix.
+// What start-up restore found.
 struct RestoreResult {
   std::vector<RestoredRun> runs;
   std::vector<checkpoint::HeldRun> held;  // this instance cannot run them
-  std::optional<std::string> refused;
-  std::optional<std::string> unreachable;  // the store could not be asked: local runs only
-  std::optional<std::string> disk_failed;  // … because this disk cannot hold a checkpoint
-  std::vector<std::string> ambiguous;      // with `only`: the branches it names, when several
+  // Set when the store could not be asked: local runs only. Failure::auth:
+  // the results repo refused our credentials, a configuration error that no
+  // retry will fix; Failure::cache: this disk cannot hold a checkpoint.
+  std::optional<Error> failure;
+  std::vector<std::string> ambiguous;  // with `only`: the branches it names, when several
   // Runs other instances hold (live pods, lost claims): worth a later look.
   std::vector<checkpoint::LeftRun> left;
 };
@@ -98,12 +100,12 @@ class CheckpointPort {
                         std::function<void(SaveAllResult)> done) = 0;
   // The run is over: its final state is pushed first (so that no restore
   // runs it again, even when the deletion fails or never happens), then its
-  // branch is deleted. `landed` means both happened; `fenced`, that another
-  // instance owns the branch and it was left alone.
+  // branch is deleted. Landed means both happened; Failure::rejected, that
+  // another instance owns the branch and it was left alone.
   virtual void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
                        std::function<void(CheckpointResult)> done) = 0;
-  // Whether this disk can hold a checkpoint now: `landed` when it can,
-  // `disk_failed` when it cannot.
+  // Whether this disk can hold a checkpoint now: landed when it can,
+  // Failure::cache when it cannot.
   virtual void check(SteadyClock::time_point deadline,
                      std::function<void(CheckpointResult)> done) = 0;
   // Claims and materialises the runs the store holds that this instance's
