@@ -70,27 +70,55 @@ struct CheckpointStore::RestorePush {
   }
 };
 
-RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
-  RestoreReport report;
-  RestorePush push(cache_.path(), config_.restore_limits);
-  // A serve's restore always pushes (its lease at least).
-  if (request.lease_until) remote_.connect_ahead();
-  auto branches = remote_.list(std::string(kInflightPrefix), RemoteStore::Tips::downloaded);
-  LeaseBook leases(cache_, remote_, branches, seconds_now(), report.problems);
-  std::erase_if(branches, [&](const RemoteBranch& b) {
+namespace {
+
+// The listed checkpoint branches this restore looks at: not the runs this
+// instance holds already, and with `only`, just the branches it names.
+std::vector<RemoteBranch> branches_to_restore(std::vector<RemoteBranch> listing,
+                                              const RestoreRequest& request) {
+  std::erase_if(listing, [&](const RemoteBranch& b) {
     const auto name = parse_branch_ref(b.ref);
     if (name && request.skip.count(name->run_id)) return true;
     return !b.ref.starts_with(kBranchPrefix) ||
            (request.only && !branch_matches(b.ref, *request.only));
   });
+  return listing;
+}
+
+}  // namespace
+
+RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
+  RestoreReport report;
+  RestorePush push(cache_.path(), config_.restore_limits);
+  // A serve's restore always pushes (its lease at least).
+  if (request.lease_until) remote_.connect_ahead();
+  const auto listing = remote_.list(std::string(kInflightPrefix), RemoteStore::Tips::downloaded);
+  LeaseBook leases(cache_, remote_, listing, seconds_now(), report.problems);
+  const auto branches = branches_to_restore(listing, request);
   if (request.only && branches.size() > 1) {
     for (const auto& branch : branches) report.ambiguous.push_back(short_branch(branch.ref));
     return report;
   }
-  std::set<std::string> taken;     // run ids restored or held from a branch
-  std::set<std::string> branched;  // every ref seen, for the local runs below
+  const auto taken = restore_branches(branches, request, leases, push, report);
+  if (!request.only) {
+    drop_ended_leases(leases, request.pod, push, report);
+    push_unbranched_runs(branches, taken, request, push, report);
+  }
+  if (request.lease_until) take_lease({request.pod, *request.lease_until}, push, report);
+  claim_written(request, push, report);
+  push_restore(push, report);
+  return report;
+}
+
+// Each branch on its own: one that cannot be read or claimed is a problem of
+// its own, unless the connection itself failed. Returns the run ids restored
+// or held from a branch.
+std::set<std::string> CheckpointStore::restore_branches(const std::vector<RemoteBranch>& branches,
+                                                        const RestoreRequest& request,
+                                                        LeaseBook& leases, RestorePush& push,
+                                                        RestoreReport& report) {
+  std::set<std::string> taken;
   for (const auto& branch : branches) {
-    branched.insert(branch.ref);
     try {
       restore_branch(branch, request, leases, taken, push, report);
     } catch (const GitError& e) {
@@ -100,31 +128,41 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
       report.problems.push_back(printable(branch.ref) + ": " + e.what());
     }
   }
-  if (!request.only) {
-    // Only as listed: a lease renewed since is its pod's again.
-    for (const auto& lease : leases.ended(request.pod))
-      push.add({.ref = lease.ref, .commit = "", .from = lease.oid},
-               [&report, ref = lease.ref](const RefResult& result) {
-                 if (result.outcome != RefOutcome::updated)
-                   report.problems.push_back(ref + ": " + result.detail);
-               });
-    for (const auto& [run_id, local] : request.local)
-      if (!branched.count(branch_ref({local.origin_pod, run_id})) && !taken.count(run_id) &&
-          !request.skip.count(run_id))
-        push_local_run(request.runs_dir / run_id, request, push, report);
-  }
-  // A lease the server refuses (a hook that allows only `inflight/*`) costs
-  // this pod the protection of its runs, not its restore.
-  if (request.lease_until) {
-    const Lease lease{.pod = request.pod, .until = *request.lease_until};
-    push.add(lease_update(cache_, remote_, lease), [this, &report, lease](const RefResult& result) {
-      if (const auto error = renew_taken_lease(result, lease))
-        report.problems.push_back(lease_ref(lease.pod) + ": lease not taken: " + *error);
-    });
-  }
-  claim_written(request, push, report);
-  push_restore(push, report);
-  return report;
+  return taken;
+}
+
+// Whoever may take over an ended lease's runs also deletes the lease; only
+// as listed, since a lease renewed since is its pod's again.
+void CheckpointStore::drop_ended_leases(LeaseBook& leases, const std::string& own_pod,
+                                        RestorePush& push, RestoreReport& report) {
+  for (const auto& lease : leases.ended(own_pod))
+    push.add({.ref = lease.ref, .commit = "", .from = lease.oid},
+             [&report, ref = lease.ref](const RefResult& result) {
+               if (result.outcome != RefOutcome::updated)
+                 report.problems.push_back(ref + ": " + result.detail);
+             });
+}
+
+// Local runs no branch holds get one.
+void CheckpointStore::push_unbranched_runs(const std::vector<RemoteBranch>& branches,
+                                           const std::set<std::string>& taken,
+                                           const RestoreRequest& request, RestorePush& push,
+                                           RestoreReport& report) {
+  std::set<std::string> branched;
+  for (const auto& branch : branches) branched.insert(branch.ref);
+  for (const auto& [run_id, local] : request.local)
+    if (!branched.count(branch_ref({local.origin_pod, run_id})) && !taken.count(run_id) &&
+        !request.skip.count(run_id))
+      push_local_run(request.runs_dir / run_id, request, push, report);
+}
+
+// A lease the server refuses (a hook that allows only `inflight/*`) costs
+// this pod the protection of its runs, not its restore.
+void CheckpointStore::take_lease(const Lease& lease, RestorePush& push, RestoreReport& report) {
+  push.add(lease_update(cache_, remote_, lease), [this, &report, lease](const RefResult& result) {
+    if (const auto error = renew_taken_lease(result, lease))
+      report.problems.push_back(lease_ref(lease.pod) + ": lease not taken: " + *error);
+  });
 }
 
 // A failure of one ref's aftermath (a run dir that cannot be moved in) is

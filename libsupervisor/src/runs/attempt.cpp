@@ -180,19 +180,7 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
       break;
     case Outcome::crashed:
     case Outcome::deferred:
-      if (phase_ == Phase::shutting_down) {
-        run.status = RunStatus::interrupted;
-      } else if (run.attempts() < settings_.max_attempts) {
-        run.status = RunStatus::queued;
-        run.resume_next = true;
-        // A signal nobody here sent (OOM killer, a stray kill): resume at once.
-        if (outcome == Outcome::crashed) queue_.push_front(&run);
-        if (outcome == Outcome::deferred) defer(run);
-      } else {
-        log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
-                   {{"run_id", run.id}, {"attempts", run.attempts()}});
-        finish(run, RunStatus::failed);
-      }
+      retry(run, outcome);
       break;
   }
   // At shutdown every child ends at once, and a durable write each would
@@ -206,6 +194,24 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
   // attempts keeps its branch for inspection.
   if (outcome == Outcome::succeeded || outcome == Outcome::failed || outcome == Outcome::cancelled)
     release_checkpoint(run);
+}
+
+// An attempt that ended by the run's own doing is tried again while the run
+// has attempts left; at shutdown it is interrupted like the others.
+void RunSupervisor::retry(Run& run, Outcome outcome) {
+  if (phase_ == Phase::shutting_down) {
+    run.status = RunStatus::interrupted;
+  } else if (run.attempts() < settings_.max_attempts) {
+    run.status = RunStatus::queued;
+    run.resume_next = true;
+    // A signal nobody here sent (OOM killer, a stray kill): resume at once.
+    if (outcome == Outcome::crashed) queue_.push_front(&run);
+    if (outcome == Outcome::deferred) defer(run);
+  } else {
+    log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
+               {{"run_id", run.id}, {"attempts", run.attempts()}});
+    finish(run, RunStatus::failed);
+  }
 }
 
 // The child asked to be run again later: the run waits, queued but out of

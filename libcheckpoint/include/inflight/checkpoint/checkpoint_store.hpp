@@ -78,6 +78,15 @@ class CheckpointStore {
   std::optional<std::string> renew_taken_lease(const RefResult& result, const Lease& lease);
   std::optional<std::string> undo_release(const RefResult& result, const SaveAllReport& report,
                                           const Lease& lease);
+  std::set<std::string> restore_branches(const std::vector<RemoteBranch>& branches,
+                                         const RestoreRequest& request, LeaseBook& leases,
+                                         RestorePush& push, RestoreReport& report);
+  void drop_ended_leases(LeaseBook& leases, const std::string& own_pod, RestorePush& push,
+                         RestoreReport& report);
+  void push_unbranched_runs(const std::vector<RemoteBranch>& branches,
+                            const std::set<std::string>& taken, const RestoreRequest& request,
+                            RestorePush& push, RestoreReport& report);
+  void take_lease(const Lease& lease, RestorePush& push, RestoreReport& report);
   void restore_branch(const RemoteBranch& branch, const RestoreRequest& request, LeaseBook& leases,
                       std::set<std::string>& taken, RestorePush& push, RestoreReport& report);
   LocalCopy local_copy(const BranchName& name, const RestoreRequest& request);

@@ -120,6 +120,7 @@ class RunSupervisor {
   pid_t spawn_attempt(Run& run, const RenderContext& context, Fd console);
   void not_started(Run& run, const std::error_code& error);
   void on_exit(Run& run, int wait_status);
+  void retry(Run& run, Outcome outcome);
   void settle(Run& run, Outcome outcome);
   void defer(Run& run);
   void finish(Run& run, RunStatus status);
