@@ -2,13 +2,13 @@
 // message read and write these words.
 #include "inflight/core/failure.hpp"
 
-#include <array>
+#include "inflight/core/word_table.hpp"
 
 namespace inflight {
 
 namespace {
 
-constexpr std::array<std::pair<Failure, std::string_view>, 9> kFailureWords{{
+constexpr WordTable<Failure, 9> kFailureWords{{
     {Failure::other, "other"},
     {Failure::unreachable, "unreachable"},
     {Failure::auth, "auth"},
@@ -23,15 +23,11 @@ constexpr std::array<std::pair<Failure, std::string_view>, 9> kFailureWords{{
 }  // namespace
 
 std::string_view to_string(Failure failure) {
-  for (const auto& [value, word] : kFailureWords)
-    if (value == failure) return word;
-  return "other";
+  return word_of(kFailureWords, failure);
 }
 
 std::optional<Failure> parse_failure(std::string_view text) {
-  for (const auto& [value, word] : kFailureWords)
-    if (word == text) return value;
-  return std::nullopt;
+  return value_of(kFailureWords, text);
 }
 
 }  // namespace inflight

@@ -3,14 +3,14 @@
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
-#include <utility>
+
+#include "inflight/core/word_table.hpp"
 
 namespace inflight {
 
 namespace {
 
-constexpr std::array<std::pair<Outcome, std::string_view>, 6> kNames{{
+constexpr WordTable<Outcome, 6> kNames{{
     {Outcome::succeeded, "succeeded"},
     {Outcome::failed, "failed"},
     {Outcome::interrupted, "interrupted"},
@@ -22,15 +22,11 @@ constexpr std::array<std::pair<Outcome, std::string_view>, 6> kNames{{
 }  // namespace
 
 std::string_view to_string(Outcome outcome) {
-  for (const auto& [value, name] : kNames)
-    if (value == outcome) return name;
-  return "unknown";
+  return word_of(kNames, outcome);
 }
 
 std::optional<Outcome> outcome_from_string(std::string_view text) {
-  for (const auto& [value, name] : kNames)
-    if (name == text) return value;
-  return std::nullopt;
+  return value_of(kNames, text);
 }
 
 bool is_resumable(Outcome outcome) {

@@ -267,7 +267,7 @@ enum class BranchState {
   refused,    // its run-params.json cannot be read
 };
 
-inline constexpr std::array<std::pair<BranchState, std::string_view>, 4> kBranchStates{{
+inline constexpr WordTable<BranchState, 4> kBranchStates{{
     {BranchState::resumable, "resumable"},
     {BranchState::finished, "finished"},
     {BranchState::held, "held"},
@@ -275,9 +275,7 @@ inline constexpr std::array<std::pair<BranchState, std::string_view>, 4> kBranch
 }};
 
 constexpr std::string_view to_string(BranchState state) {
-  for (const auto& [value, word] : kBranchStates)
-    if (value == state) return word;
-  return "";
+  return word_of(kBranchStates, state);
 }
 
 inline void to_json(OrderedJson& j, BranchState state) {
@@ -285,12 +283,9 @@ inline void to_json(OrderedJson& j, BranchState state) {
 }
 inline void from_json(const OrderedJson& j, BranchState& state) {
   const auto word = j.get<std::string>();
-  for (const auto& [value, spelling] : kBranchStates)
-    if (spelling == word) {
-      state = value;
-      return;
-    }
-  throw std::runtime_error("unknown branch state '" + word + "'");
+  const auto parsed = value_of(kBranchStates, word);
+  if (!parsed) throw std::runtime_error("unknown branch state '" + word + "'");
+  state = *parsed;
 }
 
 // A checkpoint branch as `checkpoints list` and `show` describe it.

@@ -4,10 +4,10 @@
 // acts on a reason cannot drift apart.
 #pragma once
 
-#include <array>
 #include <optional>
 #include <string_view>
-#include <utility>
+
+#include "inflight/core/word_table.hpp"
 
 namespace inflight::checkpoint {
 
@@ -19,7 +19,7 @@ enum class CheckpointReason {
   final,     // the run is over; its branch is deleted next
 };
 
-inline constexpr std::array<std::pair<CheckpointReason, std::string_view>, 5> kCheckpointReasons{{
+inline constexpr WordTable<CheckpointReason, 5> kCheckpointReasons{{
     {CheckpointReason::shutdown, "shutdown"},
     {CheckpointReason::periodic, "periodic"},
     {CheckpointReason::manual, "manual"},
@@ -28,16 +28,12 @@ inline constexpr std::array<std::pair<CheckpointReason, std::string_view>, 5> kC
 }};
 
 constexpr std::string_view to_string(CheckpointReason reason) {
-  for (const auto& [value, text] : kCheckpointReasons)
-    if (value == reason) return text;
-  return "";
+  return word_of(kCheckpointReasons, reason);
 }
 
 // nullopt for any text the table does not hold.
 constexpr std::optional<CheckpointReason> parse_checkpoint_reason(std::string_view text) {
-  for (const auto& [value, spelling] : kCheckpointReasons)
-    if (spelling == text) return value;
-  return std::nullopt;
+  return value_of(kCheckpointReasons, text);
 }
 
 }  // namespace inflight::checkpoint
