@@ -20,15 +20,19 @@ bool is_executable_file(const std::filesystem::path& path) {
 std::optional<std::filesystem::path> find_on_path(const std::string& program) {
   const char* path = std::getenv("PATH");
   std::string_view dirs = path ? path : "";
-  while (true) {
+  while (!dirs.empty()) {
     const auto colon = dirs.find(':');
     const auto dir = dirs.substr(0, colon);
-    // An empty entry is the current directory, as for execvp.
-    const auto candidate = std::filesystem::path(dir.empty() ? "." : dir) / program;
-    if (is_executable_file(candidate)) return candidate;
-    if (colon == std::string_view::npos) return std::nullopt;
+    // An empty entry, the current directory to a shell, is skipped: a
+    // child's program never depends on where serve happened to start.
+    if (!dir.empty()) {
+      const auto candidate = std::filesystem::path(dir) / program;
+      if (is_executable_file(candidate)) return candidate;
+    }
+    if (colon == std::string_view::npos) break;
     dirs.remove_prefix(colon + 1);
   }
+  return std::nullopt;
 }
 
 std::optional<std::string> program_problem(const std::string& program,

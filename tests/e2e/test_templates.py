@@ -163,3 +163,19 @@ def test_metrics_pass_promtool_check_metrics(serve_factory, tmp_path):
     result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
                             text=True, timeout=30)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_submit_naming_no_child_where_no_default_template_exists_is_refused(serve_factory, tmp_path):
+    # A config of named templates only: a request that names none asks for
+    # `default`, which this instance does not have. A 400 naming it, and serve
+    # goes on serving.
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"children": {"echo": {"argv": [PYTHON, str(CHILDREN / "argv_echo.py")]}}}))
+    serve = serve_factory("--config", str(config))
+    serve.wait_ready()
+    response = serve.post("/api/eval/run", {})
+    assert response.status == 400
+    assert response.json()["error"] == "invalid_param"
+    assert "no template named 'default'" in response.json()["message"]
+    assert "echo" in response.json()["message"]
+    assert serve.get("/healthz").status == 200

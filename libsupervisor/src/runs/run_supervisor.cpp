@@ -97,11 +97,11 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
           take_name(request, "child", any_name, "must be the name of a child template", child_name))
     return *refusal;
   if (auto refusal = admission_refusal()) return *refusal;
-  const ChildTemplate* child =
-      templates_.find(child_name.value_or(std::string(checkpoint::kDefaultTemplate)));
+  const auto wanted = child_name.value_or(std::string(checkpoint::kDefaultTemplate));
+  const ChildTemplate* child = templates_.find(wanted);
   if (!child)
     return refused(400, "invalid_param",
-                   "child: no template named '" + printable(*child_name) +
+                   "child: no template named '" + printable(wanted) +
                        "' (configured: " + templates_.names() + ")");
   if (auto problem = child->validate(request))
     return refused(400, "invalid_param", problem->param + ": " + problem->message);

@@ -9,8 +9,9 @@
 
 namespace inflight {
 
-// The first executable regular file named `program` in a directory of PATH,
-// as execvp would find it; nullopt when there is none. `program` holds no '/'.
+// The first executable regular file named `program` in a directory of PATH
+// (empty entries skipped); nullopt when there is none or PATH is unset.
+// `program` holds no '/'.
 std::optional<std::filesystem::path> find_on_path(const std::string& program);
 
 // Why `program` cannot be started from `cwd` (not found on PATH, not a file,
