@@ -10,7 +10,8 @@ namespace {
 
 using Argv = std::vector<std::string>;
 
-// The example template of README "The config file and the child templates", parsed with its declaration order kept.
+// The example template of README "The config file and the child templates", parsed with its
+// declaration order kept.
 OrderedJson spec_child() {
   return OrderedJson::parse(R"({
     "argv": ["agentv", "eval", "run", "{suite_filter}", "--output", "{output_dir}"],

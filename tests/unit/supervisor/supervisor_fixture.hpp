@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "inflight/supervisor/process/child_reaper.hpp"
 #include "inflight/core/child_templates.hpp"
+#include "inflight/supervisor/process/child_reaper.hpp"
 #include "inflight/supervisor/runs/run_supervisor.hpp"
 #include "supervisor/memory_checkpoints.hpp"
 #include "supervisor/run_until.hpp"

@@ -1,4 +1,5 @@
-// One run: an eval with one id, executed in one or more attempts (README "Runs, attempts and shutdown").
+// One run: an eval with one id, executed in one or more attempts (README "Runs, attempts and
+// shutdown").
 #pragma once
 
 #include <sys/types.h>
