@@ -3,8 +3,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "inflight/checkpoint/git_store.hpp"
+#include "inflight/core/bounded_json.hpp"
 
 namespace inflight::checkpoint {
 
@@ -21,6 +23,21 @@ Failure classify_git_error(int code, int error_class, GitCallScope scope);
 inline void git_check(int code, const std::string& context,
                       GitCallScope scope = GitCallScope::local) {
   if (code < 0) throw_git_error(code, context, scope);
+}
+
+// Runs `step` for one ref, whose failure is its own: a line of `problems`
+// naming the ref. A failure of the connection (unreachable, refused
+// credentials) is every ref's, and is thrown on.
+template <class Step>
+void for_one_ref(const std::string& ref, std::vector<std::string>& problems, Step&& step) {
+  try {
+    step();
+  } catch (const GitError& e) {
+    if (e.network()) throw;
+    problems.push_back(printable(ref) + ": " + e.what());
+  } catch (const std::exception& e) {
+    problems.push_back(printable(ref) + ": " + e.what());
+  }
 }
 
 }  // namespace inflight::checkpoint

@@ -134,14 +134,8 @@ BranchListing list_branches(CacheRepo& cache, RemoteStore& remote,
        remote.list(std::string(kBranchPrefix), RemoteStore::Tips::downloaded)) {
     const auto name = parse_branch_ref(branch.ref);
     if (pod && (!name || name->pod != *pod)) continue;
-    try {
-      listing.branches.push_back(summarize_branch(cache, remote, branch));
-    } catch (const GitError& e) {
-      if (e.network()) throw;
-      listing.problems.push_back(printable(branch.ref) + ": " + e.what());
-    } catch (const std::exception& e) {
-      listing.problems.push_back(printable(branch.ref) + ": " + e.what());
-    }
+    for_one_ref(branch.ref, listing.problems,
+                [&] { listing.branches.push_back(summarize_branch(cache, remote, branch)); });
   }
   return listing;
 }

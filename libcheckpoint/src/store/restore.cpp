@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 
+#include "git/git_error.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
@@ -118,16 +119,9 @@ std::set<std::string> CheckpointStore::restore_branches(const std::vector<Remote
                                                         LeaseBook& leases, RestorePush& push,
                                                         RestoreReport& report) {
   std::set<std::string> taken;
-  for (const auto& branch : branches) {
-    try {
-      restore_branch(branch, request, leases, taken, push, report);
-    } catch (const GitError& e) {
-      if (e.network()) throw;
-      report.problems.push_back(printable(branch.ref) + ": " + e.what());
-    } catch (const std::exception& e) {
-      report.problems.push_back(printable(branch.ref) + ": " + e.what());
-    }
-  }
+  for (const auto& branch : branches)
+    for_one_ref(branch.ref, report.problems,
+                [&] { restore_branch(branch, request, leases, taken, push, report); });
   return taken;
 }
 
@@ -170,16 +164,8 @@ void CheckpointStore::take_lease(const Lease& lease, RestorePush& push, RestoreR
 void CheckpointStore::push_restore(RestorePush& push, RestoreReport& report) {
   if (push.updates.empty()) return;
   const auto results = remote_.update(push.updates);
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    try {
-      push.settle[i](results[i]);
-    } catch (const GitError& e) {
-      if (e.network()) throw;
-      report.problems.push_back(printable(push.updates[i].ref) + ": " + e.what());
-    } catch (const std::exception& e) {
-      report.problems.push_back(printable(push.updates[i].ref) + ": " + e.what());
-    }
-  }
+  for (std::size_t i = 0; i < results.size(); ++i)
+    for_one_ref(push.updates[i].ref, report.problems, [&] { push.settle[i](results[i]); });
 }
 
 // Another instance took the run or answers for it: this disk's copy, if any,
