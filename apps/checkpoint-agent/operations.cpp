@@ -60,7 +60,7 @@ Result<agent::Saved> save(Context& c, const agent::Save& call) {
   auto commit =
       c.store.save(call.run.run_dir, call.run.origin_pod, checkpoint_info(call.run, c.pod));
   if (!commit) return commit.error();
-  return agent::Saved{.commit = std::move(*commit)};
+  return agent::Saved{.commit = std::move(*commit), .left_out = c.store.left_out(call.run.run_dir)};
 }
 
 Result<agent::Done> release(Context& c, const agent::Release& call) {
@@ -79,6 +79,8 @@ Error ref_failure(ck::RefOutcome outcome, std::string message) {
 
 std::optional<Error> part_failure(const ck::SaveOutcome& outcome) {
   if (!outcome.error) return std::nullopt;
+  if (outcome.snapshot_failure)
+    return Error{.kind = *outcome.snapshot_failure, .message = *outcome.error, .candidates = {}};
   return ref_failure(outcome.ref, *outcome.error);
 }
 
@@ -98,14 +100,16 @@ agent::SavedAll save_all(Context& c, const agent::SaveAll& call) {
   const auto report = c.store.save_all(runs, lease);
   agent::SavedAll answer;
   for (const auto& outcome : report.runs)
-    answer.runs.push_back({.failure = part_failure(outcome), .commit = outcome.commit});
+    answer.runs.push_back(
+        {.failure = part_failure(outcome), .commit = outcome.commit, .left_out = outcome.left_out});
   if (lease)
     answer.lease = agent::PartResult{
         .failure = report.lease_error ? std::optional(Error{.kind = Failure::other,
                                                             .message = *report.lease_error,
                                                             .candidates = {}})
                                       : std::nullopt,
-        .commit = std::nullopt};
+        .commit = std::nullopt,
+        .left_out = {}};
   return answer;
 }
 

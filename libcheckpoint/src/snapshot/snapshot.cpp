@@ -1,3 +1,5 @@
+// RunSnapshotter: a run dir hashed into a commit of the cache repo, leaving
+// out what a restore would refuse (README "Checkpoints in git").
 #include <fnmatch.h>
 #include <sys/stat.h>
 
@@ -9,6 +11,8 @@
 #include "git/git_error.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
+#include "inflight/checkpoint/tree_rules.hpp"
+#include "inflight/core/bounded_json.hpp"
 #include "snapshot/chunked_file.hpp"
 #include "snapshot/stat_cache.hpp"
 #include "snapshot/stored_file.hpp"
@@ -20,30 +24,28 @@ namespace fs = std::filesystem;
 struct RunSnapshotter::Impl {
   CacheRepo& repo;
   std::vector<std::string> exclude_globs;
+  TreeLimits limits;
   fs::path run_dir;  // the dir the stat cache describes
   StatCache stat_cache;
   StatCache seen_now;  // becomes stat_cache after a snapshot
-  std::vector<std::string> warnings;
+  LeftOut left_out;
   SnapshotStats stats;
+  std::optional<TreeTally> tally;  // of the snapshot under way
 
   git_repository* git() { return raw_repo(repo); }
   bool excluded(const std::string& name, const std::string& relative) const;
-  std::optional<git_oid> write_dir(const fs::path& dir, const std::string& relative);
+  std::optional<git_oid> write_dir(const fs::path& dir, const std::string& relative, int depth);
   void add_entry(git_treebuilder* tree, const fs::path& dir, const std::string& name,
-                 const std::string& relative);
+                 const std::string& relative, int depth);
+  void add_dir(git_treebuilder* tree, const fs::path& path, const std::string& name,
+               const std::string& relative, int depth);
   void add_file(git_treebuilder* tree, const std::string& name, const std::string& relative,
                 const fs::path& path, const struct stat& st);
+  void count(const std::string& relative, std::uint64_t bytes);
+  void insert_entry(git_treebuilder* tree, const std::string& name, const std::string& relative,
+                    const git_oid& oid, git_filemode_t mode);
   git_oid write_root(const fs::path& dir);
 };
-
-namespace {
-
-void insert_entry(git_treebuilder* tree, const std::string& name, const git_oid& oid,
-                  git_filemode_t mode) {
-  git_check(git_treebuilder_insert(nullptr, tree, name.c_str(), &oid, mode), "add " + name);
-}
-
-}  // namespace
 
 bool RunSnapshotter::Impl::excluded(const std::string& name, const std::string& relative) const {
   for (const auto& glob : exclude_globs) {
@@ -53,10 +55,38 @@ bool RunSnapshotter::Impl::excluded(const std::string& name, const std::string& 
   return false;
 }
 
+// libgit2 refuses a few names the rules let through (`git~1`, `.git.` and
+// other spellings of `.git` on NTFS and HFS+): such an entry is left out too.
+void RunSnapshotter::Impl::insert_entry(git_treebuilder* tree, const std::string& name,
+                                        const std::string& relative, const git_oid& oid,
+                                        git_filemode_t mode) {
+  const int code = git_treebuilder_insert(nullptr, tree, name.c_str(), &oid, mode);
+  if (code == 0) return;
+  const git_error* error = git_error_last();
+  const bool bad_name = error != nullptr && error->klass == GIT_ERROR_TREE &&
+                        std::strstr(error->message, "invalid name") != nullptr;
+  if (!bad_name) throw_git_error(code, "add " + relative);
+  left_out.add(relative, "git refuses the name");
+}
+
+// The kept tree is judged as a restore would judge it, from lstat sizes
+// before any byte is read: a run dir over the limits fails its checkpoint.
+void RunSnapshotter::Impl::count(const std::string& relative, std::uint64_t bytes) {
+  tally->add_entry();
+  tally->add_bytes(bytes);
+  if (auto rule = tally->over_limit()) {
+    throw GitError(Failure::over_limit, "run dir over the restore limits at '" +
+                                            printable(relative) + "': " + *rule +
+                                            " (--restore-max-files, --restore-max-bytes)");
+  }
+}
+
 void RunSnapshotter::Impl::add_file(git_treebuilder* tree, const std::string& name,
                                     const std::string& relative, const fs::path& path,
                                     const struct stat& st) {
   const FileStat seen = file_stat_of(st);
+  if (auto rule = file_size_refusal(seen.size, limits)) return left_out.add(relative, *rule);
+  count(relative, seen.size);
   const auto cached = stat_cache.find(relative);
   const StoredFile* previous = cached == stat_cache.end() ? nullptr : &cached->second;
   StoredFile stored;
@@ -67,34 +97,47 @@ void RunSnapshotter::Impl::add_file(git_treebuilder* tree, const std::string& na
     stored = store_file(repo, path.c_str(), seen, previous, stats);
   }
   if (stored.chunked()) {
-    insert_entry(tree, name + std::string(kChunkSuffix), stored.entry, GIT_FILEMODE_TREE);
+    insert_entry(tree, name + std::string(kChunkSuffix), relative, stored.entry, GIT_FILEMODE_TREE);
   } else {
-    insert_entry(tree, name, stored.entry,
+    insert_entry(tree, name, relative, stored.entry,
                  stored.executable() ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB);
   }
   seen_now.insert_or_assign(relative, std::move(stored));
 }
 
+void RunSnapshotter::Impl::add_dir(git_treebuilder* tree, const fs::path& path,
+                                   const std::string& name, const std::string& relative,
+                                   int depth) {
+  // A restore would read such a directory as a chunked file.
+  if (has_chunk_suffix(name))
+    return left_out.add(relative, "directory name ends in " + std::string(kChunkSuffix));
+  if (auto rule = depth_refusal(depth)) return left_out.add(relative, *rule);
+  const auto sub = write_dir(path, relative, depth);
+  if (!sub) return;
+  count(relative, 0);
+  insert_entry(tree, name, relative, *sub, GIT_FILEMODE_TREE);
+}
+
+// The rules of tree_rules.hpp, each judged before anything is read.
 void RunSnapshotter::Impl::add_entry(git_treebuilder* tree, const fs::path& dir,
-                                     const std::string& name, const std::string& relative) {
+                                     const std::string& name, const std::string& relative,
+                                     int depth) {
+  if (auto rule = name_refusal(name)) return left_out.add(relative, *rule);
   const fs::path path = dir / name;
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return;  // deleted since the directory was listed
     throw GitError(Failure::other, "stat " + path.string() + ": " + std::strerror(errno));
   }
-  if (S_ISREG(st.st_mode)) return add_file(tree, name, relative, path, st);
-  // A real directory with the chunk suffix would be read back as a chunked file.
-  if (S_ISDIR(st.st_mode) && !has_chunk_suffix(name)) {
-    if (const auto sub = write_dir(path, relative))
-      insert_entry(tree, name, *sub, GIT_FILEMODE_TREE);
-    return;
-  }
-  warnings.push_back("skipped " + relative + ": not a regular file or directory");
+  const EntryKind kind = entry_kind_of_mode(st.st_mode);
+  if (auto rule = kind_refusal(kind)) return left_out.add(relative, *rule);
+  if (kind == EntryKind::file) return add_file(tree, name, relative, path, st);
+  add_dir(tree, path, name, relative, depth + 1);
 }
 
+// `depth`: how many directories `dir` is below the run dir.
 std::optional<git_oid> RunSnapshotter::Impl::write_dir(const fs::path& dir,
-                                                       const std::string& relative) {
+                                                       const std::string& relative, int depth) {
   git_treebuilder* raw = nullptr;
   git_check(git_treebuilder_new(&raw, git(), nullptr), "create tree");
   const TreeBuilderHandle tree(raw);
@@ -102,7 +145,7 @@ std::optional<git_oid> RunSnapshotter::Impl::write_dir(const fs::path& dir,
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     const std::string entry_relative = relative.empty() ? name : relative + "/" + name;
-    if (!excluded(name, entry_relative)) add_entry(tree.get(), dir, name, entry_relative);
+    if (!excluded(name, entry_relative)) add_entry(tree.get(), dir, name, entry_relative, depth);
   }
   if (ec) throw GitError(Failure::other, "list " + dir.string() + ": " + ec.message());
   if (git_treebuilder_entrycount(tree.get()) == 0) return std::nullopt;  // git stores no empty dirs
@@ -114,17 +157,20 @@ std::optional<git_oid> RunSnapshotter::Impl::write_dir(const fs::path& dir,
 git_oid RunSnapshotter::Impl::write_root(const fs::path& dir) {
   if (dir != run_dir) stat_cache = load_stat_cache(repo, dir);
   run_dir = dir;
-  warnings.clear();
+  left_out = {};
   stats = {};
   seen_now.clear();
-  std::optional<git_oid> root = write_dir(dir, "");
+  tally.emplace(limits);
+  std::optional<git_oid> root = write_dir(dir, "", 0);
   // Files gone from the run dir leave the cache too.
   stat_cache = std::move(seen_now);
   return root ? *root : empty_tree(git());
 }
 
-RunSnapshotter::RunSnapshotter(CacheRepo& repo, std::vector<std::string> exclude_globs)
-    : impl_(std::make_unique<Impl>(Impl{repo, std::move(exclude_globs), {}, {}, {}, {}, {}})) {}
+RunSnapshotter::RunSnapshotter(CacheRepo& repo, std::vector<std::string> exclude_globs,
+                               TreeLimits limits)
+    : impl_(std::make_unique<Impl>(
+          Impl{repo, std::move(exclude_globs), limits, {}, {}, {}, {}, {}, std::nullopt})) {}
 RunSnapshotter::~RunSnapshotter() = default;
 RunSnapshotter::RunSnapshotter(RunSnapshotter&&) noexcept = default;
 
@@ -149,8 +195,8 @@ void RunSnapshotter::keep_stat_cache() {
   if (!impl_->run_dir.empty()) save_stat_cache(impl_->repo, impl_->run_dir, impl_->stat_cache);
 }
 
-const std::vector<std::string>& RunSnapshotter::warnings() const {
-  return impl_->warnings;
+const LeftOut& RunSnapshotter::left_out() const {
+  return impl_->left_out;
 }
 const SnapshotStats& RunSnapshotter::last_stats() const {
   return impl_->stats;

@@ -1,12 +1,12 @@
 #include "snapshot/tree_validation.hpp"
 
-#include <cctype>
 #include <set>
 
 #include "git/git_error.hpp"
 #include "git/git_handle.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/git_store.hpp"
+#include "inflight/checkpoint/tree_rules.hpp"
 #include "inflight/core/bounded_json.hpp"
 #include "snapshot/chunked_file.hpp"
 
@@ -14,43 +14,44 @@ namespace inflight::checkpoint {
 
 namespace {
 
-// Deeper trees are not run dirs; the limit also bounds the recursion.
-constexpr int kMaxDepth = 64;
-
 [[noreturn]] void refuse(const std::string& path, const std::string& rule) {
   throw GitError(Failure::hostile_tree,
                  "refusing checkpoint entry '" + printable(path) + "': " + rule);
 }
 
-bool equals_ignoring_case(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != b[i]) return false;
-  }
-  return true;
+void check_name(std::string_view name, const std::string& path) {
+  if (auto rule = name_refusal(name)) refuse(path, *rule);
 }
 
-// A NUL cannot occur: the tree format ends every name with one.
-void check_name(std::string_view name, const std::string& path) {
-  if (name.empty() || name == "." || name == "..") refuse(path, "empty, '.' or '..' name");
-  if (name.find('/') != std::string_view::npos) refuse(path, "name contains '/'");
-  if (equals_ignoring_case(name, ".git")) refuse(path, "'.git' component");
-  if (!is_valid_utf8(name)) refuse(path, "name is not UTF-8");
+EntryKind entry_kind(git_filemode_t mode) {
+  switch (mode) {
+    case GIT_FILEMODE_BLOB:
+    case GIT_FILEMODE_BLOB_EXECUTABLE:
+      return EntryKind::file;
+    case GIT_FILEMODE_TREE:
+      return EntryKind::directory;
+    case GIT_FILEMODE_LINK:
+      return EntryKind::symlink;
+    case GIT_FILEMODE_COMMIT:
+      return EntryKind::gitlink;
+    default:
+      return EntryKind::other;
+  }
 }
 
 class TreeValidator {
  public:
   TreeValidator(git_repository* repo, const TreeLimits& limits)
-      : repo_(repo), limits_(limits), odb_(open_odb(repo)) {}
+      : repo_(repo), tally_(limits), odb_(open_odb(repo)) {}
 
   void directory(const git_tree* tree, const std::string& prefix, int depth) {
-    if (depth > kMaxDepth) refuse(prefix, "nested deeper than " + std::to_string(kMaxDepth));
+    if (auto rule = depth_refusal(depth)) refuse(prefix, *rule);
     std::set<std::string> targets;
     for (std::size_t i = 0; i < git_tree_entrycount(tree); ++i) {
       const git_tree_entry* entry = git_tree_entry_byindex(tree, i);
       const std::string path = prefix + git_tree_entry_name(entry);
-      if (++entries_ > limits_.max_files)
-        refuse(path, "checkpoint has more than " + std::to_string(limits_.max_files) + " files");
+      tally_.add_entry();
+      if (auto rule = tally_.over_limit()) refuse(path, *rule);
       check_name(git_tree_entry_name(entry), path);
       const std::string target = target_name(entry);
       check_name(target, path);
@@ -61,19 +62,10 @@ class TreeValidator {
 
  private:
   void entry_of_mode(const git_tree_entry* entry, const std::string& path, int depth) {
-    switch (git_tree_entry_filemode(entry)) {
-      case GIT_FILEMODE_BLOB:
-      case GIT_FILEMODE_BLOB_EXECUTABLE:
-        return blob(*git_tree_entry_id(entry), path);
-      case GIT_FILEMODE_TREE:
-        return subtree(entry, path, depth);
-      case GIT_FILEMODE_LINK:
-        refuse(path, "symbolic link");
-      case GIT_FILEMODE_COMMIT:
-        refuse(path, "gitlink (submodule)");
-      default:
-        refuse(path, "unsupported file mode");
-    }
+    const EntryKind kind = entry_kind(git_tree_entry_filemode(entry));
+    if (auto rule = kind_refusal(kind)) refuse(path, *rule);
+    if (kind == EntryKind::directory) return subtree(entry, path, depth);
+    blob(*git_tree_entry_id(entry), path);
   }
 
   void subtree(const git_tree_entry* entry, const std::string& path, int depth) {
@@ -95,12 +87,8 @@ class TreeValidator {
   }
 
   void blob(const git_oid& oid, const std::string& path) {
-    const std::size_t size = require_type(oid, GIT_OBJECT_BLOB, path);
-    total_ += size;
-    if (total_ > limits_.max_bytes) {
-      refuse(path, "checkpoint is larger than the limit of " + std::to_string(limits_.max_bytes) +
-                       " bytes");
-    }
+    tally_.add_bytes(require_type(oid, GIT_OBJECT_BLOB, path));
+    if (auto rule = tally_.over_limit()) refuse(path, *rule);
   }
 
   std::size_t require_type(const git_oid& oid, git_object_t type, const std::string& path) {
@@ -112,10 +100,8 @@ class TreeValidator {
   }
 
   git_repository* repo_;
-  TreeLimits limits_;
+  TreeTally tally_;
   OdbHandle odb_;
-  std::uint64_t total_ = 0;
-  std::uint64_t entries_ = 0;
 };
 
 }  // namespace

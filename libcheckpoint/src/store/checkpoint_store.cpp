@@ -31,7 +31,8 @@ Result<std::optional<std::string>> CheckpointStore::save(const fs::path& run_dir
 std::optional<std::string> CheckpointStore::snapshot(const fs::path& run_dir,
                                                      const std::string& origin_pod,
                                                      const CheckpointInfo& info) {
-  auto [it, inserted] = snapshotters_.try_emplace(run_dir.string(), cache_, config_.exclude_globs);
+  auto [it, inserted] = snapshotters_.try_emplace(run_dir.string(), cache_, config_.exclude_globs,
+                                                  config_.restore_limits);
   return it->second.snapshot(run_dir, info,
                              remote_.last_pushed(branch_ref({origin_pod, info.run_id})));
 }
@@ -49,9 +50,12 @@ SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
     } catch (const GitError& e) {
       if (e.kind() == Failure::cache) throw;
       outcome.error = e.what();
+      outcome.snapshot_failure = e.kind();
     } catch (const std::exception& e) {
       outcome.error = e.what();
+      outcome.snapshot_failure = Failure::other;
     }
+    outcome.left_out = left_out(run.run_dir);
     if (!outcome.commit) continue;
     updates.push_back({.ref = branch_ref({run.origin_pod, run.info.run_id}),
                        .commit = *outcome.commit,
@@ -115,6 +119,11 @@ std::optional<std::string> CheckpointStore::renew_taken_lease(const RefResult& r
     if (e.network()) throw;
     return e.what();
   }
+}
+
+LeftOut CheckpointStore::left_out(const fs::path& run_dir) const {
+  const auto it = snapshotters_.find(run_dir.string());
+  return it == snapshotters_.end() ? LeftOut{} : it->second.left_out();
 }
 
 void CheckpointStore::persist() {

@@ -84,7 +84,9 @@ OrderedJson ApiRoutes::status_json(Run& run) {
           {"checkpoint",
            {{"branch", run.checkpoint.branch},
             {"last_at", nullable(run.checkpoint.last_at)},
-            {"last_commit", nullable(run.checkpoint.last_commit)}}},
+            {"last_commit", nullable(run.checkpoint.last_commit)},
+            {"failing_since", nullable(run.checkpoint.failing_since)},
+            {"error", nullable(run.checkpoint.error)}}},
           {"child", run.params.child_name},
           {"error", nullable(run.held  ? run.held
                              : attempt ? attempt->error

@@ -29,6 +29,13 @@ HttpResponse ApiRoutes::metrics(unsigned version) {
     const auto count = it == supervisor_.attempts_by_outcome().end() ? 0 : it->second;
     out << "inflight_attempts_total{outcome=\"" << to_string(outcome) << "\"} " << count << "\n";
   }
+  family(out, "inflight_checkpoint_failures_total", "counter",
+         "Run checkpoints that did not land, by failure kind.");
+  for (const auto& [kind, word] : kFailureWords) {
+    const auto it = supervisor_.checkpoint_failures().find(kind);
+    const auto count = it == supervisor_.checkpoint_failures().end() ? 0 : it->second;
+    out << "inflight_checkpoint_failures_total{reason=\"" << word << "\"} " << count << "\n";
+  }
   family(out, "inflight_children", "gauge", "Eval children running now.");
   out << "inflight_children " << supervisor_.live_children() << "\n";
   family(out, "inflight_orphans_reaped_total", "counter",

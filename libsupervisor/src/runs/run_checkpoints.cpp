@@ -135,16 +135,51 @@ void RunSupervisor::release_checkpoint(Run& run) {
 
 void RunSupervisor::record_checkpoint(Run& run, const CheckpointResult& result) {
   disk_health_.report(result);
-  if (result.failed_with(Failure::rejected)) return fence(run);
-  if (!result) {
-    log::warn("checkpoint not pushed", {{"run_id", run.id}, {"error", result.error().message}});
-    return;
-  }
+  if (!result) return record_checkpoint_failure(run, result.error());
+  run.checkpoint.failing_since.reset();
+  run.checkpoint.error.reset();
+  log_left_out(run, result->left_out);
   if (!result->commit) return;
   run.checkpoint.last_commit = result->commit;
   run.checkpoint.last_at = iso8601_utc(SystemClock::now());
   log::info("checkpoint pushed",
             {{"run_id", run.id}, {"branch", run.checkpoint.branch}, {"commit", *result->commit}});
+}
+
+// Shown in the run's status and counted for /metrics until a checkpoint lands.
+void RunSupervisor::record_checkpoint_failure(Run& run, const Error& error) {
+  ++checkpoint_failures_[error.kind];
+  run.checkpoint.error = error.message;
+  if (!run.checkpoint.failing_since) run.checkpoint.failing_since = iso8601_utc(SystemClock::now());
+  if (error.kind == Failure::rejected) return fence(run);
+  const nlohmann::json fields{
+      {"run_id", run.id}, {"reason", to_string(error.kind)}, {"error", error.message}};
+  // No retry mends a run dir over the limits: only the child or an operator can.
+  if (error.kind == Failure::over_limit)
+    log::error("checkpoint refused: the run dir is over the restore limits", fields);
+  else
+    log::warn("checkpoint not pushed", fields);
+}
+
+// Each entry the run's checkpoints leave out is logged the first time, naming
+// the rule; past kMaxLoggedLeftOut entries a run's new ones go unnamed.
+void RunSupervisor::log_left_out(Run& run, const checkpoint::LeftOut& left_out) {
+  constexpr std::size_t kMaxLoggedLeftOut = 1000;
+  auto& state = run.checkpoint;
+  bool unnamed = left_out.unnamed > 0;
+  for (const auto& entry : left_out.named) {
+    if (state.left_out_logged.size() == kMaxLoggedLeftOut) {
+      unnamed = true;
+      break;
+    }
+    if (!state.left_out_logged.insert(entry.path + "\n" + entry.rule).second) continue;
+    log::warn("checkpoint entry left out",
+              {{"run_id", run.id}, {"path", entry.path}, {"rule", entry.rule}});
+  }
+  if (!unnamed || state.unnamed_left_out_logged) return;
+  state.unnamed_left_out_logged = true;
+  log::warn("more checkpoint entries left out than are named; the rest are not logged",
+            {{"run_id", run.id}, {"unnamed", left_out.unnamed}});
 }
 
 // A rejected fast-forward means another instance claimed the run: it owns the

@@ -15,7 +15,7 @@ namespace {
 // One part of a batched step: landed with its commit, or its failure.
 CheckpointResult part_result(const agent::PartResult& part) {
   if (part.failure) return *part.failure;
-  return Landed{.commit = part.commit};
+  return Landed{.commit = part.commit, .left_out = part.left_out};
 }
 
 std::int64_t epoch_seconds(SystemClock::time_point t) {
@@ -63,8 +63,10 @@ void AgentCheckpoints::step(const Call& call, SteadyClock::time_point deadline,
   agent_.call(call, deadline, [done = std::move(done)](AgentReply<typename Call::Answer> reply) {
     if (!reply) return done(reply.error());
     Landed landed;
-    if constexpr (std::is_same_v<typename Call::Answer, agent::Saved>)
+    if constexpr (std::is_same_v<typename Call::Answer, agent::Saved>) {
       landed.commit = reply->commit;
+      landed.left_out = reply->left_out;
+    }
     done(landed);
   });
 }

@@ -10,9 +10,9 @@ namespace inflight {
 namespace {
 
 TEST(FailureTest, EveryKindReadsBackAsItself) {
-  for (auto kind :
-       {Failure::other, Failure::unreachable, Failure::auth, Failure::rejected, Failure::not_found,
-        Failure::hostile_tree, Failure::cache, Failure::deadline, Failure::ambiguous})
+  for (auto kind : {Failure::other, Failure::unreachable, Failure::auth, Failure::rejected,
+                    Failure::not_found, Failure::hostile_tree, Failure::cache, Failure::deadline,
+                    Failure::ambiguous, Failure::over_limit})
     EXPECT_EQ(parse_failure(to_string(kind)), kind) << to_string(kind);
 }
 

@@ -25,9 +25,9 @@ TEST(WordTable, AWordTheTableLacksIsNoValue) {
 }
 
 TEST(WordTable, EveryFailureHasAWordThatReadsBack) {
-  for (auto kind :
-       {Failure::other, Failure::unreachable, Failure::auth, Failure::rejected, Failure::not_found,
-        Failure::hostile_tree, Failure::cache, Failure::deadline, Failure::ambiguous}) {
+  for (auto kind : {Failure::other, Failure::unreachable, Failure::auth, Failure::rejected,
+                    Failure::not_found, Failure::hostile_tree, Failure::cache, Failure::deadline,
+                    Failure::ambiguous, Failure::over_limit}) {
     ASSERT_FALSE(to_string(kind).empty());
     EXPECT_EQ(parse_failure(to_string(kind)), kind);
   }

@@ -26,7 +26,13 @@ namespace inflight {
 
 // How the fake answers one call. `stall`: no answer until finish_stalled(),
 // or a failure at the call's deadline, as the real port gives.
-enum class Answer { land, fenced, fail, disk_failed, stall };
+// `land_leaving_out`: landed, with kLeftOutByFake left out of it;
+// `over_limit`: the run dir holds more than a restore takes.
+enum class Answer { land, land_leaving_out, fenced, fail, disk_failed, over_limit, stall };
+
+inline const checkpoint::LeftOut kLeftOutByFake{
+    .named = {{.path = "out/pipe", .rule = "FIFO"}, {.path = "out/link", .rule = "symbolic link"}},
+    .unnamed = 0};
 
 // What a scripted answer applies to. `lease` covers hold_lease(), drop_lease()
 // and the lease in a save_all(); `save`, each run of save() and save_all().
@@ -168,11 +174,15 @@ class MemoryCheckpoints final : public CheckpointPort {
     static int commits = 0;
     switch (answer) {
       case Answer::land:
-        return Landed{.commit = "c0mm17" + std::to_string(++commits)};
+        return Landed{.commit = "c0mm17" + std::to_string(++commits), .left_out = {}};
+      case Answer::land_leaving_out:
+        return Landed{.commit = "c0mm17" + std::to_string(++commits), .left_out = kLeftOutByFake};
       case Answer::fenced:
         return failed(Failure::rejected, "another instance owns the run");
       case Answer::disk_failed:
         return failed(Failure::cache, "the cache repo cannot be written");
+      case Answer::over_limit:
+        return failed(Failure::over_limit, "checkpoint has more than 3 files");
       case Answer::fail:
       case Answer::stall:
         break;

@@ -14,6 +14,8 @@
 #include <variant>
 #include <vector>
 
+#include "inflight/core/word_table.hpp"
+
 namespace inflight {
 
 enum class Failure {
@@ -26,7 +28,25 @@ enum class Failure {
   cache,         // this disk's cache repo cannot be opened or written
   deadline,      // the checkpoint agent was killed at its deadline
   ambiguous,     // a run id that several pods' branches carry
+  // a run dir that, once what a restore would refuse is left out, still
+  // holds more than a restore takes (README "Checkpoints in git")
+  over_limit,
 };
+
+// The one table that spells each kind, on the agent's wire, in messages and
+// as /metrics labels: read both ways by to_string and parse_failure.
+inline constexpr WordTable<Failure, 10> kFailureWords{{
+    {Failure::other, "other"},
+    {Failure::unreachable, "unreachable"},
+    {Failure::auth, "auth"},
+    {Failure::rejected, "rejected"},
+    {Failure::not_found, "not_found"},
+    {Failure::hostile_tree, "hostile_tree"},
+    {Failure::cache, "cache"},
+    {Failure::deadline, "deadline"},
+    {Failure::ambiguous, "ambiguous"},
+    {Failure::over_limit, "over_limit"},
+}};
 
 // The word the checkpoint agent's protocol carries for each kind.
 std::string_view to_string(Failure failure);

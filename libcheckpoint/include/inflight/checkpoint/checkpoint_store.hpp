@@ -27,7 +27,8 @@ class CheckpointStore {
 
   // Pushes a snapshot of run_dir fast-forward onto its branch; returns the
   // commit, or nullopt when nothing changed since the last one. A rejected
-  // push is Failure::rejected: another instance owns the run.
+  // push is Failure::rejected: another instance owns the run; a run dir over
+  // the restore limits, Failure::over_limit (left_out() says what was left out).
   Result<std::optional<std::string>> save(const std::filesystem::path& run_dir,
                                           const std::string& origin_pod,
                                           const CheckpointInfo& info);
@@ -55,6 +56,10 @@ class CheckpointStore {
   // and the lease. Problems with single branches are collected; an
   // unreachable remote or refused credentials throw.
   RestoreReport restore(const RestoreRequest& request);
+
+  // What the last snapshot of run_dir left out (tree_rules.hpp): nothing
+  // before the first.
+  LeftOut left_out(const std::filesystem::path& run_dir) const;
 
   // Writes what this store's steps made to the cache's disk (CacheRepo::
   // persist) with each run dir's stat cache; throws GitError(cache).

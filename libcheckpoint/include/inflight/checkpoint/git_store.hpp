@@ -75,12 +75,15 @@ struct SnapshotStats {
 // and in the cache repo between processes (keep_stat_cache()), so that an
 // unchanged file is never read again, and stores files over 64 KiB as trees
 // of 32 KiB chunk blobs (`<name>.inflight-chunks/000000`, ...) so that
-// appending to a big file costs objects proportional to the append.
+// appending to a big file costs objects proportional to the append. What a
+// restore would refuse (tree_rules.hpp) is left out of the commit, and a run
+// dir still over `limits` once it is left out fails with
+// GitError(over_limit), judged from lstat before a byte is read.
 class RunSnapshotter {
  public:
   // exclude_globs are fnmatch patterns matched against each entry's base name
   // and its path relative to the run dir.
-  RunSnapshotter(CacheRepo& repo, std::vector<std::string> exclude_globs);
+  RunSnapshotter(CacheRepo& repo, std::vector<std::string> exclude_globs, TreeLimits limits = {});
   ~RunSnapshotter();
   RunSnapshotter(RunSnapshotter&&) noexcept;
 
@@ -91,13 +94,13 @@ class RunSnapshotter {
                                       const CheckpointInfo& info,
                                       const std::optional<std::string>& parent);
 
-  // Entries the last snapshot() left out because they are neither regular
-  // files nor directories (symlinks, sockets, ...), one message each.
   // Writes the stat cache of the last snapshot() into the cache repo, for
   // the next process; only once CacheRepo::persist() put its objects on disk.
   void keep_stat_cache();
 
-  const std::vector<std::string>& warnings() const;
+  // The entries the last snapshot() left out, each with the rule it breaks
+  // (excluded ones are not among them).
+  const LeftOut& left_out() const;
   const SnapshotStats& last_stats() const;
 
  private:

@@ -63,18 +63,27 @@ TEST(AgentProtocol, AReasonTravelsAsItsWord) {
 }
 
 TEST(AgentProtocol, AnAnswerAndItsPartsAreReadBack) {
+  const checkpoint::LeftOut left_out{.named = {{.path = "out/fifo", .rule = "FIFO"}}, .unnamed = 3};
   const agent::SavedAll saved{
-      .runs = {{.failure = std::nullopt, .commit = "abc"},
+      .runs = {{.failure = std::nullopt, .commit = "abc", .left_out = left_out},
                {.failure = Error{.kind = Failure::rejected, .message = "taken", .candidates = {}},
-                .commit = std::nullopt}},
-      .lease = agent::PartResult{.failure = std::nullopt, .commit = std::nullopt}};
+                .commit = std::nullopt,
+                .left_out = {}},
+               {.failure = Error{.kind = Failure::over_limit, .message = "big", .candidates = {}},
+                .commit = std::nullopt,
+                .left_out = {}}},
+      .lease = agent::PartResult{.failure = std::nullopt, .commit = std::nullopt, .left_out = {}}};
   const auto reply = read_reply<agent::SavedAll>(read_output(wire(answer_message(saved))));
   ASSERT_TRUE(reply);
-  ASSERT_EQ(reply->runs.size(), 2u);
+  ASSERT_EQ(reply->runs.size(), 3u);
   EXPECT_EQ(reply->runs[0].commit, "abc");
   EXPECT_FALSE(reply->runs[0].failure);
+  EXPECT_EQ(reply->runs[0].left_out.named, left_out.named);
+  EXPECT_EQ(reply->runs[0].left_out.unnamed, 3u);
   ASSERT_TRUE(reply->runs[1].failure);
   EXPECT_EQ(reply->runs[1].failure->kind, Failure::rejected);
+  ASSERT_TRUE(reply->runs[2].failure);
+  EXPECT_EQ(reply->runs[2].failure->kind, Failure::over_limit);
   ASSERT_TRUE(reply->lease);
   EXPECT_FALSE(reply->lease->failure);
 }
@@ -101,7 +110,7 @@ TEST(AgentProtocol, ABranchStateTravelsAsItsWord) {
 
 TEST(AgentProtocol, AnUnknownFailureKindIsOther) {
   const auto out = read_output(
-      R"({"version":3,"ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})");
+      R"({"version":4,"ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})");
   EXPECT_FALSE(out);
   EXPECT_EQ(out.error().kind, Failure::other);
   EXPECT_EQ(out.error().message, "e");
@@ -114,8 +123,10 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
       {"", "gave no answer"},
       {"not json", "malformed"},
       {R"({"version":99,"ok":true,"answer":{}})", "protocol 99"},
+      // An agent of the release before left-out entries were reported.
+      {R"({"version":3,"ok":true,"answer":{"commit":null}})", "protocol 3"},
       {R"({"ok":true,"answer":{}})", "malformed"},
-      {R"({"version":3,"ok":true})", "malformed"},
+      {R"({"version":4,"ok":true})", "malformed"},
       {std::string(70, '[') + std::string(70, ']'), "malformed"},
   };
   for (const auto& [output, says] : cases) {
@@ -128,7 +139,7 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
 
 TEST(AgentProtocol, AnAnswerThatLacksAFieldIsMalformed) {
   const auto reply =
-      read_reply<agent::Saved>(read_output(R"({"version":3,"ok":true,"answer":{}})"));
+      read_reply<agent::Saved>(read_output(R"({"version":4,"ok":true,"answer":{"commit":null}})"));
   EXPECT_FALSE(reply);
   EXPECT_NE(reply.error().message.find("malformed"), std::string::npos) << reply.error().message;
 }

@@ -74,8 +74,9 @@ TEST_F(SnapshotTest, SymlinksAreSkippedWithAWarningAndEmptyDirsOmitted) {
   const auto commit = snap(CheckpointReason::manual);
   ASSERT_TRUE(commit);
   EXPECT_EQ(ls_tree(*commit), "real.txt\n");
-  ASSERT_EQ(snapshotter_->warnings().size(), 1u);
-  EXPECT_NE(snapshotter_->warnings()[0].find("link"), std::string::npos);
+  ASSERT_EQ(snapshotter_->left_out().named.size(), 1u);
+  EXPECT_EQ(snapshotter_->left_out().named[0].path, "link");
+  EXPECT_EQ(snapshotter_->left_out().named[0].rule, "symbolic link");
 }
 
 TEST_F(SnapshotTest, ExecutableBitBecomesMode100755) {

@@ -15,7 +15,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 CheckpointResult landed() {
-  return Landed{.commit = std::nullopt};
+  return Landed{.commit = std::nullopt, .left_out = {}};
 }
 
 class PodLeaseTest : public ::testing::Test {

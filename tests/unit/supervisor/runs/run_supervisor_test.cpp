@@ -9,6 +9,7 @@
 
 #include <set>
 
+#include "inflight/core/log.hpp"
 #include "inflight/core/run_params.hpp"
 #include "supervisor/supervisor_fixture.hpp"
 
@@ -26,6 +27,16 @@ class RunSupervisorTest : public SupervisorFixture {
                  store,
                  {.period = milliseconds(10), .length = std::chrono::seconds(90)},
                  std::chrono::seconds(60)};
+  // The result of one manual checkpoint of `run`, once the store answered.
+  CheckpointResult checkpoint_now(inflight::Run& run) {
+    std::optional<CheckpointResult> answered;
+    supervisor().checkpoint(run, checkpoint::CheckpointReason::manual,
+                            SteadyClock::now() + std::chrono::seconds(60),
+                            [&](const CheckpointResult& result) { answered = result; });
+    EXPECT_TRUE(wait_for([&] { return answered.has_value(); }));
+    return answered.value_or(
+        Error{.kind = Failure::deadline, .message = "no answer", .candidates = {}});
+  }
 };
 
 TEST_F(RunSupervisorTest, RunsWaitForRestoreAndQueueBeyondMaxConcurrent) {
@@ -111,6 +122,60 @@ TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
   ASSERT_TRUE(answered.has_value());
   EXPECT_TRUE(answered->failed_with(Failure::rejected));
   EXPECT_EQ(store.saves().size(), 1u);
+}
+
+TEST_F(RunSupervisorTest, ARunOverTheLimitsShowsItsCheckpointErrorWhileOthersGoOn) {
+  ready_supervisor();
+  inflight::Run& big = submit(kSleeper);
+  inflight::Run& other = submit(kSleeper);
+  store.answer_saves_of(big.id, Answer::over_limit);
+
+  EXPECT_TRUE(checkpoint_now(big).failed_with(Failure::over_limit));
+  EXPECT_TRUE(checkpoint_now(other));
+  EXPECT_EQ(big.checkpoint.error, "checkpoint has more than 3 files");
+  ASSERT_TRUE(big.checkpoint.failing_since.has_value());
+  EXPECT_FALSE(big.fenced);  // its child goes on; only its checkpoint fails
+  EXPECT_EQ(big.status, RunStatus::running);
+  EXPECT_FALSE(other.checkpoint.error.has_value());
+  EXPECT_TRUE(other.checkpoint.last_commit.has_value());
+  EXPECT_EQ(supervisor().checkpoint_failures().at(Failure::over_limit), 1u);
+
+  const auto since = *big.checkpoint.failing_since;
+  EXPECT_FALSE(checkpoint_now(big));
+  EXPECT_EQ(big.checkpoint.failing_since, since);  // since the first failure
+  EXPECT_EQ(supervisor().checkpoint_failures().at(Failure::over_limit), 2u);
+
+  store.answer_saves_of(big.id, Answer::land);
+  EXPECT_TRUE(checkpoint_now(big));
+  EXPECT_FALSE(big.checkpoint.error.has_value());
+  EXPECT_FALSE(big.checkpoint.failing_since.has_value());
+}
+
+std::size_t occurrences(const std::string& text, const std::string& part) {
+  std::size_t count = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+TEST_F(RunSupervisorTest, EachLeftOutEntryIsLoggedOncePerRun) {
+  ready_supervisor();
+  inflight::Run& first = submit(kSleeper);
+  inflight::Run& second = submit(kSleeper);
+  store.answer(Step::save, Answer::land_leaving_out);
+  log::set_format(log::Format::json);
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(checkpoint_now(first));
+    EXPECT_TRUE(checkpoint_now(second));
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(occurrences(log, "checkpoint entry left out"), 4u) << log;
+  for (const auto* run : {&first, &second}) {
+    const std::string of_run = "\"run_id\":\"" + run->id + "\"}";
+    EXPECT_EQ(occurrences(log, "\"path\":\"out/pipe\",\"rule\":\"FIFO\"," + of_run), 1u) << log;
+    EXPECT_EQ(occurrences(log, "\"path\":\"out/link\",\"rule\":\"symbolic link\"," + of_run), 1u)
+        << log;
+  }
 }
 
 TEST_F(RunSupervisorTest, StoppingARunCancelsItAndReleasesIt) {

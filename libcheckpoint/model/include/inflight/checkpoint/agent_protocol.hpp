@@ -57,6 +57,8 @@ struct adl_serializer<std::optional<T>> {
 
 namespace inflight::checkpoint {
 INFLIGHT_AGENT_MESSAGE(LeftRun, run_id, pod, until)
+INFLIGHT_AGENT_MESSAGE(LeftOutEntry, path, rule)
+INFLIGHT_AGENT_MESSAGE(LeftOut, named, unnamed)
 
 // A reason travels as the word its commit's subject carries.
 inline void to_json(OrderedJson& j, CheckpointReason reason) {
@@ -73,7 +75,7 @@ namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
 
-inline constexpr int kAgentProtocolVersion = 3;
+inline constexpr int kAgentProtocolVersion = 4;
 
 // Either side's message: a restore answer carries the run-params of every
 // run it holds back, each at most 1 MiB.
@@ -149,8 +151,9 @@ INFLIGHT_AGENT_MESSAGE(RunCheckpoint, run_dir, origin_pod, run_id, attempt, reas
 
 struct Saved {
   std::optional<std::string> commit;  // none when nothing changed
+  checkpoint::LeftOut left_out;       // what the snapshot left out, for serve's warnings
 };
-INFLIGHT_AGENT_MESSAGE(Saved, commit)
+INFLIGHT_AGENT_MESSAGE(Saved, commit, left_out)
 
 struct Save {
   static constexpr std::string_view op = "save";
@@ -171,8 +174,9 @@ INFLIGHT_AGENT_MESSAGE(Release, run)
 struct PartResult {
   std::optional<Error> failure;
   std::optional<std::string> commit;
+  checkpoint::LeftOut left_out;  // a run's: what its snapshot left out
 };
-INFLIGHT_AGENT_MESSAGE(PartResult, failure, commit)
+INFLIGHT_AGENT_MESSAGE(PartResult, failure, commit, left_out)
 
 struct SavedAll {
   std::vector<PartResult> runs;     // one per run asked for, in order

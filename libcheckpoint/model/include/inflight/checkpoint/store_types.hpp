@@ -17,6 +17,7 @@
 
 #include "inflight/checkpoint/commit_message.hpp"
 #include "inflight/checkpoint/lease_record.hpp"
+#include "inflight/checkpoint/tree_rules.hpp"
 #include "inflight/core/child_templates.hpp"
 #include "inflight/core/failure.hpp"
 #include "inflight/core/run_params.hpp"
@@ -88,13 +89,6 @@ constexpr bool judged_against(RefOutcome outcome) {
 struct RefResult {
   RefOutcome outcome = RefOutcome::updated;
   std::string detail;  // why, when not updated
-};
-
-// How much a restored tree may hold (README "Checkpoints in git":
-// --restore-max-bytes and --restore-max-files; directories count as files).
-struct TreeLimits {
-  std::uint64_t max_bytes = 1ull << 30;
-  std::uint64_t max_files = 100000;
 };
 
 // How long a claim by a pod without a lease (`inflight resume`) holds the
@@ -187,6 +181,10 @@ struct SaveOutcome {
   std::optional<std::string> commit;  // none when nothing changed
   RefOutcome ref = RefOutcome::updated;
   std::optional<std::string> error;  // this run's own failure (its dir could not be read)
+  // The kind of `error` when the snapshot failed (over_limit, other); a ref
+  // that was not updated is told by `ref`.
+  std::optional<Failure> snapshot_failure;
+  LeftOut left_out;  // what the snapshot left out (tree_rules.hpp)
 };
 
 // What a batched save does with the pod's lease: renew it until

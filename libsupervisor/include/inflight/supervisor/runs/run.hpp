@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -41,6 +42,13 @@ struct CheckpointState {
   std::string branch;
   std::optional<std::string> last_at;
   std::optional<std::string> last_commit;
+  // Since when, and why, this run's checkpoints fail; cleared once one lands.
+  std::optional<std::string> failing_since;
+  std::optional<std::string> error;
+  // The entries left out of its checkpoints already logged ("path\nrule"):
+  // each is logged once per run (README "Checkpoints in git").
+  std::set<std::string> left_out_logged;
+  bool unnamed_left_out_logged = false;
 };
 
 struct Run {

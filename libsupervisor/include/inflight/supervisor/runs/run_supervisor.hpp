@@ -103,6 +103,10 @@ class RunSupervisor {
   void start_periodic_checkpoints(Duration interval, PodLease* lease = nullptr);
 
   const std::map<Outcome, std::uint64_t>& attempts_by_outcome() const { return outcomes_; }
+  // Run checkpoints that did not land, by why.
+  const std::map<Failure, std::uint64_t>& checkpoint_failures() const {
+    return checkpoint_failures_;
+  }
   const SupervisorSettings& settings() const { return settings_; }
 
  private:
@@ -131,6 +135,8 @@ class RunSupervisor {
   void start_store_op(Run& run);
   void store_op_done(Run& run);
   void record_checkpoint(Run& run, const CheckpointResult& result);
+  void record_checkpoint_failure(Run& run, const Error& error);
+  void log_left_out(Run& run, const checkpoint::LeftOut& left_out);
   struct StoreBatch;
   void send_batch(const std::shared_ptr<StoreBatch>& batch);
   void fence(Run& run);
@@ -145,6 +151,7 @@ class RunSupervisor {
   std::vector<std::unique_ptr<Run>> runs_;
   std::deque<Run*> queue_;
   std::map<Outcome, std::uint64_t> outcomes_;
+  std::map<Failure, std::uint64_t> checkpoint_failures_;
   std::function<void()> exit_listener_;
   boost::asio::steady_timer periodic_timer_;
   DiskHealth disk_health_;

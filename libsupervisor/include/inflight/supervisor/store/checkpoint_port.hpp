@@ -30,11 +30,13 @@ struct CheckpointRequest {
 // A step that landed.
 struct Landed {
   std::optional<std::string> commit;  // none when nothing changed
+  checkpoint::LeftOut left_out;       // a run's checkpoint: what it left out
 };
 
 // A store step: landed, or why not. Failure::rejected: another instance owns
 // the run, stop touching it; Failure::cache: this disk's cache repo cannot be
-// opened or written.
+// opened or written; Failure::over_limit: the run dir holds more than a
+// restore takes, even with what a restore refuses left out.
 using CheckpointResult = Result<Landed>;
 
 // One store step for many runs: a shutdown, a periodic tick.

@@ -1,0 +1,187 @@
+// A snapshot leaves out what a restore would refuse, says what it left out,
+// and fails a run dir still over the limits: what it makes always restores.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "checkpoint/checkpoint_test_support.hpp"
+
+namespace inflight::checkpoint::testing {
+namespace {
+
+constexpr TreeLimits kLimits{.max_bytes = 1 << 20, .max_files = 1000};
+
+CheckpointInfo info() {
+  return CheckpointInfo{"r-1", 1, CheckpointReason::shutdown, "pod-a", 0};
+}
+
+// A UNIX socket bound at `path`, left in the directory after it is closed.
+void make_socket(const fs::path& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  ASSERT_LT(path.string().size(), sizeof address.sun_path);
+  std::strcpy(address.sun_path, path.c_str());
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ::close(fd);
+}
+
+// A file of `size` bytes that holds no data blocks: reading it would cost
+// `size` bytes of zeros.
+void make_sparse(const fs::path& path, off_t size) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(::ftruncate(fd, size), 0);
+  ::close(fd);
+}
+
+// `levels` nested directories under `top`, each named d<level>; the deepest.
+fs::path make_deep(const fs::path& top, int levels) {
+  fs::path dir = top;
+  for (int i = 1; i <= levels; ++i) dir /= "d" + std::to_string(i);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string deep_path(const std::string& top, int levels) {
+  std::string path = top;
+  for (int i = 1; i <= levels; ++i) path += "/d" + std::to_string(i);
+  return path;
+}
+
+class SnapshotRulesTest : public CheckpointTest {
+ protected:
+  void SetUp() override {
+    repo_.emplace(cache_path());
+    fs::create_directories(run_dir());
+  }
+  std::string ls_tree(const std::string& commit) {
+    repo_->persist();
+    return git(cache_path(), "ls-tree -r --name-only " + commit);
+  }
+  // The rule the snapshot gave for leaving out `path`, or "" when it kept it.
+  static std::string rule_for(const RunSnapshotter& snapshotter, const std::string& path) {
+    for (const auto& entry : snapshotter.left_out().named)
+      if (entry.path == path) return entry.rule;
+    return "";
+  }
+
+  std::optional<CacheRepo> repo_;
+};
+
+TEST_F(SnapshotRulesTest, WhatARestoreRefusesIsLeftOutNamedAndTheRestRestores) {
+  write_file(run_dir() / "index.jsonl", "{\"a\":1}\n");
+  write_file(run_dir() / "sub" / "keep.txt", "kept");
+  write_file(run_dir() / "bad\xff.txt", "not UTF-8");
+  write_file(make_deep(run_dir() / "deep", 200) / "bottom.txt", "too deep");
+  make_sparse(run_dir() / "sparse.bin", off_t{2} << 30);
+  ASSERT_EQ(::mkfifo((run_dir() / "pipe").c_str(), 0600), 0);
+  make_socket(run_dir() / "sock");
+  fs::create_symlink("/etc/passwd", run_dir() / "link");
+  write_file(run_dir() / "sub" / ".GIT" / "config", "a repository");
+  write_file(run_dir() / "x.inflight-chunks" / "000000", "a fake chunk tree");
+
+  RunSnapshotter snapshotter(*repo_, {}, kLimits);
+  const auto commit = snapshotter.snapshot(run_dir(), info(), std::nullopt);
+  ASSERT_TRUE(commit);
+  EXPECT_EQ(ls_tree(*commit), "index.jsonl\nsub/keep.txt\n");
+  EXPECT_EQ(rule_for(snapshotter, "bad\\xff.txt"), "name is not UTF-8");
+  EXPECT_EQ(rule_for(snapshotter, deep_path("deep", kMaxTreeDepth)),  // deep/ is the first
+            "nested deeper than 64 directories");
+  EXPECT_EQ(rule_for(snapshotter, "sparse.bin"),
+            "file of 2147483648 bytes is over the byte limit of 1048576");
+  EXPECT_EQ(rule_for(snapshotter, "pipe"), "FIFO");
+  EXPECT_EQ(rule_for(snapshotter, "sock"), "socket");
+  EXPECT_EQ(rule_for(snapshotter, "link"), "symbolic link");
+  EXPECT_EQ(rule_for(snapshotter, "sub/.GIT"), "'.git' component");
+  EXPECT_EQ(rule_for(snapshotter, "x.inflight-chunks"), "directory name ends in .inflight-chunks");
+  EXPECT_EQ(snapshotter.left_out().named.size(), 8u);
+  EXPECT_EQ(snapshotter.left_out().unnamed, 0u);
+  // Judged by lstat alone: only the two kept files were opened.
+  EXPECT_EQ(snapshotter.last_stats().files_read, 2u);
+  EXPECT_EQ(snapshotter.last_stats().bytes_read, std::strlen("{\"a\":1}\n") + 4);
+
+  const fs::path restored = temp_.path() / "restored";
+  materialize(*repo_, *commit, restored, kLimits);
+  EXPECT_EQ(read_file(restored / "index.jsonl"), "{\"a\":1}\n");
+  EXPECT_EQ(read_file(restored / "sub" / "keep.txt"), "kept");
+}
+
+TEST_F(SnapshotRulesTest, ExcludedEntriesAreNotReportedAsLeftOut) {
+  write_file(run_dir() / "keep.txt", "k");
+  fs::create_symlink("/etc/passwd", run_dir() / "id_rsa");
+  RunSnapshotter snapshotter(*repo_, {"id_rsa*"}, kLimits);
+  ASSERT_TRUE(snapshotter.snapshot(run_dir(), info(), std::nullopt));
+  EXPECT_TRUE(snapshotter.left_out().empty());
+}
+
+TEST_F(SnapshotRulesTest, EachSnapshotReportsOnlyWhatItLeftOut) {
+  write_file(run_dir() / "keep.txt", "k");
+  ASSERT_EQ(::mkfifo((run_dir() / "pipe").c_str(), 0600), 0);
+  RunSnapshotter snapshotter(*repo_, {}, kLimits);
+  const auto first = snapshotter.snapshot(run_dir(), info(), std::nullopt);
+  EXPECT_EQ(snapshotter.left_out().named.size(), 1u);
+  fs::remove(run_dir() / "pipe");
+  ASSERT_TRUE(snapshotter.snapshot(run_dir(), info(), first));
+  EXPECT_TRUE(snapshotter.left_out().empty());
+}
+
+TEST_F(SnapshotRulesTest, ADirStillOverTheFileLimitFailsOverLimit) {
+  for (int i = 0; i < 6; ++i) write_file(run_dir() / ("f" + std::to_string(i)), "x");
+  ASSERT_EQ(::mkfifo((run_dir() / "pipe").c_str(), 0600), 0);
+  RunSnapshotter fits(*repo_, {}, {.max_bytes = 1 << 20, .max_files = 6});
+  EXPECT_TRUE(fits.snapshot(run_dir(), info(), std::nullopt));  // the FIFO does not count
+
+  write_file(run_dir() / "f6", "x");
+  RunSnapshotter over(*repo_, {}, {.max_bytes = 1 << 20, .max_files = 6});
+  try {
+    over.snapshot(run_dir(), info(), std::nullopt);
+    FAIL() << "expected over_limit";
+  } catch (const GitError& error) {
+    EXPECT_EQ(error.kind(), Failure::over_limit);
+    EXPECT_NE(std::string(error.what()).find("more than 6 files"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST_F(SnapshotRulesTest, ADirStillOverTheByteLimitFailsBeforeReadingIt) {
+  make_sparse(run_dir() / "a.bin", 600);
+  make_sparse(run_dir() / "b.bin", 600);
+  RunSnapshotter snapshotter(*repo_, {}, {.max_bytes = 1000, .max_files = 100});
+  try {
+    snapshotter.snapshot(run_dir(), info(), std::nullopt);
+    FAIL() << "expected over_limit";
+  } catch (const GitError& error) {
+    EXPECT_EQ(error.kind(), Failure::over_limit);
+    EXPECT_NE(std::string(error.what()).find("larger than the limit of 1000 bytes"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_LE(snapshotter.last_stats().bytes_read, 600u);  // the second file was never read
+}
+
+// A chunked file 64 directories down: its chunk tree is neither a 65th
+// level nor 7 more files, in the snapshot and in the restore alike.
+TEST_F(SnapshotRulesTest, ChunkTreesCountNeitherTowardDepthNorFiles) {
+  const fs::path bottom = make_deep(run_dir(), kMaxTreeDepth);
+  write_file(bottom / "big.jsonl", std::string(200'000, 'x'));  // 7 chunks
+  const TreeLimits limits{.max_bytes = 1 << 20, .max_files = kMaxTreeDepth + 1};
+  RunSnapshotter snapshotter(*repo_, {}, limits);
+  const auto commit = snapshotter.snapshot(run_dir(), info(), std::nullopt);
+  ASSERT_TRUE(commit);
+  EXPECT_TRUE(snapshotter.left_out().empty());
+  EXPECT_NE(ls_tree(*commit).find("big.jsonl.inflight-chunks/000006"), std::string::npos);
+
+  const fs::path restored = temp_.path() / "restored";
+  materialize(*repo_, *commit, restored, limits);
+  EXPECT_EQ(fs::file_size(restored / fs::relative(bottom, run_dir()) / "big.jsonl"), 200'000u);
+}
+
+}  // namespace
+}  // namespace inflight::checkpoint::testing
