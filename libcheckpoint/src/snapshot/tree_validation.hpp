@@ -17,10 +17,10 @@ namespace inflight::checkpoint {
 std::string target_name(const git_tree_entry* entry);
 
 // Walks the whole tree of a checkpoint before anything is written and throws
-// GitError(hostile_tree), naming the path and the rule, when an entry could
-// land outside the run dir (bad names, names that are not UTF-8, symlinks,
-// gitlinks), two entries would write the same file, or the tree is over its
-// limits of bytes and files.
+// GitError(hostile_tree), naming the path and the rule, when an entry breaks
+// a rule of tree_rules.hpp (bad names, names that are not UTF-8, symlinks,
+// gitlinks, too deep), two entries would write the same file, or the tree is
+// over its limits of bytes and files. The snapshot applies the same rules.
 void validate_run_tree(git_repository* repo, const git_tree* tree, const TreeLimits& limits);
 
 }  // namespace inflight::checkpoint

@@ -137,7 +137,12 @@ void CheckpointStore::persist() {
 
 Result<void> CheckpointStore::release(const fs::path& run_dir, const std::string& origin_pod,
                                       const CheckpointInfo& info) {
-  if (auto saved = save(run_dir, origin_pod, info); !saved) return saved.error();
+  // A final state over the restore limits cannot be pushed, and no retry
+  // mends it: the branch goes without it (the local run dir says the run is
+  // over), rather than stay for another pod to run the run again.
+  if (auto saved = save(run_dir, origin_pod, info);
+      !saved && !saved.failed_with(Failure::over_limit))
+    return saved.error();
   snapshotters_.erase(run_dir.string());
   drop_stat_cache(cache_, run_dir);
   try {

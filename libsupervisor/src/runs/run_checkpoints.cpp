@@ -168,11 +168,13 @@ void RunSupervisor::log_left_out(Run& run, const checkpoint::LeftOut& left_out) 
   auto& state = run.checkpoint;
   bool unnamed = left_out.unnamed > 0;
   for (const auto& entry : left_out.named) {
+    std::string key = entry.path + "\n" + entry.rule;
+    if (state.left_out_logged.contains(key)) continue;
     if (state.left_out_logged.size() == kMaxLoggedLeftOut) {
       unnamed = true;
-      break;
+      continue;
     }
-    if (!state.left_out_logged.insert(entry.path + "\n" + entry.rule).second) continue;
+    state.left_out_logged.insert(std::move(key));
     log::warn("checkpoint entry left out",
               {{"run_id", run.id}, {"path", entry.path}, {"rule", entry.rule}});
   }

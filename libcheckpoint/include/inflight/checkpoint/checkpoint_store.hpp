@@ -40,7 +40,8 @@ class CheckpointStore {
   // The run is over: a last commit carrying its final run-params.json, then
   // the branch is deleted. A crash or a failure between the two leaves a
   // branch that every restore deletes instead of running. A rejected push is
-  // Failure::rejected: the branch is another instance's, untouched.
+  // Failure::rejected: the branch is another instance's, untouched. A final
+  // state over the restore limits is not pushed: the branch is deleted as is.
   Result<void> release(const std::filesystem::path& run_dir, const std::string& origin_pod,
                        const CheckpointInfo& info);
 

@@ -1,6 +1,7 @@
 #include "inflight/checkpoint/checkpoint_store.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "checkpoint/background_process.hpp"
 #include "checkpoint/checkpoint_test_support.hpp"
@@ -296,6 +297,46 @@ TEST_F(CheckpointStoreTest, LocalCopyWithMoreAttemptsWinsButTheBranchIsStillClai
             std::string::npos);
   // The local copy won: the claim carries its tree, not the tip's.
   EXPECT_NE(git(remote(), "ls-tree refs/heads/inflight/pod-a/r1 local-only"), "");
+}
+
+// Each run of a batch answers for itself: one over the restore limits fails
+// with its kind, and what it left out is reported; the others land.
+TEST_F(CheckpointStoreTest, ARunOverTheLimitsFailsAloneInABatch) {
+  auto limited = config("a");
+  limited.restore_limits.max_files = 5;
+  CheckpointStore store(limited);
+  const auto runs = temp_.path() / "runs-a";
+  const auto small = make_run(runs, "small", 1);
+  ASSERT_EQ(::mkfifo((small / "pipe").c_str(), 0600), 0);
+  const auto big = make_run(runs, "big", 1);
+  for (int i = 0; i < 5; ++i) write_file(big / ("f" + std::to_string(i)), "x");
+  const auto report =
+      store.save_all({{.run_dir = small, .origin_pod = "pod-a", .info = info("small")},
+                      {.run_dir = big, .origin_pod = "pod-a", .info = info("big")}},
+                     std::nullopt);
+  ASSERT_FALSE(report.runs[0].error) << *report.runs[0].error;
+  EXPECT_TRUE(has_ref("refs/heads/inflight/pod-a/small"));
+  ASSERT_EQ(report.runs[0].left_out.named.size(), 1u);
+  EXPECT_EQ(report.runs[0].left_out.named[0], (LeftOutEntry{.path = "pipe", .rule = "FIFO"}));
+  ASSERT_TRUE(report.runs[1].error);
+  EXPECT_EQ(report.runs[1].snapshot_failure, Failure::over_limit);
+  EXPECT_NE(report.runs[1].error->find("more than 5 files"), std::string::npos);
+  EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/big"));
+}
+
+// A run that finished over the limits cannot push its final state; its
+// branch goes anyway, so that no other pod runs it again.
+TEST_F(CheckpointStoreTest, ARunFinishedOverTheLimitsStillLosesItsBranch) {
+  const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
+  ASSERT_TRUE(CheckpointStore(config("a")).save(dir, "pod-a", info("r1")));
+  ASSERT_TRUE(has_ref("refs/heads/inflight/pod-a/r1"));
+  for (int i = 0; i < 10; ++i) write_file(dir / ("f" + std::to_string(i)), "x");
+  auto limited = config("a");
+  limited.restore_limits.max_files = 5;
+  const auto released =
+      CheckpointStore(limited).release(dir, "pod-a", info("r1", CheckpointReason::final));
+  EXPECT_TRUE(released) << released.error().message;
+  EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r1"));
 }
 
 TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
