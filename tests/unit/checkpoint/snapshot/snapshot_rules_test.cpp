@@ -113,6 +113,18 @@ TEST_F(SnapshotRulesTest, WhatARestoreRefusesIsLeftOutNamedAndTheRestRestores) {
   EXPECT_EQ(read_file(restored / "sub" / "keep.txt"), "kept");
 }
 
+// Names the rules let through but libgit2 will not put in a tree: left out
+// too, rather than failing the whole checkpoint.
+TEST_F(SnapshotRulesTest, NamesGitRefusesInATreeAreLeftOut) {
+  write_file(run_dir() / "keep.txt", "k");
+  write_file(run_dir() / "GIT~1", "an NTFS short name of .git");
+  RunSnapshotter snapshotter(*repo_, {}, kLimits);
+  const auto commit = snapshotter.snapshot(run_dir(), info(), std::nullopt);
+  ASSERT_TRUE(commit);
+  EXPECT_EQ(ls_tree(*commit), "keep.txt\n");
+  EXPECT_EQ(rule_for(snapshotter, "GIT~1"), "git refuses the name");
+}
+
 TEST_F(SnapshotRulesTest, ExcludedEntriesAreNotReportedAsLeftOut) {
   write_file(run_dir() / "keep.txt", "k");
   fs::create_symlink("/etc/passwd", run_dir() / "id_rsa");
