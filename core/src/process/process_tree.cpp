@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <string>
 
 #include "inflight/core/fd.hpp"
 
@@ -29,16 +30,15 @@ std::vector<pid_t> descendants_of(pid_t root, std::span<const ProcessLink> links
   // A pid reused while /proc was read may make a cycle: nothing is added twice.
   for (std::size_t next = 0; next < found.size(); ++next)
     for (const auto& link : links)
-      if (link.ppid == found[next] && std::find(found.begin(), found.end(), link.pid) == found.end())
+      if (link.ppid == found[next] &&
+          std::find(found.begin(), found.end(), link.pid) == found.end())
         found.push_back(link.pid);
   found.erase(found.begin());
   return found;
 }
 
-namespace {
-
-std::optional<pid_t> read_ppid(const char* pid_name) {
-  const std::string path = std::string("/proc/") + pid_name + "/stat";
+std::optional<pid_t> read_ppid(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
   const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return std::nullopt;
   char buffer[1024];
@@ -46,8 +46,6 @@ std::optional<pid_t> read_ppid(const char* pid_name) {
   if (got <= 0) return std::nullopt;
   return ppid_from_stat({buffer, static_cast<std::size_t>(got)});
 }
-
-}  // namespace
 
 std::vector<ProcessLink> read_process_links() {
   std::vector<ProcessLink> links;
@@ -58,7 +56,7 @@ std::vector<ProcessLink> read_process_links() {
     pid_t pid = 0;
     const auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), pid);
     if (error != std::errc() || end != name.data() + name.size()) continue;
-    if (const auto ppid = read_ppid(entry->d_name)) links.push_back({pid, *ppid});
+    if (const auto ppid = read_ppid(pid)) links.push_back({pid, *ppid});
   }
   ::closedir(proc);
   return links;

@@ -174,7 +174,8 @@ ChildTemplate ChildTemplate::parse(const OrderedJson& child, const std::string& 
   }
   if (child.contains("progress_file"))
     t.progress_file_ = string_field(child["progress_file"], where + ".progress_file");
-  if (child.contains("stop_signal")) t.stop_signal_ = parse_stop_signal(child["stop_signal"], where);
+  if (child.contains("stop_signal"))
+    t.stop_signal_ = parse_stop_signal(child["stop_signal"], where);
   t.check_consistency();
   return t;
 }

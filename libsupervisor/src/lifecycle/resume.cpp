@@ -125,7 +125,8 @@ class ResumeCommand {
                                         .max_queued = 1,
                                         .stop_grace = settings_.flush_window,
                                         .network_timeout = settings_.store.git_timeout,
-                                        .echo_output = true};
+                                        .echo_output = true,
+                                        .containment = choose_containment(settings_.containment)};
     supervisor_.emplace(loop_.io(), loop_.reaper(), checkpoints_, supervised, settings_.children);
     if (adopt_restored(*supervisor_, settings_.children, {std::move(restored)}) == 0)
       return finish(kExitFailure);

@@ -30,8 +30,7 @@ TEST(PpidFromStat, RefusesTextThatIsNoStatLine) {
 // A shim 10 with a leader 11; 12 forked by the leader; 13 re-parented to the
 // shim (a double fork); 14 below 13; 20 and 21 belong to someone else.
 TEST(DescendantsOf, FindsEveryLevelAndNothingOutside) {
-  const ProcessLink links[] = {{14, 13}, {11, 10}, {12, 11}, {13, 10},
-                               {20, 1},  {21, 20}, {10, 5}};
+  const ProcessLink links[] = {{14, 13}, {11, 10}, {12, 11}, {13, 10}, {20, 1}, {21, 20}, {10, 5}};
   EXPECT_EQ(sorted(descendants_of(10, links)), (std::vector<pid_t>{11, 12, 13, 14}));
   EXPECT_EQ(sorted(descendants_of(13, links)), (std::vector<pid_t>{14}));
   EXPECT_TRUE(descendants_of(14, links).empty());

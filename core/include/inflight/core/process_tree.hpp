@@ -22,6 +22,9 @@ struct ProcessLink {
 // the last ')' are read.
 std::optional<pid_t> ppid_from_stat(std::string_view stat);
 
+// The parent pid of `pid` now; nullopt once it is gone.
+std::optional<pid_t> read_ppid(pid_t pid);
+
 // Every process whose chain of parents leads to `root` (root excluded), in
 // no particular order.
 std::vector<pid_t> descendants_of(pid_t root, std::span<const ProcessLink> links);
