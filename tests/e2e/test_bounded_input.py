@@ -72,7 +72,8 @@ def test_out_of_descriptors_backs_off_and_recovers(tmp_path):
         env={k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")},
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
     try:
-        address = json.loads(proc.stderr.readline())["address"]
+        # The lines before "listening" (the containment chosen) carry no address.
+        address = next(e for e in map(json.loads, proc.stderr) if e["msg"] == "listening")["address"]
         url = "http://" + address
         wait_for(lambda: http("GET", url + "/readyz", timeout=2).status == 200, 30, "readyz")
         host, port = address.split(":")

@@ -29,23 +29,6 @@ def wait_pushed(serve, run_id):
     serve.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and e.get("run_id") == run_id, 30)
 
 
-def test_a_child_that_exits_0_on_sigterm_finishes_and_its_branch_is_gone(
-        serve_factory, tmp_path, git_daemon):
-    config = write_config(tmp_path / "config.json", script_child("exits_0_on_term.py"))
-    pod_a = tmp_path / "pod-a"
-    serve = start(serve_factory, pod_a, git_daemon, "--config", config,
-                  "--checkpoint-interval", "250ms")
-    run_id = serve.submit()
-    wait_pushed(serve, run_id)
-    assert branch_of(git_daemon, run_id) in branches(git_daemon.bare)
-    serve.signal(signal.SIGTERM)
-    assert serve.wait_exit(timeout=30) == 0, "".join(serve.lines)
-    assert any(e.get("msg") == "attempt ended" and e.get("outcome") == "succeeded"
-               for e in serve.events())
-    assert branch_of(git_daemon, run_id) not in branches(git_daemon.bare)
-    assert_never_runs_again(serve_factory, tmp_path, git_daemon, run_id)
-
-
 def test_a_run_that_ends_just_before_sigterm_is_not_run_again(serve_factory, tmp_path, git_daemon):
     pod_a = tmp_path / "pod-a"
     serve = start(serve_factory, pod_a, git_daemon, "--checkpoint-interval", "100ms")

@@ -1,6 +1,7 @@
 """Where `inflight` finds its helpers: next to it (build tree) or in
 <prefix>/libexec/inflight (installed tree). A missing checkpoint agent stops
-serve, resume and checkpoints at their start with exit 2, before any work."""
+serve, resume and checkpoints at their start with exit 2, before any work; a
+missing run shim stops serve and resume likewise."""
 import json
 import os
 import shutil
@@ -36,13 +37,29 @@ def test_missing_agent_stops_the_command_at_start(tmp_path, args):
     assert not (work / ".inflight").exists(), "nothing may start without the agent"
 
 
+@pytest.mark.parametrize("args", [("serve", "--listen", "127.0.0.1:0"), ("resume", "r-1")],
+                         ids=lambda a: a[0])
+def test_missing_run_shim_stops_the_commands_that_run_children_at_start(tmp_path, args):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for binary in ("inflight", "inflight-checkpoint-agent", "inflight-demo-eval"):
+        shutil.copy2(BIN_DIR / binary, bin_dir)
+    work = tmp_path / "work"
+    work.mkdir()
+    r = subprocess.run([str(bin_dir / "inflight"), *args], cwd=work, env=clean_env(),
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2, r.stderr
+    assert str(bin_dir / "inflight-run-shim") in r.stderr
+    assert "cmake --install" in r.stderr
+
+
 def test_installed_layout_runs_the_default_child_and_checkpoints(serve_factory, tmp_path):
     """bin/inflight with its helpers in libexec/inflight, as `cmake --install` lays them out."""
     prefix = tmp_path / "prefix"
     (prefix / "bin").mkdir(parents=True)
     (prefix / "libexec" / "inflight").mkdir(parents=True)
     shutil.copy2(INFLIGHT, prefix / "bin")
-    for helper in ("inflight-checkpoint-agent", "inflight-demo-eval"):
+    for helper in ("inflight-checkpoint-agent", "inflight-demo-eval", "inflight-run-shim"):
         shutil.copy2(BIN_DIR / helper, prefix / "libexec" / "inflight")
     inflight = prefix / "bin" / "inflight"
     work = tmp_path / "work"

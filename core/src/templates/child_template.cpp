@@ -7,6 +7,7 @@
 
 #include "inflight/core/duration.hpp"
 #include "inflight/core/fnv1a.hpp"
+#include "inflight/core/stop_signal.hpp"
 #include "param_rules.hpp"
 #include "placeholders.hpp"
 
@@ -129,11 +130,22 @@ const ParamSpec* ChildTemplate::find_param(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+
+int parse_stop_signal(const OrderedJson& value, const std::string& where) {
+  const auto name = string_field(value, where + ".stop_signal");
+  if (const auto signal = stop_signal_named(name)) return *signal;
+  throw ConfigError(where + ".stop_signal",
+                    "'" + name + "' is not SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 or SIGUSR2");
+}
+
+}  // namespace
+
 ChildTemplate ChildTemplate::parse(const OrderedJson& child, const std::string& name,
                                    const std::string& where) {
   require_known_keys(child, where,
                      {"argv", "optional", "resume_argv", "resume", "cwd", "env", "params",
-                      "progress_file", "retry_exit_codes", "retry_backoff"});
+                      "progress_file", "retry_exit_codes", "retry_backoff", "stop_signal"});
   ChildTemplate t;
   t.name_ = name;
   t.where_ = where;
@@ -162,6 +174,8 @@ ChildTemplate ChildTemplate::parse(const OrderedJson& child, const std::string& 
   }
   if (child.contains("progress_file"))
     t.progress_file_ = string_field(child["progress_file"], where + ".progress_file");
+  if (child.contains("stop_signal"))
+    t.stop_signal_ = parse_stop_signal(child["stop_signal"], where);
   t.check_consistency();
   return t;
 }

@@ -48,7 +48,10 @@ std::vector<OptionSpec> build_table() {
        "log lines; unset: text on a terminal, json otherwise"},
       {"grace-period", G::run, K::duration, "DURATION", "30s", "the whole shutdown budget"},
       {"flush-window", G::run, K::duration, "DURATION", "2s",
-       "how long children get after SIGTERM; under --grace-period less max(1s, 5%)"},
+       "how long children get after their stop signal; under --grace-period less max(1s, 5%)"},
+      {"containment", G::run, K::text, "auto|cgroup|shim", "auto",
+       "how every process of a run ends with it: a cgroup per attempt, or the run shim "
+       "alone; auto: cgroup when serve's cgroup can be written"},
       {"checkpoint-interval", G::run, K::duration, "DURATION", "30s",
        "periodic checkpoints; 0 disables"},
       {"listen", G::serve, K::text, "HOST:PORT", "127.0.0.1:3117", "address of the HTTP API"},

@@ -218,6 +218,10 @@ ResumeSettings read_resume_settings(const OptionSources& sources) {
   s.flush_window = sources.duration("flush-window");
   check_flush_window(s);
   s.checkpoint_interval = sources.duration("checkpoint-interval");
+  const auto containment = sources.text("containment");
+  const auto mode = containment_mode_named(containment);
+  if (!mode) throw UsageError("--containment: '" + containment + "' is not auto, cgroup or shim");
+  s.containment = *mode;
   s.children = read_child_templates(sources);
   return s;
 }

@@ -61,7 +61,10 @@ class ResumeCommand {
         target_(target),
         restore_only_(restore_only),
         runs_dir_(runs_dir),
-        checkpoints_(loop_.io(), loop_.reaper(), s.store, runs_dir, s.children) {}
+        checkpoints_(loop_.io(), loop_.reaper(), s.store, runs_dir, s.children) {
+    // Before any work: a command that runs a child must be able to contain it.
+    if (!restore_only) containment_ = choose_containment(s.containment);
+  }
 
   int run() {
     checkpoints_.restore({.local = local_run(runs_dir_, name_),
@@ -125,7 +128,8 @@ class ResumeCommand {
                                         .max_queued = 1,
                                         .stop_grace = settings_.flush_window,
                                         .network_timeout = settings_.store.git_timeout,
-                                        .echo_output = true};
+                                        .echo_output = true,
+                                        .containment = *containment_};
     supervisor_.emplace(loop_.io(), loop_.reaper(), checkpoints_, supervised, settings_.children);
     if (adopt_restored(*supervisor_, settings_.children, {std::move(restored)}) == 0)
       return finish(kExitFailure);
@@ -165,6 +169,7 @@ class ResumeCommand {
   const fs::path runs_dir_;
   CommandLoop loop_;
   AgentCheckpoints checkpoints_;
+  std::optional<Containment> containment_;  // unset with --restore-only
   std::optional<RunSupervisor> supervisor_;
   std::optional<ShutdownPlan> plan_;
   int exit_code_ = kExitFailure;

@@ -51,7 +51,8 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           .max_queued = s.max_queued,
           .stop_grace = s.flush_window,
           .network_timeout = s.store.git_timeout,
-          .echo_output = false};
+          .echo_output = false,
+          .containment = choose_containment(s.containment)};
 }
 
 // One serving instance: its parts in the order each needs the last, and the

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/process/v2/environment.hpp>
@@ -9,9 +11,11 @@
 #include <boost/process/v2/start_dir.hpp>
 #include <boost/process/v2/stdio.hpp>
 #include <cerrno>
+#include <cstdint>
 #include <system_error>
 
 #include "inflight/core/fd.hpp"
+#include "inflight/core/log.hpp"
 #include "inflight/core/program_path.hpp"
 
 namespace inflight {
@@ -97,6 +101,102 @@ pid_t spawn_child(boost::asio::io_context& io, const ChildSpec& spec) {
 
 void signal_group(pid_t pgid, int signal) {
   if (pgid > 1) ::kill(-pgid, signal);
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The attempt's own cgroup under serve's; an existing one (left by an attempt
+// whose shim was killed) is used again. None when it cannot be made: the shim
+// still ends the attempt's processes, found through /proc.
+std::optional<fs::path> make_attempt_cgroup(const Containment& containment,
+                                            const std::string& name) {
+  if (!containment.cgroup_parent) return std::nullopt;
+  auto dir = *containment.cgroup_parent / name;
+  std::error_code ec;
+  fs::create_directory(dir, ec);
+  if (!ec) return dir;
+  log::warn("attempt started without a cgroup of its own; the run shim alone contains it",
+            {{"cgroup", dir.string()}, {"error", ec.message()}});
+  return std::nullopt;
+}
+
+// What the shim writes once it tried the exec (apps/run-shim/main.cpp).
+struct ShimReport {
+  std::int32_t leader = 0;
+  std::int32_t error = 0;  // errno of the child's exec; 0: started
+};
+
+// Blocks for the few milliseconds the shim needs to fork and exec, as the
+// launcher itself waits for the shim's exec.
+ShimReport read_report(int control) {
+  ShimReport report;
+  std::size_t got = 0;
+  auto* bytes = reinterpret_cast<char*>(&report);
+  while (got < sizeof report) {
+    const auto n = ::read(control, bytes + got, sizeof report - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return {0, n == 0 ? ECHILD : errno};  // the shim ended before its report
+    got += static_cast<std::size_t>(n);
+  }
+  return report;
+}
+
+std::vector<std::string> shim_argv(const Containment& containment,
+                                   const std::optional<fs::path>& cgroup, const ChildSpec& spec) {
+  std::vector<std::string> argv{containment.shim.string(), "--parent", std::to_string(::getpid())};
+  if (cgroup) argv.insert(argv.end(), {"--cgroup", cgroup->string()});
+  argv.push_back("--");
+  argv.push_back(resolve_program(spec.argv.front()).string());
+  argv.insert(argv.end(), spec.argv.begin() + 1, spec.argv.end());
+  return argv;
+}
+
+void send_command(int control, int signal) {
+  const auto byte = static_cast<unsigned char>(signal);
+  ::send(control, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+}  // namespace
+
+ContainedChild spawn_contained(boost::asio::io_context& io, ChildSpec spec,
+                               const Containment& containment, const std::string& cgroup_name) {
+  const auto program = spec.argv.front();
+  auto cgroup = make_attempt_cgroup(containment, cgroup_name);
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+    throw std::system_error(errno, std::generic_category(), "socketpair");
+  Fd control(fds[0]);
+  Fd shim_end(fds[1]);
+  spec.argv = shim_argv(containment, cgroup, spec);
+  spec.stdin_fd = shim_end.get();
+  const pid_t shim = spawn_child(io, spec);
+  shim_end.reset();
+  const auto report = read_report(control.get());
+  if (report.error == 0)
+    return ContainedChild(shim, report.leader, std::move(control), std::move(cgroup));
+  // The shim ends at once after a failed exec; reaped here, it is no orphan.
+  ::waitpid(shim, nullptr, 0);
+  throw std::system_error(report.error, std::generic_category(), program);
+}
+
+void ContainedChild::signal(int signal) const {
+  send_command(control_.get(), signal);
+}
+
+void ContainedChild::end() const {
+  send_command(control_.get(), SIGKILL);
+}
+
+void ContainedChild::clean_up() const {
+  signal_group(leader_, SIGKILL);
+  if (!cgroup_) return;
+  std::error_code ec;
+  if (!fs::exists(*cgroup_, ec)) return;
+  if (const Fd kill(::open((*cgroup_ / "cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC)); kill)
+    (void)::write(kill.get(), "1", 1);
+  fs::remove(*cgroup_, ec);
 }
 
 }  // namespace inflight

@@ -67,22 +67,25 @@ std::vector<std::string> RunSupervisor::child_environment(const ChildTemplate& c
   return env;
 }
 
-pid_t RunSupervisor::spawn_attempt(Run& run, const RenderContext& context, Fd console) {
+// Each attempt under its own run shim, in a cgroup named after serve and the
+// run: instances sharing a cgroup never pick the same name.
+ContainedChild RunSupervisor::spawn_attempt(Run& run, const RenderContext& context, Fd console) {
+  const auto cgroup = "inflight-" + std::to_string(::getpid()) + "-" + run.id;
   ChildSpec spec{.argv = run.params.argv,
                  .cwd = run.params.cwd,
                  .env = child_environment(*run.child, context),
                  .stdin_fd = -1,
                  .stdout_fd = console.get(),
                  .stderr_fd = console.get()};
-  if (!settings_.echo_output) return spawn_child(io_, spec);
+  if (!settings_.echo_output) return spawn_contained(io_, spec, settings_.containment, cgroup);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
   Fd read_end(fds[0]);
   const Fd write_end(fds[1]);
   spec.stdout_fd = spec.stderr_fd = write_end.get();
-  const pid_t pid = spawn_child(io_, spec);
+  auto child = spawn_contained(io_, spec, settings_.containment, cgroup);
   std::make_shared<OutputTee>(io_, std::move(read_end), std::move(console))->start();
-  return pid;
+  return child;
 }
 
 void RunSupervisor::start_attempt(Run& run) {
@@ -109,11 +112,12 @@ void RunSupervisor::start_attempt(Run& run) {
                       join(run.params.argv) + "\n";
   Fd console = open_console_log(run.dir, header);
   try {
-    const pid_t pid = spawn_attempt(run, context, std::move(console));
-    run.pgid = pid;
+    run.process.emplace(spawn_attempt(run, context, std::move(console)));
     run.status = RunStatus::running;
-    reaper_.watch(pid, [this, &run](int wait_status) { on_exit(run, wait_status); });
-    log::info("attempt started", {{"run_id", run.id}, {"attempt", attempt}, {"pid", pid}});
+    reaper_.watch(run.process->shim(),
+                  [this, &run](int wait_status) { on_exit(run, wait_status); });
+    log::info("attempt started",
+              {{"run_id", run.id}, {"attempt", attempt}, {"pid", run.process->leader()}});
   } catch (const std::system_error& e) {
     not_started(run, e.code());
   }
@@ -144,9 +148,10 @@ void RunSupervisor::on_exit(Run& run, int wait_status) {
   const auto status = decode_wait_status(wait_status);
   const auto outcome = classify(status, run.stop_cause, run.child->retry_exit_codes());
   run.stop_timer.cancel();
-  // The leader is gone; whatever it left in its group goes with it.
-  signal_group(*run.pgid, SIGKILL);
-  run.pgid.reset();
+  // The shim exits as the leader did, once every process of the attempt
+  // ended; had it been killed itself, what it left ends here.
+  run.process->clean_up();
+  run.process.reset();
   auto& record = run.params.attempts.back();
   record.ended_at = iso8601_utc(SystemClock::now());
   record.exit_code = status.exit_code;

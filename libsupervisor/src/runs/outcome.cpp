@@ -40,10 +40,13 @@ ExitStatus decode_wait_status(int wait_status) {
   return {};
 }
 
+// A signal we sent decides first, whatever the exit code: a tool that pauses
+// on it and exits 0 has work left, and must be resumed, never published as
+// finished.
 Outcome classify(const ExitStatus& status, StopCause cause, std::span<const int> retry_exit_codes) {
-  if (status.exit_code == 0) return Outcome::succeeded;
   if (cause == StopCause::shutdown) return Outcome::interrupted;
   if (cause == StopCause::cancel) return Outcome::cancelled;
+  if (status.exit_code == 0) return Outcome::succeeded;
   if (status.signal) return Outcome::crashed;
   if (std::find(retry_exit_codes.begin(), retry_exit_codes.end(), *status.exit_code) !=
       retry_exit_codes.end())

@@ -197,7 +197,7 @@ void RunSupervisor::fence(Run& run) {
   // child's exit writes the mark with its attempt's end.
   run.params.handed_over = "fenced at " + iso8601_utc(SystemClock::now()) +
                            ": another instance's push replaced this pod's";
-  if (!run.pgid) {
+  if (!run.process) {
     if (!is_final(run.status)) run.status = RunStatus::interrupted;
     return write_params(run);
   }

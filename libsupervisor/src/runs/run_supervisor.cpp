@@ -177,19 +177,20 @@ void RunSupervisor::stop(Run& run) {
     release_checkpoint(run);  // a restored run has a branch
     return;
   }
-  if (!run.pgid || run.stop_cause != StopCause::none) return;
+  if (!run.process || run.stop_cause != StopCause::none) return;
   stop_child(run, StopCause::cancel);
   log::info("run stopping", {{"run_id", run.id}});
 }
 
-// SIGTERM to the group now, SIGKILL if it is still there after the grace.
+// The template's stop signal to the group now; every process of the attempt
+// ends if the attempt is still there after the grace.
 void RunSupervisor::stop_child(Run& run, StopCause cause) {
   run.stop_cause = cause;
   run.status = RunStatus::stopping;
-  signal_group(*run.pgid, SIGTERM);
+  run.process->signal(run.child->stop_signal());
   run.stop_timer.expires_after(settings_.stop_grace);
   run.stop_timer.async_wait([&run](const boost::system::error_code& ec) {
-    if (!ec && run.pgid) signal_group(*run.pgid, SIGKILL);
+    if (!ec && run.process) run.process->end();
   });
 }
 
@@ -276,7 +277,7 @@ void RunSupervisor::start_queued() {
 
 int RunSupervisor::live_children() const {
   int live = 0;
-  for (const auto& run : runs_) live += run->pgid.has_value();
+  for (const auto& run : runs_) live += run->process.has_value();
   return live;
 }
 
@@ -291,18 +292,18 @@ void RunSupervisor::begin_shutdown() {
   }
   queue_.clear();
   for (auto& run : runs_) {
-    if (!run->pgid) continue;
+    if (!run->process) continue;
     if (run->stop_cause == StopCause::none) {
       run->stop_cause = StopCause::shutdown;
       run->status = RunStatus::stopping;
     }
-    signal_group(*run->pgid, SIGTERM);
+    run->process->signal(run->child->stop_signal());
   }
 }
 
 void RunSupervisor::kill_remaining() {
   for (auto& run : runs_)
-    if (run->pgid) signal_group(*run->pgid, SIGKILL);
+    if (run->process) run->process->end();
 }
 
 }  // namespace inflight

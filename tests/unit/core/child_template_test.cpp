@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace inflight {
@@ -375,6 +377,35 @@ std::string config_error_key(const OrderedJson& child) {
 
 TEST(ChildTemplateParse, AcceptsTheSpecExample) {
   EXPECT_EQ(config_error_key(spec_child()), "<accepted>");
+}
+
+TEST(ChildTemplateParse, StopSignalDefaultsToSigtermAndTakesTheListedNames) {
+  EXPECT_EQ(ChildTemplate::parse(spec_child()).stop_signal(), SIGTERM);
+  const std::pair<const char*, int> listed[] = {{"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},
+                                                {"SIGHUP", SIGHUP},   {"SIGQUIT", SIGQUIT},
+                                                {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}};
+  for (const auto& [name, signal] : listed) {
+    auto child = spec_child();
+    child["stop_signal"] = name;
+    EXPECT_EQ(ChildTemplate::parse(child).stop_signal(), signal) << name;
+  }
+}
+
+TEST(ChildTemplateParse, RefusesAnUnlistedStopSignalNamingTheKeyAndValue) {
+  for (const auto& value : {OrderedJson("SIGKILL"), OrderedJson("sigint"), OrderedJson("INT"),
+                            OrderedJson(2), OrderedJson("")}) {
+    auto child = spec_child();
+    child["stop_signal"] = value;
+    EXPECT_EQ(config_error_key(child), "child.stop_signal") << value;
+  }
+  auto child = spec_child();
+  child["stop_signal"] = "SIGKILL";
+  try {
+    ChildTemplate::parse(child);
+    FAIL() << "SIGKILL accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'SIGKILL'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ChildTemplateParse, RefusesBadResumeEnvAndRetrySettingsNamingTheKey) {

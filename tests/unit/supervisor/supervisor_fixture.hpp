@@ -63,7 +63,8 @@ class SupervisorFixture : public ::testing::Test {
             .stop_grace = std::chrono::seconds(10),
             .network_timeout = std::chrono::seconds(60),
             .disk_recheck = std::chrono::milliseconds(10),
-            .echo_output = false};
+            .echo_output = false,
+            .containment = choose_containment(ContainmentMode::shim)};
   }
   // The supervisor, made with `settings()` on first use unless made here.
   RunSupervisor& supervisor() { return supervisor_ ? *supervisor_ : make_supervisor(settings()); }

@@ -2,6 +2,7 @@
 // an argv. No shell is involved anywhere; every value lands in exactly one argv element.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -105,6 +106,8 @@ class ChildTemplate {
   const std::string& cwd() const { return cwd_; }
   const std::vector<std::pair<std::string, std::string>>& env() const { return env_; }
   const std::string& progress_file() const { return progress_file_; }
+  // What the child's process group gets at a stop and at shutdown.
+  int stop_signal() const { return stop_signal_; }
 
  private:
   const ParamSpec* find_param(const std::string& name) const;
@@ -132,6 +135,7 @@ class ChildTemplate {
   std::vector<std::pair<std::string, std::string>> env_;
   std::vector<ParamSpec> params_;
   std::string progress_file_;
+  int stop_signal_ = SIGTERM;
 };
 
 }  // namespace inflight

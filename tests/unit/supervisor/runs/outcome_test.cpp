@@ -25,7 +25,19 @@ int wait_status_of(void (*body)()) {
 TEST(Outcome, ExitZeroSucceeds) {
   const auto status = decode_wait_status(wait_status_of([] { _exit(0); }));
   EXPECT_EQ(classify(status, StopCause::none), Outcome::succeeded);
-  EXPECT_EQ(classify(status, StopCause::shutdown), Outcome::succeeded);
+}
+
+// A tool that pauses on our signal and exits 0 has work left: resumed, never
+// published as finished.
+TEST(Outcome, ExitZeroAfterOurShutdownSignalIsInterrupted) {
+  const auto status = decode_wait_status(wait_status_of([] { _exit(0); }));
+  EXPECT_EQ(classify(status, StopCause::shutdown), Outcome::interrupted);
+  EXPECT_TRUE(is_resumable(classify(status, StopCause::shutdown)));
+}
+
+TEST(Outcome, ExitZeroAfterAStopThroughTheApiIsCancelled) {
+  const auto status = decode_wait_status(wait_status_of([] { _exit(0); }));
+  EXPECT_EQ(classify(status, StopCause::cancel), Outcome::cancelled);
 }
 
 // Regression: an eval that calls exit(15) by itself must not be mistaken for

@@ -104,7 +104,7 @@ TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
   supervisor().checkpoint(run, checkpoint::CheckpointReason::manual,
                           SteadyClock::now() + std::chrono::seconds(60),
                           [&](const CheckpointResult& result) { answered = result; });
-  ASSERT_TRUE(wait_for([&] { return answered && !run.pgid; }));
+  ASSERT_TRUE(wait_for([&] { return answered && !run.process; }));
 
   EXPECT_TRUE(answered->failed_with(Failure::rejected));
   EXPECT_TRUE(run.fenced);
@@ -242,7 +242,7 @@ TEST_F(RunSupervisorTest, AChildKilledByOthersIsResumedAtOnceWithItsResumeArgume
   inflight::Run& run = submit(kSleeper);
   ASSERT_TRUE(wait_for([&] { return started(run); }));
   std::filesystem::remove(run.dir / "started");
-  ::kill(*run.pgid, SIGKILL);  // the OOM killer, say
+  ::kill(run.process->leader(), SIGKILL);  // the OOM killer, say
   ASSERT_TRUE(wait_for([&] { return run.attempts() == 2 && started(run); }));
 
   EXPECT_EQ(run.params.attempts[0].outcome, "crashed");

@@ -19,6 +19,7 @@
 #include "inflight/core/duration.hpp"
 #include "inflight/core/log.hpp"
 #include "inflight/supervisor/config/options.hpp"
+#include "inflight/supervisor/process/containment.hpp"
 
 namespace inflight {
 
@@ -88,6 +89,7 @@ struct ResumeSettings {
   Duration grace_period{};
   Duration flush_window{};
   Duration checkpoint_interval{};
+  ContainmentMode containment{};
   ChildTemplates children;
 };
 

@@ -1,5 +1,5 @@
 // `inflight` runs helper binaries of its own (the checkpoint agent, the demo
-// child). This is the one rule for where they live, so that a build tree and
+// child, the run shim). This is the one rule for where they live, so that a build tree and
 // an installed tree both work: next to `inflight` in a build tree (build/bin),
 // in <prefix>/libexec/inflight/ once installed (apps/CMakeLists.txt installs
 // them there).
@@ -14,6 +14,7 @@ namespace inflight {
 
 inline constexpr std::string_view kCheckpointAgentName = "inflight-checkpoint-agent";
 inline constexpr std::string_view kDemoChildName = "inflight-demo-eval";
+inline constexpr std::string_view kRunShimName = "inflight-run-shim";
 
 // The running binary, resolved through /proc/self/exe (symlinks followed, so
 // a link to an installed `inflight` still finds the installed helpers).

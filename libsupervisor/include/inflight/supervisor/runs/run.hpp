@@ -16,6 +16,7 @@
 #include "inflight/core/child_template.hpp"
 #include "inflight/core/run_dir.hpp"
 #include "inflight/core/run_params.hpp"
+#include "inflight/supervisor/process/child_process.hpp"
 #include "inflight/supervisor/runs/outcome.hpp"
 
 namespace inflight {
@@ -72,8 +73,8 @@ struct Run {
   std::optional<std::string> held;
   RunStatus status = RunStatus::queued;
   StopCause stop_cause = StopCause::none;
-  bool resume_next = false;   // the next attempt continues a checkpoint
-  std::optional<pid_t> pgid;  // while a child runs; the leader's pid
+  bool resume_next = false;               // the next attempt continues a checkpoint
+  std::optional<ContainedChild> process;  // while a child runs
   std::optional<std::string> finished_at;
   std::optional<int> exit_code;
   checkpoint::RecordCounter records;
@@ -86,7 +87,7 @@ struct Run {
   // shutdown push and the branch deletion never race each other.
   std::deque<std::function<void()>> store_ops;
   std::optional<std::uint64_t> saved_signature;  // stat_signature of the last checkpoint
-  boost::asio::steady_timer stop_timer;          // escalates a stop to SIGKILL
+  boost::asio::steady_timer stop_timer;          // escalates a stop to the end of every process
   boost::asio::steady_timer retry_timer;         // ends the backoff of a deferred run
 
   int attempts() const { return static_cast<int>(params.attempts.size()); }

@@ -32,10 +32,11 @@ struct SupervisorSettings {
   int max_concurrent{};
   int max_attempts{};
   int max_queued{};
-  Duration stop_grace{};  // between SIGTERM and SIGKILL when a run is stopped
+  Duration stop_grace{};  // between the stop signal and SIGKILL when a run is stopped
   Duration network_timeout{};
   Duration disk_recheck{5000};  // between checks of a disk that could not checkpoint
   bool echo_output = false;     // also copy children's output to stdout
+  Containment containment;      // how every process of an attempt ends with it
 };
 
 enum class Phase { restoring, ready, shutting_down };
@@ -79,7 +80,8 @@ class RunSupervisor {
 
   Phase phase() const { return phase_; }
   DiskHealth& disk_health() { return disk_health_; }
-  // Shutdown: refuses new runs, keeps queued ones unstarted, SIGTERMs every group.
+  // Shutdown: refuses new runs, keeps queued ones unstarted, sends every
+  // child's group its template's stop signal.
   void begin_shutdown();
   void kill_remaining();
   int live_children() const;
@@ -121,7 +123,7 @@ class RunSupervisor {
   void start_queued();
   void start_attempt(Run& run);
   void stop_child(Run& run, StopCause cause);
-  pid_t spawn_attempt(Run& run, const RenderContext& context, Fd console);
+  ContainedChild spawn_attempt(Run& run, const RenderContext& context, Fd console);
   void not_started(Run& run, const std::error_code& error);
   void on_exit(Run& run, int wait_status);
   void retry(Run& run, Outcome outcome);

@@ -1,0 +1,36 @@
+// The processes below one process, read from /proc: how the run shim finds
+// every descendant of a run, including those that left its process group or
+// session, to end them all (README "Process containment").
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace inflight {
+
+struct ProcessLink {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+};
+
+// The parent pid in the text of /proc/PID/stat; nullopt for text that is not
+// one. The command name may hold spaces and parentheses: the fields after
+// the last ')' are read.
+std::optional<pid_t> ppid_from_stat(std::string_view stat);
+
+// The parent pid of `pid` now; nullopt once it is gone.
+std::optional<pid_t> read_ppid(pid_t pid);
+
+// Every process whose chain of parents leads to `root` (root excluded), in
+// no particular order.
+std::vector<pid_t> descendants_of(pid_t root, std::span<const ProcessLink> links);
+
+// The parent link of every process /proc shows now; a process that ends
+// while it is read is left out.
+std::vector<ProcessLink> read_process_links();
+
+}  // namespace inflight

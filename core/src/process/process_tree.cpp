@@ -1,0 +1,65 @@
+// Reads process parent links from /proc (see process_tree.hpp).
+#include "inflight/core/process_tree.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+#include "inflight/core/fd.hpp"
+
+namespace inflight {
+
+std::optional<pid_t> ppid_from_stat(std::string_view stat) {
+  const auto close = stat.rfind(')');
+  // After the name: " S PPID ...", the state a single character.
+  if (close == std::string_view::npos || stat.size() < close + 4) return std::nullopt;
+  const auto rest = stat.substr(close + 4);
+  pid_t ppid = 0;
+  const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), ppid);
+  if (error != std::errc() || end == rest.data()) return std::nullopt;
+  return ppid;
+}
+
+std::vector<pid_t> descendants_of(pid_t root, std::span<const ProcessLink> links) {
+  std::vector<pid_t> found{root};
+  // Breadth first: each pass adds the children of the processes found so far.
+  // A pid reused while /proc was read may make a cycle: nothing is added twice.
+  for (std::size_t next = 0; next < found.size(); ++next)
+    for (const auto& link : links)
+      if (link.ppid == found[next] &&
+          std::find(found.begin(), found.end(), link.pid) == found.end())
+        found.push_back(link.pid);
+  found.erase(found.begin());
+  return found;
+}
+
+std::optional<pid_t> read_ppid(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  char buffer[1024];
+  const auto got = ::read(fd.get(), buffer, sizeof buffer);
+  if (got <= 0) return std::nullopt;
+  return ppid_from_stat({buffer, static_cast<std::size_t>(got)});
+}
+
+std::vector<ProcessLink> read_process_links() {
+  std::vector<ProcessLink> links;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return links;
+  while (const dirent* entry = ::readdir(proc)) {
+    const std::string_view name = entry->d_name;
+    pid_t pid = 0;
+    const auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (error != std::errc() || end != name.data() + name.size()) continue;
+    if (const auto ppid = read_ppid(pid)) links.push_back({pid, *ppid});
+  }
+  ::closedir(proc);
+  return links;
+}
+
+}  // namespace inflight
