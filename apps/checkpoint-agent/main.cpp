@@ -7,5 +7,6 @@
 int main() {
   // It holds the git token, read from stdin, while children run as the same user.
   inflight::forbid_inspection();
+  inflight::continue_in_unopened_memory();
   return inflight::run_checkpoint_agent();
 }

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -101,6 +103,36 @@ TEST(ForbidInspection, MakesTheProcessNonDumpable) {
   forbid_inspection();
   EXPECT_EQ(::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), 0);
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);  // the rest of the tests, and the leak check
+}
+
+TEST(ContinueInUnopenedMemory, TheParentExitsWithTheChildsCode) {
+  EXPECT_EXIT(
+      {
+        const pid_t before = ::getpid();
+        continue_in_unopened_memory();
+        std::_Exit(::getpid() != before && ::getppid() == before ? 7 : 1);
+      },
+      ::testing::ExitedWithCode(7), "");
+}
+
+TEST(ContinueInUnopenedMemory, TheParentDiesOfTheChildsSignal) {
+  EXPECT_EXIT(
+      {
+        continue_in_unopened_memory();
+        std::signal(SIGUSR1, SIG_DFL);
+        ::raise(SIGUSR1);
+      },
+      ::testing::KilledBySignal(SIGUSR1), "");
+}
+
+TEST(ContinueInUnopenedMemory, TheChildIsBornNonDumpable) {
+  EXPECT_EXIT(
+      {
+        forbid_inspection();
+        continue_in_unopened_memory();
+        std::_Exit(::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

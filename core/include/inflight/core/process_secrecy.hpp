@@ -23,6 +23,15 @@ namespace inflight {
 // looks for leaks.
 void forbid_inspection();
 
+// A /proc/<pid>/mem opened in the moment between exec and
+// forbid_inspection keeps reading this process's memory. Called after
+// forbid_inspection and before any secret is read, this forks: the child
+// goes on in a copy of the memory that nothing has open (non-dumpable from
+// its birth), while the parent only waits and exits as the child did (the
+// same code, or killed by the same signal). For a helper that is started
+// while children run, and whose group is what gets signalled.
+void continue_in_unopened_memory();
+
 // Overwrites, in place, the value of each of `flags` in argv: both
 // `--flag value` and `--flag=value`. Call it once argv has been parsed.
 void blank_flag_values(int argc, char** argv, std::initializer_list<std::string_view> flags);
