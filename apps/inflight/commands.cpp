@@ -59,9 +59,8 @@ int CommandLine::run() {
     return serve(settings);
   }
   if (auto* command = checkpoints_->parsed()) {
-    const auto command_sources = sources(command);
-    hide_environment_secrets({});
-    return checkpoints_->run(command_sources);
+    hide_environment_secrets({});  // no children here: inflight's own variables only
+    return checkpoints_->run(sources(command));
   }
   if (resume_->parsed()) {
     const auto settings = read_resume_settings(sources(resume_));

@@ -137,9 +137,9 @@ std::vector<std::string> OptionSources::list(std::string_view name) const {
 namespace {
 
 // The content of a token file (a mounted Kubernetes Secret, whose value may
-// end with a newline), read by `option`, the --*-token-file option.
-std::string read_token_file(const std::string& option, const std::filesystem::path& path) {
-  const auto where = "--" + option + " " + path.string();
+// end with a newline); `source` names where its path was given.
+std::string read_token_file(const std::string& source, const std::filesystem::path& path) {
+  const auto where = source + " " + path.string();
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(where + ": cannot be read: " + std::strerror(errno));
   std::string token(kMaxTokenFileBytes + 1, '\0');
@@ -165,7 +165,7 @@ std::string read_token(const OptionSources& sources, const std::string& option,
   if (!token.empty())
     throw UsageError(*sources.source(option) + " and " + *sources.source(file_option) +
                      " are both given: give the token or the file holding it, not both");
-  return read_token_file(file_option, file);
+  return read_token_file(*sources.source(file_option), file);
 }
 
 }  // namespace

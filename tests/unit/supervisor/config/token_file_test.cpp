@@ -88,6 +88,12 @@ TEST(TokenFile, AMissingFileIsRefusedNamingTheOptionAndThePath) {
   EXPECT_TRUE(contains(message, "cannot be read")) << message;
 }
 
+TEST(TokenFile, AMissingFileGivenByTheEnvironmentIsRefusedNamingTheVariable) {
+  const auto message = usage_error(sources({}, {{"INFLIGHT_GIT_TOKEN_FILE", "/nonexistent/t"}}));
+  EXPECT_TRUE(contains(message, "INFLIGHT_GIT_TOKEN_FILE /nonexistent/t: cannot be read"))
+      << message;
+}
+
 TEST(TokenFile, AnEmptyFileIsRefused) {
   TempDir dir;
   for (const char* content : {"", "\n"}) {
