@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+extern char** environ;
+
 namespace inflight {
 namespace {
 
@@ -90,12 +92,21 @@ TEST(EnvironmentSecrets, InflightVariablesAndTheNamedOnesAreSecret) {
   EXPECT_FALSE(is_secret_variable("PATH", {"OPENAI_API_KEY"}));
 }
 
-TEST(EnvironmentSecrets, GetenvStillFindsAHiddenValue) {
-  ::setenv("INFLIGHT_UNIT_TEST_SECRET", "still-here", 1);
-  hide_environment_secrets({});
-  ASSERT_NE(std::getenv("INFLIGHT_UNIT_TEST_SECRET"), nullptr);
-  EXPECT_STREQ(std::getenv("INFLIGHT_UNIT_TEST_SECRET"), "still-here");
-  ::unsetenv("INFLIGHT_UNIT_TEST_SECRET");
+// The process's own environment, swapped for a synthetic block for the test.
+TEST(EnvironmentSecrets, GetenvStillFindsABlankedValue) {
+  Block env({"PATH=/bin", "INFLIGHT_UNIT_TEST_SECRET=still-here"});
+  char** const saved = environ;
+  environ = env.pointers();
+  char** original = move_environment_to_heap(environ);
+  blank_environment_values(original,
+                           [](std::string_view name) { return is_secret_variable(name, {}); });
+  const char* found = std::getenv("INFLIGHT_UNIT_TEST_SECRET");
+  const std::string value = found ? found : "<unset>";
+  EXPECT_FALSE(env.shows("still-here")) << env.text();
+  for (char** copy = environ; *copy != nullptr; ++copy) std::free(*copy);
+  std::free(environ);
+  environ = saved;
+  EXPECT_EQ(value, "still-here");
 }
 
 TEST(ForbidInspection, MakesTheProcessNonDumpable) {
