@@ -2,6 +2,7 @@
 #include "commands.hpp"
 
 #include "inflight/core/log.hpp"
+#include "inflight/core/process_secrecy.hpp"
 #include "inflight/supervisor/lifecycle/resume.hpp"
 #include "inflight/supervisor/lifecycle/serve.hpp"
 #include "inflight/supervisor/process/sibling_binaries.hpp"
@@ -49,14 +50,21 @@ int CommandLine::run() {
   // Every command runs its git steps in the agent: a missing one stops it
   // now (exit 2), not at its first network step.
   checkpoint_agent_binary();
+  // Once read, the secrets leave what the kernel shows of this process; the
+  // children's `${NAME}` variables are known once the templates are read.
   if (serve_->parsed()) {
     const auto settings = read_serve_settings(sources(serve_));
+    hide_environment_secrets(settings.store.withheld_variables);
     log::set_format(settings.store.log_format);
     return serve(settings);
   }
-  if (auto* command = checkpoints_->parsed()) return checkpoints_->run(sources(command));
+  if (auto* command = checkpoints_->parsed()) {
+    hide_environment_secrets({});  // no children here: inflight's own variables only
+    return checkpoints_->run(sources(command));
+  }
   if (resume_->parsed()) {
     const auto settings = read_resume_settings(sources(resume_));
+    hide_environment_secrets(settings.store.withheld_variables);
     log::set_format(settings.store.log_format);
     return resume(settings, resume_target_, restore_only_);
   }

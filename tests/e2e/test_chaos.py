@@ -64,7 +64,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import INFLIGHT
+from conftest import DEMO, INFLIGHT
 from inflight_testing.git_servers import branches, start_git_daemon
 from inflight_testing.procfs import process_exists
 from inflight_testing.proxies import FlakyRemote
@@ -83,7 +83,9 @@ RECOVERY_DEADLINE_S = 90
 PUSH_FAILURES = {"checkpoint not pushed; the run stays on local disk",
                  "grace period over before every checkpoint landed",
                  "the branch of a finished run is not deleted; its final state stays on local disk"}
-TAG_VAR = "CHAOS_POD_TAG"  # not INFLIGHT_*: serve passes it on to children and agents
+# Not INFLIGHT_*: serve passes it on to agents, and to children through the
+# template's inherit_env (chaos_config).
+TAG_VAR = "CHAOS_POD_TAG"
 
 
 # --------------------------------------------------------------------------
@@ -358,8 +360,22 @@ class Trial:
             raise failures[0]
         return instances
 
+    def config(self):
+        """The built-in demo template, whose children also carry the tag."""
+        path = self.root / "config.json"
+        if not path.exists():
+            integer = {"type": "integer", "min": 0, "max": 99999}
+            path.write_text(json.dumps({"child": {
+                "argv": [str(DEMO), "--output", "{output_dir}", "--tests", "{tests}",
+                         "--test-ms", "{test_ms}"],
+                "resume_argv": ["--resume"], "inherit_env": [TAG_VAR],
+                "params": {"tests": integer | {"default": 20},
+                           "test_ms": integer | {"max": 86400000, "default": 500}},
+                "progress_file": "index.jsonl"}}))
+        return path
+
     def serve_args(self, disk):
-        return ["--pod-name", disk.pod, "--results-repo", self.remote.url(self.bare.name),
+        return ["--config", str(self.config()), "--pod-name", disk.pod, "--results-repo", self.remote.url(self.bare.name),
                 "--checkpoint-interval", f"{self.plan.interval_ms}ms",
                 "--grace-period", f"{GRACE_S}s", "--flush-window", f"{FLUSH_S}s",
                 "--git-timeout", f"{GIT_TIMEOUT_S}s", "--max-attempts", str(MAX_ATTEMPTS),

@@ -292,18 +292,36 @@ def spec_labels(objects):
 
 
 def test_secrets_and_pod_name_come_from_the_cluster(objects):
-    container = serve_container(pod_spec(objects))
+    spec = pod_spec(objects)
+    container = serve_container(spec)
     pod_name = env_entry(container, "INFLIGHT_POD_NAME")["valueFrom"]["fieldRef"]
     assert pod_name["fieldPath"] == "metadata.name"
     secret = objects["Secret/inflight"]
     assert secret["_file"].endswith("example/secret.yaml"), "the example Secret must stay out of deploy/kubernetes/*.yaml"
     keys = set(secret.get("stringData", {})) | set(secret.get("data", {}))
-    for name in ("INFLIGHT_API_TOKEN", "INFLIGHT_GIT_USERNAME", "INFLIGHT_GIT_TOKEN"):
-        entry = env_entry(container, name)
-        assert "value" not in entry, f"{name} must not be written into the Deployment"
-        ref = entry["valueFrom"]["secretKeyRef"]
-        assert ref["name"] == "inflight" and ref["key"] in keys, (name, ref)
-    assert not env_entry(container, "INFLIGHT_API_TOKEN")["valueFrom"]["secretKeyRef"].get("optional")
+    username = env_entry(container, "INFLIGHT_GIT_USERNAME")
+    assert "value" not in username
+    assert username["valueFrom"]["secretKeyRef"] == {"name": "inflight", "key": "git-username",
+                                                     "optional": True}
+    # The tokens are files of the Secret's volume, never variables (README
+    # "Secrets and children").
+    names = {e["name"] for e in container["env"]}
+    assert not names & {"INFLIGHT_API_TOKEN", "INFLIGHT_GIT_TOKEN"}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for name, key in (("INFLIGHT_API_TOKEN_FILE", "api-token"),
+                      ("INFLIGHT_GIT_TOKEN_FILE", "git-token")):
+        path = env_entry(container, name)["value"]
+        mount = [m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/")]
+        assert len(mount) == 1 and mount[0].get("readOnly") is True, (name, mount)
+        source = volumes[mount[0]["name"]]["secret"]
+        assert source["secretName"] == "inflight" and not source.get("optional"), source
+        assert source["defaultMode"] in (0o400, 0o440), source
+        items = {item["path"]: item["key"] for item in source["items"]}
+        assert items[path[len(mount[0]["mountPath"]) + 1:]] == key and key in keys, (name, items)
+    # Not the owner of the files (root is), the pod's user reads them through
+    # fsGroup: group read is needed.
+    assert spec["securityContext"]["fsGroup"] == 10001
+    assert volumes["inflight-secrets"]["secret"]["defaultMode"] == 0o440
     assert all("REPLACE-ME" in secret["stringData"][k] for k in ("api-token", "git-token"))
 
 
@@ -398,6 +416,7 @@ def local_settings(objects, root):
     container = serve_container(spec)
     volumes = {v["name"]: v for v in spec["volumes"]}
     mounts = {}
+    secret = objects["Secret/inflight"]["stringData"]
     for m in container["volumeMounts"]:
         mounts[m["mountPath"]] = root / "volumes" / m["name"]
         mounts[m["mountPath"]].mkdir(parents=True)
@@ -405,12 +424,16 @@ def local_settings(objects, root):
             config_map = objects[f"ConfigMap/{volumes[m['name']]['configMap']['name']}"]
             for key, text in config_map["data"].items():
                 (mounts[m["mountPath"]] / key).write_text(local_programs(text))
+        if "secret" in volumes[m["name"]]:
+            source = volumes[m["name"]]["secret"]
+            for item in source["items"]:
+                (mounts[m["mountPath"]] / item["path"]).write_text(secret[item["key"]])
+                (mounts[m["mountPath"]] / item["path"]).chmod(source["defaultMode"])
 
     def rebase(path):
         mount = max((p for p in mounts if path == p or path.startswith(p + "/")), key=len, default=None)
         return str(mounts[mount] / path[len(mount):].lstrip("/")) if mount else path
 
-    secret = objects["Secret/inflight"]["stringData"]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     for entry in container["env"]:
         source = entry.get("valueFrom", {})
@@ -450,7 +473,9 @@ def test_serve_runs_with_the_manifest_settings(objects, tmp_path):
         assert listening["pod"] == "inflight-7d9c4b-x2k8q"
         assert listening["address"].startswith("0.0.0.0:")
         url = "http://127.0.0.1:" + listening["address"].rsplit(":", 1)[1]
-        token = {"Authorization": "Bearer " + env["INFLIGHT_API_TOKEN"]}
+        api_token = Path(env["INFLIGHT_API_TOKEN_FILE"]).read_text()
+        assert api_token == objects["Secret/inflight"]["stringData"]["api-token"]
+        token = {"Authorization": "Bearer " + api_token}
         assert http("GET", url + "/healthz").status == 200
         wait_for(lambda: http("GET", url + "/readyz").status == 200, 30, "readyz")
         assert http("GET", url + "/api/eval/runs").status == 401
@@ -477,7 +502,7 @@ def test_serve_runs_with_the_manifest_settings(objects, tmp_path):
 def test_serve_refuses_the_manifest_settings_without_the_api_token(objects, tmp_path):
     """The Secret's API token is what lets serve listen on 0.0.0.0."""
     env, cwd, _ = local_settings(objects, tmp_path)
-    del env["INFLIGHT_API_TOKEN"]
+    del env["INFLIGHT_API_TOKEN_FILE"]
     r = subprocess.run([str(INFLIGHT), "serve"], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2, r.stderr

@@ -79,6 +79,11 @@ ValueRule parse_rule(const OrderedJson& spec, const std::string& where, bool ite
   return rule;
 }
 
+bool is_variable_name(const std::string& name) {
+  static const std::regex kVariable("^[A-Za-z_][A-Za-z0-9_]*$");
+  return std::regex_match(name, kVariable);
+}
+
 bool is_param_name(const std::string& name) {
   static const std::regex kName("^[A-Za-z_][A-Za-z0-9_]{0,63}$");
   return std::regex_match(name, kName);
@@ -143,9 +148,10 @@ int parse_stop_signal(const OrderedJson& value, const std::string& where) {
 
 ChildTemplate ChildTemplate::parse(const OrderedJson& child, const std::string& name,
                                    const std::string& where) {
-  require_known_keys(child, where,
-                     {"argv", "optional", "resume_argv", "resume", "cwd", "env", "params",
-                      "progress_file", "retry_exit_codes", "retry_backoff", "stop_signal"});
+  require_known_keys(
+      child, where,
+      {"argv", "optional", "resume_argv", "resume", "cwd", "env", "params", "progress_file",
+       "retry_exit_codes", "retry_backoff", "stop_signal", "inherit_env"});
   ChildTemplate t;
   t.name_ = name;
   t.where_ = where;
@@ -172,6 +178,7 @@ ChildTemplate ChildTemplate::parse(const OrderedJson& child, const std::string& 
     for (const auto& [var, value] : child["env"].items())
       t.env_.emplace_back(var, string_field(value, where + ".env." + var));
   }
+  t.parse_inherit_env(child);
   if (child.contains("progress_file"))
     t.progress_file_ = string_field(child["progress_file"], where + ".progress_file");
   if (child.contains("stop_signal"))
@@ -218,6 +225,22 @@ void ChildTemplate::parse_retry(const OrderedJson& child) {
   retry_backoff_ = *backoff;
 }
 
+// Children get a small base of serve's environment (child_environment.hpp);
+// anything more is named here, never inherited by default.
+void ChildTemplate::parse_inherit_env(const OrderedJson& child) {
+  if (!child.contains("inherit_env")) return;
+  const auto where = where_ + ".inherit_env";
+  for (const auto& name : string_array(child["inherit_env"], where)) {
+    if (!is_variable_name(name))
+      throw ConfigError(where, "'" + name + "' is not an environment variable name");
+    if (name.starts_with("INFLIGHT_"))
+      throw ConfigError(where, name +
+                                   ": INFLIGHT_* variables hold inflight's own settings and "
+                                   "secrets and never reach a child");
+    inherit_env_.push_back(name);
+  }
+}
+
 std::vector<std::string> ChildTemplate::programs() const {
   if (resume_replaces_ && resume_argv_.front() != argv_.front())
     return {argv_.front(), resume_argv_.front()};
@@ -245,9 +268,8 @@ void ChildTemplate::check_progress_file() const {
 // `${NAME}` values are resolved from the instance's environment at each
 // attempt; inflight's own settings (INFLIGHT_*) hold its secrets.
 void ChildTemplate::check_env() const {
-  static const std::regex kVariable("^[A-Za-z_][A-Za-z0-9_]*$");
   for (const auto& [var, value] : env_) {
-    if (!std::regex_match(var, kVariable))
+    if (!is_variable_name(var))
       throw ConfigError(where_ + ".env." + var, "is not an environment variable name");
     const auto reference = env_reference(value);
     if (reference && reference->starts_with("INFLIGHT_"))

@@ -76,4 +76,12 @@ std::string ChildTemplates::names() const {
   return out;
 }
 
+std::set<std::string> ChildTemplates::referenced_variables() const {
+  std::set<std::string> names;
+  for (const auto& [name, child] : templates_)
+    for (const auto& [var, value] : child.env())
+      if (auto reference = env_reference(value)) names.insert(*reference);
+  return names;
+}
+
 }  // namespace inflight

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <boost/asio/ip/address.hpp>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -93,6 +95,12 @@ std::optional<std::string> OptionSources::given(std::string_view name) const {
   return found->value;
 }
 
+std::optional<std::string> OptionSources::source(std::string_view name) const {
+  const auto found = lookup(option_spec(name));
+  if (!found) return std::nullopt;
+  return found->source;
+}
+
 std::string OptionSources::text(std::string_view name) const {
   return value(name).value;
 }
@@ -126,6 +134,42 @@ std::vector<std::string> OptionSources::list(std::string_view name) const {
   return items;
 }
 
+namespace {
+
+// The content of a token file (a mounted Kubernetes Secret, whose value may
+// end with a newline); `source` names where its path was given.
+std::string read_token_file(const std::string& source, const std::filesystem::path& path) {
+  const auto where = source + " " + path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(where + ": cannot be read: " + std::strerror(errno));
+  std::string token(kMaxTokenFileBytes + 1, '\0');
+  in.read(token.data(), static_cast<std::streamsize>(token.size()));
+  if (in.bad()) throw UsageError(where + ": cannot be read");
+  token.resize(static_cast<std::size_t>(in.gcount()));
+  if (token.size() > kMaxTokenFileBytes)
+    throw UsageError(where + ": larger than " + std::to_string(kMaxTokenFileBytes / 1024) +
+                     " KiB, not a token");
+  if (token.ends_with('\n')) token.pop_back();
+  if (token.empty()) throw UsageError(where + ": is empty");
+  return token;
+}
+
+// A token (`option`) and the file holding it (`option`-file): one of them.
+// Sets `file` to the file's path when the token came from it.
+std::string read_token(const OptionSources& sources, const std::string& option,
+                       std::filesystem::path& file) {
+  const auto file_option = option + "-file";
+  const auto token = sources.given(option).value_or("");
+  file = sources.given(file_option).value_or("");
+  if (file.empty()) return token;
+  if (!token.empty())
+    throw UsageError(*sources.source(option) + " and " + *sources.source(file_option) +
+                     " are both given: give the token or the file holding it, not both");
+  return read_token_file(*sources.source(file_option), file);
+}
+
+}  // namespace
+
 StoreSettings read_store_settings(const OptionSources& sources) {
   StoreSettings s;
   s.results_repo = sources.text("results-repo");
@@ -135,7 +179,7 @@ StoreSettings read_store_settings(const OptionSources& sources) {
     throw UsageError("--pod-name: '" + printable(s.pod_name) +
                      "' cannot be part of a git branch name");
   s.git_username = sources.text("git-username");
-  s.git_token = sources.text("git-token");
+  s.git_token = read_token(sources, "git-token", s.git_token_file);
   s.git_ssh_key = sources.text("git-ssh-key");
   s.git_ssh_known_hosts = sources.text("git-ssh-known-hosts");
   s.git_ca_file = sources.text("git-ca-file");
@@ -177,10 +221,11 @@ void read_listen(const OptionSources& sources, ServeSettings& s) {
     throw UsageError("--listen: '" + listen + "' is not HOST:PORT with a numeric address");
   s.listen_host = address.to_string();
   s.listen_port = static_cast<unsigned short>(port);
-  s.api_token = sources.text("api-token");
+  s.api_token = read_token(sources, "api-token", s.api_token_file);
   if (!address.is_loopback() && s.api_token.empty())
     throw UsageError("--listen " + listen +
-                     " is not a loopback address: set --api-token so the API is not open to all");
+                     " is not a loopback address: set --api-token (or --api-token-file) so the API "
+                     "is not open to all");
 }
 
 }  // namespace
@@ -223,6 +268,7 @@ ResumeSettings read_resume_settings(const OptionSources& sources) {
   if (!mode) throw UsageError("--containment: '" + containment + "' is not auto, cgroup or shim");
   s.containment = *mode;
   s.children = read_child_templates(sources);
+  s.store.withheld_variables = s.children.referenced_variables();
   return s;
 }
 

@@ -4,11 +4,10 @@
 
 #include <cerrno>
 #include <csignal>
-#include <cstdlib>
-#include <cstring>
 #include <system_error>
 
 #include "inflight/core/bounded_json.hpp"
+#include "inflight/core/child_environment.hpp"
 #include "inflight/core/fd.hpp"
 #include "inflight/core/log.hpp"
 #include "inflight/supervisor/process/child_process.hpp"
@@ -40,31 +39,11 @@ Fd open_console_log(const fs::path& dir, const std::string& header) {
   return fd;
 }
 
-// A reference is resolved here, late, so that secrets never reach
-// run-params.json or a checkpoint; inflight's own settings never resolve.
-std::string resolve_env_value(const std::string& value) {
-  const auto name = env_reference(value);
-  if (!name) return value;
-  const char* found = name->starts_with("INFLIGHT_") ? nullptr : std::getenv(name->c_str());
-  return found ? found : "";
-}
-
 }  // namespace
 
 std::vector<std::string> RunSupervisor::child_environment(const ChildTemplate& child,
                                                           const RenderContext& context) const {
-  std::vector<std::string> env;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    // The supervisor's own settings hold secrets (tokens) that a child never needs.
-    if (std::strncmp(*entry, "INFLIGHT_", 9) == 0) continue;
-    env.emplace_back(*entry);
-  }
-  for (const auto& [name, value] : child.render_env(context)) {
-    const auto assignment = name + "=";
-    std::erase_if(env, [&](const std::string& e) { return e.starts_with(assignment); });
-    env.push_back(assignment + resolve_env_value(value));
-  }
-  return env;
+  return inflight::child_environment(environ, child, context);
 }
 
 // Each attempt under its own run shim, in a cgroup named after serve and the

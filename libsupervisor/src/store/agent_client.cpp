@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "inflight/checkpoint/store_types.hpp"
+#include "inflight/core/child_environment.hpp"
 #include "inflight/core/fd.hpp"
 #include "inflight/supervisor/process/child_process.hpp"
 #include "inflight/supervisor/process/sibling_binaries.hpp"
@@ -99,7 +100,9 @@ AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
               .claim_lease_seconds = checkpoint::claim_lease_for(store.git_timeout).count()}),
       pod_(store.pod_name),
       display_url_(checkpoint::display_url(store.results_repo)),
-      agent_binary_(checkpoint_agent_binary()) {}
+      agent_binary_(checkpoint_agent_binary()),
+      // Its token comes on stdin; the children's secrets are none of its business.
+      env_(environment_without(environ, store.withheld_variables)) {}
 
 AgentClient::~AgentClient() {
   for (pid_t pid : running_) signal_group(pid, SIGKILL);
@@ -118,11 +121,9 @@ void AgentClient::send(std::string op, OrderedJson call_json, SteadyClock::time_
   call->request = OrderedJson(request).dump();
   auto [stdin_read, stdin_write] = make_pipe();
   auto [stdout_read, stdout_write] = make_pipe();
-  std::vector<std::string> env;
-  for (char** entry = environ; *entry != nullptr; ++entry) env.emplace_back(*entry);
   const pid_t pid = spawn_child(io_, {{agent_binary_.string()},
                                       fs::current_path(),
-                                      env,
+                                      env_,
                                       stdin_read.get(),
                                       stdout_write.get(),
                                       STDERR_FILENO});

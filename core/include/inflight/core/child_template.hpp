@@ -105,6 +105,8 @@ class ChildTemplate {
   std::vector<std::string> programs() const;
   const std::string& cwd() const { return cwd_; }
   const std::vector<std::pair<std::string, std::string>>& env() const { return env_; }
+  // Variables of serve's environment this template's children also get.
+  const std::vector<std::string>& inherit_env() const { return inherit_env_; }
   const std::string& progress_file() const { return progress_file_; }
   // What the child's process group gets at a stop and at shutdown.
   int stop_signal() const { return stop_signal_; }
@@ -117,6 +119,7 @@ class ChildTemplate {
   void check_env() const;
   void parse_resume(const OrderedJson& child);
   void parse_retry(const OrderedJson& child);
+  void parse_inherit_env(const OrderedJson& child);
   void check_placeholders(const std::vector<std::string>& args, const std::string& where,
                           const std::string& group_param) const;
   OrderedJson with_defaults(const OrderedJson& request) const;
@@ -133,6 +136,7 @@ class ChildTemplate {
   Duration retry_backoff_ = kDefaultRetryBackoff;
   std::string cwd_ = ".";
   std::vector<std::pair<std::string, std::string>> env_;
+  std::vector<std::string> inherit_env_;
   std::vector<ParamSpec> params_;
   std::string progress_file_;
   int stop_signal_ = SIGTERM;

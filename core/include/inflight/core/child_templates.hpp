@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "inflight/core/child_template.hpp"
@@ -41,6 +42,9 @@ class ChildTemplates {
   // needs to judge branches before it claims them.
   OrderedJson sources() const;
   std::string names() const;  // `agentv, promptfoo`, for messages
+  // Every NAME that an `env` value refers to as `${NAME}`: secrets of some
+  // template's children, kept from every other process serve starts.
+  std::set<std::string> referenced_variables() const;
 
  private:
   std::map<std::string, ChildTemplate> templates_;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -49,6 +50,9 @@ class OptionSources {
   std::vector<std::string> list(std::string_view name) const;
   // The value only when a flag, the environment or the file gives one.
   std::optional<std::string> given(std::string_view name) const;
+  // Where that value comes from, for messages: `--flag`, `INFLIGHT_FLAG` or
+  // `config key flag`; nullopt when no source gives one.
+  std::optional<std::string> source(std::string_view name) const;
   const OrderedJson& file() const { return file_; }
 
  private:
@@ -73,6 +77,9 @@ struct StoreSettings {
   std::string pod_name;
   std::string git_username;
   std::string git_token;
+  // Where git_token was read from, when --git-token-file gave it: kept so
+  // that the file can be kept from children.
+  std::filesystem::path git_token_file;
   std::filesystem::path git_ssh_key;
   std::filesystem::path git_ssh_known_hosts;
   std::filesystem::path git_ca_file;
@@ -81,6 +88,9 @@ struct StoreSettings {
   checkpoint::TreeLimits restore_limits;
   int max_attempts{};
   log::Format log_format{};
+  // The `${NAME}` variables of the child templates (read_resume_settings):
+  // secrets of those children, kept from the checkpoint agent's environment.
+  std::set<std::string> withheld_variables;
 };
 
 // What serve and resume both take: the options of commands that run children.
@@ -97,15 +107,21 @@ struct ServeSettings : ResumeSettings {
   std::string listen_host;
   unsigned short listen_port{};
   std::string api_token;
+  std::filesystem::path api_token_file;  // as git_token_file
   int max_concurrent{};
   int max_queued{};
   int max_connections{};
 };
 
+// A token file is a token, not a document: a larger one is a wrong path.
+inline constexpr std::size_t kMaxTokenFileBytes = 64 * 1024;
+
 // The part of the grace period that a shutdown keeps for its checkpoint push
 // whatever the flush window: max(1 s, 5 % of the grace period).
 Duration push_margin(Duration grace_period);
 
+// Throws UsageError for a token given both as itself and as a file, or a
+// token file that is unreadable, empty or over kMaxTokenFileBytes.
 StoreSettings read_store_settings(const OptionSources& sources);
 // The config file's templates; ConfigError for a bad one.
 ChildTemplates read_child_templates(const OptionSources& sources);

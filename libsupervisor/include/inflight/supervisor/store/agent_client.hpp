@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "inflight/checkpoint/agent_protocol.hpp"
 #include "inflight/core/clock.hpp"
@@ -52,6 +53,7 @@ class AgentClient {
   std::string pod_;
   std::string display_url_;
   std::filesystem::path agent_binary_;
+  std::vector<std::string> env_;  // serve's, less INFLIGHT_* and the children's secrets
   std::set<pid_t> running_;
 };
 

@@ -1,0 +1,33 @@
+// What environment each process serve starts gets (README "Secrets and
+// children"). A child gets a small base, the variables its template lists in
+// `inherit_env`, and its template's `env`: never the whole environment of
+// serve, which holds inflight's tokens and every template's `${NAME}` secrets.
+#pragma once
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "inflight/core/child_template.hpp"
+
+namespace inflight {
+
+// PATH, HOME, USER, LANG, LC_*, TZ, TMPDIR: what every child gets from
+// serve's environment when serve has it.
+bool is_base_variable(std::string_view name);
+
+// The environment of one attempt, as NAME=value entries, from serve's
+// environment `serve_env` (a null-terminated block like environ): the base,
+// the template's `inherit_env`, then its `env` with `${NAME}` resolved from
+// `serve_env` (an unset one is empty; INFLIGHT_* never resolves).
+std::vector<std::string> child_environment(const char* const* serve_env, const ChildTemplate& child,
+                                           const RenderContext& context);
+
+// `serve_env` less every INFLIGHT_* variable and every name in `withheld`:
+// for a helper of inflight's own (the checkpoint agent), which needs HOME,
+// proxy and TLS variables and gets its secrets another way.
+std::vector<std::string> environment_without(const char* const* serve_env,
+                                             const std::set<std::string>& withheld);
+
+}  // namespace inflight

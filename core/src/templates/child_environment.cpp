@@ -1,0 +1,75 @@
+// Builds the environments of children and helpers from serve's own: see
+// child_environment.hpp for what each gets and why.
+#include "inflight/core/child_environment.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <optional>
+
+namespace inflight {
+
+namespace {
+
+std::string_view name_of(std::string_view entry) {
+  return entry.substr(0, entry.find('='));
+}
+
+std::optional<std::string> lookup(const char* const* env, std::string_view name) {
+  for (auto entry = env; *entry != nullptr; ++entry) {
+    const std::string_view text = *entry;
+    if (name_of(text) == name && text.size() > name.size())
+      return std::string(text.substr(name.size() + 1));
+  }
+  return std::nullopt;
+}
+
+void set(std::vector<std::string>& env, const std::string& name, const std::string& value) {
+  const auto assignment = name + "=";
+  std::erase_if(env, [&](const std::string& e) { return e.starts_with(assignment); });
+  env.push_back(assignment + value);
+}
+
+// A reference is resolved here, late, so that secrets never reach
+// run-params.json or a checkpoint; inflight's own settings never resolve.
+std::string resolve(const char* const* serve_env, const std::string& value) {
+  const auto name = env_reference(value);
+  if (!name) return value;
+  if (name->starts_with("INFLIGHT_")) return "";
+  return lookup(serve_env, *name).value_or("");
+}
+
+}  // namespace
+
+bool is_base_variable(std::string_view name) {
+  static constexpr std::array<std::string_view, 6> kBase{"PATH", "HOME", "USER",
+                                                         "LANG", "TZ",   "TMPDIR"};
+  return std::find(kBase.begin(), kBase.end(), name) != kBase.end() || name.starts_with("LC_");
+}
+
+std::vector<std::string> child_environment(const char* const* serve_env, const ChildTemplate& child,
+                                           const RenderContext& context) {
+  std::vector<std::string> env;
+  for (auto entry = serve_env; *entry != nullptr; ++entry) {
+    const auto name = name_of(*entry);
+    if (is_base_variable(name) && std::strchr(*entry, '=') != nullptr) env.emplace_back(*entry);
+  }
+  for (const auto& name : child.inherit_env())
+    if (auto value = lookup(serve_env, name)) set(env, name, *value);
+  for (const auto& [name, value] : child.render_env(context))
+    set(env, name, resolve(serve_env, value));
+  return env;
+}
+
+std::vector<std::string> environment_without(const char* const* serve_env,
+                                             const std::set<std::string>& withheld) {
+  std::vector<std::string> env;
+  for (auto entry = serve_env; *entry != nullptr; ++entry) {
+    const auto name = name_of(*entry);
+    if (!name.starts_with("INFLIGHT_") && !withheld.count(std::string(name)))
+      env.emplace_back(*entry);
+  }
+  return env;
+}
+
+}  // namespace inflight
