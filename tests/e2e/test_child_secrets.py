@@ -114,7 +114,11 @@ def test_no_child_finds_a_secret(how, serve_factory, http_git, tmp_path):
     found = json.loads((run_dir / "spy.json").read_text())
 
     assert found["agents"], "the spy never saw a checkpoint agent"
-    assert found["parents"][0] == pid
+    # The spy's parent is its run's shim, whose parent is serve.
+    shim, parent_of_shim = found["parents"][:2]
+    assert parent_of_shim == pid
+    assert any(rec["pid"] == shim and "inflight-run-shim" in (rec["cmdline"] or "")
+               for rec in found["seen"])
     for record in found["seen"]:
         for secret in (api_token, git_token, other_secret):
             for view in ("cmdline", "environ"):
