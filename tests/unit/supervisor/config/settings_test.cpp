@@ -11,40 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "option_sources_testing.hpp"
 #include "temp_dir.hpp"
 
 namespace inflight {
 namespace {
 
-using Flags = std::map<std::string, std::string>;
-using Env = std::map<std::string, std::string>;
-
-OptionSources::EnvLookup fake_env(Env env) {
-  return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {
-    if (auto it = env.find(name); it != env.end()) return it->second;
-    return std::nullopt;
-  };
-}
-
-// Sources with a fixed pod name, so that the real $HOSTNAME plays no part.
-OptionSources sources(Flags flags, Env env = {}, OrderedJson file = OrderedJson::object()) {
-  flags.emplace("pod-name", "pod-a");
-  return OptionSources(std::move(flags), std::move(file), fake_env(std::move(env)));
-}
-
-// The message of the UsageError that reading serve settings throws.
-std::string usage_error(const OptionSources& s) {
-  try {
-    read_serve_settings(s);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<accepted>";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using namespace settings_testing;
 
 // ---------------------------------------------------------------- precedence
 

@@ -7,40 +7,18 @@
 #include <string>
 
 #include "inflight/supervisor/config/settings.hpp"
+#include "option_sources_testing.hpp"
 #include "temp_dir.hpp"
 
 namespace inflight {
 namespace {
 
-OptionSources sources(std::map<std::string, std::string> flags,
-                      std::map<std::string, std::string> env = {},
-                      OrderedJson file = OrderedJson::object()) {
-  flags.emplace("pod-name", "pod-a");
-  return OptionSources(std::move(flags), std::move(file),
-                       [env = std::move(env)](const std::string& name) {
-                         const auto it = env.find(name);
-                         return it == env.end() ? std::nullopt : std::optional(it->second);
-                       });
-}
+using namespace settings_testing;
 
 std::string write(const TempDir& dir, const std::string& name, const std::string& content) {
   const auto path = dir.path() / name;
   std::ofstream(path, std::ios::binary) << content;
   return path.string();
-}
-
-// The message of the UsageError that reading serve settings throws.
-std::string usage_error(const OptionSources& s) {
-  try {
-    read_serve_settings(s);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "<accepted>";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 TEST(TokenFile, GivesTheTokenWithOneTrailingNewlineDropped) {
