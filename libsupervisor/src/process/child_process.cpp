@@ -147,6 +147,7 @@ std::vector<std::string> shim_argv(const Containment& containment,
                                    const std::optional<fs::path>& cgroup, const ChildSpec& spec) {
   std::vector<std::string> argv{containment.shim.string(), "--parent", std::to_string(::getpid())};
   if (cgroup) argv.insert(argv.end(), {"--cgroup", cgroup->string()});
+  for (const auto& file : spec.hidden_files) argv.insert(argv.end(), {"--hide", file.string()});
   argv.push_back("--");
   argv.push_back(resolve_program(spec.argv.front()).string());
   argv.insert(argv.end(), spec.argv.begin() + 1, spec.argv.end());

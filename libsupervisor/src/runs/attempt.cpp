@@ -55,7 +55,8 @@ ContainedChild RunSupervisor::spawn_attempt(Run& run, const RenderContext& conte
                  .env = child_environment(*run.child, context),
                  .stdin_fd = -1,
                  .stdout_fd = console.get(),
-                 .stderr_fd = console.get()};
+                 .stderr_fd = console.get(),
+                 .hidden_files = settings_.hidden_files};
   if (!settings_.echo_output) return spawn_contained(io_, spec, settings_.containment, cgroup);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");

@@ -24,6 +24,9 @@ struct ChildSpec {
   int stdin_fd = -1;             // -1: /dev/null
   int stdout_fd = -1;
   int stderr_fd = -1;
+  // Under the run shim only: files it hides from the child (README "Process
+  // containment").
+  std::vector<std::filesystem::path> hidden_files;
 };
 
 // Returns the child's pid, which is also its process group id. Throws
