@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 namespace inflight {
 
@@ -20,7 +21,7 @@ HiddenFiles prepare_hidden_files(std::vector<const char*> paths) {
 namespace {
 
 // Writes `text` to a /proc/self file; false with errno set when it fails.
-bool write_file(const char* path, const std::string& text) {
+bool write_file(const char* path, std::string_view text) {
   const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
@@ -30,12 +31,10 @@ bool write_file(const char* path, const std::string& text) {
   return written;
 }
 
-// A mount namespace of the child's own: at once with CAP_SYS_ADMIN, else in
-// a user namespace where the child's uid and gid are mapped to themselves
-// (setgroups denied first, as the kernel requires of an unprivileged gid
-// map). Returns the step that failed, errno set; nullptr once in.
-const char* enter_mount_namespace(const HiddenFiles& files) {
-  if (::unshare(CLONE_NEWNS) == 0) return nullptr;
+// A user namespace, and a mount namespace it owns, where the child's uid and
+// gid are mapped to themselves (setgroups denied first, as the kernel
+// requires of an unprivileged gid map). The step that failed, errno set.
+const char* enter_user_namespace(const HiddenFiles& files) {
   if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return "unshare";
   if (!write_file("/proc/self/setgroups", "deny")) return "setgroups";
   if (!write_file("/proc/self/uid_map", files.uid_map)) return "uid_map";
@@ -43,15 +42,20 @@ const char* enter_mount_namespace(const HiddenFiles& files) {
   return nullptr;
 }
 
-// Private first, so that no bind mount reaches serve's namespace; then
-// /dev/null over each file: reads of it find nothing. The first failure.
+// A mount namespace of the child's own: at once with CAP_SYS_ADMIN, else in
+// a user namespace. Private first, so that no mount reaches serve's
+// namespace; then /dev/null over each file: reads of it find nothing. In a
+// user namespace the child (uid 0 there when serve is root) could unmount
+// those: one more user namespace locks them. The step that failed, errno set.
 const char* bind_over(const HiddenFiles& files) {
-  if (const char* failed = enter_mount_namespace(files)) return failed;
+  const bool privileged = ::unshare(CLONE_NEWNS) == 0;
+  if (!privileged)
+    if (const char* failed = enter_user_namespace(files)) return failed;
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     return "mount --make-rprivate /";
   for (const char* path : files.paths)
     if (::mount("/dev/null", path, nullptr, MS_BIND, nullptr) != 0) return path;
-  return nullptr;
+  return privileged ? nullptr : enter_user_namespace(files);
 }
 
 // One line to the child's stderr (console.log), in one write.

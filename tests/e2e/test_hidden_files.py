@@ -72,25 +72,38 @@ def run_shim(*args, user=()):
     return proc.returncode, proc.stdout, proc.stderr
 
 
-@pytest.fixture
-def nobodys_secret():
-    """A file only nobody (uid 65534) may read, and setpriv running as nobody."""
+UNPRIVILEGED = {
+    "nobody": ["--reuid=65534", "--regid=65534", "--clear-groups"],
+    "root without CAP_SYS_ADMIN": ["--inh-caps=-sys_admin", "--bounding-set=-sys_admin"],
+}
+
+
+@pytest.fixture(params=UNPRIVILEGED)
+def unprivileged(request):
+    """setpriv running a user that cannot make a mount namespace by itself."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to run the shim as nobody")
+        pytest.skip("needs root and setpriv to run the shim unprivileged")
+    return ["setpriv", *UNPRIVILEGED[request.param]]
+
+
+@pytest.fixture
+def a_secret():
+    """A file any user may read, in a directory any user may enter."""
     directory = Path(tempfile.mkdtemp(prefix="inflight-hidden-"))
     directory.chmod(0o755)
     secret = directory / "token"
-    secret.write_text("nobodys-secret\n")
+    secret.write_text("the-secret\n")
     os.chown(secret, 65534, 65534)
-    secret.chmod(0o400)
-    yield secret, ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    secret.chmod(0o444)
+    yield secret
     shutil.rmtree(directory)
 
 
-def test_as_an_unprivileged_user_the_shim_hides_through_a_user_namespace(nobodys_secret):
-    secret, nobody = nobodys_secret
-    assert run_shim("--", "/bin/cat", str(secret), user=nobody) == (0, "nobodys-secret\n", "")
-    code, out, err = run_shim("--hide", str(secret), "--", "/bin/cat", str(secret), user=nobody)
+def test_unprivileged_the_shim_hides_through_a_user_namespace(unprivileged, a_secret):
+    # The child tries to unmount what hides the file: the mount is locked.
+    reader = ["/bin/sh", "-c", f"umount {a_secret} 2>/dev/null; cat {a_secret}"]
+    assert run_shim("--", *reader, user=unprivileged) == (0, "the-secret\n", "")
+    code, out, err = run_shim("--hide", str(a_secret), "--", *reader, user=unprivileged)
     assert (code, out) == (0, ""), err
     assert NOT_HIDDEN not in err
 

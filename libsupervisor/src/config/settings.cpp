@@ -258,8 +258,8 @@ void check_flush_window(const ResumeSettings& s) {
 // `..data/`), added unless empty or missing: nothing to hide then.
 void add_hidden_file(std::vector<std::filesystem::path>& hidden,
                      const std::filesystem::path& file) {
-  std::error_code ec;
   if (file.empty()) return;
+  std::error_code ec;
   auto resolved = std::filesystem::canonical(file, ec);
   if (!ec) hidden.push_back(std::move(resolved));
 }
