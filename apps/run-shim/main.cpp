@@ -3,14 +3,14 @@
 // its process group or session, and those of a serve that died by SIGKILL
 // (README "Process containment").
 //
-//   inflight-run-shim --parent PID [--cgroup DIR] -- PROGRAM [ARG...]
+//   inflight-run-shim --parent PID [--cgroup DIR] [--hide FILE]... -- PROGRAM [ARG...]
 //
 // fd 0 is a socket to serve (PID). Serve writes one byte per command: a
 // signal number, sent to the child's process group; SIGKILL ends every
 // process of the attempt. End of file means serve is gone: everything ends.
 // The shim writes one report back: the child's pid and the errno of its exec
-// (0: started). It exits as the child did: the same exit code, or killed by
-// the same signal, once no process of the attempt is left.
+// (0: started). Each --hide FILE is hidden from the child (hidden_files.hpp). It exits as the child
+// did: the same exit code, or killed by the same signal, once no process of the attempt is left.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -29,6 +29,7 @@
 #include <cstring>
 #include <string>
 
+#include "hidden_files.hpp"
 #include "inflight/core/process_tree.hpp"
 
 namespace {
@@ -44,6 +45,7 @@ struct Options {
   pid_t parent = 0;
   const char* cgroup = nullptr;  // the attempt's own cgroup, when serve made one
   char** argv = nullptr;         // the child's, argv[0] a path
+  inflight::HiddenFiles hidden;
 };
 
 bool parse(int argc, char** argv, Options& options) {
@@ -51,6 +53,7 @@ bool parse(int argc, char** argv, Options& options) {
     const std::string arg = argv[i];
     if (arg == "--" && i + 1 < argc) {
       options.argv = argv + i + 1;
+      options.hidden = inflight::prepare_hidden_files(std::move(options.hidden.paths));
       return options.parent > 0;
     }
     if (i + 1 >= argc) return false;
@@ -58,6 +61,8 @@ bool parse(int argc, char** argv, Options& options) {
       options.parent = static_cast<pid_t>(std::atol(argv[++i]));
     else if (arg == "--cgroup")
       options.cgroup = argv[++i];
+    else if (arg == "--hide")
+      options.hidden.paths.push_back(argv[++i]);
     else
       return false;
   }
@@ -76,8 +81,9 @@ void write_fully(int fd, const void* data, std::size_t size) {
 }
 
 // In the forked child, before exec: only system calls from here on. Its own
-// process group, the attempt's cgroup, /dev/null for input, no signal
-// blocked; dispositions are the defaults serve gave the shim, which sets none.
+// process group, the attempt's cgroup, the secret files hidden (in a user
+// namespace, once in the cgroup), /dev/null for input, no signal blocked; dispositions are the
+// defaults serve gave the shim, which sets none.
 [[noreturn]] void become_child(const Options& options, int exec_errors) {
   ::setpgid(0, 0);
   int error = 0;
@@ -86,6 +92,7 @@ void write_fully(int fd, const void* data, std::size_t size) {
     const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0 || ::write(fd, "0", 1) != 1) error = errno;
   }
+  inflight::hide_files(options.hidden);
   const int null = ::open("/dev/null", O_RDONLY);
   if (null < 0 || ::dup2(null, 0) < 0) error = error ? error : errno;
   sigset_t none;
@@ -249,7 +256,8 @@ int main(int argc, char** argv) {
   Options options;
   if (!parse(argc, argv, options)) {
     std::fprintf(stderr,
-                 "usage: inflight-run-shim --parent PID [--cgroup DIR] -- PROGRAM [ARG...]\n"
+                 "usage: inflight-run-shim --parent PID [--cgroup DIR] [--hide FILE]... -- PROGRAM "
+                 "[ARG...]\n"
                  "(started by `inflight serve`, one per run attempt)\n");
     return 2;
   }

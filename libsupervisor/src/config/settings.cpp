@@ -254,6 +254,16 @@ void check_flush_window(const ResumeSettings& s) {
                    format_duration(limit) + " (the grace period less max(1s, 5%))");
 }
 
+// `file` resolved to the file itself (a Kubernetes Secret's is a symlink into
+// `..data/`), added unless empty or missing: nothing to hide then.
+void add_hidden_file(std::vector<std::filesystem::path>& hidden,
+                     const std::filesystem::path& file) {
+  if (file.empty()) return;
+  std::error_code ec;
+  auto resolved = std::filesystem::canonical(file, ec);
+  if (!ec) hidden.push_back(std::move(resolved));
+}
+
 }  // namespace
 
 ResumeSettings read_resume_settings(const OptionSources& sources) {
@@ -269,6 +279,9 @@ ResumeSettings read_resume_settings(const OptionSources& sources) {
   s.containment = *mode;
   s.children = read_child_templates(sources);
   s.store.withheld_variables = s.children.referenced_variables();
+  for (const auto& file :
+       {s.store.git_token_file, s.store.git_ssh_key, std::filesystem::path(sources.text("config"))})
+    add_hidden_file(s.hidden_files, file);
   return s;
 }
 
@@ -276,6 +289,7 @@ ServeSettings read_serve_settings(const OptionSources& sources) {
   ServeSettings s;
   static_cast<ResumeSettings&>(s) = read_resume_settings(sources);
   read_listen(sources, s);
+  add_hidden_file(s.hidden_files, s.api_token_file);
   s.max_concurrent = static_cast<int>(sources.integer("max-concurrent"));
   s.max_queued = static_cast<int>(sources.integer("max-queued"));
   s.max_connections = static_cast<int>(sources.integer("max-connections"));

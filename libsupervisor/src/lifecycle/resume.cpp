@@ -129,7 +129,8 @@ class ResumeCommand {
                                         .stop_grace = settings_.flush_window,
                                         .network_timeout = settings_.store.git_timeout,
                                         .echo_output = true,
-                                        .containment = *containment_};
+                                        .containment = *containment_,
+                                        .hidden_files = settings_.hidden_files};
     supervisor_.emplace(loop_.io(), loop_.reaper(), checkpoints_, supervised, settings_.children);
     if (adopt_restored(*supervisor_, settings_.children, {std::move(restored)}) == 0)
       return finish(kExitFailure);

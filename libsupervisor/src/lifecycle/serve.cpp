@@ -52,7 +52,8 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           .stop_grace = s.flush_window,
           .network_timeout = s.store.git_timeout,
           .echo_output = false,
-          .containment = choose_containment(s.containment)};
+          .containment = choose_containment(s.containment),
+          .hidden_files = s.hidden_files};
 }
 
 // One serving instance: its parts in the order each needs the last, and the

@@ -144,9 +144,11 @@ ShimReport read_report(int control) {
 }
 
 std::vector<std::string> shim_argv(const Containment& containment,
-                                   const std::optional<fs::path>& cgroup, const ChildSpec& spec) {
+                                   const std::optional<fs::path>& cgroup, const ChildSpec& spec,
+                                   const std::vector<fs::path>& hidden_files) {
   std::vector<std::string> argv{containment.shim.string(), "--parent", std::to_string(::getpid())};
   if (cgroup) argv.insert(argv.end(), {"--cgroup", cgroup->string()});
+  for (const auto& file : hidden_files) argv.insert(argv.end(), {"--hide", file.string()});
   argv.push_back("--");
   argv.push_back(resolve_program(spec.argv.front()).string());
   argv.insert(argv.end(), spec.argv.begin() + 1, spec.argv.end());
@@ -161,7 +163,8 @@ void send_command(int control, int signal) {
 }  // namespace
 
 ContainedChild spawn_contained(boost::asio::io_context& io, ChildSpec spec,
-                               const Containment& containment, const std::string& cgroup_name) {
+                               const Containment& containment, const std::string& cgroup_name,
+                               const std::vector<fs::path>& hidden_files) {
   const auto program = spec.argv.front();
   auto cgroup = make_attempt_cgroup(containment, cgroup_name);
   int fds[2];
@@ -169,7 +172,7 @@ ContainedChild spawn_contained(boost::asio::io_context& io, ChildSpec spec,
     throw std::system_error(errno, std::generic_category(), "socketpair");
   Fd control(fds[0]);
   Fd shim_end(fds[1]);
-  spec.argv = shim_argv(containment, cgroup, spec);
+  spec.argv = shim_argv(containment, cgroup, spec, hidden_files);
   spec.stdin_fd = shim_end.get();
   const pid_t shim = spawn_child(io, spec);
   shim_end.reset();

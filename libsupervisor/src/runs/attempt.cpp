@@ -56,13 +56,14 @@ ContainedChild RunSupervisor::spawn_attempt(Run& run, const RenderContext& conte
                  .stdin_fd = -1,
                  .stdout_fd = console.get(),
                  .stderr_fd = console.get()};
-  if (!settings_.echo_output) return spawn_contained(io_, spec, settings_.containment, cgroup);
+  if (!settings_.echo_output)
+    return spawn_contained(io_, spec, settings_.containment, cgroup, settings_.hidden_files);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
   Fd read_end(fds[0]);
   const Fd write_end(fds[1]);
   spec.stdout_fd = spec.stderr_fd = write_end.get();
-  auto child = spawn_contained(io_, spec, settings_.containment, cgroup);
+  auto child = spawn_contained(io_, spec, settings_.containment, cgroup, settings_.hidden_files);
   std::make_shared<OutputTee>(io_, std::move(read_end), std::move(console))->start();
   return child;
 }

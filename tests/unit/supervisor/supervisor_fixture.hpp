@@ -64,7 +64,8 @@ class SupervisorFixture : public ::testing::Test {
             .network_timeout = std::chrono::seconds(60),
             .disk_recheck = std::chrono::milliseconds(10),
             .echo_output = false,
-            .containment = choose_containment(ContainmentMode::shim)};
+            .containment = choose_containment(ContainmentMode::shim),
+            .hidden_files = {}};
   }
   // The supervisor, made with `settings()` on first use unless made here.
   RunSupervisor& supervisor() { return supervisor_ ? *supervisor_ : make_supervisor(settings()); }

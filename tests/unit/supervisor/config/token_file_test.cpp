@@ -2,9 +2,11 @@
 // Kubernetes Secret), so that it never sits in argv or the environment.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "inflight/supervisor/config/settings.hpp"
 #include "option_sources_testing.hpp"
@@ -31,6 +33,24 @@ TEST(TokenFile, GivesTheTokenWithOneTrailingNewlineDropped) {
   EXPECT_EQ(s.store.git_token_file, git);
   EXPECT_EQ(s.api_token, "api secret\n");
   EXPECT_EQ(s.api_token_file, api);
+}
+
+// The run shim hides each secret file from children: the file itself, which
+// a Kubernetes Secret's name only links to; a missing one is not listed.
+TEST(TokenFile, TheFilesToHideAreTheSecretFilesResolved) {
+  TempDir dir;
+  const auto git = write(dir, "git-token", "git-secret\n");
+  const auto api = write(dir, "api-token", "api-secret\n");
+  const auto config = write(dir, "config.json", "{}");
+  const auto link = dir.path() / "git-token-link";
+  std::filesystem::create_symlink(git, link);
+  const auto s = read_serve_settings(sources({{"git-token-file", link.string()},
+                                              {"git-ssh-key", (dir.path() / "missing").string()},
+                                              {"config", config},
+                                              {"api-token-file", api}}));
+  namespace fs = std::filesystem;
+  EXPECT_EQ(s.hidden_files,
+            (std::vector{fs::canonical(git), fs::canonical(config), fs::canonical(api)}));
 }
 
 TEST(TokenFile, WorksFromTheConfigFileAndWithoutANewline) {

@@ -101,6 +101,9 @@ struct ResumeSettings {
   Duration checkpoint_interval{};
   ContainmentMode containment{};
   ChildTemplates children;
+  // The secret files given (token files, config, SSH key), canonical: the
+  // run shim hides them from children (README "Process containment").
+  std::vector<std::filesystem::path> hidden_files;
 };
 
 struct ServeSettings : ResumeSettings {

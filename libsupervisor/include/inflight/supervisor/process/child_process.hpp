@@ -63,9 +63,12 @@ class ContainedChild {
 };
 
 // Starts `spec` under the run shim of `containment`, in a cgroup of its own
-// named `cgroup_name` when containment has cgroups. Throws std::system_error
-// when the child cannot be started, with the error of its failed exec.
+// named `cgroup_name` when containment has cgroups, with `hidden_files`
+// hidden from it where the kernel allows (README "Process containment").
+// Throws std::system_error when the child cannot be started, with the error
+// of its failed exec.
 ContainedChild spawn_contained(boost::asio::io_context& io, ChildSpec spec,
-                               const Containment& containment, const std::string& cgroup_name);
+                               const Containment& containment, const std::string& cgroup_name,
+                               const std::vector<std::filesystem::path>& hidden_files);
 
 }  // namespace inflight

@@ -37,6 +37,7 @@ struct SupervisorSettings {
   Duration disk_recheck{5000};  // between checks of a disk that could not checkpoint
   bool echo_output = false;     // also copy children's output to stdout
   Containment containment;      // how every process of an attempt ends with it
+  std::vector<std::filesystem::path> hidden_files;  // ResumeSettings::hidden_files
 };
 
 enum class Phase { restoring, ready, shutting_down };
