@@ -1,6 +1,7 @@
 #include "inflight/supervisor/process/child_process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -128,13 +129,21 @@ struct ShimReport {
   std::int32_t error = 0;  // errno of the child's exec; 0: started
 };
 
+// How long the shim may take to fork, contain and exec the child before the
+// attempt counts as not started; the event loop waits for it.
+constexpr int kShimReportMillis = 10'000;
+
 // Blocks for the few milliseconds the shim needs to fork and exec, as the
-// launcher itself waits for the shim's exec.
+// launcher itself waits for the shim's exec; never past the deadline.
 ShimReport read_report(int control) {
   ShimReport report;
   std::size_t got = 0;
   auto* bytes = reinterpret_cast<char*>(&report);
   while (got < sizeof report) {
+    pollfd ready{control, POLLIN, 0};
+    const int polled = ::poll(&ready, 1, kShimReportMillis);
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled == 0) return {0, ETIMEDOUT};
     const auto n = ::read(control, bytes + got, sizeof report - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return {0, n == 0 ? ECHILD : errno};  // the shim ended before its report
@@ -179,8 +188,11 @@ ContainedChild spawn_contained(boost::asio::io_context& io, ChildSpec spec,
   const auto report = read_report(control.get());
   if (report.error == 0)
     return ContainedChild(shim, report.leader, std::move(control), std::move(cgroup));
-  // The shim ends at once after a failed exec; reaped here, it is no orphan.
+  // The shim ends at once after a failed exec. One that missed its deadline
+  // is ended here with whatever it started; reaped here, it is no orphan.
+  ::kill(shim, SIGKILL);
   ::waitpid(shim, nullptr, 0);
+  ContainedChild(shim, report.leader, std::move(control), std::move(cgroup)).clean_up();
   throw std::system_error(report.error, std::generic_category(), program);
 }
 
