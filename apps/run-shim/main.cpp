@@ -44,6 +44,7 @@ constexpr int kParentDeathSignal = SIGHUP;
 struct Options {
   pid_t parent = 0;
   const char* cgroup = nullptr;  // the attempt's own cgroup, when serve made one
+  std::string cgroup_procs;      // its cgroup.procs, made before the fork
   char** argv = nullptr;         // the child's, argv[0] a path
   inflight::HiddenFiles hidden;
 };
@@ -54,6 +55,8 @@ bool parse(int argc, char** argv, Options& options) {
     if (arg == "--" && i + 1 < argc) {
       options.argv = argv + i + 1;
       options.hidden = inflight::prepare_hidden_files(std::move(options.hidden.paths));
+      if (options.cgroup != nullptr)
+        options.cgroup_procs = std::string(options.cgroup) + "/cgroup.procs";
       return options.parent > 0;
     }
     if (i + 1 >= argc) return false;
@@ -80,20 +83,21 @@ void write_fully(int fd, const void* data, std::size_t size) {
   }
 }
 
-// In the forked child, before exec: only system calls from here on. Its own
-// process group, the attempt's cgroup, the secret files hidden (in a user
-// namespace, once in the cgroup), /dev/null for input, no signal blocked; dispositions are the
+// In the forked child, before exec: only system calls from here on (all that
+// needs memory was prepared before the fork). Its own process group, the
+// attempt's cgroup, the secret files hidden (in a user namespace, once in the
+// cgroup), /dev/null for input, no signal blocked; dispositions are the
 // defaults serve gave the shim, which sets none.
 [[noreturn]] void become_child(const Options& options, int exec_errors) {
   ::setpgid(0, 0);
   int error = 0;
   if (options.cgroup != nullptr) {
-    const std::string procs = std::string(options.cgroup) + "/cgroup.procs";
-    const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    const int fd = ::open(options.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0 || ::write(fd, "0", 1) != 1) error = errno;
   }
   inflight::hide_files(options.hidden);
-  const int null = ::open("/dev/null", O_RDONLY);
+  // dup2 clears close-on-exec on fd 0 only: no spare descriptor reaches the child.
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null < 0 || ::dup2(null, 0) < 0) error = error ? error : errno;
   sigset_t none;
   sigemptyset(&none);
