@@ -16,11 +16,9 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
@@ -33,10 +31,6 @@
 #include "inflight/core/process_tree.hpp"
 
 namespace {
-
-using inflight::descendants_of;
-using inflight::ProcessLink;
-using inflight::read_process_links;
 
 // The signal the kernel sends the shim when serve (the thread that forked it) dies.
 constexpr int kParentDeathSignal = SIGHUP;
@@ -88,8 +82,12 @@ void write_fully(int fd, const void* data, std::size_t size) {
 // attempt's cgroup, the secret files hidden (in a user namespace, once in the
 // cgroup), /dev/null for input, no signal blocked; dispositions are the
 // defaults serve gave the shim, which sets none.
-[[noreturn]] void become_child(const Options& options, int exec_errors) {
+[[noreturn]] void become_child(const Options& options, pid_t shim, int exec_errors) {
   ::setpgid(0, 0);
+  // Should the shim itself be killed, the leader goes with it (what else it
+  // started is serve's to end: README "Process containment").
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != shim) ::_exit(127);
   int error = 0;
   if (options.cgroup != nullptr) {
     const int fd = ::open(options.cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
@@ -113,8 +111,9 @@ void write_fully(int fd, const void* data, std::size_t size) {
 std::pair<pid_t, int> start_child(const Options& options) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return {0, errno};
+  const pid_t shim = ::getpid();
   const pid_t pid = ::fork();
-  if (pid == 0) become_child(options, pipe_fds[1]);
+  if (pid == 0) become_child(options, shim, pipe_fds[1]);
   ::close(pipe_fds[1]);
   if (pid < 0) {
     ::close(pipe_fds[0]);
@@ -141,23 +140,6 @@ void reaped(Leader& leader, pid_t pid, int status) {
   leader.status = status;
 }
 
-// SIGKILL through a pidfd, once the pid is seen to still name a process with
-// the parent the scan saw: a pid freed and reused meanwhile is spared.
-void kill_descendant(const ProcessLink& link) {
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, link.pid, 0));
-  if (pidfd < 0) return;
-  if (inflight::read_ppid(link.pid) == link.ppid)
-    ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-  ::close(pidfd);
-}
-
-void kill_descendants() {
-  const auto links = read_process_links();
-  const auto below = descendants_of(::getpid(), links);
-  for (const auto& link : links)
-    if (std::find(below.begin(), below.end(), link.pid) != below.end()) kill_descendant(link);
-}
-
 // Ends every process below the shim: the cgroup at once when there is one;
 // else, and as well, every descendant /proc shows, again after each one
 // reaped (a process may have forked before it got the SIGKILL; as child
@@ -172,7 +154,7 @@ void end_tree(const Options& options, Leader& leader) {
     }
   }
   for (;;) {
-    kill_descendants();
+    inflight::kill_descendants(::getpid());
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, 0);
     if (pid < 0 && errno == EINTR) continue;
@@ -190,6 +172,7 @@ void end_tree(const Options& options, Leader& leader) {
   const int signal = WTERMSIG(leader.status);
   const rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
+  ::prctl(PR_SET_DUMPABLE, 0);  // nor one piped to a core handler
   ::signal(signal, SIG_DFL);
   sigset_t only;
   sigemptyset(&only);

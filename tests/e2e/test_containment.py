@@ -46,8 +46,10 @@ def escapees_child(*extra):
             "resume_argv": ["--resume"]}
 
 
-def start_serve(serve_factory, tmp_path, containment, *extra, binary=INFLIGHT, wait=True):
-    config = write_config(tmp_path / "config.json", escapees_child(*(["--wait"] if wait else [])))
+def start_serve(serve_factory, tmp_path, containment, *extra, binary=INFLIGHT, wait=True,
+                child_args=()):
+    config = write_config(tmp_path / "config.json",
+                          escapees_child(*(["--wait"] if wait else []), *child_args))
     serve = serve_factory("--config", config, "--containment", containment,
                           "--pod-name", "pod-a", *extra, binary=binary)
     serve.wait_ready()
@@ -87,6 +89,18 @@ def test_the_leaders_exit_ends_the_escapees(serve_factory, tmp_path, containment
     serve = start_serve(serve_factory, tmp_path, containment, wait=False)
     run_id = serve.submit()
     serve.wait_status(run_id, "succeeded")
+    pids = escapee_pids(run_dir(tmp_path, run_id))
+    assert alive(pids) == []
+
+
+def test_a_child_that_kills_its_shim_takes_its_escapees_with_it(serve_factory, tmp_path,
+                                                               containment):
+    # Its children run as the shim's user: one may kill it. Serve, subreaper,
+    # inherits what the shim left, and ends it with the attempt.
+    serve = start_serve(serve_factory, tmp_path, containment, "--max-attempts", "1",
+                        wait=False, child_args=["--kill-shim"])
+    run_id = serve.submit()
+    serve.wait_status(run_id, "failed")
     pids = escapee_pids(run_dir(tmp_path, run_id))
     assert alive(pids) == []
 

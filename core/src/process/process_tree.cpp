@@ -3,9 +3,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <csignal>
 #include <cstdlib>
 #include <string>
 
@@ -60,6 +63,30 @@ std::vector<ProcessLink> read_process_links() {
   }
   ::closedir(proc);
   return links;
+}
+
+namespace {
+
+bool kill_if_parent_is(const ProcessLink& link) {
+  const Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, link.pid, 0)));
+  if (!pidfd || read_ppid(link.pid) != link.ppid) return false;
+  return ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0) == 0;
+}
+
+}  // namespace
+
+std::size_t kill_descendants(pid_t root, std::span<const pid_t> spared) {
+  const auto links = read_process_links();
+  auto doomed = descendants_of(root, links);
+  for (const pid_t keep : spared) {
+    std::erase(doomed, keep);
+    for (const pid_t below : descendants_of(keep, links)) std::erase(doomed, below);
+  }
+  std::size_t killed = 0;
+  for (const auto& link : links)
+    if (std::find(doomed.begin(), doomed.end(), link.pid) != doomed.end())
+      killed += kill_if_parent_is(link) ? 1 : 0;
+  return killed;
 }
 
 }  // namespace inflight

@@ -7,11 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/process/v2/environment.hpp>
 #include <boost/process/v2/process.hpp>
 #include <boost/process/v2/start_dir.hpp>
 #include <boost/process/v2/stdio.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <system_error>
 
@@ -131,17 +133,21 @@ struct ShimReport {
 
 // How long the shim may take to fork, contain and exec the child before the
 // attempt counts as not started; the event loop waits for it.
-constexpr int kShimReportMillis = 10'000;
+constexpr std::chrono::milliseconds kShimReportDeadline{10'000};
 
 // Blocks for the few milliseconds the shim needs to fork and exec, as the
-// launcher itself waits for the shim's exec; never past the deadline.
+// launcher itself waits for the shim's exec; never past the deadline, however
+// often a signal interrupts the wait.
 ShimReport read_report(int control) {
+  const auto deadline = std::chrono::steady_clock::now() + kShimReportDeadline;
   ShimReport report;
   std::size_t got = 0;
   auto* bytes = reinterpret_cast<char*>(&report);
   while (got < sizeof report) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     pollfd ready{control, POLLIN, 0};
-    const int polled = ::poll(&ready, 1, kShimReportMillis);
+    const int polled = ::poll(&ready, 1, static_cast<int>(std::max<long>(left.count(), 0)));
     if (polled < 0 && errno == EINTR) continue;
     if (polled == 0) return {0, ETIMEDOUT};
     const auto n = ::read(control, bytes + got, sizeof report - got);
@@ -189,7 +195,8 @@ ContainedChild spawn_contained(boost::asio::io_context& io, ChildSpec spec,
   if (report.error == 0)
     return ContainedChild(shim, report.leader, std::move(control), std::move(cgroup));
   // The shim ends at once after a failed exec. One that missed its deadline
-  // is ended here with whatever it started; reaped here, it is no orphan.
+  // is ended here (what it started is the caller's to end, see
+  // ChildReaper::end_strays); reaped here, it is no orphan.
   ::kill(shim, SIGKILL);
   ::waitpid(shim, nullptr, 0);
   ContainedChild(shim, report.leader, std::move(control), std::move(cgroup)).clean_up();
@@ -205,7 +212,6 @@ void ContainedChild::end() const {
 }
 
 void ContainedChild::clean_up() const {
-  signal_group(leader_, SIGKILL);
   if (!cgroup_) return;
   std::error_code ec;
   if (!fs::exists(*cgroup_, ec)) return;

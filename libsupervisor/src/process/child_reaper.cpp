@@ -6,6 +6,9 @@
 
 #include <csignal>
 #include <system_error>
+#include <vector>
+
+#include "inflight/core/process_tree.hpp"
 
 namespace inflight {
 
@@ -17,6 +20,13 @@ ChildReaper::ChildReaper(boost::asio::io_context& io) : sigchld_(io, SIGCHLD) {
 
 void ChildReaper::watch(pid_t pid, ExitHandler on_exit) {
   watched_[pid] = std::move(on_exit);
+}
+
+void ChildReaper::end_strays() const {
+  std::vector<pid_t> spared;
+  spared.reserve(watched_.size());
+  for (const auto& [pid, handler] : watched_) spared.push_back(pid);
+  kill_descendants(::getpid(), spared);
 }
 
 void ChildReaper::become_subreaper() {

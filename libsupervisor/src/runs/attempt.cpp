@@ -99,6 +99,7 @@ void RunSupervisor::start_attempt(Run& run) {
     log::info("attempt started",
               {{"run_id", run.id}, {"attempt", attempt}, {"pid", run.process->leader()}});
   } catch (const std::system_error& e) {
+    reaper_.end_strays();  // a shim that missed its start deadline may have forked
     not_started(run, e.code());
   }
 }
@@ -129,9 +130,11 @@ void RunSupervisor::on_exit(Run& run, int wait_status) {
   const auto outcome = classify(status, run.stop_cause, run.child->retry_exit_codes());
   run.stop_timer.cancel();
   // The shim exits as the leader did, once every process of the attempt
-  // ended; had it been killed itself, what it left ends here.
+  // ended; had it been killed itself (by the OOM killer, or by its child),
+  // what it left was reparented here, and ends now.
   run.process->clean_up();
   run.process.reset();
+  reaper_.end_strays();
   auto& record = run.params.attempts.back();
   record.ended_at = iso8601_utc(SystemClock::now());
   record.exit_code = status.exit_code;

@@ -3,7 +3,8 @@ setsid, one through a double fork (its parent exits at once, so it is
 re-parented). Each appends a line to `escapees.log` in the run dir every
 50 ms and writes its pid to `escapee-<how>.pid`; the
 child's own is in `leader.pid`. The child itself then waits
-for a signal (--wait), or exits 0 once both escapees wrote a line."""
+for a signal (--wait), kills its parent, the run shim (--kill-shim), or
+exits 0 once both escapees wrote a line."""
 import os, sys, time
 out = sys.argv[sys.argv.index("--output") + 1]
 log = os.path.join(out, "escapees.log")
@@ -44,6 +45,8 @@ os.waitpid(pid, 0)
 for how in ("setsid", "double-fork"):
     while not os.path.exists(os.path.join(out, f"escapee-{how}.pid")):
         time.sleep(0.01)
-if "--wait" in sys.argv:
+if "--kill-shim" in sys.argv:
+    os.kill(os.getppid(), 9)
+if "--wait" in sys.argv or "--kill-shim" in sys.argv:
     while True:
         time.sleep(3600)

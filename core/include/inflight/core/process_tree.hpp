@@ -1,6 +1,7 @@
 // The processes below one process, read from /proc: how the run shim finds
 // every descendant of a run, including those that left its process group or
-// session, to end them all (README "Process containment").
+// session, to end them all, and how serve ends what a dead shim left
+// (README "Process containment").
 #pragma once
 
 #include <sys/types.h>
@@ -32,5 +33,11 @@ std::vector<pid_t> descendants_of(pid_t root, std::span<const ProcessLink> links
 // The parent link of every process /proc shows now; a process that ends
 // while it is read is left out.
 std::vector<ProcessLink> read_process_links();
+
+// SIGKILL to every process below `root` that is neither one of `spared` nor
+// below one, as /proc shows them now. Each is signalled through a pidfd once
+// its parent is seen unchanged, so a pid freed and reused meanwhile is spared.
+// Returns how many were signalled: processes forked meanwhile need another call.
+std::size_t kill_descendants(pid_t root, std::span<const pid_t> spared = {});
 
 }  // namespace inflight

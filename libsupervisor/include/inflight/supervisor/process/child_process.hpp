@@ -51,8 +51,8 @@ class ContainedChild {
   void signal(int signal) const;
   // SIGKILL to every process of the attempt, however it left the group.
   void end() const;
-  // After the shim's exit: anything it could not end (it was killed itself),
-  // and the attempt's cgroup.
+  // After the shim's exit: the attempt's cgroup, emptied and removed. (No
+  // group kill: the leader's pid may already name another process.)
   void clean_up() const;
 
  private:

@@ -23,6 +23,12 @@ class ChildReaper {
   void watch(pid_t pid, ExitHandler on_exit);
   std::uint64_t orphans_reaped() const { return orphans_reaped_; }
 
+  // SIGKILL to every process below this one that no watched child is or is
+  // above: what a run shim that was killed itself left behind. A stray that
+  // forks meanwhile leaves an orphan that comes here too, and is ended at
+  // the next call.
+  void end_strays() const;
+
   // Makes orphaned descendants ours to reap (no-op as PID 1, which gets them anyway).
   static void become_subreaper();
 
