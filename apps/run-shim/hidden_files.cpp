@@ -7,15 +7,25 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
 namespace inflight {
 
-HiddenFiles prepare_hidden_files(std::vector<const char*> paths) {
+HiddenFiles prepare_hidden_files(const std::vector<const char*>& paths) {
   const auto uid = std::to_string(::getuid());
   const auto gid = std::to_string(::getgid());
-  return {std::move(paths), uid + " " + uid + " 1", gid + " " + gid + " 1"};
+  HiddenFiles files{{}, uid + " " + uid + " 1", gid + " " + gid + " 1"};
+  // Resolved at each attempt: a Kubernetes Secret's file is a symlink into a
+  // folder that the kubelet replaces when the Secret changes.
+  // One that cannot be resolved is kept as given: its mount fails, and says so.
+  for (const char* path : paths) {
+    char* resolved = ::realpath(path, nullptr);
+    files.paths.emplace_back(resolved != nullptr ? resolved : path);
+    std::free(resolved);
+  }
+  return files;
 }
 
 namespace {
@@ -53,9 +63,18 @@ const char* bind_over(const HiddenFiles& files) {
     if (const char* failed = enter_user_namespace(files)) return failed;
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     return "mount --make-rprivate /";
-  for (const char* path : files.paths)
-    if (::mount("/dev/null", path, nullptr, MS_BIND, nullptr) != 0) return path;
-  return privileged ? nullptr : enter_user_namespace(files);
+  // Every file is tried, and what was mounted is locked, even when one fails.
+  const char* failed = nullptr;
+  int error = 0;
+  for (const auto& path : files.paths)
+    if (::mount("/dev/null", path.c_str(), nullptr, MS_BIND, nullptr) != 0 && failed == nullptr) {
+      failed = path.c_str();
+      error = errno;
+    }
+  if (!privileged)
+    if (const char* lock_failed = enter_user_namespace(files)) return lock_failed;
+  errno = error;
+  return failed;
 }
 
 // One line to the child's stderr (console.log), in one write.

@@ -11,13 +11,14 @@ namespace inflight {
 
 // Prepared before the fork: the forked child then makes only system calls.
 struct HiddenFiles {
-  std::vector<const char*> paths;  // absolute, canonical (serve resolved them)
+  std::vector<std::string> paths;  // canonical, resolved before the fork
   std::string uid_map;             // "UID UID 1": the child's own uid, mapped to itself
   std::string gid_map;
 };
 
-// `paths` and the maps for the calling process's uid and gid.
-HiddenFiles prepare_hidden_files(std::vector<const char*> paths);
+// `paths` resolved (symlinks followed) and the maps for the calling
+// process's uid and gid.
+HiddenFiles prepare_hidden_files(const std::vector<const char*>& paths);
 
 // In the forked child, before exec: hides every path, or writes one line to
 // stderr saying why not. The child runs either way.

@@ -9,8 +9,9 @@
 // signal number, sent to the child's process group; SIGKILL ends every
 // process of the attempt. End of file means serve is gone: everything ends.
 // The shim writes one report back: the child's pid and the errno of its exec
-// (0: started). Each --hide FILE is hidden from the child (hidden_files.hpp). It exits as the child
-// did: the same exit code, or killed by the same signal, once no process of the attempt is left.
+// (0: started). Each --hide FILE is hidden from the child (hidden_files.hpp).
+// It exits as the child did: the same exit code, or killed by the same
+// signal, once no process of the attempt is left.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -26,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "hidden_files.hpp"
 #include "inflight/core/process_tree.hpp"
@@ -37,10 +39,11 @@ constexpr int kParentDeathSignal = SIGHUP;
 
 struct Options {
   pid_t parent = 0;
-  const char* cgroup = nullptr;  // the attempt's own cgroup, when serve made one
-  std::string cgroup_procs;      // its cgroup.procs, made before the fork
-  char** argv = nullptr;         // the child's, argv[0] a path
-  inflight::HiddenFiles hidden;
+  const char* cgroup = nullptr;   // the attempt's own cgroup, when serve made one
+  std::string cgroup_procs;       // its cgroup.procs, made before the fork
+  char** argv = nullptr;          // the child's, argv[0] a path
+  std::vector<const char*> hide;  // as serve gave them
+  inflight::HiddenFiles hidden;   // resolved, before the fork
 };
 
 bool parse(int argc, char** argv, Options& options) {
@@ -48,7 +51,7 @@ bool parse(int argc, char** argv, Options& options) {
     const std::string arg = argv[i];
     if (arg == "--" && i + 1 < argc) {
       options.argv = argv + i + 1;
-      options.hidden = inflight::prepare_hidden_files(std::move(options.hidden.paths));
+      options.hidden = inflight::prepare_hidden_files(options.hide);
       if (options.cgroup != nullptr)
         options.cgroup_procs = std::string(options.cgroup) + "/cgroup.procs";
       return options.parent > 0;
@@ -59,7 +62,7 @@ bool parse(int argc, char** argv, Options& options) {
     else if (arg == "--cgroup")
       options.cgroup = argv[++i];
     else if (arg == "--hide")
-      options.hidden.paths.push_back(argv[++i]);
+      options.hide.push_back(argv[++i]);
     else
       return false;
   }

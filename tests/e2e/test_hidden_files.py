@@ -63,6 +63,33 @@ def test_a_child_reads_nothing_of_serves_secret_files(serve_factory, http_git, t
     assert serve.get("/api/eval/runs", headers=auth).status == 200
 
 
+def rotate(directory, files):
+    """What the kubelet does when the Secret changes: a new folder, ..data relinked."""
+    data = directory / "..2026_11_26"
+    data.mkdir()
+    for name, value in files.items():
+        (data / name).write_text(value + "\n")
+    (directory / "..data.tmp").symlink_to(data.name)
+    os.rename(directory / "..data.tmp", directory / "..data")
+
+
+def test_a_secret_updated_while_serve_runs_stays_hidden(serve_factory, tmp_path):
+    secret_dir = tmp_path / "secrets"
+    (git_file,) = secret_volume(secret_dir, {"git-token": "first-token"})
+    config = tmp_path / "config.json"
+    write_config(config, {"argv": [PYTHON, str(CHILDREN / "read_files.py"), "--output",
+                                   "{output_dir}", str(git_file)]})
+    serve = serve_factory("--config", str(config), "--git-token-file", str(git_file))
+    serve.wait_ready()
+    rotate(secret_dir, {"git-token": "second-token"})
+    assert "second-token" in git_file.read_text()  # what the child would read, unhidden
+    run_id = serve.submit()
+    serve.wait_status(run_id, "succeeded")
+    run_dir = tmp_path / ".inflight" / "runs" / run_id
+    assert NOT_HIDDEN not in (run_dir / "console.log").read_text()
+    assert json.loads((run_dir / "read.json").read_text()) == {str(git_file): ""}
+
+
 def run_shim(*args, user=()):
     """The shim alone, as serve starts it: fd 0 a socket to its parent. (exit code, stdout, stderr)."""
     ours, theirs = socket.socketpair()

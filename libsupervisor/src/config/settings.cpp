@@ -258,10 +258,11 @@ void check_flush_window(const ResumeSettings& s) {
 // `..data/`), added unless empty or missing: nothing to hide then.
 void add_hidden_file(std::vector<std::filesystem::path>& hidden,
                      const std::filesystem::path& file) {
-  if (file.empty()) return;
+  // Absolute, not resolved: the run shim resolves it at each attempt, since
+  // a Kubernetes Secret's file links into a folder replaced at each update.
   std::error_code ec;
-  auto resolved = std::filesystem::canonical(file, ec);
-  if (!ec) hidden.push_back(std::move(resolved));
+  if (file.empty() || !std::filesystem::exists(file, ec)) return;
+  hidden.push_back(std::filesystem::absolute(file).lexically_normal());
 }
 
 }  // namespace
