@@ -3,7 +3,6 @@
 #include <fnmatch.h>
 #include <sys/stat.h>
 
-#include <cerrno>
 #include <cstring>
 #include <map>
 
@@ -14,12 +13,21 @@
 #include "inflight/checkpoint/tree_rules.hpp"
 #include "inflight/core/bounded_json.hpp"
 #include "snapshot/chunked_file.hpp"
+#include "snapshot/run_dir_entries.hpp"
 #include "snapshot/stat_cache.hpp"
 #include "snapshot/stored_file.hpp"
 
 namespace inflight::checkpoint {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Why an entry that was replaced or deleted between its stat and its open is
+// left out; the next checkpoint takes what is there then.
+constexpr const char* kChangedWhileRead = "changed while read";
+
+}  // namespace
 
 struct RunSnapshotter::Impl {
   CacheRepo& repo;
@@ -34,13 +42,15 @@ struct RunSnapshotter::Impl {
 
   git_repository* git() { return raw_repo(repo); }
   bool excluded(const std::string& name, const std::string& relative) const;
-  std::optional<git_oid> write_dir(const fs::path& dir, const std::string& relative, int depth);
-  void add_entry(git_treebuilder* tree, const fs::path& dir, const std::string& name,
+  std::optional<git_oid> write_dir(OpenDir& dir, const std::string& relative, int depth);
+  void add_entry(git_treebuilder* tree, const OpenDir& dir, const std::string& name,
                  const std::string& relative, int depth);
-  void add_dir(git_treebuilder* tree, const fs::path& path, const std::string& name,
-               const std::string& relative, int depth);
-  void add_file(git_treebuilder* tree, const std::string& name, const std::string& relative,
-                const fs::path& path, const struct stat& st);
+  void add_dir(git_treebuilder* tree, const OpenDir& parent, const std::string& name,
+               const std::string& relative, const struct stat& st, int depth);
+  void add_file(git_treebuilder* tree, const OpenDir& dir, const std::string& name,
+                const std::string& relative, const struct stat& st);
+  std::optional<StoredFile> stored_version(const OpenDir& dir, const std::string& name,
+                                           const std::string& relative, const struct stat& st);
   void count(const std::string& relative, std::uint64_t bytes);
   void insert_entry(git_treebuilder* tree, const std::string& name, const std::string& relative,
                     const git_oid& oid, git_filemode_t mode);
@@ -81,73 +91,83 @@ void RunSnapshotter::Impl::count(const std::string& relative, std::uint64_t byte
   }
 }
 
-void RunSnapshotter::Impl::add_file(git_treebuilder* tree, const std::string& name,
-                                    const std::string& relative, const fs::path& path,
-                                    const struct stat& st) {
+// The file as it is now: the cached version when its stat is unchanged, else
+// read afresh through a descriptor; nullopt when the entry changed between
+// its stat and its open. It is counted before any byte is read.
+std::optional<StoredFile> RunSnapshotter::Impl::stored_version(const OpenDir& dir,
+                                                               const std::string& name,
+                                                               const std::string& relative,
+                                                               const struct stat& st) {
   const FileStat seen = file_stat_of(st);
-  if (auto rule = file_size_refusal(seen.size, limits)) return left_out.add(relative, *rule);
-  count(relative, seen.size);
   const auto cached = stat_cache.find(relative);
   const StoredFile* previous = cached == stat_cache.end() ? nullptr : &cached->second;
-  StoredFile stored;
   if (previous != nullptr && previous->stat == seen) {
+    count(relative, seen.size);
     ++stats.files_unchanged;
-    stored = *previous;
-  } else {
-    stored = store_file(repo, path.c_str(), seen, previous, stats);
+    return *previous;
   }
-  if (stored.chunked()) {
-    insert_entry(tree, name + std::string(kChunkSuffix), relative, stored.entry, GIT_FILEMODE_TREE);
-  } else {
-    insert_entry(tree, name, relative, stored.entry,
-                 stored.executable() ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB);
-  }
-  seen_now.insert_or_assign(relative, std::move(stored));
+  auto fd = open_file_entry(dir, name, st);
+  if (!fd) return std::nullopt;
+  count(relative, seen.size);
+  return store_file(repo, std::move(*fd), relative, seen, previous, stats);
 }
 
-void RunSnapshotter::Impl::add_dir(git_treebuilder* tree, const fs::path& path,
+void RunSnapshotter::Impl::add_file(git_treebuilder* tree, const OpenDir& dir,
+                                    const std::string& name, const std::string& relative,
+                                    const struct stat& st) {
+  if (auto rule = file_size_refusal(static_cast<std::uint64_t>(st.st_size), limits))
+    return left_out.add(relative, *rule);
+  auto stored = stored_version(dir, name, relative, st);
+  if (!stored) return left_out.add(relative, kChangedWhileRead);
+  if (stored->chunked()) {
+    insert_entry(tree, name + std::string(kChunkSuffix), relative, stored->entry,
+                 GIT_FILEMODE_TREE);
+  } else {
+    insert_entry(tree, name, relative, stored->entry,
+                 stored->executable() ? GIT_FILEMODE_BLOB_EXECUTABLE : GIT_FILEMODE_BLOB);
+  }
+  seen_now.insert_or_assign(relative, std::move(*stored));
+}
+
+void RunSnapshotter::Impl::add_dir(git_treebuilder* tree, const OpenDir& parent,
                                    const std::string& name, const std::string& relative,
-                                   int depth) {
+                                   const struct stat& st, int depth) {
   // A restore would read such a directory as a chunked file.
   if (has_chunk_suffix(name))
     return left_out.add(relative, "directory name ends in " + std::string(kChunkSuffix));
   if (auto rule = depth_refusal(depth)) return left_out.add(relative, *rule);
-  const auto sub = write_dir(path, relative, depth);
+  auto dir = open_dir_entry(parent, name, st);
+  if (!dir) return left_out.add(relative, kChangedWhileRead);
+  const auto sub = write_dir(*dir, relative, depth);
   if (!sub) return;
   count(relative, 0);
   insert_entry(tree, name, relative, *sub, GIT_FILEMODE_TREE);
 }
 
-// The rules of tree_rules.hpp, each judged before anything is read.
-void RunSnapshotter::Impl::add_entry(git_treebuilder* tree, const fs::path& dir,
+// The rules of tree_rules.hpp, each judged from fstatat before anything is
+// opened; what is opened must still be what was judged (run_dir_entries.hpp).
+void RunSnapshotter::Impl::add_entry(git_treebuilder* tree, const OpenDir& dir,
                                      const std::string& name, const std::string& relative,
                                      int depth) {
   if (auto rule = name_refusal(name)) return left_out.add(relative, *rule);
-  const fs::path path = dir / name;
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return;  // deleted since the directory was listed
-    throw GitError(Failure::other, "stat " + path.string() + ": " + std::strerror(errno));
-  }
-  const EntryKind kind = entry_kind_of_mode(st.st_mode);
+  const auto st = stat_entry(dir, name);
+  if (!st) return;  // deleted since the directory was listed
+  const EntryKind kind = entry_kind_of_mode(st->st_mode);
   if (auto rule = kind_refusal(kind)) return left_out.add(relative, *rule);
-  if (kind == EntryKind::file) return add_file(tree, name, relative, path, st);
-  add_dir(tree, path, name, relative, depth + 1);
+  if (kind == EntryKind::file) return add_file(tree, dir, name, relative, *st);
+  add_dir(tree, dir, name, relative, *st, depth + 1);
 }
 
 // `depth`: how many directories `dir` is below the run dir.
-std::optional<git_oid> RunSnapshotter::Impl::write_dir(const fs::path& dir,
-                                                       const std::string& relative, int depth) {
+std::optional<git_oid> RunSnapshotter::Impl::write_dir(OpenDir& dir, const std::string& relative,
+                                                       int depth) {
   git_treebuilder* raw = nullptr;
   git_check(git_treebuilder_new(&raw, git(), nullptr), "create tree");
   const TreeBuilderHandle tree(raw);
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    const std::string entry_relative = relative.empty() ? name : relative + "/" + name;
-    if (!excluded(name, entry_relative)) add_entry(tree.get(), dir, name, entry_relative, depth);
+  while (auto name = dir.next_name()) {
+    const std::string entry_relative = relative.empty() ? *name : relative + "/" + *name;
+    if (!excluded(*name, entry_relative)) add_entry(tree.get(), dir, *name, entry_relative, depth);
   }
-  if (ec) throw GitError(Failure::other, "list " + dir.string() + ": " + ec.message());
   if (git_treebuilder_entrycount(tree.get()) == 0) return std::nullopt;  // git stores no empty dirs
   git_oid oid;
   git_check(git_treebuilder_write(&oid, tree.get()), "write tree " + relative);
@@ -161,7 +181,8 @@ git_oid RunSnapshotter::Impl::write_root(const fs::path& dir) {
   stats = {};
   seen_now.clear();
   tally.emplace(limits);
-  std::optional<git_oid> root = write_dir(dir, "", 0);
+  OpenDir top = open_run_dir(dir);
+  std::optional<git_oid> root = write_dir(top, "", 0);
   // Files gone from the run dir leave the cache too.
   stat_cache = std::move(seen_now);
   return root ? *root : empty_tree(git());

@@ -1,11 +1,13 @@
+// A run dir's regular file read into the cache repo: one blob, or a tree of
+// chunks that reuses the chunks an append left as they were.
 #include "snapshot/stored_file.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
@@ -20,21 +22,17 @@ std::int64_t nanoseconds(const struct timespec& ts) {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+// A file opened by the walk (run_dir_entries.hpp); `shown` names it in errors.
 class ReadOnlyFile {
  public:
-  explicit ReadOnlyFile(const char* path)
-      : path_(path), fd_(::open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) {
-    if (fd_ < 0) fail("open");
-  }
-  ~ReadOnlyFile() { ::close(fd_); }
-  ReadOnlyFile(const ReadOnlyFile&) = delete;
-  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+  ReadOnlyFile(Fd fd, std::string shown) : shown_(std::move(shown)), fd_(std::move(fd)) {}
 
   // Reads up to `size` bytes at `offset`; fewer only at end of file.
   std::size_t read_at(char* buffer, std::size_t size, std::uint64_t offset) const {
     std::size_t done = 0;
     while (done < size) {
-      const ssize_t n = ::pread(fd_, buffer + done, size - done, static_cast<off_t>(offset + done));
+      const ssize_t n =
+          ::pread(fd_.get(), buffer + done, size - done, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) fail("read");
       if (n == 0) break;
@@ -45,11 +43,13 @@ class ReadOnlyFile {
 
  private:
   [[noreturn]] void fail(const char* what) const {
-    throw GitError(Failure::other, std::string(what) + " " + path_ + ": " + std::strerror(errno));
+    const int error = errno;
+    throw GitError(Failure::other,
+                   std::string(what) + " " + printable(shown_) + ": " + std::strerror(error));
   }
 
-  std::string path_;
-  int fd_;
+  std::string shown_;
+  Fd fd_;
 };
 
 git_oid write_blob(CacheRepo& cache, const char* data, std::size_t size) {
@@ -106,9 +106,9 @@ FileStat file_stat_of(const struct stat& st) {
                   static_cast<std::uint32_t>(st.st_mode)};
 }
 
-StoredFile store_file(CacheRepo& cache, const char* path, const FileStat& seen,
+StoredFile store_file(CacheRepo& cache, Fd fd, const std::string& relative, const FileStat& seen,
                       const StoredFile* previous, SnapshotStats& stats) {
-  const ReadOnlyFile file(path);
+  const ReadOnlyFile file(std::move(fd), relative);
   ++stats.files_read;
   if (seen.size <= kChunkThreshold) return store_whole(cache, file, seen, stats);
   return store_chunked(cache, file, seen, previous, stats);

@@ -6,9 +6,11 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "inflight/checkpoint/git_store.hpp"
+#include "inflight/core/fd.hpp"
 
 namespace inflight::checkpoint {
 
@@ -32,11 +34,12 @@ struct StoredFile {
   bool chunked() const { return !chunks.empty(); }
 };
 
-// Stores the file at `path` (stat'ed as `seen`). When `previous` is the same
+// Stores the file open as `fd` (stat'ed as `seen`; `relative` names it in
+// errors). When `previous` is the same
 // inode, chunked and no longer than now, the file is taken to have grown by
 // appending: its full chunks are reused and reading starts at the first
 // partial chunk.
-StoredFile store_file(CacheRepo& cache, const char* path, const FileStat& seen,
+StoredFile store_file(CacheRepo& cache, Fd fd, const std::string& relative, const FileStat& seen,
                       const StoredFile* previous, SnapshotStats& stats);
 
 }  // namespace inflight::checkpoint

@@ -113,6 +113,20 @@ TEST_F(SnapshotRulesTest, WhatARestoreRefusesIsLeftOutNamedAndTheRestRestores) {
   EXPECT_EQ(read_file(restored / "sub" / "keep.txt"), "kept");
 }
 
+// A directory that is a link to one outside the run dir is left out: nothing
+// below it is listed or read.
+TEST_F(SnapshotRulesTest, ADirectoryLinkIsLeftOutAndNothingIsReadThroughIt) {
+  write_file(run_dir() / "keep.txt", "k");
+  write_file(temp_.path() / "outside" / "secret", "serve's secret");
+  fs::create_directory_symlink(temp_.path() / "outside", run_dir() / "a");
+  RunSnapshotter snapshotter(*repo_, {}, kLimits);
+  const auto commit = snapshotter.snapshot(run_dir(), info(), std::nullopt);
+  ASSERT_TRUE(commit);
+  EXPECT_EQ(ls_tree(*commit), "keep.txt\n");
+  EXPECT_EQ(rule_for(snapshotter, "a"), "symbolic link");
+  EXPECT_EQ(snapshotter.last_stats().files_read, 1u);
+}
+
 // Names the rules let through but libgit2 will not put in a tree: left out
 // too, rather than failing the whole checkpoint.
 TEST_F(SnapshotRulesTest, NamesGitRefusesInATreeAreLeftOut) {
