@@ -61,14 +61,21 @@ std::vector<std::string> child_environment(const char* const* serve_env, const C
   return env;
 }
 
-std::vector<std::string> environment_without(const char* const* serve_env,
-                                             const std::set<std::string>& withheld) {
+// What libgit2, OpenSSL and the sanitizers read, beside the base: proxies,
+// CA locations, the loader's path and sanitizer options.
+bool is_agent_variable(std::string_view name) {
+  static constexpr std::array<std::string_view, 14> kAgent{
+      "http_proxy",      "HTTP_PROXY",   "https_proxy",  "HTTPS_PROXY",   "no_proxy",
+      "NO_PROXY",        "all_proxy",    "ALL_PROXY",    "SSL_CERT_FILE", "SSL_CERT_DIR",
+      "LD_LIBRARY_PATH", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"};
+  return is_base_variable(name) || std::find(kAgent.begin(), kAgent.end(), name) != kAgent.end();
+}
+
+std::vector<std::string> agent_environment(const char* const* serve_env) {
   std::vector<std::string> env;
-  for (auto entry = serve_env; *entry != nullptr; ++entry) {
-    const auto name = name_of(*entry);
-    if (!name.starts_with("INFLIGHT_") && !withheld.count(std::string(name)))
+  for (auto entry = serve_env; *entry != nullptr; ++entry)
+    if (is_agent_variable(name_of(*entry)) && std::strchr(*entry, '=') != nullptr)
       env.emplace_back(*entry);
-  }
   return env;
 }
 

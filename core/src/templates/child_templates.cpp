@@ -78,9 +78,11 @@ std::string ChildTemplates::names() const {
 
 std::set<std::string> ChildTemplates::referenced_variables() const {
   std::set<std::string> names;
-  for (const auto& [name, child] : templates_)
+  for (const auto& [name, child] : templates_) {
     for (const auto& [var, value] : child.env())
       if (auto reference = env_reference(value)) names.insert(*reference);
+    names.insert(child.inherit_env().begin(), child.inherit_env().end());
+  }
   return names;
 }
 

@@ -102,7 +102,7 @@ AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
       display_url_(checkpoint::display_url(store.results_repo)),
       agent_binary_(checkpoint_agent_binary()),
       // Its token comes on stdin; the children's secrets are none of its business.
-      env_(environment_without(environ, store.withheld_variables)) {}
+      env_(agent_environment(environ)) {}
 
 AgentClient::~AgentClient() {
   for (pid_t pid : running_) signal_group(pid, SIGKILL);

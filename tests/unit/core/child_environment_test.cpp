@@ -133,17 +133,16 @@ TEST(ChildEnvironment, InflightVariablesNeverReachAChild) {
     EXPECT_EQ(entry.find("secret"), std::string::npos) << entry;
 }
 
-TEST(AgentEnvironment, IsServesLessInflightVariablesAndTheWithheldOnes) {
-  const auto env =
-      as_map(environment_without(serve_env().get(), {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}));
+TEST(AgentEnvironment, IsTheBaseAndWhatGitAndTlsRead) {
+  const auto env = as_map(agent_environment(serve_env().get()));
   EXPECT_EQ(env.at("HTTPS_PROXY"), "http://proxy:3128");
   EXPECT_EQ(env.at("HOME"), "/home/inflight");
-  EXPECT_EQ(env.at("SHARED_CACHE"), "/cache");
+  EXPECT_FALSE(env.count("SHARED_CACHE"));
   EXPECT_FALSE(env.count("OPENAI_API_KEY"));
   EXPECT_FALSE(env.count("ANTHROPIC_API_KEY"));
   EXPECT_FALSE(env.count("INFLIGHT_API_TOKEN"));
   EXPECT_FALSE(env.count("INFLIGHT_GIT_TOKEN"));
-  EXPECT_EQ(env.size(), 9u);
+  EXPECT_EQ(env.size(), 8u);
 }
 
 // ---------------------------------------------------------------- inherit_env

@@ -4,7 +4,6 @@
 // serve, which holds inflight's tokens and every template's `${NAME}` secrets.
 #pragma once
 
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,10 +23,10 @@ bool is_base_variable(std::string_view name);
 std::vector<std::string> child_environment(const char* const* serve_env, const ChildTemplate& child,
                                            const RenderContext& context);
 
-// `serve_env` less every INFLIGHT_* variable and every name in `withheld`:
-// for a helper of inflight's own (the checkpoint agent), which needs HOME,
-// proxy and TLS variables and gets its secrets another way.
-std::vector<std::string> environment_without(const char* const* serve_env,
-                                             const std::set<std::string>& withheld);
+// The environment of the checkpoint agent, a helper of inflight's own that
+// gets its secrets on its stdin: the base and what libgit2, OpenSSL and the
+// sanitizers read (proxies, SSL_CERT_FILE/DIR, LD_LIBRARY_PATH, *SAN_OPTIONS),
+// nothing else of serve's: an agent is readable in /proc while it starts.
+std::vector<std::string> agent_environment(const char* const* serve_env);
 
 }  // namespace inflight

@@ -42,8 +42,9 @@ class ChildTemplates {
   // needs to judge branches before it claims them.
   OrderedJson sources() const;
   std::string names() const;  // `agentv, promptfoo`, for messages
-  // Every NAME that an `env` value refers to as `${NAME}`: secrets of some
-  // template's children, kept from every other process serve starts.
+  // Every NAME that an `env` value refers to as `${NAME}`, and every name an
+  // `inherit_env` lists: what some template's children get, blanked in
+  // serve's own environment block.
   std::set<std::string> referenced_variables() const;
 
  private:
