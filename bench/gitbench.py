@@ -150,7 +150,7 @@ def agent_save(run_dir, cache_dir, url, run_id="r1", attempt=1, reason="shutdown
     """One save request to a fresh `inflight-checkpoint-agent`.
     Returns (seconds from spawn to exit, parsed result)."""
     request = {
-        "version": 4, "op": "save", "pod": "pod-a",
+        "version": 5, "op": "save", "pod": "pod-a",
         "call": {"run": {"run_dir": os.path.abspath(run_dir), "origin_pod": "pod-a",
                          "run_id": run_id, "attempt": attempt, "reason": reason,
                          "records": 0}},

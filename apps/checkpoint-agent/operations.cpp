@@ -31,7 +31,8 @@ ck::StoreConfig store_config(const AgentStore& s) {
                      .ca_file = s.ca_file},
           .exclude_globs = s.excludes,
           .restore_limits = {.max_bytes = s.restore_max_bytes, .max_files = s.restore_max_files},
-          .claim_lease = std::chrono::seconds(s.claim_lease_seconds)};
+          .claim_lease = std::chrono::seconds(s.claim_lease_seconds),
+          .publish = s.publish};
 }
 
 // The store and the instance that a request concerns.

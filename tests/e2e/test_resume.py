@@ -3,6 +3,7 @@ import json
 import signal
 from collections import Counter
 
+from inflight_testing.git_servers import git
 from inflight_testing.run_dirs import index_ids, run_params
 from inflight_testing.waiting import wait_for
 
@@ -60,6 +61,13 @@ def test_run_at_max_attempts_is_marked_failed_not_relaunched(serve_factory, tmp_
         assert status["status"] == "failed" and status["attempt"] == 1
         assert run_params(runs / run_id)["final_status"] == "failed"
     assert not any(e.get("msg") == "attempt started" for e in serve.events())
+    # Out of attempts is a finish: published as failed, its branch gone.
+    results = tmp_path / ".inflight" / "results.git"
+    for run_id in ids:
+        serve.wait_log(lambda e, r=run_id: e.get("msg") == "checkpoint branch deleted" and
+                       e.get("run_id") == r, 30)
+        result = json.loads(git(results, "show", f"refs/inflight-results/{run_id}:run-params.json"))
+        assert result["final_status"] == "failed"
 
 
 def test_readyz_is_ready_only_after_restore(serve_factory, tmp_path):

@@ -77,4 +77,19 @@ std::optional<std::string> parse_lease_ref(std::string_view ref) {
   return std::string(ref);
 }
 
+std::string result_ref(std::string_view run_id) {
+  return std::string(kResultPrefix) + std::string(run_id);
+}
+
+std::optional<std::string> parse_result_ref(std::string_view ref) {
+  if (!ref.starts_with(kResultPrefix)) return std::nullopt;
+  ref.remove_prefix(kResultPrefix.size());
+  if (!is_valid_run_id(ref)) return std::nullopt;
+  return std::string(ref);
+}
+
+std::string index_path(std::string_view run_id) {
+  return "runs/" + std::string(run_id) + ".json";
+}
+
 }  // namespace inflight::checkpoint

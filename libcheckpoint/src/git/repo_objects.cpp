@@ -41,10 +41,12 @@ git_oid empty_tree(git_repository* repo) {
 }
 
 git_oid write_commit(CacheRepo& cache, const git_oid& tree_oid, const git_commit* parent,
-                     const std::string& message) {
+                     const std::string& message, std::optional<git_time_t> at) {
   git_repository* repo = raw_repo(cache);
   git_signature* raw_signature = nullptr;
-  git_check(git_signature_now(&raw_signature, "inflight", "inflight@localhost"), "make signature");
+  git_check(at ? git_signature_new(&raw_signature, "inflight", "inflight@localhost", *at, 0)
+               : git_signature_now(&raw_signature, "inflight", "inflight@localhost"),
+            "make signature");
   const SignatureHandle signature(raw_signature);
   const TreeHandle tree = lookup_tree(repo, tree_oid);
   const git_commit* parents[] = {parent};

@@ -2,6 +2,7 @@
 // that names the object.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "git/git_handle.hpp"
@@ -21,9 +22,10 @@ OdbHandle open_odb(git_repository* repo);
 // dir for every new object: about ten syscalls each.
 git_oid write_object(CacheRepo& cache, const void* data, std::size_t size, git_object_t type);
 // A commit by "inflight" of `tree`, with `parent` (may be null) as its only
-// parent, held by the cache until it persists it.
+// parent, held by the cache until it persists it; made now, or `at` (seconds
+// since the epoch) for a commit that must come out the same each time.
 git_oid write_commit(CacheRepo& cache, const git_oid& tree, const git_commit* parent,
-                     const std::string& message);
+                     const std::string& message, std::optional<git_time_t> at = std::nullopt);
 // A checkpoint commit of `parent`'s own tree on top of it: the claim of a
 // run dir materialised from `parent`, which a snapshot would hash back to
 // the same tree.

@@ -11,6 +11,7 @@
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/remote_url.hpp"
+#include "inflight/core/branch_name.hpp"
 #include "remote/batched_socket.hpp"
 #include "remote/push_sources.hpp"
 #include "remote/remote_callbacks.hpp"
@@ -243,9 +244,10 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix, Tips tips
   return branches;
 }
 
-// Over the connection that listed them, every listed tip the cache lacks, in
-// one download. A failure of one ref's objects would fail them all: then each
-// is fetched on its own when read (fetch_listed), and fails alone.
+// Over the connection that listed them, every listed run branch and lease
+// tip the cache lacks, in one download (never a result or the index). A failure of one ref's
+// objects would fail them all: then each is fetched on its own when read (fetch_listed), and fails
+// alone.
 void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& callbacks,
                                          const std::vector<RemoteBranch>& branches) {
   const OdbHandle odb = open_odb(git());
@@ -254,7 +256,9 @@ void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& ca
   std::vector<std::string> refspecs;
   for (const auto& branch : branches) {
     const git_oid oid = parse_oid(branch.oid);
-    if (git_odb_exists_ext(odb.get(), &oid, GIT_ODB_LOOKUP_NO_REFRESH) != 1 &&
+    const bool read_by_restore =
+        branch.ref.starts_with(kBranchPrefix) || branch.ref.starts_with(kLeasePrefix);
+    if (read_by_restore && git_odb_exists_ext(odb.get(), &oid, GIT_ODB_LOOKUP_NO_REFRESH) != 1 &&
         is_valid_ref(branch.ref))
       refspecs.push_back(branch.ref);
   }
@@ -378,8 +382,15 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
     require_valid_ref(u.ref);
     results[i] = {};  // a try before this one failed; this one judges anew
     const auto tip = tips.find(u.ref);
-    if (u.from && (tip == tips.end() || oid_hex(tip->second) != *u.from)) {
-      results[i] = {RefOutcome::taken, tip == tips.end() ? "it is gone" : "it moved"};
+    const std::string tip_hex = tip == tips.end() ? "" : oid_hex(tip->second);
+    if (!u.commit.empty() && tip_hex == u.commit) {  // there already: a retry's
+      landed(u);
+      continue;
+    }
+    if (u.from && tip_hex != *u.from) {
+      results[i] = {RefOutcome::taken, tip == tips.end() ? "it is gone"
+                                       : u.from->empty() ? "it holds " + tip_hex + " already"
+                                                         : "it moved"};
       continue;
     }
     if (u.commit.empty()) {  // a deletion; a ref already gone is deleted
@@ -387,10 +398,6 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
       continue;
     }
     const git_oid commit = parse_oid(u.commit);
-    if (tip != tips.end() && git_oid_equal(&tip->second, &commit)) {
-      landed(u);
-      continue;
-    }
     if (tip != tips.end() && !fast_forward(git(), tip->second, commit)) {
       results[i] = {RefOutcome::taken, "its tip " + oid_hex(tip->second) + " is another's"};
       continue;

@@ -135,18 +135,33 @@ void CheckpointStore::persist() {
   }
 }
 
+std::optional<std::string> CheckpointStore::pushed_final(const std::string& ref) {
+  const auto last = remote_.last_pushed(ref);
+  if (!last || !cache_.contains(*last)) return std::nullopt;
+  if (parse_checkpoint_message(commit_summary(cache_, *last).message).reason !=
+      CheckpointReason::final)
+    return std::nullopt;
+  return last;
+}
+
 Result<void> CheckpointStore::release(const fs::path& run_dir, const std::string& origin_pod,
                                       const CheckpointInfo& info) {
-  // A final state over the restore limits cannot be pushed, and no retry
-  // mends it: the branch goes without it (the local run dir says the run is
-  // over), rather than stay for another pod to run the run again.
-  if (auto saved = save(run_dir, origin_pod, info);
-      !saved && !saved.failed_with(Failure::over_limit))
-    return saved.error();
+  const auto ref = branch_ref({origin_pod, info.run_id});
+  auto final_commit = pushed_final(ref);
+  if (!final_commit) {
+    // A final state over the restore limits cannot be pushed, and no retry
+    // mends it: the branch goes without it (the local run dir says the run
+    // is over), rather than stay for another pod to run the run again.
+    auto saved = save(run_dir, origin_pod, info);
+    if (!saved && !saved.failed_with(Failure::over_limit)) return saved.error();
+    if (saved) final_commit = saved->has_value() ? **saved : remote_.last_pushed(ref);
+  }
+  if (final_commit && config_.publish)
+    if (auto published = publish(*final_commit); !published) return published.error();
   snapshotters_.erase(run_dir.string());
   drop_stat_cache(cache_, run_dir);
   try {
-    remote_.remove(branch_ref({origin_pod, info.run_id}));
+    remote_.remove(ref);
   } catch (const GitError& e) {
     if (e.kind() == Failure::not_found) return {};
     // The final push landed, so the branch is ours: a refused deletion is a

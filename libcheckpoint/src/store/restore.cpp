@@ -64,6 +64,7 @@ struct CheckpointStore::RestorePush {
   std::vector<fs::path> staging;  // branch copies written beside their run dirs
   RunDirWriters writers;
   std::vector<WrittenCopy> written;  // claim_written() adds their claims
+  std::set<std::string> published;   // run ids with a result ref: never run again
 
   void add(RefUpdate update, std::function<void(const RefResult&)> then) {
     updates.push_back(std::move(update));
@@ -93,7 +94,10 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   RestorePush push(cache_.path(), config_.restore_limits);
   // A serve's restore always pushes (its lease at least).
   if (request.lease_until) remote_.connect_ahead();
-  const auto listing = remote_.list(std::string(kInflightPrefix), RemoteStore::Tips::downloaded);
+  // Results are listed, never downloaded: their ids are finished runs.
+  const auto listing = remote_.list("refs/", RemoteStore::Tips::downloaded);
+  for (const auto& ref : listing)
+    if (auto run_id = parse_result_ref(ref.ref)) push.published.insert(std::move(*run_id));
   LeaseBook leases(cache_, remote_, listing, seconds_now(), report.problems);
   const auto branches = branches_to_restore(listing, request);
   if (request.only && branches.size() > 1) {
@@ -204,15 +208,16 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
     throw std::runtime_error("run-params.json names run " + params.origin_pod + "/" +
                              params.run_id + ", not this branch's");
   const auto local = local_copy(*name, request);
-  if (params.final_status || local == LocalCopy::finished) {
-    return push.add(
-        {.ref = branch.ref, .commit = "", .from = tip}, [&report, branch](const RefResult& result) {
-          if (result.outcome != RefOutcome::updated)
-            return report.problems.push_back(printable(branch.ref) + ": " + result.detail);
-          report.released.push_back(short_branch(branch.ref));
-        });
-  }
+  if (params.final_status) return publish_finished(branch, tip, push, report);
+  if (local == LocalCopy::finished)
+    return publish_finished(branch, push_local_final(branch, tip, request), push, report);
   taken.insert(name->run_id);
+  if (push.published.contains(name->run_id)) {
+    report.held.push_back({std::move(params), branch.ref,
+                           "run " + name->run_id + " is published already (" +
+                               result_ref(name->run_id) + "); this branch is left alone"});
+    return;
+  }
   if (auto owner = live_owner(*name, tip, request, leases)) {
     report.left.push_back(std::move(*owner));
     return mark_stale(*name, request, report);
@@ -225,6 +230,43 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
   const bool branch_wins = local != LocalCopy::resumable ||
                            params.attempts.size() > request.local.at(name->run_id).attempts;
   claim(branch, tip, std::move(params), verdict, branch_wins, request, push, report);
+}
+
+// A finished run's branch (its tip `final_commit` carries the final state):
+// published, with StoreConfig::publish, then deleted in the restore's push.
+// One whose run id another pod published first is kept for an operator.
+void CheckpointStore::publish_finished(const RemoteBranch& branch, const std::string& final_commit,
+                                       RestorePush& push, RestoreReport& report) {
+  if (config_.publish)
+    if (const auto published = publish(final_commit); !published) {
+      const auto& error = published.error();
+      if (network_failure(error.kind)) throw GitError(error.kind, error.message);
+      throw std::runtime_error("kept, not published: " + error.message);
+    }
+  push.add({.ref = branch.ref, .commit = "", .from = final_commit},
+           [&report, branch](const RefResult& result) {
+             if (result.outcome != RefOutcome::updated)
+               return report.problems.push_back(printable(branch.ref) + ": " + result.detail);
+             report.released.push_back(short_branch(branch.ref));
+           });
+}
+
+// The final state that only this disk holds (its release stopped after
+// writing it), pushed on top of the branch's tip.
+std::string CheckpointStore::push_local_final(const RemoteBranch& branch, const std::string& tip,
+                                              const RestoreRequest& request) {
+  const auto name = *parse_branch_ref(branch.ref);
+  const auto dir = request.runs_dir / name.run_id;
+  const auto params = read_run_params(dir);
+  const CheckpointInfo info{.run_id = name.run_id,
+                            .attempt = static_cast<int>(params->attempts.size()),
+                            .reason = CheckpointReason::final,
+                            .pod = request.pod,
+                            .records = records_of(dir, request.judge(*params))};
+  const auto commit = *RunSnapshotter(cache_, config_.exclude_globs, config_.restore_limits)
+                           .snapshot(dir, info, tip);
+  remote_.push(branch.ref, commit);
+  return commit;
 }
 
 // What the run dir of the branch's run id holds. Another origin pod's run of

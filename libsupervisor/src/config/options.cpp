@@ -44,6 +44,9 @@ std::vector<OptionSpec> build_table() {
        "largest checkpoint tree restored, in bytes", 1, kNoMax},
       {"restore-max-files", G::store, K::integer, "N", std::to_string(tree.max_files),
        "most files and directories in a checkpoint tree restored", 1, kNoMax},
+      {"publish", G::store, K::text, "on|off", "on",
+       "publish each finished run to refs/inflight-results/<run-id> and the inflight-index "
+       "branch before its checkpoint branch is deleted"},
       {"max-attempts", G::store, K::integer, "N", "3", "attempts a run gets before it is failed", 1,
        1000},
       {"log-format", G::store, K::text, "text|json", "",

@@ -130,7 +130,8 @@ class ResumeCommand {
                                         .network_timeout = settings_.store.git_timeout,
                                         .echo_output = true,
                                         .containment = *containment_,
-                                        .hidden_files = settings_.hidden_files};
+                                        .hidden_files = settings_.hidden_files,
+                                        .publish = settings_.store.publish};
     supervisor_.emplace(loop_.io(), loop_.reaper(), checkpoints_, supervised, settings_.children);
     if (adopt_restored(*supervisor_, settings_.children, {std::move(restored)}) == 0)
       return finish(kExitFailure);

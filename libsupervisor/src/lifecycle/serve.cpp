@@ -53,7 +53,8 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           .network_timeout = s.store.git_timeout,
           .echo_output = false,
           .containment = choose_containment(s.containment),
-          .hidden_files = s.hidden_files};
+          .hidden_files = s.hidden_files,
+          .publish = s.store.publish};
 }
 
 // One serving instance: its parts in the order each needs the last, and the

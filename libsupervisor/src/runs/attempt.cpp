@@ -179,9 +179,11 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
   write_params(run, phase_ == Phase::shutting_down ? checkpoint::Durability::atomic
                                                    : checkpoint::Durability::synced);
   // After the write: the final commit must carry final_status. A run out of
-  // attempts keeps its branch for inspection.
-  if (outcome == Outcome::succeeded || outcome == Outcome::failed || outcome == Outcome::cancelled)
-    release_checkpoint(run);
+  // attempts is released only to be published (fail_out_of_attempts).
+  const bool own_end =
+      outcome == Outcome::succeeded || outcome == Outcome::failed || outcome == Outcome::cancelled;
+  const bool out_of_attempts = !own_end && run.params.final_status.has_value();
+  if (own_end || (out_of_attempts && settings_.publish)) release_checkpoint(run);
 }
 
 // An attempt that ended by the run's own doing is tried again while the run
@@ -196,9 +198,7 @@ void RunSupervisor::retry(Run& run, Outcome outcome) {
     if (outcome == Outcome::crashed) queue_.push_front(&run);
     if (outcome == Outcome::deferred) defer(run);
   } else {
-    log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
-               {{"run_id", run.id}, {"attempts", run.attempts()}});
-    finish(run, RunStatus::failed);
+    fail_out_of_attempts(run);
   }
 }
 
@@ -220,6 +220,16 @@ void RunSupervisor::defer(Run& run) {
     queue_.push_back(&run);
     start_queued();
   });
+}
+
+// Published, a run out of attempts is kept for inspection by its result;
+// unpublished, by its branch. The caller writes run-params.json first.
+void RunSupervisor::fail_out_of_attempts(Run& run) {
+  log::error(settings_.publish ? "run reached --max-attempts; marked failed and published"
+                               : "run reached --max-attempts; marked failed, checkpoint kept for "
+                                 "inspection",
+             {{"run_id", run.id}, {"attempts", run.attempts()}});
+  finish(run, RunStatus::failed);
 }
 
 void RunSupervisor::finish(Run& run, RunStatus status) {

@@ -218,10 +218,9 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
   }
   if (!bind_template(run)) return;
   if (run.attempts() >= settings_.max_attempts) {
-    log::error("run reached --max-attempts; marked failed, checkpoint kept for inspection",
-               {{"run_id", run.id}, {"attempts", run.attempts()}});
-    finish(run, RunStatus::failed);
+    fail_out_of_attempts(run);
     write_params(run);
+    if (settings_.publish) release_checkpoint(run);
     return;
   }
   run.resume_next = started_before;

@@ -15,8 +15,15 @@ inline constexpr std::string_view kBranchPrefix = "refs/heads/inflight/";
 // Not under kBranchPrefix: `inflight/<pod>` would clash with the directory
 // `inflight/<pod>/` that holds the pod's run branches.
 inline constexpr std::string_view kLeasePrefix = "refs/heads/inflight-lease/";
-// What one listing of the results repo asks for: run branches and leases.
+// What one listing of the results repo asks for: run branches, leases and
+// the index branch.
 inline constexpr std::string_view kInflightPrefix = "refs/heads/inflight";
+// A published run's result (README "Results that outlive the pod"): one ref
+// per run outside refs/heads, so that a listing or a clone of the branches
+// never downloads it and an old result can be deleted on its own.
+inline constexpr std::string_view kResultPrefix = "refs/inflight-results/";
+// The branch that holds one small JSON summary per published run.
+inline constexpr std::string_view kIndexRef = "refs/heads/inflight-index";
 
 // The rule of run ids (and template names), as error messages show it.
 inline constexpr std::string_view kRunIdPattern = "[A-Za-z0-9][A-Za-z0-9._-]{0,63}";
@@ -48,5 +55,12 @@ std::optional<BranchName> parse_branch_ref(std::string_view ref);
 std::string lease_ref(std::string_view pod);
 // The pod of a lease ref; nullopt for any other shape or an invalid pod name.
 std::optional<std::string> parse_lease_ref(std::string_view ref);
+
+// `refs/inflight-results/<run-id>`
+std::string result_ref(std::string_view run_id);
+// The run id of a result ref; nullopt for any other shape or an invalid id.
+std::optional<std::string> parse_result_ref(std::string_view ref);
+// `runs/<run-id>.json`, the run's file in the index branch's tree.
+std::string index_path(std::string_view run_id);
 
 }  // namespace inflight::checkpoint

@@ -37,13 +37,22 @@ class CheckpointStore {
   // run only).
   SaveAllReport save_all(const std::vector<SaveRequest>& runs,
                          const std::optional<LeaseStep>& lease);
-  // The run is over: a last commit carrying its final run-params.json, then
-  // the branch is deleted. A crash or a failure between the two leaves a
-  // branch that every restore deletes instead of running. A rejected push is
-  // Failure::rejected: the branch is another instance's, untouched. A final
-  // state over the restore limits is not pushed: the branch is deleted as is.
+  // The run is over: a last commit carrying its final run-params.json, its
+  // publication (with StoreConfig::publish), then the branch is deleted, in
+  // a push of its own once the result landed. A crash or a failure between
+  // them leaves a branch that every restore publishes and deletes instead of
+  // running. A rejected push is Failure::rejected: the branch is another
+  // instance's, untouched, or another pod published the run id first, and the
+  // branch is kept for an operator. A final state over the restore limits is
+  // neither pushed nor published: the branch is deleted as is.
   Result<void> release(const std::filesystem::path& run_dir, const std::string& origin_pod,
                        const CheckpointInfo& info);
+  // Publishes the finished run whose final checkpoint is `final_commit`
+  // (README "Results that outlive the pod"): its result ref, created only if
+  // absent, and its index entry, in one push; an index tip another pod moved
+  // meanwhile is built on again. Landed when both are there, now or before;
+  // Failure::rejected when another pod published the run id first.
+  Result<void> publish(const std::string& final_commit);
 
   // Claims every unfinished run on `inflight/*` that the judge accepts by
   // pushing a claim commit on the fetched tip, and materialises those whose
@@ -79,6 +88,17 @@ class CheckpointStore {
   // from its outcome (restore.cpp).
   struct RestorePush;
 
+  Result<void> publish_entry(const std::string& run_id, const std::string& result,
+                             const std::string& entry);
+  std::optional<std::string> index_tip();
+  bool same_result(const std::string& run_id, const std::string& result);
+  // The final checkpoint this cache pushed to the run's branch, if its last
+  // push was one: a release tried again publishes it, not a new one.
+  std::optional<std::string> pushed_final(const std::string& ref);
+  void publish_finished(const RemoteBranch& branch, const std::string& final_commit,
+                        RestorePush& push, RestoreReport& report);
+  std::string push_local_final(const RemoteBranch& branch, const std::string& tip,
+                               const RestoreRequest& request);
   std::optional<std::string> snapshot(const std::filesystem::path& run_dir,
                                       const std::string& origin_pod, const CheckpointInfo& info);
   std::optional<std::string> renew_taken_lease(const RefResult& result, const Lease& lease);

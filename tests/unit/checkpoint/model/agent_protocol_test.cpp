@@ -32,7 +32,8 @@ TEST(AgentProtocol, EveryFieldOfARequestSurvivesTheWire) {
                                        .excludes = {"*.tmp"},
                                        .restore_max_bytes = 1,
                                        .restore_max_files = 2,
-                                       .claim_lease_seconds = 120},
+                                       .claim_lease_seconds = 120,
+                                       .publish = true},
                              .pod = "pod-b",
                              .call = call};
   const auto read = OrderedJson::parse(wire(request)).get<AgentRequest>();
@@ -110,7 +111,7 @@ TEST(AgentProtocol, ABranchStateTravelsAsItsWord) {
 
 TEST(AgentProtocol, AnUnknownFailureKindIsOther) {
   const auto out = read_output(
-      R"({"version":4,"ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})");
+      R"({"version":5,"ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})");
   EXPECT_FALSE(out);
   EXPECT_EQ(out.error().kind, Failure::other);
   EXPECT_EQ(out.error().message, "e");
@@ -126,7 +127,7 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
       // An agent of the release before left-out entries were reported.
       {R"({"version":3,"ok":true,"answer":{"commit":null}})", "protocol 3"},
       {R"({"ok":true,"answer":{}})", "malformed"},
-      {R"({"version":4,"ok":true})", "malformed"},
+      {R"({"version":5,"ok":true})", "malformed"},
       {std::string(70, '[') + std::string(70, ']'), "malformed"},
   };
   for (const auto& [output, says] : cases) {
@@ -139,7 +140,7 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
 
 TEST(AgentProtocol, AnAnswerThatLacksAFieldIsMalformed) {
   const auto reply =
-      read_reply<agent::Saved>(read_output(R"({"version":4,"ok":true,"answer":{"commit":null}})"));
+      read_reply<agent::Saved>(read_output(R"({"version":5,"ok":true,"answer":{"commit":null}})"));
   EXPECT_FALSE(reply);
   EXPECT_NE(reply.error().message.find("malformed"), std::string::npos) << reply.error().message;
 }

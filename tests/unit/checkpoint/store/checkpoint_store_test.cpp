@@ -5,6 +5,7 @@
 
 #include "checkpoint/background_process.hpp"
 #include "checkpoint/checkpoint_test_support.hpp"
+#include "inflight/checkpoint/index_entry.hpp"
 #include "inflight/checkpoint/lease.hpp"
 #include "inflight/core/run_params.hpp"
 
@@ -79,6 +80,16 @@ class CheckpointStoreTest : public CheckpointTest {
                                  .outcome = "interrupted"});
     write_run_params(dir, params);
     write_file(dir / "index.jsonl", "{\"test_id\":\"t001\"}\n{\"test_id\":\"t002\"}\n");
+    return dir;
+  }
+
+  fs::path finished_run(const fs::path& runs, const std::string& id,
+                        const std::string& status) const {
+    const auto dir = make_run(runs, id, 1);
+    auto params = *read_run_params(dir);
+    params.final_status = status;
+    params.attempts.back().outcome = status;
+    write_run_params(dir, params);
     return dir;
   }
 
@@ -359,6 +370,68 @@ TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
   // A finished run's leftover branch is deleted by whoever sees it next.
   EXPECT_EQ(report.released, std::vector<std::string>{"inflight/pod-a/done"});
   EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/done"), "");
+}
+
+// A finished run (README "Results that outlive the pod"): its final state
+// as plain files on its result ref, on top of its final checkpoint, and its
+// index entry; then its branch goes.
+TEST_F(CheckpointStoreTest, AReleasedRunIsPublishedAsPlainFilesBeforeItsBranchGoes) {
+  const auto dir = finished_run(temp_.path() / "runs-a", "r1", "succeeded");
+  write_file(dir / "big.bin", std::string(100 * 1024, 'b'));  // chunked in checkpoints
+  const auto released =
+      CheckpointStore(config("a")).release(dir, "pod-a", info("r1", CheckpointReason::final));
+  ASSERT_TRUE(released) << released.error().message;
+  EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r1"));
+  EXPECT_EQ(git(remote(), "ls-tree -r --name-only refs/inflight-results/r1"),
+            "big.bin\nindex.jsonl\nrun-params.json\n");
+  EXPECT_EQ(trimmed(git(remote(), "cat-file -s refs/inflight-results/r1:big.bin")), "102400");
+  EXPECT_NE(git(remote(), "log -1 --format=%s refs/inflight-results/r1^").find("(final)"),
+            std::string::npos);
+  const auto entry =
+      parse_index_entry(git(remote(), "show refs/heads/inflight-index:runs/r1.json"));
+  ASSERT_TRUE(entry) << entry.error().message;
+  EXPECT_EQ(entry->final_status, "succeeded");
+  EXPECT_EQ(entry->records, 2u);
+}
+
+// Another pod that finds the final branch (the release stopped before its
+// deletion) publishes the same commit: its publish lands, as a retry's does.
+TEST_F(CheckpointStoreTest, TheSameFinalStatePublishedFromAnotherCacheIsTheSameResult) {
+  const auto dir = finished_run(temp_.path() / "runs-a", "r1", "failed");
+  CheckpointStore a(config("a"));
+  const auto final_commit = a.save(dir, "pod-a", info("r1", CheckpointReason::final)).value();
+  ASSERT_TRUE(final_commit);
+  ASSERT_TRUE(a.publish(*final_commit));
+  const auto published = git(remote(), "rev-parse refs/inflight-results/r1");
+  CheckpointStore b(config("b"));
+  b.remote().fetch("refs/heads/inflight/pod-a/r1");
+  const auto again = b.publish(*final_commit);
+  EXPECT_TRUE(again) << again.error().message;
+  EXPECT_EQ(git(remote(), "rev-parse refs/inflight-results/r1"), published);
+}
+
+TEST_F(CheckpointStoreTest, ALaterPublishOfTheSameRunIdIsRefused) {
+  CheckpointStore a(config("a"));
+  const auto first = finished_run(temp_.path() / "runs-a", "r1", "succeeded");
+  ASSERT_TRUE(a.release(first, "pod-a", info("r1", CheckpointReason::final)));
+  const auto published = git(remote(), "rev-parse refs/inflight-results/r1");
+  CheckpointStore b(config("b"));
+  const auto second = finished_run(temp_.path() / "runs-b", "r1", "failed");
+  append_file(second / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  const auto released = b.release(second, "pod-a", info("r1", CheckpointReason::final));
+  ASSERT_FALSE(released);
+  EXPECT_EQ(released.error().kind, Failure::rejected);
+  EXPECT_EQ(git(remote(), "rev-parse refs/inflight-results/r1"), published);
+}
+
+TEST_F(CheckpointStoreTest, WithPublishOffTheBranchGoesAndNothingIsPublished) {
+  auto off = config("a");
+  off.publish = false;
+  const auto dir = finished_run(temp_.path() / "runs-a", "r1", "cancelled");
+  ASSERT_TRUE(CheckpointStore(off).release(dir, "pod-a", info("r1", CheckpointReason::final)));
+  EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r1"));
+  EXPECT_FALSE(has_ref("refs/inflight-results/r1"));
+  EXPECT_FALSE(has_ref("refs/heads/inflight-index"));
 }
 
 TEST_F(CheckpointStoreTest, HostileBranchIsRefusedAndTheOthersStillRestore) {

@@ -75,7 +75,7 @@ namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
 
-inline constexpr int kAgentProtocolVersion = 4;
+inline constexpr int kAgentProtocolVersion = 5;
 
 // Either side's message: a restore answer carries the run-params of every
 // run it holds back, each at most 1 MiB.
@@ -115,9 +115,10 @@ struct AgentStore {
   std::uint64_t restore_max_bytes = 0;
   std::uint64_t restore_max_files = 0;
   std::int64_t claim_lease_seconds = 0;
+  bool publish = true;
 };
 INFLIGHT_AGENT_MESSAGE(AgentStore, cache_dir, url, username, token, ssh_key, known_hosts, ca_file,
-                       excludes, restore_max_bytes, restore_max_files, claim_lease_seconds)
+                       excludes, restore_max_bytes, restore_max_files, claim_lease_seconds, publish)
 
 namespace agent {
 

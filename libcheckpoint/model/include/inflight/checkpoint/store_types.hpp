@@ -67,7 +67,8 @@ struct RefUpdate {
   std::string ref;
   std::string commit;  // empty: delete the ref
   // The tip the update was judged on; a ref that moved or went since is
-  // taken. Without it, a fast-forward of whatever tip there is.
+  // taken; empty: no ref, so that the update only creates one. Without it, a
+  // fast-forward of whatever tip there is.
   std::optional<std::string> from;
 };
 
@@ -107,6 +108,9 @@ struct StoreConfig {
   // lease (`inflight resume`), is that pod's: it is running the run now.
   // claim_lease_for(the network timeout).
   std::chrono::seconds claim_lease{};
+  // A finished run is published (README "Results that outlive the pod")
+  // before its branch is deleted.
+  bool publish = true;
 };
 
 struct ClaimedRun {

@@ -86,6 +86,7 @@ struct StoreSettings {
   Duration git_timeout{};
   std::vector<std::string> checkpoint_exclude;
   checkpoint::TreeLimits restore_limits;
+  bool publish{};  // finished runs are published before their branch goes
   int max_attempts{};
   log::Format log_format{};
   // The `${NAME}` variables of the child templates (read_resume_settings):

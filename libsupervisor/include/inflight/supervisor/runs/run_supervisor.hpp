@@ -38,6 +38,9 @@ struct SupervisorSettings {
   bool echo_output = false;     // also copy children's output to stdout
   Containment containment;      // how every process of an attempt ends with it
   std::vector<std::filesystem::path> hidden_files;  // ResumeSettings::hidden_files
+  // Finished runs are published (--publish): a run out of attempts is too,
+  // and its result keeps it for inspection; unpublished, its branch does.
+  bool publish = false;
 };
 
 enum class Phase { restoring, ready, shutting_down };
@@ -131,6 +134,7 @@ class RunSupervisor {
   void settle(Run& run, Outcome outcome);
   void defer(Run& run);
   void finish(Run& run, RunStatus status);
+  void fail_out_of_attempts(Run& run);
   void write_params(Run& run, checkpoint::Durability durability = checkpoint::Durability::synced);
   std::vector<std::string> child_environment(const ChildTemplate& child,
                                              const RenderContext& context) const;

@@ -1,0 +1,48 @@
+// One file of the `inflight-index` branch, `runs/<run-id>.json` (README
+// "Results that outlive the pod"): what a listing shows of a published run
+// without downloading its result. Written here and read here only. A file
+// read from the branch is data that anyone with push access wrote: every
+// field is checked, and a bad file is refused whole, naming the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "inflight/core/failure.hpp"
+#include "inflight/core/run_params.hpp"
+
+namespace inflight::checkpoint {
+
+struct IndexAttempt {
+  std::string pod;
+  std::optional<std::string> outcome;
+  std::string started;
+  std::optional<std::string> ended;
+};
+
+struct IndexEntry {
+  std::string id;
+  std::string final_status;
+  std::string pod;  // of the last attempt, or the origin pod when none ran
+  std::vector<IndexAttempt> attempts;
+  std::uint64_t records = 0;
+  std::optional<std::uint64_t> total;
+  std::string created_at;
+  std::optional<std::string> finished_at;
+  std::string result;  // refs/inflight-results/<run-id>
+};
+
+// An index file is small: its attempts are bounded like run-params.json's.
+inline constexpr std::size_t kMaxIndexEntryBytes = 256 * 1024;
+
+// The entry of a finished run (`params.final_status` set).
+IndexEntry index_entry_of(const RunParams& params, std::uint64_t records,
+                          std::optional<std::uint64_t> total);
+std::string write_index_entry(const IndexEntry& entry);
+// The entry `text` holds, or an Error naming what is wrong with it.
+Result<IndexEntry> parse_index_entry(std::string_view text);
+
+}  // namespace inflight::checkpoint

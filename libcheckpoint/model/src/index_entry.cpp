@@ -1,0 +1,139 @@
+#include "inflight/checkpoint/index_entry.hpp"
+
+#include "inflight/core/bounded_json.hpp"
+#include "inflight/core/branch_name.hpp"
+
+namespace inflight::checkpoint {
+
+namespace {
+
+// Timestamps, pod names, outcomes: short by nature.
+constexpr std::size_t kMaxShortString = 256;
+
+template <typename T>
+OrderedJson optional_json(const std::optional<T>& value) {
+  return value ? OrderedJson(*value) : OrderedJson(nullptr);
+}
+
+// The reader's view of one JSON object: each field checked, the first
+// problem kept with its name.
+class Fields {
+ public:
+  explicit Fields(const OrderedJson& json) : json_(json) {}
+
+  std::string text(const char* key) {
+    auto value = optional_text(key);
+    if (!value && !problem_) problem_ = std::string(key) + " is missing";
+    return value.value_or("");
+  }
+  std::optional<std::string> optional_text(const char* key) {
+    const auto it = json_.find(key);
+    if (it == json_.end() || it->is_null()) return std::nullopt;
+    if (!it->is_string() || it->get_ref<const std::string&>().size() > kMaxShortString) {
+      fail(key, "is not a string of at most " + std::to_string(kMaxShortString) + " bytes");
+      return std::nullopt;
+    }
+    return it->get<std::string>();
+  }
+  std::optional<std::uint64_t> optional_count(const char* key) {
+    const auto it = json_.find(key);
+    if (it == json_.end() || it->is_null()) return std::nullopt;
+    if (!it->is_number_unsigned()) {
+      fail(key, "is not a whole number");
+      return std::nullopt;
+    }
+    return it->get<std::uint64_t>();
+  }
+  void fail(const std::string& key, const std::string& why) {
+    if (!problem_) problem_ = key + " " + why;
+  }
+  const std::optional<std::string>& problem() const { return problem_; }
+
+ private:
+  const OrderedJson& json_;
+  std::optional<std::string> problem_;
+};
+
+std::vector<IndexAttempt> read_attempts(const OrderedJson& json, Fields& fields) {
+  std::vector<IndexAttempt> attempts;
+  const auto it = json.find("attempts");
+  if (it == json.end() || !it->is_array() || it->size() > kMaxAttemptRecords) {
+    fields.fail("attempts", "is not a list of at most " + std::to_string(kMaxAttemptRecords));
+    return attempts;
+  }
+  for (const auto& item : *it) {
+    if (!item.is_object()) {
+      fields.fail("attempts", "holds something that is not an object");
+      break;
+    }
+    Fields attempt(item);
+    attempts.push_back({.pod = attempt.text("pod"),
+                        .outcome = attempt.optional_text("outcome"),
+                        .started = attempt.text("started"),
+                        .ended = attempt.optional_text("ended")});
+    if (attempt.problem()) fields.fail("attempts", *attempt.problem());
+  }
+  return attempts;
+}
+
+}  // namespace
+
+IndexEntry index_entry_of(const RunParams& params, std::uint64_t records,
+                          std::optional<std::uint64_t> total) {
+  IndexEntry entry{.id = params.run_id,
+                   .final_status = params.final_status.value_or(""),
+                   .pod = params.attempts.empty() ? params.origin_pod : params.attempts.back().pod,
+                   .attempts = {},
+                   .records = records,
+                   .total = total,
+                   .created_at = params.created_at,
+                   .finished_at = std::nullopt,
+                   .result = result_ref(params.run_id)};
+  for (const auto& a : params.attempts)
+    entry.attempts.push_back(
+        {.pod = a.pod, .outcome = a.outcome, .started = a.started_at, .ended = a.ended_at});
+  if (!params.attempts.empty()) entry.finished_at = params.attempts.back().ended_at;
+  return entry;
+}
+
+std::string write_index_entry(const IndexEntry& entry) {
+  OrderedJson attempts = OrderedJson::array();
+  for (const auto& a : entry.attempts)
+    attempts.push_back({{"pod", a.pod},
+                        {"outcome", optional_json(a.outcome)},
+                        {"started", a.started},
+                        {"ended", optional_json(a.ended)}});
+  const OrderedJson json{{"id", entry.id},
+                         {"final_status", entry.final_status},
+                         {"pod", entry.pod},
+                         {"attempts", attempts},
+                         {"records", entry.records},
+                         {"total", optional_json(entry.total)},
+                         {"created_at", entry.created_at},
+                         {"finished_at", optional_json(entry.finished_at)},
+                         {"result", entry.result}};
+  return json.dump(2) + "\n";
+}
+
+Result<IndexEntry> parse_index_entry(std::string_view text) {
+  auto json = parse_bounded_json(text, {.max_bytes = kMaxIndexEntryBytes, .max_depth = 8});
+  if (!json) return json.error();
+  if (!json->is_object()) return Error{Failure::other, "an index entry is not an object", {}};
+  Fields fields(*json);
+  IndexEntry entry{.id = fields.text("id"),
+                   .final_status = fields.text("final_status"),
+                   .pod = fields.text("pod"),
+                   .attempts = read_attempts(*json, fields),
+                   .records = fields.optional_count("records").value_or(0),
+                   .total = fields.optional_count("total"),
+                   .created_at = fields.text("created_at"),
+                   .finished_at = fields.optional_text("finished_at"),
+                   .result = fields.text("result")};
+  if (!fields.problem() && !is_valid_run_id(entry.id)) fields.fail("id", "is not a run id");
+  if (!fields.problem() && entry.result != result_ref(entry.id))
+    fields.fail("result", "is not " + result_ref(entry.id));
+  if (fields.problem()) return Error{Failure::other, "index entry: " + *fields.problem(), {}};
+  return entry;
+}
+
+}  // namespace inflight::checkpoint

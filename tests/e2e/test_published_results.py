@@ -1,0 +1,165 @@
+"""A finished run's results outlive its pod (README "Results that outlive the
+pod"): its final run dir is published as plain files on
+refs/inflight-results/<run-id>, with one entry in the inflight-index branch,
+before its checkpoint branch is deleted; a run that was published never runs
+again; a final branch an earlier release left is published by the next start."""
+import json
+import signal
+
+from inflight_testing.git_servers import branches, git
+from conftest import write_config
+
+
+def start(serve_factory, workdir, server, *args, pod="pod-a"):
+    workdir.mkdir(exist_ok=True)
+    serve = serve_factory("--pod-name", pod, "--results-repo", server.url, *server.flags,
+                          "--checkpoint-interval", "100ms", *args, workdir=workdir)
+    serve.wait_ready()
+    return serve
+
+
+def refs(bare, prefix):
+    out = git(bare, "for-each-ref", "--format=%(refname)", prefix)
+    return set(out.split())
+
+
+def result_of(server, run_id):
+    return f"refs/inflight-results/{run_id}"
+
+
+def index_entry(server, run_id):
+    return json.loads(git(server.bare, "show", f"refs/heads/inflight-index:runs/{run_id}.json"))
+
+
+def fetched_result(server, tmp_path, run_id):
+    """A fresh clone that fetched only the run's result ref, as a user would."""
+    clone = tmp_path / f"clone-{run_id}"
+    git(None, "init", "-q", clone)
+    ref = result_of(server, run_id)
+    git(clone, "fetch", "-q", server.cli_url, f"{ref}:{ref}", env=server.env)
+    return clone, ref
+
+
+def assert_every_record_once(text, tests):
+    ids = [json.loads(line)["test_id"] for line in text.splitlines()]
+    assert len(ids) == tests and len(set(ids)) == tests, (len(ids), len(set(ids)))
+
+
+def wait_branch_deleted(serve, run_id):
+    serve.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
+                   e.get("run_id") == run_id, 60)
+
+
+def test_a_finished_run_is_published_as_plain_files_and_its_branch_deleted(
+        serve_factory, tmp_path, git_daemon):
+    # 800 records are over 64 KiB: the checkpoints chunk index.jsonl.
+    serve = start(serve_factory, tmp_path / "pod-a", git_daemon)
+    run_id = serve.submit(tests=800, test_ms=1)
+    serve.wait_status(run_id, "succeeded", timeout=60)
+    wait_branch_deleted(serve, run_id)
+    assert not branches(git_daemon.bare)
+    assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, run_id)}
+
+    clone, ref = fetched_result(git_daemon, tmp_path, run_id)
+    assert_every_record_once(git(clone, "show", f"{ref}:index.jsonl"), 800)
+    tree = git(clone, "ls-tree", "-r", "--name-only", ref).split()
+    assert not [name for name in tree if "inflight-chunks" in name], tree
+    params = json.loads(git(clone, "show", f"{ref}:run-params.json"))
+    assert params["final_status"] == "succeeded"
+    # The result's parent is the run's final checkpoint.
+    assert "(final)" in git(clone, "log", "-1", "--format=%s", f"{ref}^")
+
+    entry = index_entry(git_daemon, run_id)
+    assert entry["id"] == run_id and entry["final_status"] == "succeeded"
+    assert entry["records"] == 800 and entry["result"] == ref
+    assert [a["outcome"] for a in entry["attempts"]] == ["succeeded"]
+    assert entry["pod"] == "pod-a" and entry["finished_at"]
+
+
+def test_an_interrupted_run_finished_on_another_pod_is_published_whole(
+        serve_factory, tmp_path, http_git):
+    pod_a = start(serve_factory, tmp_path / "pod-a", http_git)
+    run_id = pod_a.submit(tests=300, test_ms=20)
+    pod_a.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and e.get("run_id") == run_id, 30)
+    pod_a.signal(signal.SIGTERM)
+    assert pod_a.wait_exit(timeout=30) == 0, "".join(pod_a.lines)
+
+    pod_b = start(serve_factory, tmp_path / "pod-b", http_git, pod="pod-b")
+    pod_b.wait_status(run_id, "succeeded", timeout=60)
+    wait_branch_deleted(pod_b, run_id)
+    clone, ref = fetched_result(http_git, tmp_path, run_id)
+    assert_every_record_once(git(clone, "show", f"{ref}:index.jsonl"), 300)
+    entry = index_entry(http_git, run_id)
+    assert [a["pod"] for a in entry["attempts"]] == ["pod-a", "pod-b"]
+    assert [a["outcome"] for a in entry["attempts"]] == ["interrupted", "succeeded"]
+    assert entry["pod"] == "pod-b"
+
+
+def test_two_runs_of_two_pods_share_one_index(serve_factory, tmp_path, git_daemon):
+    pod_a = start(serve_factory, tmp_path / "pod-a", git_daemon)
+    pod_b = start(serve_factory, tmp_path / "pod-b", git_daemon, pod="pod-b")
+    ids = [pod.submit(tests=5, test_ms=1) for pod in (pod_a, pod_b, pod_a, pod_b)]
+    for pod, run_id in zip((pod_a, pod_b, pod_a, pod_b), ids):
+        wait_branch_deleted(pod, run_id)
+    assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, i) for i in ids}
+    listed = git(git_daemon.bare, "ls-tree", "--name-only", "refs/heads/inflight-index:runs").split()
+    assert sorted(listed) == sorted(f"{i}.json" for i in ids)
+
+
+def test_with_publish_off_nothing_is_published(serve_factory, tmp_path, git_daemon):
+    serve = start(serve_factory, tmp_path / "pod-a", git_daemon, "--publish", "off")
+    run_id = serve.submit(tests=3, test_ms=1)
+    wait_branch_deleted(serve, run_id)
+    assert not refs(git_daemon.bare, "refs/inflight-results/")
+    assert not refs(git_daemon.bare, "refs/heads/inflight-index")
+
+
+def refuse_deletions(bare, refuse=True):
+    hook = bare / "hooks" / "pre-receive"
+    if not refuse:
+        hook.unlink()
+        return
+    hook.write_text("#!/bin/sh\nwhile read old new ref; do\n"
+                    "  [ \"$new\" = 0000000000000000000000000000000000000000 ] && "
+                    "{ echo 'deletions refused' >&2; exit 1; }\ndone\nexit 0\n")
+    hook.chmod(0o755)
+
+
+def test_a_final_branch_left_unpublished_is_published_then_deleted_by_the_next_start(
+        serve_factory, tmp_path, git_daemon):
+    """What an earlier release left: a branch whose tip holds the final state,
+    no result. The next start publishes it and deletes the branch; the run
+    does not run again."""
+    refuse_deletions(git_daemon.bare)
+    old = start(serve_factory, tmp_path / "old", git_daemon, "--publish", "off")
+    run_id = old.submit(tests=4, test_ms=1)
+    old.wait_status(run_id, "succeeded")
+    old.wait_log(lambda e: "not deleted; will retry" in e.get("msg", ""), 60)
+    old.signal(signal.SIGTERM)
+    assert old.wait_exit(timeout=30) == 1
+    assert not refs(git_daemon.bare, "refs/inflight-results/")
+    refuse_deletions(git_daemon.bare, refuse=False)
+
+    new = start(serve_factory, tmp_path / "new", git_daemon, pod="pod-new")
+    new.wait_log(lambda e: e.get("msg") == "checkpoint branch of a finished run deleted", 30)
+    assert not branches(git_daemon.bare)
+    assert index_entry(git_daemon, run_id)["final_status"] == "succeeded"
+    assert new.get(f"/api/eval/status/{run_id}").status == 404
+
+
+def test_a_published_run_whose_branch_stayed_is_never_run_again(
+        serve_factory, tmp_path, git_daemon):
+    refuse_deletions(git_daemon.bare)
+    serve = start(serve_factory, tmp_path / "pod-a", git_daemon)
+    run_id = serve.submit(tests=4, test_ms=1)
+    serve.wait_log(lambda e: "not deleted; will retry" in e.get("msg", ""), 60)
+    assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, run_id)}
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit(timeout=30) == 1
+
+    # A pod on an empty disk publishes nothing new and starts nothing.
+    index_before = git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index")
+    fresh = start(serve_factory, tmp_path / "fresh", git_daemon, pod="pod-b")
+    fresh.wait_log(lambda e: "hook declined" in e.get("error", ""), 30)
+    assert fresh.get(f"/api/eval/status/{run_id}").status == 404
+    assert git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index") == index_before
