@@ -2,7 +2,11 @@
 // request and answer the structs of agent_protocol.hpp.
 #include "operations.hpp"
 
+#include <fcntl.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <iterator>
@@ -11,8 +15,10 @@
 #include "inflight/checkpoint/agent_protocol.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
+#include "inflight/checkpoint/run_listing.hpp"
 #include "inflight/core/child_templates.hpp"
 #include "inflight/core/exit_code.hpp"
+#include "inflight/core/fd.hpp"
 #include "inflight/core/log.hpp"
 
 namespace inflight {
@@ -277,6 +283,49 @@ agent::Pruned prune(Context& c, const agent::Prune& call) {
   return answer;
 }
 
+agent::RunsListed list_runs(Context& c, const agent::ListRuns&) {
+  auto listing = ck::list_runs(c.store.cache(), c.store.remote());
+  return {.url = c.store.remote().display_url(),
+          .runs = std::move(listing.runs),
+          .problems = std::move(listing.problems)};
+}
+
+agent::RunShown show_run(Context& c, const agent::ShowRun& call) {
+  const auto run = ck::fetch_run(c.store.remote(), call.run_id);
+  const auto text = ck::read_file_at(c.store.cache(), run.commit, ck::kRunParamsFile);
+  auto params = text ? parse_bounded_json(*text, {.max_bytes = ck::kMaxRunParamsBytes})
+                     : Result<OrderedJson>(OrderedJson());
+  return {.where = run.where, .run_params = params ? std::move(*params) : OrderedJson()};
+}
+
+// Only that run is downloaded; the caller made the file, so a link planted
+// in its place is not followed.
+agent::RunLogWritten run_log(Context& c, const agent::WriteRunLog& call) {
+  const auto run = ck::fetch_run(c.store.remote(), call.run_id);
+  const auto log = ck::read_file_at(c.store.cache(), run.commit, "console.log");
+  if (!log) return {.where = run.where, .found = false};
+  const Fd file(::open(call.path.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC));
+  if (!file) throw std::runtime_error("open " + call.path + ": " + std::strerror(errno));
+  write_all(file.get(), *log, call.path);
+  return {.where = run.where, .found = true};
+}
+
+agent::RunsPruned prune_runs(Context& c, const agent::PruneRuns& call) {
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  auto report = ck::prune_runs(c.store.cache(), c.store.remote(),
+                               {.older_than_seconds = call.older_than_seconds,
+                                .run_ids = call.run_ids,
+                                .dry_run = call.dry_run},
+                               now);
+  return {.url = c.store.remote().display_url(),
+          .deleted = std::move(report.deleted),
+          .missing = std::move(report.missing),
+          .problems = std::move(report.problems),
+          .failed = std::move(report.failed)};
+}
+
 template <class Answer>
 OrderedJson message(const Answer& answer) {
   return answer_message(answer);
@@ -301,9 +350,10 @@ std::pair<std::string_view, Operation> operation(Result (*perform)(Context&, con
 
 const std::map<std::string_view, Operation>& operations() {
   static const std::map<std::string_view, Operation> all{
-      operation(check),      operation(save),       operation(save_all), operation(release),
-      operation(hold_lease), operation(drop_lease), operation(restore),  operation(list),
-      operation(show),       operation(prune)};
+      operation(check),      operation(save),       operation(save_all),  operation(release),
+      operation(hold_lease), operation(drop_lease), operation(restore),   operation(list),
+      operation(show),       operation(prune),      operation(list_runs), operation(show_run),
+      operation(run_log),    operation(prune_runs)};
   return all;
 }
 

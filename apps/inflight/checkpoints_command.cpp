@@ -8,93 +8,14 @@
 #include "inflight/core/clock.hpp"
 #include "inflight/core/duration.hpp"
 #include "inflight/supervisor/store/agent_client.hpp"
+#include "terminal_output.hpp"
 
 namespace inflight::app {
 
 namespace {
 
-using Table = std::vector<std::vector<std::string>>;
-
-std::int64_t now_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(SystemClock::now().time_since_epoch())
-      .count();
-}
-
-std::string iso_time(std::int64_t epoch_seconds) {
-  return iso8601_utc(SystemClock::from_time_t(static_cast<std::time_t>(epoch_seconds)));
-}
-
-// `3m ago`: the largest whole unit, as people read ages.
-std::string relative_age(std::int64_t epoch_seconds) {
-  const std::int64_t age = std::max<std::int64_t>(0, now_seconds() - epoch_seconds);
-  if (age < 60) return std::to_string(age) + "s ago";
-  if (age < 3600) return std::to_string(age / 60) + "m ago";
-  if (age < 86400) return std::to_string(age / 3600) + "h ago";
-  return std::to_string(age / 86400) + "d ago";
-}
-
-std::string human_size(std::uint64_t bytes) {
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes) / 1024;
-  std::size_t unit = 0;
-  for (; value >= 1024 && unit + 1 < std::size(units); ++unit) value /= 1024;
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f %s", value, units[unit]);
-  return text;
-}
-
-// Columns padded to their widest cell, two spaces apart; the first row is the header.
-void print_table(const Table& rows) {
-  std::vector<std::size_t> widths;
-  for (const auto& row : rows) {
-    widths.resize(std::max(widths.size(), row.size()));
-    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i)
-      line +=
-          i + 1 == row.size() ? row[i] : row[i] + std::string(widths[i] - row[i].size() + 2, ' ');
-    std::cout << line << "\n";
-  }
-}
-
-// What a failure means to whoever typed the command.
-struct Hint {
-  int exit_code;
-  const char* hint;
-};
-
-Hint failure_of(Failure kind) {
-  switch (kind) {
-    case Failure::unreachable:
-    case Failure::deadline:
-      return {kExitUnreachable,
-              "check --results-repo and the network; a slow remote needs a longer --git-timeout"};
-    case Failure::auth:
-      return {kExitUnreachable, "check --git-username and --git-token, or --git-ssh-key"};
-    case Failure::not_found:
-      return {kExitNotFound, "`inflight checkpoints list` shows the runs that have checkpoints"};
-    default:
-      return {kExitFailure,
-              "check that --results-repo names a git repository inflight can write to"};
-  }
-}
-
-// Prints what went wrong and what to try; returns the exit code.
-int report_failure(const Error& failure) {
-  if (failure.kind == Failure::ambiguous && !failure.candidates.empty()) {
-    const auto& branches = failure.candidates;
-    std::cerr << "inflight: " << failure.message << ": " << branches.front() << "\n";
-    for (std::size_t i = 1; i < branches.size(); ++i) std::cerr << "  " << branches[i] << "\n";
-    std::cerr << "name one branch, e.g. `inflight checkpoints show " << branches.front() << "`\n";
-    return kExitUsage;
-  }
-  const Hint hint = failure_of(failure.kind);
-  std::cerr << "inflight: " << failure.message << "\n" << hint.hint << "\n";
-  return hint.exit_code;
-}
+constexpr std::string_view kCheckpointsListed =
+    "`inflight checkpoints list` shows the runs that have checkpoints";
 
 // Run ids without a branch (exit 4) and deletions the remote refused; the
 // branches that were deleted are already printed.
@@ -104,19 +25,15 @@ int report_prune_errors(const agent::Pruned& pruned) {
     std::cerr << "inflight: no checkpoint branch for '" << id << "' on " << pruned.url << "\n";
     code = kExitNotFound;
   }
-  if (code == kExitNotFound) std::cerr << failure_of(Failure::not_found).hint << "\n";
+  if (code == kExitNotFound) std::cerr << kCheckpointsListed << "\n";
   for (const auto& failed : pruned.failed) {
-    const auto hint = failure_of(failed.failure.kind);
+    const auto hint = failure_of(failed.failure.kind, kCheckpointsListed);
     std::cerr << "inflight: could not delete " << failed.branch << ": " << failed.failure.message
               << "\n"
               << hint.hint << "\n";
     code = hint.exit_code;
   }
   return code;
-}
-
-void warn_problems(const std::vector<std::string>& problems) {
-  for (const auto& problem : problems) std::cerr << "inflight: skipped " << problem << "\n";
 }
 
 // A branch as `list --json` and `show --json` show it.
@@ -228,7 +145,7 @@ int CheckpointsCommand::list(const StoreSettings& store, const ChildTemplates& t
   const auto reply =
       call(store, agent::List{.pod = pod_.empty() ? std::nullopt : std::optional(pod_),
                               .children = templates.sources()});
-  if (!reply) return report_failure(reply.error());
+  if (!reply) return report_failure(reply.error(), kCheckpointsListed);
   const auto& listed = *reply;
   warn_problems(listed.problems);
   if (json_) {
@@ -246,7 +163,7 @@ int CheckpointsCommand::list(const StoreSettings& store, const ChildTemplates& t
 
 int CheckpointsCommand::show(const StoreSettings& store) const {
   const auto reply = call(store, agent::Show{.run_id = run_id_});
-  if (!reply) return report_failure(reply.error());
+  if (!reply) return report_failure(reply.error(), kCheckpointsListed);
   const auto& shown = *reply;
   if (!json_) {
     print_run(shown);
@@ -279,7 +196,7 @@ agent::Prune CheckpointsCommand::prune_request() const {
 
 int CheckpointsCommand::prune(const StoreSettings& store) const {
   const auto reply = call(store, prune_request());
-  if (!reply) return report_failure(reply.error());
+  if (!reply) return report_failure(reply.error(), kCheckpointsListed);
   const auto& pruned = *reply;
   warn_problems(pruned.problems);
   for (const auto& branch : pruned.deleted)

@@ -21,8 +21,11 @@ CommandLine::CommandLine(CLI::App& app) {
   resume_->add_flag("--restore-only", restore_only_, "stop once the run dir is restored");
   add_settings(resume_, OptionGroup::store);
   add_settings(resume_, OptionGroup::run);
-  checkpoints_ = std::make_unique<CheckpointsCommand>(
-      app, [this](CLI::App* command) { add_settings(command, OptionGroup::store); });
+  const auto add_store_flags = [this](CLI::App* command) {
+    add_settings(command, OptionGroup::store);
+  };
+  checkpoints_ = std::make_unique<CheckpointsCommand>(app, add_store_flags);
+  runs_ = std::make_unique<RunsCommand>(app, add_store_flags);
 }
 
 // CLI11 only collects the text: OptionSources reads the environment, the
@@ -61,6 +64,10 @@ int CommandLine::run() {
   if (auto* command = checkpoints_->parsed()) {
     hide_environment_secrets({});  // no children here: inflight's own variables only
     return checkpoints_->run(sources(command));
+  }
+  if (auto* command = runs_->parsed()) {
+    hide_environment_secrets({});
+    return runs_->run(sources(command));
   }
   if (resume_->parsed()) {
     const auto settings = read_resume_settings(sources(resume_));

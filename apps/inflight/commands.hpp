@@ -10,6 +10,7 @@
 #include "checkpoints_command.hpp"
 #include "inflight/core/exit_code.hpp"
 #include "inflight/supervisor/config/settings.hpp"
+#include "runs_command.hpp"
 
 namespace inflight::app {
 
@@ -27,6 +28,7 @@ class CommandLine {
 
   CLI::App* serve_ = nullptr;
   std::unique_ptr<CheckpointsCommand> checkpoints_;
+  std::unique_ptr<RunsCommand> runs_;
   CLI::App* resume_ = nullptr;
   std::string resume_target_;
   bool restore_only_ = false;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace inflight {
 
@@ -12,5 +14,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 // `2026-11-21T10:15:00Z`
 std::string iso8601_utc(SystemClock::time_point t);
+// The time iso8601_utc() wrote, or nullopt for any other text.
+std::optional<SystemClock::time_point> parse_iso8601_utc(std::string_view text);
 
 }  // namespace inflight

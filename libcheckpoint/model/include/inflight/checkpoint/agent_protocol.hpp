@@ -59,6 +59,8 @@ namespace inflight::checkpoint {
 INFLIGHT_AGENT_MESSAGE(LeftRun, run_id, pod, until)
 INFLIGHT_AGENT_MESSAGE(LeftOutEntry, path, rule)
 INFLIGHT_AGENT_MESSAGE(LeftOut, named, unnamed)
+INFLIGHT_AGENT_MESSAGE(RunRow, id, state, pod, attempts, interruptions, records, total,
+                       last_checkpoint_at, finished_at, where)
 
 // A reason travels as the word its commit's subject carries.
 inline void to_json(OrderedJson& j, CheckpointReason reason) {
@@ -374,6 +376,75 @@ struct Prune {
   bool dry_run = false;
 };
 INFLIGHT_AGENT_MESSAGE(Prune, older_than_seconds, run_ids, all, dry_run)
+
+// `inflight runs list` (README "Results that outlive the pod").
+struct RunsListed {
+  std::string url;
+  std::vector<checkpoint::RunRow> runs;
+  std::vector<std::string> problems;
+};
+INFLIGHT_AGENT_MESSAGE(RunsListed, url, runs, problems)
+
+struct ListRuns {
+  static constexpr std::string_view op = "list_runs";
+  using Answer = RunsListed;
+};
+inline void to_json(OrderedJson& j, const ListRuns&) {
+  j = OrderedJson::object();
+}
+inline void from_json(const OrderedJson&, ListRuns&) {}
+
+// `inflight runs show` and `inflight runs logs`: the run's data, from its
+// result when published, else from its one branch.
+struct RunShown {
+  std::string where;       // the result ref or the branch
+  OrderedJson run_params;  // null when missing or not JSON
+};
+INFLIGHT_AGENT_MESSAGE(RunShown, where, run_params)
+
+// Fails `not_found` for a run id the results repo does not know, `ambiguous`
+// when several pods hold a branch of it.
+struct ShowRun {
+  static constexpr std::string_view op = "show_run";
+  using Answer = RunShown;
+  std::string run_id;
+};
+INFLIGHT_AGENT_MESSAGE(ShowRun, run_id)
+
+// The run's console.log written to `path` (a file the caller made): a log
+// is any bytes, which a JSON answer cannot carry.
+struct RunLogWritten {
+  std::string where;
+  bool found = false;  // false: the run has no console.log
+};
+INFLIGHT_AGENT_MESSAGE(RunLogWritten, where, found)
+
+struct WriteRunLog {
+  static constexpr std::string_view op = "run_log";
+  using Answer = RunLogWritten;
+  std::string run_id;
+  std::string path;
+};
+INFLIGHT_AGENT_MESSAGE(WriteRunLog, run_id, path)
+
+struct RunsPruned {
+  std::string url;
+  std::vector<std::string> deleted;  // or, with dry_run, would be
+  std::vector<std::string> missing;  // named, but not published
+  std::vector<std::string> problems;
+  std::vector<std::string> failed;  // refs the server did not update
+};
+INFLIGHT_AGENT_MESSAGE(RunsPruned, url, deleted, missing, problems, failed)
+
+// Exactly one selector is meant to be set.
+struct PruneRuns {
+  static constexpr std::string_view op = "prune_runs";
+  using Answer = RunsPruned;
+  std::optional<std::int64_t> older_than_seconds;
+  std::vector<std::string> run_ids;
+  bool dry_run = false;
+};
+INFLIGHT_AGENT_MESSAGE(PruneRuns, older_than_seconds, run_ids, dry_run)
 
 }  // namespace agent
 

@@ -174,6 +174,20 @@ struct RestoreReport {
   std::vector<std::string> problems;   // one line per branch that could not be used
 };
 
+// One run as `inflight runs list` shows it (run_listing.hpp).
+struct RunRow {
+  std::string id;
+  std::string state;  // live, waiting, succeeded, failed, cancelled
+  std::string pod;    // of the last attempt, or the tip's writer
+  std::size_t attempts = 0;
+  std::size_t interruptions = 0;
+  std::uint64_t records = 0;
+  std::optional<std::uint64_t> total;
+  std::optional<std::string> last_checkpoint_at;
+  std::optional<std::string> finished_at;
+  std::string where;  // its branch (inflight/<pod>/<run-id>) or its result ref
+};
+
 // One run of a batched save.
 struct SaveRequest {
   std::filesystem::path run_dir;

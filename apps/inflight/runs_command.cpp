@@ -1,0 +1,194 @@
+#include "runs_command.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "inflight/core/duration.hpp"
+#include "inflight/core/exit_code.hpp"
+#include "inflight/supervisor/store/agent_client.hpp"
+#include "terminal_output.hpp"
+
+namespace inflight::app {
+
+namespace {
+
+constexpr std::string_view kRunsListed =
+    "`inflight runs list` shows every run the results repo knows";
+
+template <class Call>
+AgentReply<typename Call::Answer> call(const StoreSettings& store, const Call& request) {
+  return call_agent(store, request, store.git_timeout);
+}
+
+OrderedJson row_json(const checkpoint::RunRow& run) {
+  OrderedJson json;
+  checkpoint::to_json(json, run);
+  return json;
+}
+
+std::string records_text(const checkpoint::RunRow& run) {
+  return std::to_string(run.records) + (run.total ? "/" + std::to_string(*run.total) : "");
+}
+
+void print_runs(const std::vector<checkpoint::RunRow>& runs) {
+  Table rows{{"RUN ID", "STATE", "POD", "ATTEMPTS", "INTERRUPTIONS", "RECORDS", "LAST CHECKPOINT",
+              "FINISHED"}};
+  for (const auto& r : runs)
+    rows.push_back({r.id, r.state, r.pod, std::to_string(r.attempts),
+                    std::to_string(r.interruptions), records_text(r),
+                    r.last_checkpoint_at.value_or("-"), r.finished_at.value_or("-")});
+  print_table(rows);
+}
+
+void print_attempts(const OrderedJson& params) {
+  Table rows{{"ATTEMPT", "POD", "STARTED", "ENDED", "OUTCOME"}};
+  const auto text = [](const OrderedJson& j, const char* key) {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string("-");
+  };
+  const auto attempts = params.find("attempts");
+  if (attempts != params.end() && attempts->is_array())
+    for (const auto& a : *attempts)
+      if (a.is_object())
+        rows.push_back({a.contains("attempt") ? a["attempt"].dump() : "-", text(a, "pod"),
+                        text(a, "started_at"), text(a, "ended_at"), text(a, "outcome")});
+  print_table(rows);
+}
+
+// A private file for the agent to write the log into: a log is any bytes.
+class TempFile {
+ public:
+  TempFile() {
+    const char* dir = std::getenv("TMPDIR");
+    path_ = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/inflight-log.XXXXXX";
+    const int fd = ::mkstemp(path_.data());
+    if (fd < 0) throw std::runtime_error("cannot create a temporary file in " + path_);
+    ::close(fd);
+  }
+  ~TempFile() { ::unlink(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+RunsCommand::RunsCommand(CLI::App& app, const std::function<void(CLI::App*)>& add_store_flags) {
+  auto* group = app.add_subcommand("runs", "every run the results repo knows, from any machine");
+  group->require_subcommand(1);
+  list_ = group->add_subcommand("list", "one row per run: live, waiting or published");
+  list_->add_flag("--json", json_, "one JSON document instead of a table");
+  list_->add_option("--state", state_, "only runs in this state")
+      ->check(CLI::IsMember({"live", "waiting", "succeeded", "failed", "cancelled"}));
+  show_ = group->add_subcommand("show", "a run's attempts and where its data is");
+  show_->add_option("run_id", run_id_, "run id")->required();
+  show_->add_flag("--json", json_, "one JSON document");
+  logs_ = group->add_subcommand("logs", "a run's console.log (only that run is downloaded)");
+  logs_->add_option("run_id", run_id_, "run id")->required();
+  prune_ = group->add_subcommand("prune", "delete published results and their index entries");
+  prune_->add_option("--older-than", older_than_, "finished longer ago than, e.g. 30d");
+  prune_->add_option("--run-id", run_ids_, "these runs");
+  prune_->add_flag("--dry-run", dry_run_, "print what would be deleted, delete nothing");
+  for (auto* command : {list_, show_, logs_, prune_}) add_store_flags(command);
+}
+
+CLI::App* RunsCommand::parsed() const {
+  for (auto* command : {list_, show_, logs_, prune_})
+    if (command->parsed()) return command;
+  return nullptr;
+}
+
+int RunsCommand::run(const OptionSources& sources) const {
+  const auto store = read_store_settings(sources);
+  if (list_->parsed()) return list(store);
+  if (show_->parsed()) return show(store);
+  if (logs_->parsed()) return logs(store);
+  return prune(store);
+}
+
+int RunsCommand::list(const StoreSettings& store) const {
+  const auto reply = call(store, agent::ListRuns{});
+  if (!reply) return report_failure(reply.error(), kRunsListed);
+  auto runs = reply->runs;
+  if (!state_.empty())
+    std::erase_if(runs, [this](const checkpoint::RunRow& r) { return r.state != state_; });
+  warn_problems(reply->problems);
+  if (json_) {
+    OrderedJson out = OrderedJson::array();
+    for (const auto& r : runs) out.push_back(row_json(r));
+    std::cout << OrderedJson{{"runs", out}}.dump(2) << "\n";
+  } else if (runs.empty()) {
+    std::cout << "no runs" << (state_.empty() ? "" : " " + state_) << " on " << reply->url << "\n";
+  } else {
+    print_runs(runs);
+  }
+  return kExitSuccess;
+}
+
+int RunsCommand::show(const StoreSettings& store) const {
+  const auto reply = call(store, agent::ShowRun{.run_id = run_id_});
+  if (!reply) return report_failure(reply.error(), kRunsListed);
+  if (json_) {
+    std::cout << OrderedJson{{"id", run_id_},
+                             {"where", reply->where},
+                             {"run_params", reply->run_params}}
+                     .dump(2)
+              << "\n";
+    return kExitSuccess;
+  }
+  print_table({{"run", run_id_}, {"where", reply->where}});
+  std::cout << "\nattempts:\n";
+  print_attempts(reply->run_params);
+  return kExitSuccess;
+}
+
+int RunsCommand::logs(const StoreSettings& store) const {
+  const TempFile file;
+  const auto reply = call(store, agent::WriteRunLog{.run_id = run_id_, .path = file.path()});
+  if (!reply) return report_failure(reply.error(), kRunsListed);
+  if (!reply->found) {
+    std::cerr << "inflight: run " << run_id_ << " has no console.log (" << reply->where << ")\n";
+    return kExitNotFound;
+  }
+  std::ifstream in(file.path(), std::ios::binary);
+  std::cout << in.rdbuf();
+  return kExitSuccess;
+}
+
+agent::PruneRuns RunsCommand::prune_request() const {
+  if (older_than_.empty() == run_ids_.empty())
+    throw UsageError(
+        "runs prune needs exactly one of --older-than DURATION, --run-id ID...; "
+        "e.g. `inflight runs prune --older-than 30d --dry-run`");
+  agent::PruneRuns request{
+      .older_than_seconds = std::nullopt, .run_ids = run_ids_, .dry_run = dry_run_};
+  if (older_than_.empty()) return request;
+  const auto age = parse_duration(older_than_);
+  if (!age)
+    throw UsageError("--older-than '" + older_than_ +
+                     "' is not a duration; write e.g. 90m, 12h or 30d");
+  request.older_than_seconds = std::chrono::duration_cast<std::chrono::seconds>(*age).count();
+  return request;
+}
+
+int RunsCommand::prune(const StoreSettings& store) const {
+  const auto reply = call(store, prune_request());
+  if (!reply) return report_failure(reply.error(), kRunsListed);
+  warn_problems(reply->problems);
+  for (const auto& id : reply->deleted)
+    std::cout << (dry_run_ ? "would delete " : "deleted ") << id << "\n";
+  if (reply->deleted.empty()) std::cout << "nothing to prune on " << reply->url << "\n";
+  for (const auto& id : reply->missing)
+    std::cerr << "inflight: run " << id << " is not published on " << reply->url << "\n";
+  for (const auto& failed : reply->failed) std::cerr << "inflight: not deleted: " << failed << "\n";
+  if (!reply->failed.empty()) return kExitFailure;
+  return reply->missing.empty() ? kExitSuccess : kExitNotFound;
+}
+
+}  // namespace inflight::app

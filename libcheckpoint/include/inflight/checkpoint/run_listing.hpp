@@ -1,0 +1,56 @@
+// Every run a results repo knows (README "Results that outlive the pod"),
+// for `inflight runs list|show|logs|prune` on any machine with only
+// --results-repo: one listing of its refs, the tips of the run branches and
+// leases, and the index branch, never the results themselves. No ownership is
+// decided here: a lease's time is shown as the lease says it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inflight/checkpoint/git_store.hpp"
+#include "inflight/checkpoint/index_entry.hpp"
+
+namespace inflight::checkpoint {
+
+struct RunListing {
+  std::vector<RunRow> runs;           // by run id
+  std::vector<std::string> problems;  // one line per ref or index file that could not be read
+};
+
+// Published runs from the index, unfinished ones from their branches (live:
+// the pod that wrote the tip holds a lease; waiting: none does). A run id
+// with a result is published, whatever branches it still has.
+RunListing list_runs(CacheRepo& cache, RemoteStore& remote);
+
+// Where the run's data is: its result ref when published, else its one
+// branch; fetched (that ref alone), so that read_file_at() reads it. Throws
+// GitError(not_found) for an unknown run id, GitError(ambiguous) when
+// several pods hold a branch of it.
+struct FetchedRun {
+  std::string commit;
+  std::string where;  // the result ref, or the branch (inflight/<pod>/<run-id>)
+};
+FetchedRun fetch_run(RemoteStore& remote, const std::string& run_id);
+
+// The published runs the index holds, older than `older_than_seconds` (by
+// finished_at) or named; deletes their result refs and index files in one
+// push unless `dry_run`. Returns the run ids deleted (or that would be).
+struct RunPruneRequest {
+  std::optional<std::int64_t> older_than_seconds;
+  std::vector<std::string> run_ids;
+  bool dry_run = false;
+};
+struct RunPruneReport {
+  std::vector<std::string> deleted;
+  std::vector<std::string> missing;   // named, but not published
+  std::vector<std::string> problems;  // index files that could not be read
+  std::vector<std::string> failed;    // refs the server did not update
+};
+RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneRequest& request,
+                          std::int64_t now);
+
+}  // namespace inflight::checkpoint

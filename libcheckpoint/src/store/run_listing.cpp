@@ -1,0 +1,261 @@
+#include "inflight/checkpoint/run_listing.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "git/cache_repo_impl.hpp"
+#include "git/git_error.hpp"
+#include "git/git_handle.hpp"
+#include "git/oid_text.hpp"
+#include "git/repo_objects.hpp"
+#include "inflight/checkpoint/branch_listing.hpp"
+#include "inflight/core/bounded_json.hpp"
+#include "inflight/core/clock.hpp"
+
+namespace inflight::checkpoint {
+
+namespace {
+
+// What one listing of the whole results repo says, before any tip is read.
+struct RefMap {
+  std::vector<RemoteBranch> branches;
+  std::set<std::string> leased_pods;
+  std::set<std::string> published;  // run ids with a result ref
+  std::optional<RemoteBranch> index;
+};
+
+RefMap map_refs(const std::vector<RemoteBranch>& refs) {
+  RefMap map;
+  for (const auto& ref : refs) {
+    if (parse_branch_ref(ref.ref)) map.branches.push_back(ref);
+    if (auto pod = parse_lease_ref(ref.ref)) map.leased_pods.insert(std::move(*pod));
+    if (auto run_id = parse_result_ref(ref.ref)) map.published.insert(std::move(*run_id));
+    if (ref.ref == kIndexRef) map.index = ref;
+  }
+  return map;
+}
+
+std::size_t interruptions_of(const std::vector<IndexAttempt>& attempts) {
+  return static_cast<std::size_t>(std::count_if(
+      attempts.begin(), attempts.end(), [](const auto& a) { return a.outcome == "interrupted"; }));
+}
+
+RunRow row_of(const IndexEntry& entry) {
+  return {.id = entry.id,
+          .state = entry.final_status,
+          .pod = entry.pod,
+          .attempts = entry.attempts.size(),
+          .interruptions = interruptions_of(entry.attempts),
+          .records = entry.records,
+          .total = entry.total,
+          .last_checkpoint_at = std::nullopt,
+          .finished_at = entry.finished_at,
+          .where = entry.result};
+}
+
+// The index file at `entry`, checked against its name and its size before
+// it is read.
+Result<IndexEntry> read_index_file(git_repository* git, git_odb* odb, const git_tree_entry* entry) {
+  const std::string name = git_tree_entry_name(entry);
+  const auto refused = [&](const std::string& why) {
+    return Error{.kind = Failure::other,
+                 .message = "index file runs/" + printable(name) + ": " + why,
+                 .candidates = {}};
+  };
+  if (!name.ends_with(".json") || !is_valid_run_id(name.substr(0, name.size() - 5)) ||
+      git_tree_entry_filemode(entry) != GIT_FILEMODE_BLOB)
+    return refused("is not a file named <run-id>.json");
+  std::size_t size = 0;
+  git_object_t type{};
+  git_check(git_odb_read_header(&size, &type, odb, git_tree_entry_id(entry)), "read " + name);
+  if (size > kMaxIndexEntryBytes)
+    return refused("is larger than " + std::to_string(kMaxIndexEntryBytes) + " bytes");
+  git_blob* raw = nullptr;
+  git_check(git_blob_lookup(&raw, git, git_tree_entry_id(entry)), "read " + name);
+  const BlobHandle blob(raw);
+  auto parsed = parse_index_entry({static_cast<const char*>(git_blob_rawcontent(blob.get())),
+                                   static_cast<std::size_t>(git_blob_rawsize(blob.get()))});
+  if (!parsed) return refused(parsed.error().message);
+  if (parsed->id + ".json" != name) return refused("names run " + parsed->id);
+  return parsed;
+}
+
+// Every entry of the index's `runs/`; a bad file is a problem of its own.
+std::vector<IndexEntry> read_index(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& index,
+                                   std::vector<std::string>& problems) {
+  git_repository* git = raw_repo(cache);
+  const TreeHandle root = tree_of(lookup_commit(git, remote.fetch_listed(index)).get());
+  std::vector<IndexEntry> entries;
+  const git_tree_entry* runs = git_tree_entry_byname(root.get(), "runs");
+  if (runs == nullptr || git_tree_entry_filemode(runs) != GIT_FILEMODE_TREE) return entries;
+  const TreeHandle tree = lookup_tree(git, *git_tree_entry_id(runs));
+  const OdbHandle odb = open_odb(git);
+  for (std::size_t i = 0; i < git_tree_entrycount(tree.get()); ++i) {
+    auto entry = read_index_file(git, odb.get(), git_tree_entry_byindex(tree.get(), i));
+    if (entry)
+      entries.push_back(std::move(*entry));
+    else
+      problems.push_back(entry.error().message);
+  }
+  return entries;
+}
+
+RunRow row_of_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& branch,
+                     const std::set<std::string>& leased_pods) {
+  const auto tip = remote.fetch_listed(branch);
+  const auto commit = describe_commit(commit_summary(cache, tip));
+  const auto text = read_file_at(cache, tip, kRunParamsFile);
+  if (!text) throw std::runtime_error("the checkpoint has no run-params.json");
+  const auto params = run_params_from_text(*text);
+  std::vector<IndexAttempt> attempts;
+  for (const auto& a : params.attempts)
+    attempts.push_back({.pod = a.pod, .outcome = a.outcome, .started = a.started_at, .ended = {}});
+  return {
+      .id = params.run_id,
+      .state = params.final_status.value_or(leased_pods.contains(commit.pod) ? "live" : "waiting"),
+      .pod = commit.pod,
+      .attempts = attempts.size(),
+      .interruptions = interruptions_of(attempts),
+      .records = commit.records,
+      .total = std::nullopt,
+      .last_checkpoint_at = iso8601_utc(SystemClock::from_time_t(commit.time)),
+      .finished_at = std::nullopt,
+      .where = short_branch(branch.ref)};
+}
+
+}  // namespace
+
+RunListing list_runs(CacheRepo& cache, RemoteStore& remote) {
+  RunListing listing;
+  const auto refs = map_refs(remote.list("refs/", RemoteStore::Tips::downloaded));
+  if (refs.index)
+    for (const auto& entry : read_index(cache, remote, *refs.index, listing.problems))
+      listing.runs.push_back(row_of(entry));
+  for (const auto& branch : refs.branches) {
+    if (refs.published.contains(parse_branch_ref(branch.ref)->run_id)) continue;
+    for_one_ref(branch.ref, listing.problems, [&] {
+      listing.runs.push_back(row_of_branch(cache, remote, branch, refs.leased_pods));
+    });
+  }
+  std::sort(listing.runs.begin(), listing.runs.end(),
+            [](const RunRow& a, const RunRow& b) { return a.id < b.id; });
+  return listing;
+}
+
+FetchedRun fetch_run(RemoteStore& remote, const std::string& run_id) {
+  if (!is_valid_run_id(run_id))
+    throw GitError(Failure::other, "'" + printable(run_id) + "' is not a run id");
+  std::vector<RemoteBranch> branches;
+  for (auto& ref : remote.list("refs/")) {
+    if (ref.ref == result_ref(run_id)) return {.commit = remote.fetch(ref.ref), .where = ref.ref};
+    const auto name = parse_branch_ref(ref.ref);
+    if (name && name->run_id == run_id) branches.push_back(std::move(ref));
+  }
+  if (branches.empty())
+    throw GitError(Failure::not_found, "no run " + run_id + " on " + remote.display_url());
+  if (branches.size() > 1)
+    throw GitError(Failure::ambiguous, "several pods hold a branch of run " + run_id);
+  return {.commit = remote.fetch_listed(branches.front()),
+          .where = short_branch(branches.front().ref)};
+}
+
+namespace {
+
+bool older_than(const IndexEntry& entry, std::int64_t min_age, std::int64_t now) {
+  const auto finished = entry.finished_at ? parse_iso8601_utc(*entry.finished_at) : std::nullopt;
+  if (!finished) return false;
+  return now - SystemClock::to_time_t(*finished) >= min_age;
+}
+
+std::vector<std::string> runs_to_prune(const std::vector<IndexEntry>& entries,
+                                       const std::set<std::string>& published,
+                                       const RunPruneRequest& request, std::int64_t now,
+                                       RunPruneReport& report) {
+  std::vector<std::string> chosen;
+  if (request.older_than_seconds) {
+    for (const auto& entry : entries)
+      if (older_than(entry, *request.older_than_seconds, now)) chosen.push_back(entry.id);
+    return chosen;
+  }
+  for (const auto& id : request.run_ids) {
+    const bool indexed = std::any_of(entries.begin(), entries.end(),
+                                     [&](const IndexEntry& e) { return e.id == id; });
+    if (indexed || published.contains(id))
+      chosen.push_back(id);
+    else
+      report.missing.push_back(id);
+  }
+  return chosen;
+}
+
+// The index without the files of `run_ids`, or nullopt when it has none of them.
+std::optional<std::string> index_without(CacheRepo& cache, const std::string& tip,
+                                         const std::vector<std::string>& run_ids) {
+  git_repository* git = raw_repo(cache);
+  const CommitHandle parent = lookup_commit(git, tip);
+  std::vector<std::string> paths;
+  std::vector<git_tree_update> removals;
+  for (const auto& id : run_ids) paths.push_back(index_path(id));
+  const TreeHandle base = tree_of(parent.get());
+  for (const auto& path : paths) {
+    git_tree_entry* raw = nullptr;
+    if (git_tree_entry_bypath(&raw, base.get(), path.c_str()) != 0) {
+      git_error_clear();
+      continue;
+    }
+    git_tree_entry_free(raw);
+    removals.push_back({.action = GIT_TREE_UPDATE_REMOVE,
+                        .id = {},
+                        .filemode = GIT_FILEMODE_BLOB,
+                        .path = path.c_str()});
+  }
+  if (removals.empty()) return std::nullopt;
+  git_oid tree;
+  git_check(git_tree_create_updated(&tree, git, base.get(), removals.size(), removals.data()),
+            "update the index tree");
+  return oid_hex(write_commit(cache, tree, parent.get(),
+                              "inflight index: pruned " + std::to_string(removals.size())));
+}
+
+}  // namespace
+
+RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneRequest& request,
+                          std::int64_t now) {
+  RunPruneReport report;
+  const auto refs = map_refs(remote.list("refs/"));
+  std::vector<IndexEntry> entries;
+  std::string tip;
+  if (refs.index) {
+    tip = remote.fetch_listed(*refs.index);
+    entries = read_index(cache, remote, *refs.index, report.problems);
+  }
+  const auto chosen = runs_to_prune(entries, refs.published, request, now, report);
+  if (request.dry_run || chosen.empty()) {
+    report.deleted = chosen;
+    return report;
+  }
+  std::vector<RefUpdate> updates;
+  for (const auto& id : chosen)
+    if (refs.published.contains(id))
+      updates.push_back({.ref = result_ref(id), .commit = "", .from = {}});
+  const auto index = tip.empty() ? std::nullopt : index_without(cache, tip, chosen);
+  if (index) updates.push_back({.ref = std::string(kIndexRef), .commit = *index, .from = tip});
+  const auto results = remote.update(updates);
+  for (std::size_t i = 0; i < updates.size(); ++i)
+    if (results[i].outcome != RefOutcome::updated)
+      report.failed.push_back(updates[i].ref + ": " + results[i].detail);
+  // A run is pruned once its result is gone and the index no longer lists it.
+  const bool index_updated = !index || results.back().outcome == RefOutcome::updated;
+  for (const auto& id : chosen) {
+    const auto result = std::find_if(updates.begin(), updates.end(),
+                                     [&](const RefUpdate& u) { return u.ref == result_ref(id); });
+    const bool result_gone =
+        result == updates.end() ||
+        results[static_cast<std::size_t>(result - updates.begin())].outcome == RefOutcome::updated;
+    if (result_gone && index_updated) report.deleted.push_back(id);
+  }
+  return report;
+}
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,107 @@
+"""`inflight runs list|show|logs|prune` from an empty directory with only
+--results-repo (README "Results that outlive the pod"): published, live and
+waiting runs of several pods, the index read and a bad index file skipped."""
+import json
+import os
+import signal
+import subprocess
+
+from inflight_testing.git_servers import git
+from conftest import INFLIGHT
+
+
+def runs(workdir, server, *args):
+    """`inflight runs ARGS --results-repo URL`, with no INFLIGHT_* variable and no config."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")}
+    return subprocess.run([str(INFLIGHT), "runs", *args, "--results-repo", server.url,
+                           *server.flags], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def start(serve_factory, workdir, server, pod):
+    workdir.mkdir()
+    serve = serve_factory("--pod-name", pod, "--results-repo", server.url, *server.flags,
+                          "--checkpoint-interval", "100ms", workdir=workdir)
+    serve.wait_ready()
+    return serve
+
+
+def pushed(serve, run_id):
+    serve.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and e.get("run_id") == run_id, 30)
+
+
+def listed(operator, server, *args):
+    r = runs(operator, server, "list", "--json", *args)
+    assert r.returncode == 0, r.stderr
+    return {row["id"]: row for row in json.loads(r.stdout)["runs"]}, r.stderr
+
+
+def test_runs_list_shows_every_run_of_the_fleet(serve_factory, tmp_path, git_daemon):
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    pod_a = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
+    done = [pod_a.submit(tests=3, test_ms=1) for _ in range(2)]
+    for run_id in done:
+        pod_a.wait_log(lambda e, r=run_id: e.get("msg") == "checkpoint branch deleted" and
+                       e.get("run_id") == r, 30)
+    live = pod_a.submit(tests=2000, test_ms=50)
+    pushed(pod_a, live)
+    pod_c = start(serve_factory, tmp_path / "pod-c", git_daemon, "pod-c")
+    waiting = pod_c.submit(tests=2000, test_ms=50)
+    pushed(pod_c, waiting)
+    pod_c.signal(signal.SIGTERM)
+    assert pod_c.wait_exit(timeout=30) == 0
+
+    rows, _ = listed(operator, git_daemon)
+    assert sorted(rows) == sorted(done + [live, waiting])
+    for run_id in done:
+        row = rows[run_id]
+        assert row["state"] == "succeeded" and row["pod"] == "pod-a"
+        assert row["attempts"] == 1 and row["records"] == 3 and row["finished_at"]
+        assert row["where"] == f"refs/inflight-results/{run_id}"
+    assert rows[live]["state"] == "live" and rows[live]["pod"] == "pod-a"
+    assert rows[live]["where"] == f"inflight/pod-a/{live}" and rows[live]["last_checkpoint_at"]
+    assert rows[waiting]["state"] == "waiting" and rows[waiting]["interruptions"] == 1
+    assert sorted(listed(operator, git_daemon, "--state", "succeeded")[0]) == sorted(done)
+
+    table = runs(operator, git_daemon, "list")
+    assert table.returncode == 0 and "STATE" in table.stdout and live in table.stdout
+
+    shown = runs(operator, git_daemon, "show", done[0], "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["run_params"]["final_status"] == "succeeded"
+    logs = runs(operator, git_daemon, "logs", done[0])
+    assert logs.returncode == 0, logs.stderr
+    assert "all 3 tests done" in logs.stdout
+    unknown = runs(operator, git_daemon, "show", "no-such-run")
+    assert unknown.returncode == 4 and "no-such-run" in unknown.stderr
+
+
+def test_a_bad_index_file_is_skipped_and_prune_deletes_a_result(serve_factory, tmp_path,
+                                                                git_daemon):
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    pod_a = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
+    kept, pruned = pod_a.submit(tests=2, test_ms=1), pod_a.submit(tests=2, test_ms=1)
+    for run_id in (kept, pruned):
+        pod_a.wait_log(lambda e, r=run_id: e.get("msg") == "checkpoint branch deleted" and
+                       e.get("run_id") == r, 30)
+    # Someone with push access adds a file that is not an index entry.
+    clone = tmp_path / "clone"
+    git(None, "clone", "-q", "-b", "inflight-index", git_daemon.cli_url, clone)
+    (clone / "runs" / "bogus.json").write_text('{"id": "../../etc"}')
+    git(clone, "add", "-A")
+    git(clone, "commit", "-qm", "hostile")
+    git(clone, "push", "-q", "origin", "inflight-index")
+
+    rows, stderr = listed(operator, git_daemon)
+    assert sorted(rows) == sorted([kept, pruned])
+    assert "bogus.json" in stderr
+
+    r = runs(operator, git_daemon, "prune", "--run-id", pruned)
+    assert r.returncode == 0, r.stderr
+    assert f"deleted {pruned}" in r.stdout
+    rows, _ = listed(operator, git_daemon)
+    assert sorted(rows) == [kept]
+    assert not git(git_daemon.bare, "for-each-ref", f"refs/inflight-results/{pruned}")
+    assert runs(operator, git_daemon, "prune").returncode == 2
