@@ -163,3 +163,44 @@ def test_a_published_run_whose_branch_stayed_is_never_run_again(
     fresh.wait_log(lambda e: "hook declined" in e.get("error", ""), 30)
     assert fresh.get(f"/api/eval/status/{run_id}").status == 404
     assert git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index") == index_before
+
+
+def test_a_restarted_pod_still_shows_its_finished_runs_and_their_logs(
+        serve_factory, tmp_path, git_daemon):
+    """The pod's own view survives a restart on the same runs dir: its
+    finished runs are listed, their logs served, and a submit of a finished
+    id answers 200 with its status and starts nothing."""
+    pod_a = tmp_path / "pod-a"
+    first = start(serve_factory, pod_a, git_daemon)
+    run_id = first.submit(tests=5, test_ms=1)
+    wait_branch_deleted(first, run_id)
+    first.signal(signal.SIGTERM)
+    assert first.wait_exit(timeout=30) == 0
+
+    again = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--checkpoint-interval", "100ms", workdir=pod_a)
+    again.wait_ready()
+    listed = again.get("/api/eval/runs").json()["runs"]
+    assert [(r["id"], r["status"]) for r in listed] == [(run_id, "succeeded")]
+    resubmitted = again.post("/api/eval/run", {"id": run_id, "tests": 5, "test_ms": 1})
+    assert resubmitted.status == 200 and resubmitted.json()["status"] == "succeeded"
+    assert not any(e.get("msg") == "attempt started" for e in again.events())
+
+    log = again.get(f"/api/eval/run/{run_id}/log?tail=1")
+    assert log.status == 200 and log.body.strip() == \
+        "inflight-demo-eval: all 5 tests done"
+    whole = again.get(f"/api/eval/run/{run_id}/log").body
+    assert whole.endswith(log.body) and len(whole.splitlines()) > 1
+    assert again.get(f"/api/eval/run/{run_id}/log?tail=10001").status == 400
+    assert again.get("/api/eval/run/no-such-run/log").status == 404
+
+
+def test_a_finished_run_leaves_the_disk_after_keep_finished(serve_factory, tmp_path, git_daemon):
+    serve = start(serve_factory, tmp_path / "pod-a", git_daemon, "--keep-finished", "1s")
+    run_id = serve.submit(tests=2, test_ms=1)
+    wait_branch_deleted(serve, run_id)
+    serve.wait_log(lambda e: e.get("msg") == "finished run dir removed: --keep-finished is over"
+                   and e.get("run_id") == run_id, 30)
+    assert not (tmp_path / "pod-a" / ".inflight" / "runs" / run_id).exists()
+    assert serve.get(f"/api/eval/status/{run_id}").status == 404
+    assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, run_id)}

@@ -67,6 +67,8 @@ std::vector<OptionSpec> build_table() {
        10000},
       {"max-queued", G::serve, K::integer, "N", "1000",
        "queued runs at most; beyond it submits get 503 queue_full", 0, 1000000},
+      {"keep-finished", G::serve, K::duration, "DURATION", "24h",
+       "how long a finished run stays in the API and its dir on disk (its result is published)"},
       {"max-connections", G::serve, K::integer, "N", "256",
        "open HTTP connections at most; beyond it 503", 1, 100000},
   };

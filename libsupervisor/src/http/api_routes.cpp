@@ -1,6 +1,9 @@
 #include "inflight/supervisor/http/api_routes.hpp"
 
+#include <algorithm>
 #include <boost/beast/http.hpp>
+#include <charconv>
+#include <fstream>
 #include <string_view>
 
 #include "inflight/core/bounded_json.hpp"
@@ -147,6 +150,8 @@ HttpResponse ApiRoutes::route(const HttpRequest& request) {
     for (const auto& run : supervisor_.runs()) runs.push_back(status_json(*run));
     return json_response(http::status::ok, version, {{"runs", runs}});
   }
+  if (auto log_id = path_param(path, "/api/eval/run/", "/log"))
+    return method == http::verb::get ? run_log(*log_id, target, version) : wrong_method();
   auto id = path_param(path, "/api/eval/status/", "");
   const bool is_stop = !id && (id = path_param(path, "/api/eval/run/", "/stop"));
   if (!id)
@@ -157,6 +162,67 @@ HttpResponse ApiRoutes::route(const HttpRequest& request) {
   if (!run) return error_response(http::status::not_found, version, "not_found", "no run " + *id);
   if (is_stop) supervisor_.stop(*run);
   return json_response(http::status::ok, version, status_json(*run));
+}
+
+namespace {
+
+constexpr std::size_t kMaxLogTailLines = 10'000;
+// Whatever N, a response holds at most this much of the log's end.
+constexpr std::size_t kMaxLogTailBytes = 8u << 20;
+
+// `?tail=N` of the target: N lines, at most kMaxLogTailLines; the default
+// is that many. nullopt for anything else.
+std::optional<std::size_t> tail_lines(std::string_view target) {
+  const auto query = target.find('?');
+  if (query == std::string_view::npos) return kMaxLogTailLines;
+  const auto params = target.substr(query + 1);
+  if (!params.starts_with("tail=")) return std::nullopt;
+  const auto number = params.substr(5);
+  std::size_t lines = 0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), lines);
+  if (ec != std::errc{} || end != number.data() + number.size() || lines > kMaxLogTailLines)
+    return std::nullopt;
+  return lines;
+}
+
+// The last `lines` lines of the file, read from its end only (a final
+// newline ends the last line; it does not start another).
+std::string last_lines(const std::filesystem::path& file, std::size_t lines) {
+  std::ifstream in(file, std::ios::binary | std::ios::ate);
+  if (!in || lines == 0) return "";
+  const auto size = static_cast<std::size_t>(in.tellg());
+  const auto take = std::min(size, kMaxLogTailBytes);
+  std::string text(take, '\0');
+  in.seekg(static_cast<std::streamoff>(size - take));
+  in.read(text.data(), static_cast<std::streamsize>(take));
+  std::size_t pos = !text.empty() && text.back() == '\n' ? text.size() - 1 : text.size();
+  std::size_t start = 0;
+  for (std::size_t n = 0; n < lines && pos > 0; ++n) {
+    const auto newline = text.rfind('\n', pos - 1);
+    if (newline == std::string::npos) {
+      start = 0;
+      break;
+    }
+    start = newline + 1;
+    pos = newline;
+  }
+  return text.substr(start);
+}
+
+}  // namespace
+
+HttpResponse ApiRoutes::run_log(const std::string& id, std::string_view target, unsigned version) {
+  Run* run = supervisor_.find(id);
+  if (!run) return error_response(http::status::not_found, version, "not_found", "no run " + id);
+  const auto lines = tail_lines(target);
+  if (!lines)
+    return error_response(
+        http::status::bad_request, version, "invalid_param",
+        "tail: must be a whole number from 0 to " + std::to_string(kMaxLogTailLines));
+  HttpResponse response{http::status::ok, version};
+  response.set(http::field::content_type, "text/plain; charset=utf-8");
+  response.body() = last_lines(run->dir / "console.log", *lines);
+  return response;
 }
 
 HttpResponse ApiRoutes::submit(const HttpRequest& request) {

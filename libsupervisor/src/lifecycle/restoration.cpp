@@ -53,6 +53,11 @@ void Restoration::on_result(RestoreResult result, bool first) {
   const auto restored = adopt_restored(supervisor_, settings_.children, std::move(result.runs));
   plan_.restore_finished();
   if (first) {
+    // After the first look, which published and deleted whatever final
+    // branches these runs left behind: a run shown here is skipped by later
+    // ones. Only a look that reached the store may let a dir go.
+    for (auto& run : find_finished_runs(supervisor_.settings().runs_dir))
+      supervisor_.show_finished(std::move(run.params), !result.failure);
     supervisor_.finish_restore();
     // Periodic checkpoint pushes renew the lease; without them, it renews itself.
     if (settings_.checkpoint_interval > Duration::zero())

@@ -54,7 +54,8 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           .echo_output = false,
           .containment = choose_containment(s.containment),
           .hidden_files = s.hidden_files,
-          .publish = s.store.publish};
+          .publish = s.store.publish,
+          .keep_finished = s.keep_finished};
 }
 
 // One serving instance: its parts in the order each needs the last, and the

@@ -24,9 +24,9 @@ bool is_resumable(const checkpoint::RunParams& params) {
   return outcome && is_resumable(*outcome);
 }
 
-}  // namespace
-
-std::vector<RestoredRun> find_resumable_runs(const fs::path& runs_dir) {
+// The run dirs under runs_dir whose run-params.json `wanted` accepts.
+std::vector<RestoredRun> find_runs(const fs::path& runs_dir,
+                                   bool (*wanted)(const checkpoint::RunParams&)) {
   std::vector<RestoredRun> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(runs_dir, ec)) {
@@ -34,13 +34,27 @@ std::vector<RestoredRun> find_resumable_runs(const fs::path& runs_dir) {
     if (!entry.is_directory() || entry.is_symlink() || !checkpoint::is_valid_run_id(name)) continue;
     try {
       auto params = checkpoint::read_run_params(entry.path());
-      if (!params || params->run_id != name || !is_resumable(*params)) continue;
+      if (!params || params->run_id != name || !wanted(*params)) continue;
       found.push_back({entry.path(), std::move(*params), "", ""});
     } catch (const std::exception& e) {
       log::warn("run dir skipped", {{"dir", entry.path().string()}, {"error", e.what()}});
     }
   }
   return found;
+}
+
+bool is_finished(const checkpoint::RunParams& params) {
+  return params.final_status && !params.handed_over;
+}
+
+}  // namespace
+
+std::vector<RestoredRun> find_resumable_runs(const fs::path& runs_dir) {
+  return find_runs(runs_dir, is_resumable);
+}
+
+std::vector<RestoredRun> find_finished_runs(const fs::path& runs_dir) {
+  return find_runs(runs_dir, is_finished);
 }
 
 void prepare_for_resume(RestoredRun& run, const ChildTemplates& templates) {

@@ -1,14 +1,28 @@
 #include "inflight/supervisor/runs/run.hpp"
 
-#include <array>
+#include "inflight/core/word_table.hpp"
 
 namespace inflight {
 
+namespace {
+
+constexpr WordTable<RunStatus, 8> kRunStatusWords{{{RunStatus::queued, "queued"},
+                                                   {RunStatus::starting, "starting"},
+                                                   {RunStatus::running, "running"},
+                                                   {RunStatus::stopping, "stopping"},
+                                                   {RunStatus::succeeded, "succeeded"},
+                                                   {RunStatus::failed, "failed"},
+                                                   {RunStatus::cancelled, "cancelled"},
+                                                   {RunStatus::interrupted, "interrupted"}}};
+
+}  // namespace
+
 std::string_view to_string(RunStatus status) {
-  static constexpr std::array<std::string_view, 8> kNames{"queued",    "starting",   "running",
-                                                          "stopping",  "succeeded",  "failed",
-                                                          "cancelled", "interrupted"};
-  return kNames[static_cast<std::size_t>(status)];
+  return word_of(kRunStatusWords, status);
+}
+
+std::optional<RunStatus> run_status_named(std::string_view word) {
+  return value_of(kRunStatusWords, word);
 }
 
 bool is_final(RunStatus status) {

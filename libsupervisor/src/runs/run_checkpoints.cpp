@@ -217,6 +217,7 @@ void RunSupervisor::start_periodic_checkpoints(Duration interval, PodLease* leas
 // One push for every run that changed since its last checkpoint and for the
 // lease: a pod with fifty runs makes one connection per interval, not fifty.
 void RunSupervisor::periodic_tick(PodLease* lease) {
+  remove_expired_runs();
   std::vector<Run*> changed;
   auto signatures = std::make_shared<std::map<const Run*, std::uint64_t>>();
   for (auto& owned : runs_) {

@@ -243,6 +243,54 @@ void RunSupervisor::hold(checkpoint::RunParams params, std::string branch,
   mark_held(run, reason);
 }
 
+namespace {
+
+// When the run ended for good, as its last attempt recorded it.
+std::optional<SystemClock::time_point> finished_time(const checkpoint::RunParams& params) {
+  if (params.attempts.empty() || !params.attempts.back().ended_at) return std::nullopt;
+  return parse_iso8601_utc(*params.attempts.back().ended_at);
+}
+
+bool expired(const std::optional<SystemClock::time_point>& finished, Duration keep) {
+  return !finished || SystemClock::now() - *finished >= keep;
+}
+
+}  // namespace
+
+void RunSupervisor::show_finished(checkpoint::RunParams params, bool store_answered) {
+  if (find(params.run_id)) return;
+  const auto dir = settings_.runs_dir / params.run_id;
+  if (store_answered && expired(finished_time(params), settings_.keep_finished)) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    log::info("finished run dir removed: --keep-finished is over",
+              {{"run_id", params.run_id}, {"error", ec ? ec.message() : ""}});
+    return;
+  }
+  std::string id = params.run_id;
+  Run& run = add_run(std::move(id), std::move(params));
+  run.status = run_status_named(*run.params.final_status).value_or(RunStatus::failed);
+  run.finished_at =
+      run.params.attempts.empty() ? std::nullopt : run.params.attempts.back().ended_at;
+  run.exit_code = run.params.attempts.empty() ? std::nullopt : run.params.attempts.back().exit_code;
+  run.child = templates_.find(run.params.child_name);  // its progress file, when still configured
+  run.checkpoint.branch = checkpoint::branch_name({run.params.origin_pod, run.id});
+}
+
+void RunSupervisor::remove_expired_runs() {
+  std::erase_if(runs_, [this](const std::unique_ptr<Run>& owned) {
+    Run& run = *owned;
+    if (!run.params.final_status || run.release_pending || !run.store_ops.empty() || run.process ||
+        !expired(finished_time(run.params), settings_.keep_finished))
+      return false;
+    std::error_code ec;
+    fs::remove_all(run.dir, ec);
+    log::info("finished run dir removed: --keep-finished is over",
+              {{"run_id", run.id}, {"error", ec ? ec.message() : ""}});
+    return true;
+  });
+}
+
 void RunSupervisor::mark_held(Run& run, const std::string& reason) {
   run.held = reason;
   run.status = RunStatus::interrupted;

@@ -115,6 +115,7 @@ struct ServeSettings : ResumeSettings {
   int max_concurrent{};
   int max_queued{};
   int max_connections{};
+  Duration keep_finished{};
 };
 
 // A token file is a token, not a document: a larger one is a wrong path.

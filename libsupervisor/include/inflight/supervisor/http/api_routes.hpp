@@ -27,6 +27,8 @@ class ApiRoutes {
  private:
   HttpResponse route(const HttpRequest& request);
   HttpResponse submit(const HttpRequest& request);
+  // GET /api/eval/run/{id}/log[?tail=N]: the last N lines of its console.log.
+  HttpResponse run_log(const std::string& id, std::string_view target, unsigned version);
   HttpResponse metrics(unsigned version);
   bool authorized(const HttpRequest& request) const;
 

@@ -12,6 +12,9 @@ namespace inflight {
 // Run dirs under runs_dir whose run is not over: the last attempt was
 // interrupted, crashed or never recorded its end, or no attempt started.
 std::vector<RestoredRun> find_resumable_runs(const std::filesystem::path& runs_dir);
+// Run dirs under runs_dir whose run is over for good (README "Results that
+// outlive the pod"): shown by the API until --keep-finished ends.
+std::vector<RestoredRun> find_finished_runs(const std::filesystem::path& runs_dir);
 
 // Makes a restored run dir ready for its next attempt: a torn last record of
 // the progress file is dropped, and an attempt that never recorded its end

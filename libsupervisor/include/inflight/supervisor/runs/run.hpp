@@ -33,6 +33,7 @@ enum class RunStatus {
 };
 
 std::string_view to_string(RunStatus status);
+std::optional<RunStatus> run_status_named(std::string_view word);
 inline constexpr RunStatus kAllRunStatuses[] = {
     RunStatus::queued,    RunStatus::starting, RunStatus::running,   RunStatus::stopping,
     RunStatus::succeeded, RunStatus::failed,   RunStatus::cancelled, RunStatus::interrupted};

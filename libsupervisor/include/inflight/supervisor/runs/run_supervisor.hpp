@@ -41,6 +41,8 @@ struct SupervisorSettings {
   // Finished runs are published (--publish): a run out of attempts is too,
   // and its result keeps it for inspection; unpublished, its branch does.
   bool publish = false;
+  // How long a finished run stays in the API and on disk (--keep-finished).
+  Duration keep_finished{std::chrono::hours(24)};
 };
 
 enum class Phase { restoring, ready, shutting_down };
@@ -80,6 +82,15 @@ class RunSupervisor {
              const std::string& claim);
   // A run the store judged this instance cannot run; its branch is not ours.
   void hold(checkpoint::RunParams params, std::string branch, const std::string& reason);
+  // A run that finished in an earlier life of this runs dir: shown by the
+  // API, never started, until --keep-finished after its end; past that its
+  // dir is removed (its result is in the results repo), unless
+  // `store_answered` is false: then only the next life, or a periodic tick,
+  // may remove it.
+  void show_finished(checkpoint::RunParams params, bool store_answered);
+  // Removes the dirs of finished runs whose --keep-finished is over, once
+  // nothing of theirs waits for the store.
+  void remove_expired_runs();
   void finish_restore();
 
   Phase phase() const { return phase_; }
