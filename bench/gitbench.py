@@ -5,7 +5,7 @@ git daemon, the git CLI and the proxies come from the test support package
 - make_run_dir: the deterministic 1,005-file run dir (seeded RNG)
 - workspace: a temp dir, a git daemon and optionally a proxy, removed after
 - alternate: repetitions of measures whose order alternates
-- agent_save: one `inflight-checkpoint-agent` save request, timed spawn->exit
+- agent_save: one `inflight-checkpoint-agent` save (or release) request, timed spawn->exit
 - tree_matches_dir: a pushed branch's content equals a dir (chunked files
   reassembled), read back with `git archive`
 """
@@ -146,18 +146,20 @@ def alternate(reps, *measures):
 # inflight-checkpoint-agent
 
 
-def agent_save(run_dir, cache_dir, url, run_id="r1", attempt=1, reason="shutdown", timeout=120):
-    """One save request to a fresh `inflight-checkpoint-agent`.
-    Returns (seconds from spawn to exit, parsed result)."""
+def agent_save(run_dir, cache_dir, url, run_id="r1", attempt=1, reason="shutdown", timeout=120,
+               op="save"):
+    """One save request (or another op on one run: `release`) to a fresh
+    `inflight-checkpoint-agent`. Returns (seconds from spawn to exit, parsed result)."""
     request = {
-        "version": 5, "op": "save", "pod": "pod-a",
+        "version": 5, "op": op, "pod": "pod-a",
         "call": {"run": {"run_dir": os.path.abspath(run_dir), "origin_pod": "pod-a",
                          "run_id": run_id, "attempt": attempt, "reason": reason,
                          "records": 0}},
         "store": {"cache_dir": os.path.abspath(cache_dir), "url": url, "username": "",
                   "token": "", "ssh_key": "", "known_hosts": "", "ca_file": "",
                   "excludes": EXCLUDES, "restore_max_bytes": 1 << 30,
-                  "restore_max_files": 100000, "claim_lease_seconds": 120},
+                  "restore_max_files": 100000, "claim_lease_seconds": 120,
+                  "publish": True},
     }
     data = json.dumps(request).encode()
     t0 = time.monotonic()

@@ -34,7 +34,8 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"  # serve is started from temp cwds; keep this one out of the repo
 status=0
 for b in idle_rss idle_connections cpu_ticks shutdown_latency checkpoint_push periodic_bytes \
-  pushes_per_interval shutdown_push_latency restore_latency first_push_latency periodic_save_cpu; do
+  pushes_per_interval shutdown_push_latency restore_latency first_push_latency periodic_save_cpu \
+  runs_list publish_latency; do
   echo "== $b"
   /usr/bin/python3 "$repo/bench/$b.py" || { echo "$b: FAILED (exit $?)"; status=1; }
   echo

@@ -5,9 +5,10 @@ before its checkpoint branch is deleted; a run that was published never runs
 again; a final branch an earlier release left is published by the next start."""
 import json
 import signal
+import subprocess
 
 from inflight_testing.git_servers import branches, git
-from conftest import write_config
+from conftest import DEMO, INFLIGHT
 
 
 def start(serve_factory, workdir, server, *args, pod="pod-a"):
@@ -204,3 +205,30 @@ def test_a_finished_run_leaves_the_disk_after_keep_finished(serve_factory, tmp_p
     assert not (tmp_path / "pod-a" / ".inflight" / "runs" / run_id).exists()
     assert serve.get(f"/api/eval/status/{run_id}").status == 404
     assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, run_id)}
+
+
+def test_progress_reads_as_records_of_the_templates_total(serve_factory, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"child": {
+        "argv": [str(DEMO), "--output", "{output_dir}", "--tests", "{cases}", "--test-ms", "200"],
+        "params": {"cases": {"type": "integer", "min": 1, "max": 1000, "default": 7}},
+        "progress_file": "index.jsonl", "progress_total": "{cases}"}}))
+    serve = serve_factory("--config", str(config))
+    serve.wait_ready()
+    run_id = serve.submit(cases=50)
+    status = serve.wait_status(run_id, "running")
+    assert status["progress"]["total"] == 50
+    metrics = serve.get("/metrics").body
+    assert f'inflight_run_records_expected{{run_id="{run_id}"}} 50' in metrics
+    assert f'inflight_run_records{{run_id="{run_id}"}}' in metrics
+
+
+def test_a_progress_total_that_names_no_integer_param_stops_serve(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"child": {
+        "argv": [str(DEMO), "--output", "{output_dir}"], "progress_file": "index.jsonl",
+        "params": {"name": {"type": "string", "default": "x"}}, "progress_total": "{name}"}}))
+    result = subprocess.run([str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--config",
+                             str(config)], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 2 and "child.progress_total" in result.stderr

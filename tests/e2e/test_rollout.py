@@ -77,4 +77,10 @@ def test_a_rollout_moves_each_run_once(serve_factory, tmp_path, git_daemon):
     first_pod = {run_id for run_id, pod in origin.items() if pod == old[0].name}
     assert first_pod <= moved, "the first pod's runs, stopped right after their checkpoints, moved"
     assert not branches(git_daemon.bare), "branches left"
-    assert git(git_daemon.bare, "for-each-ref", "refs/heads/") == "", "leases left"
+    assert git(git_daemon.bare, "for-each-ref", "refs/heads/inflight-lease/") == "", "leases left"
+    # Every run is published once, with its index entry.
+    results = git(git_daemon.bare, "for-each-ref", "--format=%(refname:lstrip=2)",
+                  "refs/inflight-results/").split()
+    assert sorted(results) == sorted(origin)
+    indexed = git(git_daemon.bare, "ls-tree", "--name-only", "refs/heads/inflight-index:runs").split()
+    assert sorted(indexed) == sorted(f"{run_id}.json" for run_id in origin)

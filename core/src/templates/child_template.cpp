@@ -151,7 +151,7 @@ ChildTemplate ChildTemplate::parse(const OrderedJson& child, const std::string& 
   require_known_keys(
       child, where,
       {"argv", "optional", "resume_argv", "resume", "cwd", "env", "params", "progress_file",
-       "retry_exit_codes", "retry_backoff", "stop_signal", "inherit_env"});
+       "retry_exit_codes", "retry_backoff", "stop_signal", "inherit_env", "progress_total"});
   ChildTemplate t;
   t.name_ = name;
   t.where_ = where;
@@ -183,8 +183,36 @@ ChildTemplate ChildTemplate::parse(const OrderedJson& child, const std::string& 
     t.progress_file_ = string_field(child["progress_file"], where + ".progress_file");
   if (child.contains("stop_signal"))
     t.stop_signal_ = parse_stop_signal(child["stop_signal"], where);
+  if (child.contains("progress_total")) t.parse_progress_total(child["progress_total"]);
   t.check_consistency();
   return t;
+}
+
+// A whole number, or `{param}` of an integer param that always has a value.
+void ChildTemplate::parse_progress_total(const OrderedJson& value) {
+  const auto key = where_ + ".progress_total";
+  if (value.is_number_unsigned()) {
+    progress_total_ = value.get<std::uint64_t>();
+    return;
+  }
+  const auto text = value.is_string() ? value.get<std::string>() : "";
+  const auto names = placeholder_names(text);
+  const auto* param =
+      names.size() == 1 && text == "{" + names[0] + "}" ? find_param(names[0]) : nullptr;
+  if (!param || param->rule.type != ParamType::integer || !always_present(param->name))
+    throw ConfigError(key,
+                      "must be a whole number or \"{param}\" of an integer param that is "
+                      "required or has a default");
+  progress_total_param_ = param->name;
+}
+
+std::optional<std::uint64_t> ChildTemplate::progress_total(const OrderedJson& request) const {
+  if (progress_total_param_.empty()) return progress_total_;
+  const auto values = with_defaults(request);
+  const auto it = values.find(progress_total_param_);
+  if (it == values.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0)
+    return std::nullopt;
+  return it->get<std::uint64_t>();
 }
 
 // `resume_argv` is appended to the argv of a resumed attempt; `resume.argv`
@@ -332,7 +360,8 @@ ChildTemplate ChildTemplate::demo(const std::string& demo_binary) {
       {"params",
        {{"tests", {{"type", "integer"}, {"min", 0}, {"max", 99999}, {"default", 20}}},
         {"test_ms", {{"type", "integer"}, {"min", 0}, {"max", 86400000}, {"default", 500}}}}},
-      {"progress_file", "index.jsonl"}});
+      {"progress_file", "index.jsonl"},
+      {"progress_total", "{tests}"}});
 }
 
 }  // namespace inflight

@@ -17,9 +17,11 @@ namespace inflight::checkpoint {
 
 namespace {
 
-// Each try reads the index tip anew: a pod that loses this many races in a
-// row tries again at its next step.
-constexpr int kIndexTries = 5;
+// Each try reads the index tip anew, and each round of a race has a winner:
+// a pod publishes one run at a time (its releases take turns), so it loses
+// at most one race per other pod publishing at that moment. Past this many
+// in a row it tries again at its next step.
+constexpr int kIndexTries = 10;
 
 // The same run dir published twice, by a retry or after a restart, is the
 // same commit: its time is its final checkpoint's, never now.

@@ -58,6 +58,12 @@ OrderedJson nullable(const std::optional<std::string>& value) {
   return value ? OrderedJson(*value) : OrderedJson(nullptr);
 }
 
+// The template's `progress_total` for this run's request, null when unknown.
+OrderedJson progress_total(const Run& run) {
+  const auto total = run.child ? run.child->progress_total(run.params.request) : std::nullopt;
+  return total ? OrderedJson(*total) : OrderedJson(nullptr);
+}
+
 std::string display_command(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& arg : argv) {
@@ -83,7 +89,7 @@ OrderedJson ApiRoutes::status_json(Run& run) {
           {"started_at", attempt ? OrderedJson(attempt->started_at) : OrderedJson(nullptr)},
           {"finished_at", nullable(run.finished_at)},
           {"exit_code", run.exit_code ? OrderedJson(*run.exit_code) : OrderedJson(nullptr)},
-          {"progress", {{"records", run.record_count()}}},
+          {"progress", {{"records", run.record_count()}, {"total", progress_total(run)}}},
           {"checkpoint",
            {{"branch", run.checkpoint.branch},
             {"last_at", nullable(run.checkpoint.last_at)},

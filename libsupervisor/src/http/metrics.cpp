@@ -16,6 +16,23 @@ void family(std::ostringstream& out, const char* name, const char* type, const c
 
 }  // namespace
 
+// Records of each run not yet over, and how many it will hold when the
+// template says (progress_total).
+void ApiRoutes::progress(std::ostringstream& out) {
+  std::ostringstream totals;
+  family(out, "inflight_run_records", "gauge", "Records in the progress file of each open run.");
+  for (const auto& run : supervisor_.runs()) {
+    if (is_final(run->status)) continue;
+    const std::string label = "{run_id=\"" + run->id + "\"} ";
+    out << "inflight_run_records" << label << run->record_count() << "\n";
+    const auto total = run->child ? run->child->progress_total(run->params.request) : std::nullopt;
+    if (total) totals << "inflight_run_records_expected" << label << *total << "\n";
+  }
+  family(out, "inflight_run_records_expected", "gauge",
+         "Records each open run will hold when done (its template's progress_total).");
+  out << totals.str();
+}
+
 HttpResponse ApiRoutes::metrics(unsigned version) {
   std::map<RunStatus, int> by_status;
   for (const auto& run : supervisor_.runs()) ++by_status[run->status];
@@ -36,6 +53,7 @@ HttpResponse ApiRoutes::metrics(unsigned version) {
     const auto count = it == supervisor_.checkpoint_failures().end() ? 0 : it->second;
     out << "inflight_checkpoint_failures_total{reason=\"" << word << "\"} " << count << "\n";
   }
+  progress(out);
   family(out, "inflight_children", "gauge", "Eval children running now.");
   out << "inflight_children " << supervisor_.live_children() << "\n";
   family(out, "inflight_orphans_reaped_total", "counter",

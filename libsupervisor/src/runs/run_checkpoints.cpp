@@ -106,30 +106,49 @@ void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {
   });
 }
 
+// As store ops, each release runs from a local: it may end before it returns.
+void RunSupervisor::enqueue_release(std::function<void()> release) {
+  releases_.push_back(std::move(release));
+  if (releases_.size() > 1) return;
+  const auto first = std::move(releases_.front());
+  first();
+}
+
+void RunSupervisor::release_done() {
+  releases_.pop_front();
+  if (releases_.empty()) return;
+  const auto next = std::move(releases_.front());
+  next();
+}
+
 void RunSupervisor::release_checkpoint(Run& run) {
   run.release_pending = true;
   enqueue_store_op(run, [this, &run] {
     if (run.fenced || !run.release_pending) return store_op_done(run);
-    const CheckpointRequest request{run.id,
-                                    run.dir,
-                                    run.params.origin_pod,
-                                    run.attempts(),
-                                    checkpoint::CheckpointReason::final,
-                                    run.record_count()};
-    checkpoints_.release(request, SteadyClock::now() + settings_.network_timeout,
-                         [this, &run](CheckpointResult result) {
-                           disk_health_.report(result);
-                           const bool fenced = result.failed_with(Failure::rejected);
-                           if (fenced) fence(run);
-                           run.release_pending = !result && !fenced;
-                           if (result)
-                             log::info("checkpoint branch deleted", {{"run_id", run.id}});
-                           else if (run.release_pending)
-                             log::warn(
-                                 "checkpoint branch of a finished run not deleted; will retry",
-                                 {{"run_id", run.id}, {"error", result.error().message}});
-                           store_op_done(run);
-                         });
+    enqueue_release([this, &run] {
+      const CheckpointRequest request{run.id,
+                                      run.dir,
+                                      run.params.origin_pod,
+                                      run.attempts(),
+                                      checkpoint::CheckpointReason::final,
+                                      run.record_count()};
+      // The deadline runs from the release's turn, not from its queueing.
+      checkpoints_.release(request, SteadyClock::now() + settings_.network_timeout,
+                           [this, &run](CheckpointResult result) {
+                             disk_health_.report(result);
+                             const bool fenced = result.failed_with(Failure::rejected);
+                             if (fenced) fence(run);
+                             run.release_pending = !result && !fenced;
+                             if (result)
+                               log::info("checkpoint branch deleted", {{"run_id", run.id}});
+                             else if (run.release_pending)
+                               log::warn(
+                                   "checkpoint branch of a finished run not deleted; will retry",
+                                   {{"run_id", run.id}, {"error", result.error().message}});
+                             store_op_done(run);
+                             release_done();
+                           });
+    });
   });
 }
 

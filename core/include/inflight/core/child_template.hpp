@@ -108,6 +108,10 @@ class ChildTemplate {
   // Variables of serve's environment this template's children also get.
   const std::vector<std::string>& inherit_env() const { return inherit_env_; }
   const std::string& progress_file() const { return progress_file_; }
+  // How many records the progress file holds once the run is done
+  // (`progress_total`: a number, or `{param}` of an integer param), when the
+  // template says.
+  std::optional<std::uint64_t> progress_total(const OrderedJson& request) const;
   // What the child's process group gets at a stop and at shutdown.
   int stop_signal() const { return stop_signal_; }
 
@@ -120,6 +124,7 @@ class ChildTemplate {
   void parse_resume(const OrderedJson& child);
   void parse_retry(const OrderedJson& child);
   void parse_inherit_env(const OrderedJson& child);
+  void parse_progress_total(const OrderedJson& value);
   void check_placeholders(const std::vector<std::string>& args, const std::string& where,
                           const std::string& group_param) const;
   OrderedJson with_defaults(const OrderedJson& request) const;
@@ -139,6 +144,8 @@ class ChildTemplate {
   std::vector<std::string> inherit_env_;
   std::vector<ParamSpec> params_;
   std::string progress_file_;
+  std::optional<std::uint64_t> progress_total_;
+  std::string progress_total_param_;  // set when the total is a param's value
   int stop_signal_ = SIGTERM;
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "inflight/supervisor/http/http_server.hpp"
@@ -30,6 +31,7 @@ class ApiRoutes {
   // GET /api/eval/run/{id}/log[?tail=N]: the last N lines of its console.log.
   HttpResponse run_log(const std::string& id, std::string_view target, unsigned version);
   HttpResponse metrics(unsigned version);
+  void progress(std::ostringstream& out);
   bool authorized(const HttpRequest& request) const;
 
   RunSupervisor& supervisor_;

@@ -157,6 +157,8 @@ class RunSupervisor {
   void log_left_out(Run& run, const checkpoint::LeftOut& left_out);
   struct StoreBatch;
   void send_batch(const std::shared_ptr<StoreBatch>& batch);
+  void enqueue_release(std::function<void()> release);
+  void release_done();
   void fence(Run& run);
   void periodic_tick(PodLease* lease);
 
@@ -171,6 +173,10 @@ class RunSupervisor {
   std::map<Outcome, std::uint64_t> outcomes_;
   std::map<Failure, std::uint64_t> checkpoint_failures_;
   std::function<void()> exit_listener_;
+  // The releases of finished runs, one at a time: each updates the one
+  // index branch, and a pod's releases racing each other for it would only
+  // lose to each other (README "Results that outlive the pod").
+  std::deque<std::function<void()>> releases_;
   boost::asio::steady_timer periodic_timer_;
   DiskHealth disk_health_;
 };
