@@ -6,7 +6,6 @@
 
 #include "commands.hpp"
 #include "inflight/core/clock.hpp"
-#include "inflight/core/duration.hpp"
 #include "inflight/supervisor/store/agent_client.hpp"
 #include "terminal_output.hpp"
 
@@ -183,15 +182,10 @@ agent::Prune CheckpointsCommand::prune_request() const {
     throw UsageError(
         "prune needs exactly one of --older-than DURATION, --run-id ID..., --all; "
         "e.g. `inflight checkpoints prune --older-than 7d --dry-run`");
-  agent::Prune request{
-      .older_than_seconds = std::nullopt, .run_ids = run_ids_, .all = all_, .dry_run = dry_run_};
-  if (older_than_.empty()) return request;
-  const auto age = parse_duration(older_than_);
-  if (!age)
-    throw UsageError("--older-than '" + older_than_ +
-                     "' is not a duration; write e.g. 90m, 12h or 7d");
-  request.older_than_seconds = std::chrono::duration_cast<std::chrono::seconds>(*age).count();
-  return request;
+  return {.older_than_seconds = older_than_seconds(older_than_),
+          .run_ids = run_ids_,
+          .all = all_,
+          .dry_run = dry_run_};
 }
 
 int CheckpointsCommand::prune(const StoreSettings& store) const {

@@ -6,7 +6,6 @@
 #include <fstream>
 #include <iostream>
 
-#include "inflight/core/duration.hpp"
 #include "inflight/core/exit_code.hpp"
 #include "inflight/supervisor/store/agent_client.hpp"
 #include "terminal_output.hpp"
@@ -166,15 +165,9 @@ agent::PruneRuns RunsCommand::prune_request() const {
     throw UsageError(
         "runs prune needs exactly one of --older-than DURATION, --run-id ID...; "
         "e.g. `inflight runs prune --older-than 30d --dry-run`");
-  agent::PruneRuns request{
-      .older_than_seconds = std::nullopt, .run_ids = run_ids_, .dry_run = dry_run_};
-  if (older_than_.empty()) return request;
-  const auto age = parse_duration(older_than_);
-  if (!age)
-    throw UsageError("--older-than '" + older_than_ +
-                     "' is not a duration; write e.g. 90m, 12h or 30d");
-  request.older_than_seconds = std::chrono::duration_cast<std::chrono::seconds>(*age).count();
-  return request;
+  return {.older_than_seconds = older_than_seconds(older_than_),
+          .run_ids = run_ids_,
+          .dry_run = dry_run_};
 }
 
 int RunsCommand::prune(const StoreSettings& store) const {

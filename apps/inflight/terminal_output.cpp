@@ -6,7 +6,9 @@
 #include <iostream>
 
 #include "inflight/core/clock.hpp"
+#include "inflight/core/duration.hpp"
 #include "inflight/core/exit_code.hpp"
+#include "inflight/supervisor/config/settings.hpp"
 
 namespace inflight::app {
 
@@ -84,6 +86,14 @@ int report_failure(const Error& failure, std::string_view not_found_hint) {
   const Hint hint = failure_of(failure.kind, not_found_hint);
   std::cerr << "inflight: " << failure.message << "\n" << hint.hint << "\n";
   return hint.exit_code;
+}
+
+std::optional<std::int64_t> older_than_seconds(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const auto age = parse_duration(text);
+  if (!age)
+    throw UsageError("--older-than '" + text + "' is not a duration; write e.g. 90m, 12h or 7d");
+  return std::chrono::duration_cast<std::chrono::seconds>(*age).count();
 }
 
 void warn_problems(const std::vector<std::string>& problems) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,9 @@ struct Hint {
 Hint failure_of(Failure kind, std::string_view not_found_hint);
 // Prints what went wrong and what to try; returns the exit code.
 int report_failure(const Error& failure, std::string_view not_found_hint);
+// `--older-than`'s value in seconds, or nullopt when it is not given;
+// UsageError naming the flag for a value that is not a duration.
+std::optional<std::int64_t> older_than_seconds(const std::string& text);
 // One `inflight: skipped …` line each.
 void warn_problems(const std::vector<std::string>& problems);
 

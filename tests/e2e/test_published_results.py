@@ -9,6 +9,7 @@ import subprocess
 
 from inflight_testing.git_servers import branches, git
 from conftest import DEMO, INFLIGHT
+from test_finished_runs import refuse_deletions
 
 
 def start(serve_factory, workdir, server, *args, pod="pod-a"):
@@ -113,17 +114,6 @@ def test_with_publish_off_nothing_is_published(serve_factory, tmp_path, git_daem
     wait_branch_deleted(serve, run_id)
     assert not refs(git_daemon.bare, "refs/inflight-results/")
     assert not refs(git_daemon.bare, "refs/heads/inflight-index")
-
-
-def refuse_deletions(bare, refuse=True):
-    hook = bare / "hooks" / "pre-receive"
-    if not refuse:
-        hook.unlink()
-        return
-    hook.write_text("#!/bin/sh\nwhile read old new ref; do\n"
-                    "  [ \"$new\" = 0000000000000000000000000000000000000000 ] && "
-                    "{ echo 'deletions refused' >&2; exit 1; }\ndone\nexit 0\n")
-    hook.chmod(0o755)
 
 
 def test_a_final_branch_left_unpublished_is_published_then_deleted_by_the_next_start(
