@@ -97,11 +97,13 @@ def test_an_interrupted_run_finished_on_another_pod_is_published_whole(
     assert entry["pod"] == "pod-b"
 
 
-def test_two_runs_of_two_pods_share_one_index(serve_factory, tmp_path, git_daemon):
-    pod_a = start(serve_factory, tmp_path / "pod-a", git_daemon)
-    pod_b = start(serve_factory, tmp_path / "pod-b", git_daemon, pod="pod-b")
-    ids = [pod.submit(tests=5, test_ms=1) for pod in (pod_a, pod_b, pod_a, pod_b)]
-    for pod, run_id in zip((pod_a, pod_b, pod_a, pod_b), ids):
+def test_two_pods_publishing_ten_runs_each_at_once_lose_none(serve_factory, tmp_path, git_daemon):
+    pod_a = start(serve_factory, tmp_path / "pod-a", git_daemon, "--max-concurrent", "10")
+    pod_b = start(serve_factory, tmp_path / "pod-b", git_daemon, "--max-concurrent", "10",
+                  pod="pod-b")
+    pods = [pod_a, pod_b] * 10
+    ids = [pod.submit(tests=5, test_ms=1) for pod in pods]
+    for pod, run_id in zip(pods, ids):
         wait_branch_deleted(pod, run_id)
     assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, i) for i in ids}
     listed = git(git_daemon.bare, "ls-tree", "--name-only", "refs/heads/inflight-index:runs").split()
