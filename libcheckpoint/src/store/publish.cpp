@@ -4,6 +4,11 @@
 // forward only and built again on a tip another pod moved.
 #include <git2.h>
 
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <thread>
+
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
 #include "git/git_handle.hpp"
@@ -17,10 +22,10 @@ namespace inflight::checkpoint {
 
 namespace {
 
-// Each try reads the index tip anew, and each round of a race has a winner:
-// a pod publishes one run at a time (its releases take turns), so it loses
-// at most one race per other pod publishing at that moment. Past this many
-// in a row it tries again at its next step.
+// Each try reads the index tip anew, after a random wait (back_off), and
+// each round of a race has a winner: a pod publishes one run at a time (its
+// releases take turns). Past this many lost in a row it tries again at its
+// next step.
 constexpr int kIndexTries = 10;
 
 // The same run dir published twice, by a retry or after a restart, is the
@@ -58,6 +63,18 @@ std::optional<std::string> write_index(CacheRepo& cache, const std::optional<std
             "update the index tree");
   if (git_oid_equal(&tree, &base)) return std::nullopt;
   return oid_hex(write_commit(cache, tree, parent.get(), "inflight index: " + path));
+}
+
+// Before try `attempt` (from 2): pods that lost a race to one another would
+// otherwise push again at the same moment, and a server that locks the ref
+// for one push refuses the others. A random wait, doubling up to 400 ms, lets
+// one through at a time (client-go's RetryOnConflict does the same); this
+// runs in the agent's own process, never on serve's event loop.
+void back_off(int attempt) {
+  static thread_local std::minstd_rand random{std::random_device{}()};
+  const int ceiling_ms = 25 << std::min(attempt - 2, 4);
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(std::uniform_int_distribution<int>(0, ceiling_ms)(random)));
 }
 
 Error publish_failure(Failure kind, std::string message) {
@@ -111,6 +128,7 @@ Result<void> CheckpointStore::publish_entry(const std::string& run_id, const std
   bool result_landed = false;
   std::string last_failure;
   for (int attempt = 1; attempt <= kIndexTries; ++attempt) {
+    if (attempt > 1) back_off(attempt);
     std::vector<RefUpdate> updates;
     if (!result_landed)
       updates.push_back({.ref = result_ref(run_id), .commit = result, .from = ""});
