@@ -81,11 +81,12 @@ Result<IndexEntry> read_index_file(git_repository* git, git_odb* odb, const git_
   return parsed;
 }
 
-// Every entry of the index's `runs/`; a bad file is a problem of its own.
-std::vector<IndexEntry> read_index(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& index,
+// Every entry of `runs/` in the index commit `tip`; a bad file is a problem
+// of its own.
+std::vector<IndexEntry> read_index(CacheRepo& cache, const std::string& tip,
                                    std::vector<std::string>& problems) {
   git_repository* git = raw_repo(cache);
-  const TreeHandle root = tree_of(lookup_commit(git, remote.fetch_listed(index)).get());
+  const TreeHandle root = tree_of(lookup_commit(git, tip).get());
   std::vector<IndexEntry> entries;
   const git_tree_entry* runs = git_tree_entry_byname(root.get(), "runs");
   if (runs == nullptr || git_tree_entry_filemode(runs) != GIT_FILEMODE_TREE) return entries;
@@ -130,7 +131,7 @@ RunListing list_runs(CacheRepo& cache, RemoteStore& remote) {
   RunListing listing;
   const auto refs = map_refs(remote.list("refs/", RemoteStore::Tips::downloaded));
   if (refs.index)
-    for (const auto& entry : read_index(cache, remote, *refs.index, listing.problems))
+    for (const auto& entry : read_index(cache, remote.fetch_listed(*refs.index), listing.problems))
       listing.runs.push_back(row_of(entry));
   for (const auto& branch : refs.branches) {
     if (refs.published.contains(parse_branch_ref(branch.ref)->run_id)) continue;
@@ -228,7 +229,7 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
   std::string tip;
   if (refs.index) {
     tip = remote.fetch_listed(*refs.index);
-    entries = read_index(cache, remote, *refs.index, report.problems);
+    entries = read_index(cache, tip, report.problems);
   }
   const auto chosen = runs_to_prune(entries, refs.published, request, now, report);
   if (request.dry_run || chosen.empty()) {

@@ -255,18 +255,19 @@ bool expired(const std::optional<SystemClock::time_point>& finished, Duration ke
   return !finished || SystemClock::now() - *finished >= keep;
 }
 
+void remove_finished_dir(const std::string& run_id, const fs::path& dir) {
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  log::info("finished run dir removed: --keep-finished is over",
+            {{"run_id", run_id}, {"error", ec ? ec.message() : ""}});
+}
+
 }  // namespace
 
 void RunSupervisor::show_finished(checkpoint::RunParams params, bool store_answered) {
   if (find(params.run_id)) return;
-  const auto dir = settings_.runs_dir / params.run_id;
-  if (store_answered && expired(finished_time(params), settings_.keep_finished)) {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    log::info("finished run dir removed: --keep-finished is over",
-              {{"run_id", params.run_id}, {"error", ec ? ec.message() : ""}});
-    return;
-  }
+  if (store_answered && expired(finished_time(params), settings_.keep_finished))
+    return remove_finished_dir(params.run_id, settings_.runs_dir / params.run_id);
   std::string id = params.run_id;
   Run& run = add_run(std::move(id), std::move(params));
   run.status = run_status_named(*run.params.final_status).value_or(RunStatus::failed);
@@ -283,10 +284,7 @@ void RunSupervisor::remove_expired_runs() {
     if (!run.params.final_status || run.release_pending || !run.store_ops.empty() || run.process ||
         !expired(finished_time(run.params), settings_.keep_finished))
       return false;
-    std::error_code ec;
-    fs::remove_all(run.dir, ec);
-    log::info("finished run dir removed: --keep-finished is over",
-              {{"run_id", run.id}, {"error", ec ? ec.message() : ""}});
+    remove_finished_dir(run.id, run.dir);
     return true;
   });
 }
