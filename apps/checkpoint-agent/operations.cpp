@@ -55,7 +55,8 @@ ck::CheckpointInfo checkpoint_info(const agent::RunCheckpoint& run, const std::s
           .attempt = run.attempt,
           .reason = run.reason,
           .pod = pod,
-          .records = run.records};
+          .records = run.records,
+          .total = run.total};
 }
 
 agent::Done check(Context& c, const agent::Check&) {
@@ -68,13 +69,6 @@ Result<agent::Saved> save(Context& c, const agent::Save& call) {
       c.store.save(call.run.run_dir, call.run.origin_pod, checkpoint_info(call.run, c.pod));
   if (!commit) return commit.error();
   return agent::Saved{.commit = std::move(*commit), .left_out = c.store.left_out(call.run.run_dir)};
-}
-
-Result<agent::Done> release(Context& c, const agent::Release& call) {
-  const auto released =
-      c.store.release(call.run.run_dir, call.run.origin_pod, checkpoint_info(call.run, c.pod));
-  if (!released) return released.error();
-  return agent::Done{};
 }
 
 // A ref judged against this pod is `rejected`: another instance owns the run.
@@ -91,14 +85,29 @@ std::optional<Error> part_failure(const ck::SaveOutcome& outcome) {
   return ref_failure(outcome.ref, *outcome.error);
 }
 
+std::vector<ck::SaveRequest> save_requests(const std::vector<agent::RunCheckpoint>& runs,
+                                           const std::string& pod) {
+  std::vector<ck::SaveRequest> requests;
+  for (const auto& run : runs)
+    requests.push_back(
+        {.run_dir = run.run_dir, .origin_pod = run.origin_pod, .info = checkpoint_info(run, pod)});
+  return requests;
+}
+
+// Each run answers on its own, in the order asked.
+agent::Released release(Context& c, const agent::Release& call) {
+  agent::Released answer;
+  for (const auto& outcome : c.store.release(save_requests(call.runs, c.pod)))
+    answer.runs.push_back({.failure = outcome ? std::nullopt : std::optional(outcome.error()),
+                           .commit = std::nullopt,
+                           .left_out = {}});
+  return answer;
+}
+
 // Each run answers as save() would, in the order asked. The lease, when
 // asked for, rides in the same push as the runs.
 agent::SavedAll save_all(Context& c, const agent::SaveAll& call) {
-  std::vector<ck::SaveRequest> runs;
-  for (const auto& run : call.runs)
-    runs.push_back({.run_dir = run.run_dir,
-                    .origin_pod = run.origin_pod,
-                    .info = checkpoint_info(run, c.pod)});
+  const auto runs = save_requests(call.runs, c.pod);
   std::optional<ck::LeaseStep> lease;
   if (call.lease_until)
     lease = ck::LeaseStep{.lease = {.pod = c.pod, .until = *call.lease_until},

@@ -50,7 +50,9 @@ RunVerdict ChildTemplates::judge(const checkpoint::RunParams& params) const {
     return {.refusal = "the run's request no longer validates against template '" +
                        params.child_name + "': " + problem->param + ": " + problem->message,
             .progress_file = ""};
-  return {.refusal = std::nullopt, .progress_file = child->progress_file()};
+  return {.refusal = std::nullopt,
+          .progress_file = child->progress_file(),
+          .progress_total = child->progress_total(params.request)};
 }
 
 void ChildTemplates::check_programs() const {

@@ -16,6 +16,7 @@ constexpr char kSubjectReasonClose = ')';
 constexpr std::string_view kTrailerSeparator = ": ";
 constexpr std::string_view kAttemptTrailer = "Inflight-Attempt";
 constexpr std::string_view kRecordsTrailer = "Inflight-Records";
+constexpr std::string_view kTotalTrailer = "Inflight-Total";
 
 // Removes `prefix` from the front of `text`, when it is there.
 bool consume(std::string_view& text, std::string_view prefix) {
@@ -72,9 +73,11 @@ void read_trailers(std::string_view text, CheckpointMessage& message) {
     message.pod = text_if(*pod, is_valid_pod_name(*pod));
   if (const auto attempt = find_trailer(text, kAttemptTrailer))
     message.attempt = attempt_number(*attempt);
+  constexpr auto kMax = std::numeric_limits<std::uint64_t>::max();
   if (const auto records = find_trailer(text, kRecordsTrailer))
-    message.records =
-        parse_decimal<std::uint64_t>(*records, 0, std::numeric_limits<std::uint64_t>::max());
+    message.records = parse_decimal<std::uint64_t>(*records, 0, kMax);
+  if (const auto total = find_trailer(text, kTotalTrailer))
+    message.total = parse_decimal<std::uint64_t>(*total, 0, kMax);
 }
 
 }  // namespace
@@ -103,7 +106,8 @@ std::string write_checkpoint_message(const CheckpointInfo& info) {
          std::string(kSubjectReasonOpen) + std::string(to_string(info.reason)) +
          kSubjectReasonClose + "\n\n" + trailer_line(kPodTrailer, info.pod) +
          trailer_line(kAttemptTrailer, attempt) +
-         trailer_line(kRecordsTrailer, std::to_string(info.records));
+         trailer_line(kRecordsTrailer, std::to_string(info.records)) +
+         (info.total ? trailer_line(kTotalTrailer, std::to_string(*info.total)) : "");
 }
 
 CheckpointMessage parse_checkpoint_message(std::string_view text) {

@@ -97,7 +97,8 @@ CheckpointCommit describe_commit(const CommitSummary& summary) {
           .reason = message.reason,
           .attempt = message.attempt.value_or(0),
           .pod = message.pod.value_or(""),
-          .records = message.records.value_or(0)};
+          .records = message.records.value_or(0),
+          .total = message.total};
 }
 
 bool branch_matches(const std::string& ref, const std::string& id) {

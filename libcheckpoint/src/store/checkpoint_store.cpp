@@ -144,35 +144,95 @@ std::optional<std::string> CheckpointStore::pushed_final(const std::string& ref)
   return last;
 }
 
-Result<void> CheckpointStore::release(const fs::path& run_dir, const std::string& origin_pod,
-                                      const CheckpointInfo& info) {
-  const auto ref = branch_ref({origin_pod, info.run_id});
-  auto final_commit = pushed_final(ref);
-  if (!final_commit) {
-    // A final state over the restore limits cannot be pushed, and no retry
-    // mends it: the branch goes without it (the local run dir says the run
-    // is over), rather than stay for another pod to run the run again.
-    auto saved = save(run_dir, origin_pod, info);
-    if (!saved && !saved.failed_with(Failure::over_limit)) return saved.error();
-    if (saved) final_commit = saved->has_value() ? **saved : remote_.last_pushed(ref);
+namespace {
+
+Error release_failure(Failure kind, std::string message) {
+  return {.kind = kind, .message = std::move(message), .candidates = {}};
+}
+
+}  // namespace
+
+std::vector<Result<void>> CheckpointStore::release(const std::vector<SaveRequest>& runs) {
+  std::vector<Result<void>> answers(runs.size(), Result<void>{});
+  const auto finals = push_final_states(runs, answers);
+  if (config_.publish) {
+    std::vector<std::string> commits;
+    std::vector<std::size_t> published;  // the run of each commit
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      if (answers[i] && finals[i]) {
+        commits.push_back(*finals[i]);
+        published.push_back(i);
+      }
+    const auto outcomes = publish(commits);
+    for (std::size_t n = 0; n < outcomes.size(); ++n)
+      if (!outcomes[n]) answers[published[n]] = outcomes[n].error();
   }
-  if (final_commit && config_.publish)
-    if (auto published = publish(*final_commit); !published) return published.error();
-  snapshotters_.erase(run_dir.string());
-  drop_stat_cache(cache_, run_dir);
-  try {
-    remote_.remove(ref);
-  } catch (const GitError& e) {
-    if (e.kind() == Failure::not_found) return {};
-    // The final push landed, so the branch is ours: a refused deletion is a
-    // failure to retry, not another owner.
-    if (e.kind() == Failure::rejected)
-      return Error{.kind = Failure::other,
-                   .message = std::string("deleting the branch: ") + e.what(),
-                   .candidates = {}};
-    return e.error();
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (answers[i]) {
+      snapshotters_.erase(runs[i].run_dir.string());
+      drop_stat_cache(cache_, runs[i].run_dir);
+    }
+  delete_branches(runs, answers);
+  return answers;
+}
+
+// Each run's final checkpoint: the one this cache pushed last when its last
+// push was one (a release tried again publishes it, not a new one), else a
+// snapshot, all pushed at once. A final state over the restore limits cannot
+// be pushed, and no retry mends it: nullopt, and the branch goes without it
+// (the local run dir says the run is over), rather than stay for another pod
+// to run the run again.
+std::vector<std::optional<std::string>> CheckpointStore::push_final_states(
+    const std::vector<SaveRequest>& runs, std::vector<Result<void>>& answers) {
+  std::vector<std::optional<std::string>> finals(runs.size());
+  std::vector<RefUpdate> updates;
+  std::vector<std::size_t> pushed;  // the run of each update
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& run = runs[i];
+    const auto ref = branch_ref({run.origin_pod, run.info.run_id});
+    if ((finals[i] = pushed_final(ref))) continue;
+    try {
+      const auto commit = snapshot(run.run_dir, run.origin_pod, run.info);
+      finals[i] = commit ? commit : remote_.last_pushed(ref);
+      if (!commit) continue;
+      updates.push_back({.ref = ref, .commit = *commit, .from = {}});
+      pushed.push_back(i);
+    } catch (const GitError& e) {
+      if (e.kind() == Failure::cache) throw;
+      if (e.kind() != Failure::over_limit) answers[i] = e.error();
+    }
   }
-  return {};
+  if (updates.empty()) return finals;
+  const auto results = remote_.update(updates);
+  for (std::size_t n = 0; n < pushed.size(); ++n) {
+    const auto& result = results[n];
+    if (result.outcome == RefOutcome::updated) continue;
+    answers[pushed[n]] = release_failure(
+        judged_against(result.outcome) ? Failure::rejected : Failure::other,
+        updates[n].ref + ": " + result.detail);
+  }
+  return finals;
+}
+
+// The branches of the runs whose release went well so far, in one push of
+// their own: after their results landed. The final push landed, so each
+// branch is ours: a refused deletion is a failure to retry, not another owner.
+void CheckpointStore::delete_branches(const std::vector<SaveRequest>& runs,
+                                      std::vector<Result<void>>& answers) {
+  std::vector<RefUpdate> updates;
+  std::vector<std::size_t> deleted;  // the run of each update
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (!answers[i]) continue;
+    updates.push_back(
+        {.ref = branch_ref({runs[i].origin_pod, runs[i].info.run_id}), .commit = "", .from = {}});
+    deleted.push_back(i);
+  }
+  if (updates.empty()) return;
+  const auto results = remote_.update(updates);
+  for (std::size_t n = 0; n < deleted.size(); ++n)
+    if (results[n].outcome != RefOutcome::updated)
+      answers[deleted[n]] =
+          release_failure(Failure::other, "deleting the branch: " + results[n].detail);
 }
 
 }  // namespace inflight::checkpoint

@@ -23,9 +23,9 @@ namespace inflight::checkpoint {
 namespace {
 
 // Each try reads the index tip anew, after a random wait (back_off), and
-// each round of a race has a winner: a pod publishes one run at a time (its
-// releases take turns). Past this many lost in a row it tries again at its
-// next step.
+// each round of a race has a winner: a pod publishes one batch at a time
+// (its releases take turns). Past this many lost in a row it tries again at
+// its next step.
 constexpr int kIndexTries = 10;
 
 // The same run dir published twice, by a retry or after a restart, is the
@@ -42,10 +42,13 @@ std::string write_result(CacheRepo& cache, const std::string& final_commit,
       write_commit(cache, tree, final_state.get(), message, git_commit_time(final_state.get())));
 }
 
-// The index of `tip` (none: an empty one) with `path` holding `text`; nullopt
-// when it holds that already.
+// An index file: its path and its text.
+using IndexFile = std::pair<std::string, std::string>;
+
+// The index of `tip` (none: an empty one) with `files` in it; nullopt when it
+// holds them all as they are already.
 std::optional<std::string> write_index(CacheRepo& cache, const std::optional<std::string>& tip,
-                                       const std::string& path, const std::string& text) {
+                                       const std::vector<IndexFile>& files) {
   git_repository* git = raw_repo(cache);
   CommitHandle parent;
   git_oid base = empty_tree(git);
@@ -53,16 +56,21 @@ std::optional<std::string> write_index(CacheRepo& cache, const std::optional<std
     parent = lookup_commit(git, *tip);
     base = *git_commit_tree_id(parent.get());
   }
-  const git_oid blob = write_object(cache, text.data(), text.size(), GIT_OBJECT_BLOB);
-  git_tree_update update{.action = GIT_TREE_UPDATE_UPSERT,
-                         .id = blob,
-                         .filemode = GIT_FILEMODE_BLOB,
-                         .path = path.c_str()};
+  std::vector<git_tree_update> updates;
+  for (const auto& [path, text] : files)
+    updates.push_back({.action = GIT_TREE_UPDATE_UPSERT,
+                       .id = write_object(cache, text.data(), text.size(), GIT_OBJECT_BLOB),
+                       .filemode = GIT_FILEMODE_BLOB,
+                       .path = path.c_str()});
   git_oid tree;
-  git_check(git_tree_create_updated(&tree, git, lookup_tree(git, base).get(), 1, &update),
+  git_check(git_tree_create_updated(&tree, git, lookup_tree(git, base).get(), updates.size(),
+                                    updates.data()),
             "update the index tree");
   if (git_oid_equal(&tree, &base)) return std::nullopt;
-  return oid_hex(write_commit(cache, tree, parent.get(), "inflight index: " + path));
+  const std::string subject = files.size() == 1
+                                  ? "inflight index: " + files.front().first
+                                  : "inflight index: " + std::to_string(files.size()) + " runs";
+  return oid_hex(write_commit(cache, tree, parent.get(), subject));
 }
 
 // Before try `attempt` (from 2): pods that lost a race to one another would
@@ -92,22 +100,54 @@ std::optional<std::string> CheckpointStore::index_tip() {
   }
 }
 
-Result<void> CheckpointStore::publish(const std::string& final_commit) {
-  try {
-    const auto text = read_file_at(cache_, final_commit, kRunParamsFile);
-    if (!text)
-      return publish_failure(Failure::other, "the final checkpoint has no run-params.json");
-    const auto params = run_params_from_text(*text);
-    const auto records =
-        parse_checkpoint_message(commit_summary(cache_, final_commit).message).records;
-    const auto entry = write_index_entry(index_entry_of(params, records.value_or(0), std::nullopt));
-    const auto result = write_result(cache_, final_commit, params);
-    return publish_entry(params.run_id, result, entry);
-  } catch (const GitError& e) {
-    return e.error();
-  } catch (const std::exception& e) {
-    return publish_failure(Failure::other, e.what());
+// A run to publish: its result commit and its index file.
+struct CheckpointStore::Publication {
+  std::string run_id;
+  std::string result;
+  std::string entry;
+  bool result_landed = false;
+  std::optional<Error> failure;  // it stops here: another pod published the run id first
+};
+
+// The result and the index entry of a finished run, made in the cache.
+CheckpointStore::Publication CheckpointStore::publication(const std::string& final_commit) {
+  const auto text = read_file_at(cache_, final_commit, kRunParamsFile);
+  if (!text) throw std::runtime_error("the final checkpoint has no run-params.json");
+  const auto params = run_params_from_text(*text);
+  const auto message = parse_checkpoint_message(commit_summary(cache_, final_commit).message);
+  const auto entry =
+      write_index_entry(index_entry_of(params, message.records.value_or(0), message.total));
+  return {.run_id = params.run_id,
+          .result = write_result(cache_, final_commit, params),
+          .entry = entry,
+          .result_landed = false,
+          .failure = std::nullopt};
+}
+
+std::vector<Result<void>> CheckpointStore::publish(const std::vector<std::string>& final_commits) {
+  std::vector<Result<void>> answers(final_commits.size(), Result<void>{});
+  std::vector<Publication> publications;
+  std::vector<std::size_t> asked;  // the final commit of each publication
+  for (std::size_t i = 0; i < final_commits.size(); ++i) {
+    try {
+      publications.push_back(publication(final_commits[i]));
+      asked.push_back(i);
+    } catch (const GitError& e) {
+      if (e.network() || e.kind() == Failure::cache) throw;
+      answers[i] = e.error();
+    } catch (const std::exception& e) {
+      answers[i] = publish_failure(Failure::other, e.what());
+    }
   }
+  if (publications.empty()) return answers;
+  const auto outcome = publish_all(publications);
+  for (std::size_t n = 0; n < publications.size(); ++n) {
+    if (publications[n].failure)
+      answers[asked[n]] = *publications[n].failure;
+    else if (outcome)
+      answers[asked[n]] = *outcome;
+  }
+  return answers;
 }
 
 // Whether the result ref, which holds another commit than `result`, holds
@@ -119,40 +159,60 @@ bool CheckpointStore::same_result(const std::string& run_id, const std::string& 
                        git_commit_tree_id(lookup_commit(raw_repo(cache_), result).get()));
 }
 
-// The result and the index entry in one push; then whatever did not land, on
-// the tips as they are then, until both did or kIndexTries are spent. A ref
-// the server did not take (two pods' pushes raced for its lock) is tried
-// again like a moved index tip.
-Result<void> CheckpointStore::publish_entry(const std::string& run_id, const std::string& result,
-                                            const std::string& entry) {
-  bool result_landed = false;
+// Each result ref is created alone first; the index, with the entries of
+// those that landed, in a later push: an entry never describes a run whose
+// result another pod published. Each push is tried again on the tips as they
+// are then (a ref the server did not take as two pods' pushes raced for its
+// lock, an index tip another pod moved) until all landed or kIndexTries are
+// spent; nullopt when all landed, else why not.
+std::optional<Error> CheckpointStore::publish_all(std::vector<Publication>& publications) {
   std::string last_failure;
   for (int attempt = 1; attempt <= kIndexTries; ++attempt) {
     if (attempt > 1) back_off(attempt);
-    std::vector<RefUpdate> updates;
-    if (!result_landed)
-      updates.push_back({.ref = result_ref(run_id), .commit = result, .from = ""});
-    if (const auto index = write_index(cache_, index_tip(), index_path(run_id), entry))
-      updates.push_back({.ref = std::string(kIndexRef), .commit = *index, .from = {}});
-    if (updates.empty()) return {};
-    const auto results = remote_.update(updates);
-    bool index_landed = updates.back().ref != kIndexRef;
-    for (std::size_t i = 0; i < updates.size(); ++i) {
-      const auto outcome = results[i].outcome;
-      const bool is_result = updates[i].ref != kIndexRef;
-      if (outcome == RefOutcome::taken && is_result && !same_result(run_id, result))
-        return publish_failure(
-            Failure::rejected,
-            "run " + run_id + " was published by another pod first (" + results[i].detail + ")");
-      const bool landed =
-          outcome == RefOutcome::updated || (outcome == RefOutcome::taken && is_result);
-      (is_result ? result_landed : index_landed) = landed;
-      if (!landed) last_failure = updates[i].ref + ": " + results[i].detail;
-    }
-    if (result_landed && index_landed) return {};
+    if (!push_results(publications, last_failure)) continue;
+    std::vector<IndexFile> files;
+    for (const auto& publication : publications)
+      if (!publication.failure) files.emplace_back(index_path(publication.run_id), publication.entry);
+    const auto index = write_index(cache_, index_tip(), files);
+    if (!index) return std::nullopt;
+    const auto landed = remote_.update({{.ref = std::string(kIndexRef), .commit = *index, .from = {}}});
+    if (landed[0].outcome == RefOutcome::updated) return std::nullopt;
+    last_failure = std::string(kIndexRef) + ": " + landed[0].detail;
   }
   return publish_failure(Failure::other, last_failure + " (" + std::to_string(kIndexTries) +
                                              " tries, another pod's update won each)");
+}
+
+// Creates the result refs not yet landed; whether all of those still going
+// did. One another pod holds with another run dir ends its publication.
+bool CheckpointStore::push_results(std::vector<Publication>& publications,
+                                   std::string& last_failure) {
+  std::vector<RefUpdate> updates;
+  std::vector<Publication*> pushed;
+  for (auto& publication : publications) {
+    if (publication.result_landed || publication.failure) continue;
+    updates.push_back(
+        {.ref = result_ref(publication.run_id), .commit = publication.result, .from = ""});
+    pushed.push_back(&publication);
+  }
+  if (updates.empty()) return true;
+  const auto results = remote_.update(updates);
+  bool all = true;
+  for (std::size_t i = 0; i < updates.size(); ++i) {
+    auto& publication = *pushed[i];
+    const auto outcome = results[i].outcome;
+    if (outcome == RefOutcome::taken && !same_result(publication.run_id, publication.result)) {
+      publication.failure = publish_failure(
+          Failure::rejected, "run " + publication.run_id + " was published by another pod first (" +
+                                 results[i].detail + ")");
+      continue;
+    }
+    publication.result_landed = outcome == RefOutcome::updated || outcome == RefOutcome::taken;
+    if (publication.result_landed) continue;
+    all = false;
+    last_failure = updates[i].ref + ": " + results[i].detail;
+  }
+  return all;
 }
 
 }  // namespace inflight::checkpoint

@@ -24,12 +24,14 @@ std::uint64_t records_of(const fs::path& dir, const RunVerdict& verdict) {
 }
 
 // What a claim commit says: this pod took the run at its attempt so far.
-CheckpointInfo claim_info(const RunParams& params, const std::string& pod, std::uint64_t records) {
+CheckpointInfo claim_info(const RunParams& params, const std::string& pod, std::uint64_t records,
+                          std::optional<std::uint64_t> total) {
   return {.run_id = params.run_id,
           .attempt = static_cast<int>(params.attempts.size()),
           .reason = CheckpointReason::claim,
           .pod = pod,
-          .records = records};
+          .records = records,
+          .total = total};
 }
 
 std::int64_t seconds_now() {
@@ -48,6 +50,7 @@ struct CheckpointStore::RestorePush {
     RunParams params;
     fs::path staging;
     std::future<std::uint64_t> records;  // of the progress file, once written
+    std::optional<std::uint64_t> total;
   };
 
   RestorePush(const fs::path& cache, const TreeLimits& limits) : writers(cache, limits) {}
@@ -238,7 +241,7 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
 void CheckpointStore::publish_finished(const RemoteBranch& branch, const std::string& final_commit,
                                        RestorePush& push, RestoreReport& report) {
   if (config_.publish)
-    if (const auto published = publish(final_commit); !published) {
+    if (const auto published = publish({final_commit}).front(); !published) {
       const auto& error = published.error();
       if (network_failure(error.kind)) throw GitError(error.kind, error.message);
       throw std::runtime_error("kept, not published: " + error.message);
@@ -258,11 +261,13 @@ std::string CheckpointStore::push_local_final(const RemoteBranch& branch, const 
   const auto name = *parse_branch_ref(branch.ref);
   const auto dir = request.runs_dir / name.run_id;
   const auto params = read_run_params(dir);
+  const auto verdict = request.judge(*params);
   const CheckpointInfo info{.run_id = name.run_id,
                             .attempt = static_cast<int>(params->attempts.size()),
                             .reason = CheckpointReason::final,
                             .pod = request.pod,
-                            .records = records_of(dir, request.judge(*params))};
+                            .records = records_of(dir, verdict),
+                            .total = verdict.progress_total};
   const auto commit = *RunSnapshotter(cache_, config_.exclude_globs, config_.restore_limits)
                            .snapshot(dir, info, tip);
   remote_.push(branch.ref, commit);
@@ -309,8 +314,9 @@ void CheckpointStore::push_local_run(const fs::path& dir, const RestoreRequest& 
       report.held.push_back({std::move(*params), "", *verdict.refusal});
       return;
     }
-    const auto commit = snapshot(dir, params->origin_pod,
-                                 claim_info(*params, request.pod, records_of(dir, verdict)));
+    const auto commit =
+        snapshot(dir, params->origin_pod,
+                 claim_info(*params, request.pod, records_of(dir, verdict), verdict.progress_total));
     auto branch = branch_ref({params->origin_pod, params->run_id});
     ClaimedRun claimed{std::move(*params), dir, branch, commit.value_or("")};
     if (!commit) return report.claimed.push_back(std::move(claimed));
@@ -367,10 +373,12 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
                             .tip = tip,
                             .params = std::move(params),
                             .staging = std::move(staging),
-                            .records = std::move(records)});
+                            .records = std::move(records),
+                            .total = verdict.progress_total});
     return;
   }
-  const auto info = claim_info(params, request.pod, records_of(dir, verdict));
+  const auto info =
+      claim_info(params, request.pod, records_of(dir, verdict), verdict.progress_total);
   auto commit = *RunSnapshotter(cache_, config_.exclude_globs).snapshot(dir, info, tip);
   add_claim(branch, tip, std::move(params), {}, std::move(commit), request, push, report);
 }
@@ -383,7 +391,8 @@ void CheckpointStore::claim_written(const RestoreRequest& request, RestorePush& 
   for (auto& written : push.written) {
     try {
       auto commit = commit_on_own_tree(
-          cache_, written.tip, claim_info(written.params, request.pod, written.records.get()));
+          cache_, written.tip,
+          claim_info(written.params, request.pod, written.records.get(), written.total));
       add_claim(written.branch, written.tip, std::move(written.params), written.staging,
                 std::move(commit), request, push, report);
     } catch (const std::exception& e) {

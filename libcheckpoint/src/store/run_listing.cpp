@@ -119,7 +119,7 @@ RunRow row_of_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& 
       .attempts = attempts.size(),
       .interruptions = interruptions_of(attempts),
       .records = commit.records,
-      .total = std::nullopt,
+      .total = commit.total,
       .last_checkpoint_at = iso8601_utc(SystemClock::from_time_t(commit.time)),
       .finished_at = std::nullopt,
       .where = short_branch(branch.ref)};

@@ -60,7 +60,7 @@ OrderedJson nullable(const std::optional<std::string>& value) {
 
 // The template's `progress_total` for this run's request, null when unknown.
 OrderedJson progress_total(const Run& run) {
-  const auto total = run.child ? run.child->progress_total(run.params.request) : std::nullopt;
+  const auto total = run.records_expected();
   return total ? OrderedJson(*total) : OrderedJson(nullptr);
 }
 

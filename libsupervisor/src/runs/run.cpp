@@ -35,4 +35,8 @@ std::uint64_t Run::record_count() {
   return records.count(dir, child->progress_file());
 }
 
+std::optional<std::uint64_t> Run::records_expected() const {
+  return child ? child->progress_total(params.request) : std::nullopt;
+}
+
 }  // namespace inflight

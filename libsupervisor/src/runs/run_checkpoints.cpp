@@ -26,6 +26,16 @@ void RunSupervisor::store_op_done(Run& run) {
 
 namespace {
 
+CheckpointRequest checkpoint_request(Run& run, checkpoint::CheckpointReason reason) {
+  return {.run_id = run.id,
+          .run_dir = run.dir,
+          .origin_pod = run.params.origin_pod,
+          .attempt = run.attempts(),
+          .reason = reason,
+          .records = run.record_count(),
+          .total = run.records_expected()};
+}
+
 // The answer for a run another instance owns: nothing is sent to the store.
 CheckpointResult fenced_result() {
   return Error{
@@ -42,9 +52,7 @@ void RunSupervisor::checkpoint(Run& run, checkpoint::CheckpointReason reason,
       done(fenced_result());
       return store_op_done(run);
     }
-    const CheckpointRequest request{run.id,         run.dir, run.params.origin_pod,
-                                    run.attempts(), reason,  run.record_count()};
-    checkpoints_.save(request, deadline, [this, &run, done](CheckpointResult result) {
+    checkpoints_.save(checkpoint_request(run, reason), deadline, [this, &run, done](CheckpointResult result) {
       record_checkpoint(run, result);
       done(result);
       store_op_done(run);
@@ -84,8 +92,7 @@ void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
       continue;
     }
     sending.push_back(run);
-    request.runs.push_back({run->id, run->dir, run->params.origin_pod, run->attempts(), step.reason,
-                            run->record_count()});
+    request.runs.push_back(checkpoint_request(*run, step.reason));
   }
   if (request.runs.empty() && !request.lease_until) return step.done(std::nullopt);
   checkpoints_.save_all(request, step.deadline,
@@ -106,50 +113,43 @@ void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {
   });
 }
 
-// As store ops, each release runs from a local: it may end before it returns.
-void RunSupervisor::enqueue_release(std::function<void()> release) {
-  releases_.push_back(std::move(release));
-  if (releases_.size() > 1) return;
-  const auto first = std::move(releases_.front());
-  first();
-}
-
-void RunSupervisor::release_done() {
-  releases_.pop_front();
-  if (releases_.empty()) return;
-  const auto next = std::move(releases_.front());
-  next();
-}
-
+// A release holds its run's store queue until its batch is answered.
 void RunSupervisor::release_checkpoint(Run& run) {
   run.release_pending = true;
   enqueue_store_op(run, [this, &run] {
     if (run.fenced || !run.release_pending) return store_op_done(run);
-    enqueue_release([this, &run] {
-      const CheckpointRequest request{run.id,
-                                      run.dir,
-                                      run.params.origin_pod,
-                                      run.attempts(),
-                                      checkpoint::CheckpointReason::final,
-                                      run.record_count()};
-      // The deadline runs from the release's turn, not from its queueing.
-      checkpoints_.release(request, SteadyClock::now() + settings_.network_timeout,
-                           [this, &run](CheckpointResult result) {
-                             disk_health_.report(result);
-                             const bool fenced = result.failed_with(Failure::rejected);
-                             if (fenced) fence(run);
-                             run.release_pending = !result && !fenced;
-                             if (result)
-                               log::info("checkpoint branch deleted", {{"run_id", run.id}});
-                             else if (run.release_pending)
-                               log::warn(
-                                   "checkpoint branch of a finished run not deleted; will retry",
-                                   {{"run_id", run.id}, {"error", result.error().message}});
-                             store_op_done(run);
-                             release_done();
-                           });
-    });
+    releases_waiting_.push_back(&run);
+    if (!release_sent_) send_releases();
   });
+}
+
+void RunSupervisor::send_releases() {
+  const auto batch = std::exchange(releases_waiting_, {});
+  release_sent_ = !batch.empty();
+  if (batch.empty()) return;
+  std::vector<CheckpointRequest> requests;
+  for (Run* run : batch)
+    requests.push_back(checkpoint_request(*run, checkpoint::CheckpointReason::final));
+  // The deadline runs from the batch's turn, not from its runs' queueing.
+  checkpoints_.release(requests, SteadyClock::now() + settings_.network_timeout,
+                       [this, batch](const std::vector<CheckpointResult>& results) {
+                         for (std::size_t i = 0; i < batch.size(); ++i)
+                           released(*batch[i], results[i]);
+                         send_releases();
+                       });
+}
+
+void RunSupervisor::released(Run& run, const CheckpointResult& result) {
+  disk_health_.report(result);
+  const bool fenced = result.failed_with(Failure::rejected);
+  if (fenced) fence(run);
+  run.release_pending = !result && !fenced;
+  if (result)
+    log::info("checkpoint branch deleted", {{"run_id", run.id}});
+  else if (run.release_pending)
+    log::warn("checkpoint branch of a finished run not deleted; will retry",
+              {{"run_id", run.id}, {"error", result.error().message}});
+  store_op_done(run);
 }
 
 void RunSupervisor::record_checkpoint(Run& run, const CheckpointResult& result) {

@@ -28,7 +28,8 @@ agent::RunCheckpoint run_checkpoint(const CheckpointRequest& request) {
           .run_id = request.run_id,
           .attempt = request.attempt,
           .reason = request.reason,
-          .records = request.records};
+          .records = request.records,
+          .total = request.total};
 }
 
 // A batched answer with a part per run and the lease, when asked for; the
@@ -76,9 +77,23 @@ void AgentCheckpoints::save(const CheckpointRequest& request, SteadyClock::time_
   step(agent::Save{.run = run_checkpoint(request)}, deadline, std::move(done));
 }
 
-void AgentCheckpoints::release(const CheckpointRequest& request, SteadyClock::time_point deadline,
-                               std::function<void(CheckpointResult)> done) {
-  step(agent::Release{.run = run_checkpoint(request)}, deadline, std::move(done));
+void AgentCheckpoints::release(const std::vector<CheckpointRequest>& requests,
+                               SteadyClock::time_point deadline,
+                               std::function<void(std::vector<CheckpointResult>)> done) {
+  agent::Release call;
+  for (const auto& request : requests) call.runs.push_back(run_checkpoint(request));
+  agent_.call(call, deadline,
+              [done = std::move(done), runs = requests.size()](AgentReply<agent::Released> reply) {
+                if (reply && reply->runs.size() != runs)
+                  reply = Error{.kind = Failure::other,
+                                .message = "the agent's answer lacks a run",
+                                .candidates = {}};
+                std::vector<CheckpointResult> results;
+                for (std::size_t i = 0; i < runs; ++i)
+                  results.push_back(reply ? part_result(reply->runs[i])
+                                          : CheckpointResult(reply.error()));
+                done(std::move(results));
+              });
 }
 
 void AgentCheckpoints::save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,

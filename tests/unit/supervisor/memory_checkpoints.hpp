@@ -68,7 +68,9 @@ class MemoryCheckpoints final : public CheckpointPort {
     return ids;
   }
   const std::vector<SaveAllRequest>& batches() const { return batches_; }
+  // Every run released, in call order, and how many each call released.
   const std::vector<CheckpointRequest>& releases() const { return releases_; }
+  const std::vector<std::size_t>& release_batches() const { return release_batches_; }
   const std::vector<SystemClock::time_point>& lease_holds() const { return lease_holds_; }
   int lease_drops() const { return lease_drops_; }
   const std::vector<RestoreQuery>& restores() const { return restores_; }
@@ -109,10 +111,23 @@ class MemoryCheckpoints final : public CheckpointPort {
           });
   }
 
-  void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
-               std::function<void(CheckpointResult)> done) override {
-    releases_.push_back(request);
-    reply(next_answer(Step::release), deadline, std::move(done), result_of);
+  // Each run of a batch takes the next release answer; a stall of any
+  // stalls the batch, which then ends as the stall does.
+  void release(const std::vector<CheckpointRequest>& requests, SteadyClock::time_point deadline,
+               std::function<void(std::vector<CheckpointResult>)> done) override {
+    release_batches_.push_back(requests.size());
+    std::vector<Answer> answers;
+    for (const auto& request : requests) {
+      releases_.push_back(request);
+      answers.push_back(next_answer(Step::release));
+    }
+    const bool stalls = std::find(answers.begin(), answers.end(), Answer::stall) != answers.end();
+    reply(stalls ? Answer::stall : Answer::land, deadline, std::move(done), [answers](Answer whole) {
+      std::vector<CheckpointResult> results;
+      for (const auto own : answers)
+        results.push_back(result_of(own == Answer::stall || whole != Answer::land ? whole : own));
+      return results;
+    });
   }
 
   void check(SteadyClock::time_point deadline,
@@ -221,6 +236,7 @@ class MemoryCheckpoints final : public CheckpointPort {
   std::vector<CheckpointRequest> saves_;
   std::vector<SaveAllRequest> batches_;
   std::vector<CheckpointRequest> releases_;
+  std::vector<std::size_t> release_batches_;
   std::vector<SystemClock::time_point> lease_holds_;
   int lease_drops_ = 0;
   std::vector<RestoreQuery> restores_;

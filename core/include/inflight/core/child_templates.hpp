@@ -19,6 +19,7 @@ namespace inflight {
 struct RunVerdict {
   std::optional<std::string> refusal;  // why this instance cannot run it
   std::string progress_file;           // the configured one, relative to the run dir
+  std::optional<std::uint64_t> progress_total = std::nullopt;  // records when done, when known
 };
 
 class ChildTemplates {

@@ -25,6 +25,7 @@ struct CheckpointCommit {
   int attempt = 0;
   std::string pod;
   std::uint64_t records = 0;
+  std::optional<std::uint64_t> total = std::nullopt;
 };
 
 CheckpointCommit describe_commit(const CommitSummary& commit);

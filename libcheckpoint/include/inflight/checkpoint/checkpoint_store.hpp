@@ -37,22 +37,23 @@ class CheckpointStore {
   // run only).
   SaveAllReport save_all(const std::vector<SaveRequest>& runs,
                          const std::optional<LeaseStep>& lease);
-  // The run is over: a last commit carrying its final run-params.json, its
-  // publication (with StoreConfig::publish), then the branch is deleted, in
-  // a push of its own once the result landed. A crash or a failure between
-  // them leaves a branch that every restore publishes and deletes instead of
-  // running. A rejected push is Failure::rejected: the branch is another
-  // instance's, untouched, or another pod published the run id first, and the
-  // branch is kept for an operator. A final state over the restore limits is
-  // neither pushed nor published: the branch is deleted as is.
-  Result<void> release(const std::filesystem::path& run_dir, const std::string& origin_pod,
-                       const CheckpointInfo& info);
-  // Publishes the finished run whose final checkpoint is `final_commit`
-  // (README "Results that outlive the pod"): its result ref, created only if
-  // absent, and its index entry, in one push; an index tip another pod moved
-  // meanwhile is built on again. Landed when both are there, now or before;
-  // Failure::rejected when another pod published the run id first.
-  Result<void> publish(const std::string& final_commit);
+  // The runs are over: a last commit of each carrying its final
+  // run-params.json, their publication (with StoreConfig::publish), then
+  // their branches are deleted, each step one push for all of them and each
+  // run's outcome its own. A crash or a failure between them leaves a branch
+  // that every restore publishes and deletes instead of running. A rejected
+  // push is Failure::rejected: the branch is another instance's, untouched,
+  // or another pod published the run id first, and the branch is kept for an
+  // operator. A final state over the restore limits is neither pushed nor
+  // published: the branch is deleted as is.
+  std::vector<Result<void>> release(const std::vector<SaveRequest>& runs);
+  // Publishes the finished runs whose final checkpoints are `final_commits`
+  // (README "Results that outlive the pod"): their result refs, each created
+  // only if absent, in one push, then their index entries in one commit on
+  // the index tip, built again on a tip another pod moved. Landed when both
+  // are there, now or before; Failure::rejected when another pod published
+  // the run id first. One answer per commit, in order.
+  std::vector<Result<void>> publish(const std::vector<std::string>& final_commits);
 
   // Claims every unfinished run on `inflight/*` that the judge accepts by
   // pushing a claim commit on the fetched tip, and materialises those whose
@@ -88,8 +89,14 @@ class CheckpointStore {
   // from its outcome (restore.cpp).
   struct RestorePush;
 
-  Result<void> publish_entry(const std::string& run_id, const std::string& result,
-                             const std::string& entry);
+  struct Publication;
+
+  Publication publication(const std::string& final_commit);
+  std::optional<Error> publish_all(std::vector<Publication>& publications);
+  bool push_results(std::vector<Publication>& publications, std::string& last_failure);
+  std::vector<std::optional<std::string>> push_final_states(const std::vector<SaveRequest>& runs,
+                                                            std::vector<Result<void>>& answers);
+  void delete_branches(const std::vector<SaveRequest>& runs, std::vector<Result<void>>& answers);
   std::optional<std::string> index_tip();
   bool same_result(const std::string& run_id, const std::string& result);
   // The final checkpoint this cache pushed to the run's branch, if its last

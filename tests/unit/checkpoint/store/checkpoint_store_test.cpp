@@ -14,6 +14,15 @@ namespace {
 
 class CheckpointStoreTest : public CheckpointTest {
  protected:
+  static Result<void> release_one(CheckpointStore&& store, const fs::path& dir,
+                                  const std::string& pod, const CheckpointInfo& info) {
+    return release_one(store, dir, pod, info);
+  }
+  static Result<void> release_one(CheckpointStore& store, const fs::path& dir,
+                                  const std::string& pod, const CheckpointInfo& info) {
+    return store.release({{.run_dir = dir, .origin_pod = pod, .info = info}}).front();
+  }
+
   fs::path remote() const { return temp_.path() / "results.git"; }
 
   StoreConfig config(const std::string& name) const {
@@ -345,7 +354,7 @@ TEST_F(CheckpointStoreTest, ARunFinishedOverTheLimitsStillLosesItsBranch) {
   auto limited = config("a");
   limited.restore_limits.max_files = 5;
   const auto released =
-      CheckpointStore(limited).release(dir, "pod-a", info("r1", CheckpointReason::final));
+      release_one(CheckpointStore(limited), dir, "pod-a", info("r1", CheckpointReason::final));
   EXPECT_TRUE(released) << released.error().message;
   EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r1"));
 }
@@ -360,7 +369,7 @@ TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
   store.save(done, "pod-a", info("done"));
   const auto gone = make_run(runs, "gone", 1);
   store.save(gone, "pod-a", info("gone"));
-  store.release(gone, "pod-a", info("gone", CheckpointReason::final));
+  release_one(store, gone, "pod-a", info("gone", CheckpointReason::final));
   EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/gone"), "");
   const auto empty = temp_.path() / "runs-b";
   fs::create_directories(empty);
@@ -379,7 +388,7 @@ TEST_F(CheckpointStoreTest, AReleasedRunIsPublishedAsPlainFilesBeforeItsBranchGo
   const auto dir = finished_run(temp_.path() / "runs-a", "r1", "succeeded");
   write_file(dir / "big.bin", std::string(100 * 1024, 'b'));  // chunked in checkpoints
   const auto released =
-      CheckpointStore(config("a")).release(dir, "pod-a", info("r1", CheckpointReason::final));
+      release_one(CheckpointStore(config("a")), dir, "pod-a", info("r1", CheckpointReason::final));
   ASSERT_TRUE(released) << released.error().message;
   EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r1"));
   EXPECT_EQ(git(remote(), "ls-tree -r --name-only refs/inflight-results/r1"),
@@ -401,11 +410,11 @@ TEST_F(CheckpointStoreTest, TheSameFinalStatePublishedFromAnotherCacheIsTheSameR
   CheckpointStore a(config("a"));
   const auto final_commit = a.save(dir, "pod-a", info("r1", CheckpointReason::final)).value();
   ASSERT_TRUE(final_commit);
-  ASSERT_TRUE(a.publish(*final_commit));
+  ASSERT_TRUE(a.publish({*final_commit}).front());
   const auto published = git(remote(), "rev-parse refs/inflight-results/r1");
   CheckpointStore b(config("b"));
   b.remote().fetch("refs/heads/inflight/pod-a/r1");
-  const auto again = b.publish(*final_commit);
+  const auto again = b.publish({*final_commit}).front();
   EXPECT_TRUE(again) << again.error().message;
   EXPECT_EQ(git(remote(), "rev-parse refs/inflight-results/r1"), published);
 }
@@ -413,22 +422,59 @@ TEST_F(CheckpointStoreTest, TheSameFinalStatePublishedFromAnotherCacheIsTheSameR
 TEST_F(CheckpointStoreTest, ALaterPublishOfTheSameRunIdIsRefused) {
   CheckpointStore a(config("a"));
   const auto first = finished_run(temp_.path() / "runs-a", "r1", "succeeded");
-  ASSERT_TRUE(a.release(first, "pod-a", info("r1", CheckpointReason::final)));
+  ASSERT_TRUE(release_one(a, first, "pod-a", info("r1", CheckpointReason::final)));
   const auto published = git(remote(), "rev-parse refs/inflight-results/r1");
   CheckpointStore b(config("b"));
   const auto second = finished_run(temp_.path() / "runs-b", "r1", "failed");
   append_file(second / "index.jsonl", "{\"test_id\":\"t003\"}\n");
-  const auto released = b.release(second, "pod-a", info("r1", CheckpointReason::final));
+  const auto released = release_one(b, second, "pod-a", info("r1", CheckpointReason::final));
   ASSERT_FALSE(released);
   EXPECT_EQ(released.error().kind, Failure::rejected);
   EXPECT_EQ(git(remote(), "rev-parse refs/inflight-results/r1"), published);
+  // The index still describes the first: the entry follows its result.
+  const auto entry =
+      parse_index_entry(git(remote(), "show refs/heads/inflight-index:runs/r1.json"));
+  ASSERT_TRUE(entry) << entry.error().message;
+  EXPECT_EQ(entry->final_status, "succeeded");
+}
+
+// Runs released together: one push of final states, one of results, one
+// index commit, one of deletions; each run's outcome its own.
+TEST_F(CheckpointStoreTest, RunsReleasedTogetherShareOneIndexCommit) {
+  CheckpointStore first(config("a"));
+  ASSERT_TRUE(release_one(first, finished_run(temp_.path() / "runs-a", "taken", "succeeded"),
+                          "pod-a", info("taken", CheckpointReason::final)));
+  CheckpointStore store(config("b"));
+  std::vector<SaveRequest> runs;
+  for (const std::string id : {"r1", "r2", "r3", "taken"}) {
+    auto run_info = info(id, CheckpointReason::final);
+    run_info.total = 40;
+    runs.push_back({.run_dir = finished_run(temp_.path() / "runs-b", id, "failed"),
+                    .origin_pod = "pod-b",
+                    .info = run_info});
+  }
+  append_file(runs.back().run_dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  const auto released = store.release(runs);
+  ASSERT_EQ(released.size(), 4u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_TRUE(released[i]) << released[i].error().message;
+  ASSERT_FALSE(released[3]);
+  EXPECT_EQ(released[3].error().kind, Failure::rejected);
+  EXPECT_EQ(trimmed(git(remote(), "rev-list --count refs/heads/inflight-index")), "2");
+  for (const std::string id : {"r1", "r2", "r3"}) {
+    EXPECT_FALSE(has_ref("refs/heads/inflight/pod-b/" + id));
+    const auto entry =
+        parse_index_entry(git(remote(), "show refs/heads/inflight-index:runs/" + id + ".json"));
+    ASSERT_TRUE(entry) << entry.error().message;
+    EXPECT_EQ(entry->total, 40u);
+  }
+  EXPECT_TRUE(has_ref("refs/heads/inflight/pod-b/taken"));  // kept for an operator
 }
 
 TEST_F(CheckpointStoreTest, WithPublishOffTheBranchGoesAndNothingIsPublished) {
   auto off = config("a");
   off.publish = false;
   const auto dir = finished_run(temp_.path() / "runs-a", "r1", "cancelled");
-  ASSERT_TRUE(CheckpointStore(off).release(dir, "pod-a", info("r1", CheckpointReason::final)));
+  ASSERT_TRUE(release_one(CheckpointStore(off), dir, "pod-a", info("r1", CheckpointReason::final)));
   EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r1"));
   EXPECT_FALSE(has_ref("refs/inflight-results/r1"));
   EXPECT_FALSE(has_ref("refs/heads/inflight-index"));
@@ -778,7 +824,7 @@ TEST_F(CheckpointStoreTest, ASaveOrReleaseOnAnotherInstancesTipIsRejected) {
   const auto saved = other.save(dir_b, "pod-a", info("r1", CheckpointReason::periodic));
   ASSERT_FALSE(saved);
   EXPECT_EQ(saved.error().kind, Failure::rejected) << saved.error().message;
-  const auto released = other.release(dir_b, "pod-a", info("r1", CheckpointReason::final));
+  const auto released = release_one(other, dir_b, "pod-a", info("r1", CheckpointReason::final));
   ASSERT_FALSE(released);
   EXPECT_EQ(released.error().kind, Failure::rejected) << released.error().message;
   EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1")), tip);

@@ -82,6 +82,25 @@ TEST_F(RunSupervisorTest, AFinishedAttemptReleasesTheRunAfterWritingItsFinalStat
   EXPECT_EQ(checkpoint::read_run_params(bad.dir)->final_status, "failed");
 }
 
+// A group commit: runs that finish while a release is on its way go
+// together in the next one (one result push, one index commit).
+TEST_F(RunSupervisorTest, RunsThatFinishDuringAReleaseShareTheNextOne) {
+  store.answer_next(Step::release, Answer::stall);
+  ready_supervisor();
+  inflight::Run& first = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return store.stalled() == 1; }));
+  inflight::Run& second = submit(OrderedJson::object());
+  inflight::Run& third = submit({{"code", 3}});
+  ASSERT_TRUE(wait_for([&] { return is_final(second.status) && is_final(third.status); }));
+  EXPECT_EQ(store.release_batches(), std::vector<std::size_t>{1});
+
+  store.finish_stalled(Answer::land);
+  ASSERT_TRUE(wait_for([&] {
+    return !first.release_pending && !second.release_pending && !third.release_pending;
+  }));
+  EXPECT_EQ(store.release_batches(), (std::vector<std::size_t>{1, 2}));
+}
+
 TEST_F(RunSupervisorTest, AReleaseThatFailedIsTriedAgainByThePeriodicTick) {
   store.answer_next(Step::release, Answer::fail);
   ready_supervisor();

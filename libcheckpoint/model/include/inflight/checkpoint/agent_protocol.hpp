@@ -77,7 +77,7 @@ namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
 
-inline constexpr int kAgentProtocolVersion = 5;
+inline constexpr int kAgentProtocolVersion = 6;
 
 // Either side's message: a restore answer carries the run-params of every
 // run it holds back, each at most 1 MiB.
@@ -149,8 +149,9 @@ struct RunCheckpoint {
   int attempt = 0;
   checkpoint::CheckpointReason reason = checkpoint::CheckpointReason::manual;
   std::uint64_t records = 0;
+  std::optional<std::uint64_t> total = std::nullopt;  // records when done, when the template says
 };
-INFLIGHT_AGENT_MESSAGE(RunCheckpoint, run_dir, origin_pod, run_id, attempt, reason, records)
+INFLIGHT_AGENT_MESSAGE(RunCheckpoint, run_dir, origin_pod, run_id, attempt, reason, records, total)
 
 struct Saved {
   std::optional<std::string> commit;  // none when nothing changed
@@ -165,14 +166,6 @@ struct Save {
 };
 INFLIGHT_AGENT_MESSAGE(Save, run)
 
-// The run is over: its final state, then the deletion of its branch.
-struct Release {
-  static constexpr std::string_view op = "release";
-  using Answer = Done;
-  RunCheckpoint run;
-};
-INFLIGHT_AGENT_MESSAGE(Release, run)
-
 // One part of a batched step: its own success or failure.
 struct PartResult {
   std::optional<Error> failure;
@@ -180,6 +173,20 @@ struct PartResult {
   checkpoint::LeftOut left_out;  // a run's: what its snapshot left out
 };
 INFLIGHT_AGENT_MESSAGE(PartResult, failure, commit, left_out)
+
+struct Released {
+  std::vector<PartResult> runs;  // one per run asked for, in order
+};
+INFLIGHT_AGENT_MESSAGE(Released, runs)
+
+// The runs are over: their final states, their results, then the deletion
+// of their branches, each step one push for all.
+struct Release {
+  static constexpr std::string_view op = "release";
+  using Answer = Released;
+  std::vector<RunCheckpoint> runs;
+};
+INFLIGHT_AGENT_MESSAGE(Release, runs)
 
 struct SavedAll {
   std::vector<PartResult> runs;     // one per run asked for, in order

@@ -25,6 +25,7 @@ struct CheckpointInfo {
   CheckpointReason reason = CheckpointReason::manual;
   std::string pod;
   std::uint64_t records = 0;
+  std::optional<std::uint64_t> total = std::nullopt;  // records when done, when the template says
 };
 
 inline constexpr std::string_view kPodTrailer = "Inflight-Pod";
@@ -62,6 +63,7 @@ struct CheckpointMessage {
   std::optional<CheckpointReason> reason;
   std::optional<std::string> pod;
   std::optional<std::uint64_t> records;
+  std::optional<std::uint64_t> total;
 };
 
 CheckpointMessage parse_checkpoint_message(std::string_view message);

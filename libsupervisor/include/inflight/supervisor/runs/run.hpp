@@ -93,6 +93,8 @@ struct Run {
 
   int attempts() const { return static_cast<int>(params.attempts.size()); }
   std::uint64_t record_count();
+  // Records the run holds when done, when its template says (progress_total).
+  std::optional<std::uint64_t> records_expected() const;
 };
 
 }  // namespace inflight

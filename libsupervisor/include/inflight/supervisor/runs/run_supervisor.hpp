@@ -157,8 +157,8 @@ class RunSupervisor {
   void log_left_out(Run& run, const checkpoint::LeftOut& left_out);
   struct StoreBatch;
   void send_batch(const std::shared_ptr<StoreBatch>& batch);
-  void enqueue_release(std::function<void()> release);
-  void release_done();
+  void send_releases();
+  void released(Run& run, const CheckpointResult& result);
   void fence(Run& run);
   void periodic_tick(PodLease* lease);
 
@@ -173,10 +173,12 @@ class RunSupervisor {
   std::map<Outcome, std::uint64_t> outcomes_;
   std::map<Failure, std::uint64_t> checkpoint_failures_;
   std::function<void()> exit_listener_;
-  // The releases of finished runs, one at a time: each updates the one
-  // index branch, and a pod's releases racing each other for it would only
-  // lose to each other (README "Results that outlive the pod").
-  std::deque<std::function<void()>> releases_;
+  // The releases of finished runs, one batch at a time: each updates the
+  // one index branch, and a pod's releases racing each other for it would
+  // only lose to each other. The runs that finish while one is on its way go
+  // together in the next (README "Results that outlive the pod").
+  std::vector<Run*> releases_waiting_;
+  bool release_sent_ = false;
   boost::asio::steady_timer periodic_timer_;
   DiskHealth disk_health_;
 };

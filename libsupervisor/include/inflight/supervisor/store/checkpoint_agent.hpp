@@ -19,8 +19,8 @@ class AgentCheckpoints final : public CheckpointPort {
             std::function<void(CheckpointResult)> done) override;
   void save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
                 std::function<void(SaveAllResult)> done) override;
-  void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
-               std::function<void(CheckpointResult)> done) override;
+  void release(const std::vector<CheckpointRequest>& requests, SteadyClock::time_point deadline,
+               std::function<void(std::vector<CheckpointResult>)> done) override;
   void check(SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done) override;
   void restore(const RestoreQuery& query, SteadyClock::time_point deadline,
                std::function<void(RestoreResult)> done) override;

@@ -25,6 +25,7 @@ struct CheckpointRequest {
   int attempt = 0;
   checkpoint::CheckpointReason reason = checkpoint::CheckpointReason::manual;
   std::uint64_t records = 0;
+  std::optional<std::uint64_t> total = std::nullopt;  // records when done, when known
 };
 
 // A step that landed.
@@ -100,12 +101,15 @@ class CheckpointPort {
   // save() of many runs, and the lease's renewal, over one connection.
   virtual void save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
                         std::function<void(SaveAllResult)> done) = 0;
-  // The run is over: its final state is pushed first (so that no restore
-  // runs it again, even when the deletion fails or never happens), then its
-  // branch is deleted. Landed means both happened; Failure::rejected, that
-  // another instance owns the branch and it was left alone.
-  virtual void release(const CheckpointRequest& request, SteadyClock::time_point deadline,
-                       std::function<void(CheckpointResult)> done) = 0;
+  // The runs are over: their final states are pushed first (so that no
+  // restore runs them again, even when the deletion fails or never happens),
+  // then published, then their branches are deleted, each step one push for
+  // all. Each run's answer is its own, in order: landed means all happened;
+  // Failure::rejected, that another instance owns the branch (or published
+  // the run first) and it was left alone.
+  virtual void release(const std::vector<CheckpointRequest>& requests,
+                       SteadyClock::time_point deadline,
+                       std::function<void(std::vector<CheckpointResult>)> done) = 0;
   // Whether this disk can hold a checkpoint now: landed when it can,
   // Failure::cache when it cannot.
   virtual void check(SteadyClock::time_point deadline,
