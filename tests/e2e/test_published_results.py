@@ -73,7 +73,7 @@ def test_a_finished_run_is_published_as_plain_files_and_its_branch_deleted(
 
     entry = index_entry(git_daemon, run_id)
     assert entry["id"] == run_id and entry["final_status"] == "succeeded"
-    assert entry["records"] == 800 and entry["result"] == ref
+    assert entry["records"] == 800 and entry["total"] == 800 and entry["result"] == ref
     assert [a["outcome"] for a in entry["attempts"]] == ["succeeded"]
     assert entry["pod"] == "pod-a" and entry["finished_at"]
 
@@ -92,6 +92,7 @@ def test_an_interrupted_run_finished_on_another_pod_is_published_whole(
     clone, ref = fetched_result(http_git, tmp_path, run_id)
     assert_every_record_once(git(clone, "show", f"{ref}:index.jsonl"), 300)
     entry = index_entry(http_git, run_id)
+    assert entry["records"] == 300 and entry["total"] == 300
     assert [a["pod"] for a in entry["attempts"]] == ["pod-a", "pod-b"]
     assert [a["outcome"] for a in entry["attempts"]] == ["interrupted", "succeeded"]
     assert entry["pod"] == "pod-b"
