@@ -152,7 +152,12 @@ agent::Restored restored(const ck::RestoreReport& report) {
                          .lost = report.lost,
                          .released = report.released,
                          .ambiguous = report.ambiguous,
-                         .problems = report.problems};
+                         .problems = report.problems,
+                         .published = {}};
+  for (const auto& run : report.published)
+    answer.published.push_back(
+        {.run_id = run.run_id,
+         .entry = run.entry ? std::optional(ck::write_index_entry(*run.entry)) : std::nullopt});
   for (const auto& run : report.claimed)
     answer.claimed.push_back({.run_id = run.params.run_id,
                               .dir = run.dir.string(),

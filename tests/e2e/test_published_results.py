@@ -10,6 +10,7 @@ import subprocess
 from inflight_testing.git_servers import branches, git
 from conftest import DEMO, INFLIGHT
 from test_finished_runs import refuse_deletions
+from test_resume_command import resume
 
 
 def start(serve_factory, workdir, server, *args, pod="pod-a"):
@@ -157,6 +158,21 @@ def test_a_published_run_whose_branch_stayed_is_never_run_again(
     fresh.wait_log(lambda e: "hook declined" in e.get("error", ""), 30)
     assert fresh.get(f"/api/eval/status/{run_id}").status == 404
     assert git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index") == index_before
+
+    # A submit of its id answers 200 with its final status, from the index.
+    again = fresh.post("/api/eval/run", {"id": run_id, "tests": 4, "test_ms": 1})
+    assert again.status == 200, again.body
+    assert again.json()["status"] == "succeeded" and again.json()["attempt"] == 1
+    assert fresh.get(f"/api/eval/status/{run_id}").json()["status"] == "succeeded"
+    assert not any(e.get("msg") == "attempt started" for e in fresh.events())
+
+    # `inflight resume` of it starts nothing either, and says why.
+    ops = tmp_path / "ops"
+    ops.mkdir()
+    r = resume(ops, git_daemon, run_id)
+    assert r.returncode == 0, r.stderr
+    assert "finished and published; nothing to resume" in r.stderr + r.stdout
+    assert not (ops / ".inflight" / "runs" / run_id).exists()
 
 
 def test_a_restarted_pod_still_shows_its_finished_runs_and_their_logs(

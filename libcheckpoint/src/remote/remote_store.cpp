@@ -244,10 +244,10 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix, Tips tips
   return branches;
 }
 
-// Over the connection that listed them, every listed run branch and lease
-// tip the cache lacks, in one download (never a result or the index). A failure of one ref's
-// objects would fail them all: then each is fetched on its own when read (fetch_listed), and fails
-// alone.
+// Over the connection that listed them, every listed run branch, lease and
+// index tip the cache lacks, in one download (never a result). A failure of
+// one ref's objects would fail them all: then each is fetched on its own when
+// read (fetch_listed), and fails alone.
 void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& callbacks,
                                          const std::vector<RemoteBranch>& branches) {
   const OdbHandle odb = open_odb(git());
@@ -256,8 +256,8 @@ void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& ca
   std::vector<std::string> refspecs;
   for (const auto& branch : branches) {
     const git_oid oid = parse_oid(branch.oid);
-    const bool read_by_restore =
-        branch.ref.starts_with(kBranchPrefix) || branch.ref.starts_with(kLeasePrefix);
+    const bool read_by_restore = branch.ref.starts_with(kBranchPrefix) ||
+                                 branch.ref.starts_with(kLeasePrefix) || branch.ref == kIndexRef;
     if (read_by_restore && git_odb_exists_ext(odb.get(), &oid, GIT_ODB_LOOKUP_NO_REFRESH) != 1 &&
         is_valid_ref(branch.ref))
       refspecs.push_back(branch.ref);

@@ -2,13 +2,16 @@
 // them. One connection lists the branches and downloads their tips; every
 // branch is judged on its own; one push carries every claim, every deletion
 // and the lease, and each ref's outcome settles its own run.
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "git/git_error.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
+#include "inflight/checkpoint/run_listing.hpp"
 #include "inflight/core/bounded_json.hpp"
 #include "inflight/core/run_dir.hpp"
 #include "snapshot/run_dir_writers.hpp"
@@ -92,6 +95,31 @@ std::vector<RemoteBranch> branches_to_restore(std::vector<RemoteBranch> listing,
 
 }  // namespace
 
+// Each run id with a result ref, with its index entry when the index holds a
+// good one: serve answers a submit of one with it, and starts nothing.
+std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<RemoteBranch>& listing,
+                                                          const std::set<std::string>& published,
+                                                          std::vector<std::string>& problems) {
+  std::map<std::string, IndexEntry> indexed;
+  const auto index = std::find_if(listing.begin(), listing.end(),
+                                  [](const RemoteBranch& ref) { return ref.ref == kIndexRef; });
+  try {
+    if (index != listing.end())
+      for (auto& entry : read_index(cache_, remote_.fetch_listed(*index), problems))
+        indexed.emplace(entry.id, std::move(entry));
+  } catch (const GitError& e) {
+    if (e.network()) throw;
+    problems.push_back(std::string(kIndexRef) + ": " + e.what());
+  }
+  std::vector<PublishedRun> runs;
+  for (const auto& run_id : published) {
+    const auto it = indexed.find(run_id);
+    runs.push_back({.run_id = run_id,
+                    .entry = it == indexed.end() ? std::nullopt : std::optional(it->second)});
+  }
+  return runs;
+}
+
 RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   RestoreReport report;
   RestorePush push(cache_.path(), config_.restore_limits);
@@ -101,6 +129,7 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   const auto listing = remote_.list("refs/", RemoteStore::Tips::downloaded);
   for (const auto& ref : listing)
     if (auto run_id = parse_result_ref(ref.ref)) push.published.insert(std::move(*run_id));
+  report.published = published_runs(listing, push.published, report.problems);
   LeaseBook leases(cache_, remote_, listing, seconds_now(), report.problems);
   const auto branches = branches_to_restore(listing, request);
   if (request.only && branches.size() > 1) {

@@ -81,26 +81,6 @@ Result<IndexEntry> read_index_file(git_repository* git, git_odb* odb, const git_
   return parsed;
 }
 
-// Every entry of `runs/` in the index commit `tip`; a bad file is a problem
-// of its own.
-std::vector<IndexEntry> read_index(CacheRepo& cache, const std::string& tip,
-                                   std::vector<std::string>& problems) {
-  git_repository* git = raw_repo(cache);
-  const TreeHandle root = tree_of(lookup_commit(git, tip).get());
-  std::vector<IndexEntry> entries;
-  const git_tree_entry* runs = git_tree_entry_byname(root.get(), "runs");
-  if (runs == nullptr || git_tree_entry_filemode(runs) != GIT_FILEMODE_TREE) return entries;
-  const TreeHandle tree = lookup_tree(git, *git_tree_entry_id(runs));
-  const OdbHandle odb = open_odb(git);
-  for (std::size_t i = 0; i < git_tree_entrycount(tree.get()); ++i) {
-    auto entry = read_index_file(git, odb.get(), git_tree_entry_byindex(tree.get(), i));
-    if (entry)
-      entries.push_back(std::move(*entry));
-    else
-      problems.push_back(entry.error().message);
-  }
-  return entries;
-}
 
 RunRow row_of_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& branch,
                      const std::set<std::string>& leased_pods) {
@@ -126,6 +106,25 @@ RunRow row_of_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& 
 }
 
 }  // namespace
+
+std::vector<IndexEntry> read_index(CacheRepo& cache, const std::string& tip,
+                                   std::vector<std::string>& problems) {
+  git_repository* git = raw_repo(cache);
+  const TreeHandle root = tree_of(lookup_commit(git, tip).get());
+  std::vector<IndexEntry> entries;
+  const git_tree_entry* runs = git_tree_entry_byname(root.get(), "runs");
+  if (runs == nullptr || git_tree_entry_filemode(runs) != GIT_FILEMODE_TREE) return entries;
+  const TreeHandle tree = lookup_tree(git, *git_tree_entry_id(runs));
+  const OdbHandle odb = open_odb(git);
+  for (std::size_t i = 0; i < git_tree_entrycount(tree.get()); ++i) {
+    auto entry = read_index_file(git, odb.get(), git_tree_entry_byindex(tree.get(), i));
+    if (entry)
+      entries.push_back(std::move(*entry));
+    else
+      problems.push_back(entry.error().message);
+  }
+  return entries;
+}
 
 RunListing list_runs(CacheRepo& cache, RemoteStore& remote) {
   RunListing listing;

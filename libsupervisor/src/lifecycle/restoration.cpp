@@ -49,6 +49,7 @@ void Restoration::on_result(RestoreResult result, bool first) {
   }
   if (result.failure && result.failure->kind == Failure::cache)
     supervisor_.disk_health().report_failure(result.failure->message);
+  if (result.published) supervisor_.know_published(std::move(*result.published));
   for (auto& held : result.held) supervisor_.hold(std::move(held.params), held.branch, held.reason);
   const auto restored = adopt_restored(supervisor_, settings_.children, std::move(result.runs));
   plan_.restore_finished();

@@ -88,6 +88,13 @@ class ResumeCommand {
     finish(0);
   }
 
+  const checkpoint::PublishedRun* published_run(const RestoreResult& result) const {
+    if (!result.published) return nullptr;
+    for (const auto& run : *result.published)
+      if (run.run_id == name_.run_id) return &run;
+    return nullptr;
+  }
+
   // The exit code of a restore that gave this command nothing to run, once
   // logged; nullopt when it gave the run.
   std::optional<int> refusal(const RestoreResult& result) const {
@@ -95,6 +102,14 @@ class ResumeCommand {
     if (result.failure && result.failure->kind == Failure::auth) {
       log::error("the results repo refused our credentials", {{"error", result.failure->message}});
       return kExitUnreachable;
+    }
+    if (const auto* published = published_run(result)) {
+      log::info("the run is finished and published; nothing to resume",
+                {{"run_id", run_id},
+                 {"result", checkpoint::result_ref(run_id)},
+                 {"final_status", published->entry ? OrderedJson(published->entry->final_status)
+                                                   : OrderedJson(nullptr)}});
+      return kExitSuccess;
     }
     if (!result.ambiguous.empty()) {
       log::error("several pods hold a run of this id; name one branch",

@@ -93,6 +93,7 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   const auto id_rule = "must match " + std::string(checkpoint::kRunIdPattern);
   if (auto refusal = take_name(request, "id", run_id_name, id_rule, id)) return *refusal;
   if (Run* existing = id ? find(*id) : nullptr) return {200, existing, "", ""};
+  if (auto published = id ? published_answer(*id) : std::nullopt) return *published;
   if (auto refusal =
           take_name(request, "child", any_name, "must be the name of a child template", child_name))
     return *refusal;
@@ -106,6 +107,39 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   if (auto problem = child->validate(request))
     return refused(400, "invalid_param", problem->param + ": " + problem->message);
   return accept(id.value_or(checkpoint::generate_run_id()), std::move(request), *child);
+}
+
+// A run another pod (or an earlier life of this one) published: shown from
+// its index entry with its final status from now on, never started.
+std::optional<SubmitResult> RunSupervisor::published_answer(const std::string& id) {
+  const auto it = published_.find(id);
+  if (it == published_.end()) return std::nullopt;
+  if (!it->second)
+    return refused(409, "run_published",
+                   "run " + id + " is finished and published at " + checkpoint::result_ref(id) +
+                       " (the index has no entry of it); it does not run again");
+  const auto& entry = *it->second;
+  checkpoint::RunParams params;
+  params.run_id = id;
+  params.origin_pod = entry.pod;
+  params.created_at = entry.created_at;
+  params.final_status = entry.final_status;
+  for (const auto& a : entry.attempts)
+    params.attempts.push_back({.attempt = static_cast<int>(params.attempts.size()) + 1,
+                               .pod = a.pod,
+                               .started_at = a.started,
+                               .ended_at = a.ended,
+                               .outcome = a.outcome});
+  Run& run = add_run(id, std::move(params));
+  run.status = run_status_named(entry.final_status).value_or(RunStatus::failed);
+  run.finished_at = entry.finished_at;
+  log::info("submit of a published run: nothing started", {{"run_id", id}});
+  return SubmitResult{200, &run, "", ""};
+}
+
+void RunSupervisor::know_published(std::vector<checkpoint::PublishedRun> runs) {
+  published_.clear();
+  for (auto& run : runs) published_.emplace(std::move(run.run_id), std::move(run.entry));
 }
 
 // Whether this instance can take one more run now: its disk can hold a

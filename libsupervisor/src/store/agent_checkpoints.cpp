@@ -207,6 +207,16 @@ RestoreResult AgentCheckpoints::restore_result(const agent::Restored& r,
       log::error("restored run not adopted", {{"dir", dir.string()}, {"error", e.what()}});
     }
   }
+  result.published.emplace();
+  for (const auto& run : r.published) {
+    taken.insert(run.run_id);  // a local copy of it is stale: the run is over
+    auto entry = run.entry ? checkpoint::parse_index_entry(*run.entry)
+                           : Result<checkpoint::IndexEntry>(Error{});
+    result.published->push_back(
+        {.run_id = run.run_id,
+         .entry = entry && entry->id == run.run_id ? std::optional(std::move(*entry))
+                                                   : std::nullopt});
+  }
   for (const auto& run : local)
     if (!taken.count(run.params.run_id)) result.runs.push_back(run);
   result.ambiguous = r.ambiguous;

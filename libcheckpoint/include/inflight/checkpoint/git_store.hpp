@@ -116,8 +116,8 @@ class RemoteStore {
   // Whether list() also downloads the listed tips the cache lacks.
   enum class Tips { listed, downloaded };
   // The refs under `prefix`, sorted; with Tips::downloaded, each listed run
-  // branch and lease tip can be read from the cache afterwards (one
-  // connection for both). Results and the index are never downloaded.
+  // branch, lease and index tip can be read from the cache afterwards (one
+  // connection for both). Results are never downloaded.
   std::vector<RemoteBranch> list(const std::string& prefix = "refs/heads/inflight/",
                                  Tips tips = Tips::listed);
   // Fetches `ref` into the cache repo and returns its tip.

@@ -26,6 +26,11 @@ struct RunListing {
 // with a result is published, whatever branches it still has.
 RunListing list_runs(CacheRepo& cache, RemoteStore& remote);
 
+// Every entry of `runs/` in the index commit `tip`; a bad file is a problem
+// of its own.
+std::vector<IndexEntry> read_index(CacheRepo& cache, const std::string& tip,
+                                   std::vector<std::string>& problems);
+
 // Where the run's data is: its result ref when published, else its one
 // branch; fetched (that ref alone), so that read_file_at() reads it. Throws
 // GitError(not_found) for an unknown run id, GitError(ambiguous) when

@@ -248,6 +248,14 @@ struct HeldRun {
 };
 INFLIGHT_AGENT_MESSAGE(HeldRun, params, branch, reason)
 
+// A run id with a result ref, and its index file's text when the index
+// holds a good one (read again by the caller).
+struct Published {
+  std::string run_id;
+  std::optional<std::string> entry;
+};
+INFLIGHT_AGENT_MESSAGE(Published, run_id, entry)
+
 struct Restored {
   std::vector<ClaimedRun> claimed;
   std::vector<checkpoint::LeftRun> left;
@@ -256,8 +264,10 @@ struct Restored {
   std::vector<std::string> released;
   std::vector<std::string> ambiguous;
   std::vector<std::string> problems;
+  std::vector<Published> published;
 };
-INFLIGHT_AGENT_MESSAGE(Restored, claimed, left, held, lost, released, ambiguous, problems)
+INFLIGHT_AGENT_MESSAGE(Restored, claimed, left, held, lost, released, ambiguous, problems,
+                       published)
 
 struct Restore {
   static constexpr std::string_view op = "restore";

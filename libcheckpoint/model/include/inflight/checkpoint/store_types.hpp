@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "inflight/checkpoint/commit_message.hpp"
+#include "inflight/checkpoint/index_entry.hpp"
 #include "inflight/checkpoint/lease_record.hpp"
 #include "inflight/checkpoint/tree_rules.hpp"
 #include "inflight/core/child_templates.hpp"
@@ -164,6 +165,13 @@ struct LeftRun {
   std::int64_t until = 0;  // seconds since the epoch
 };
 
+// A run with a result ref: finished, never run again. Its index entry when
+// the index holds a good one.
+struct PublishedRun {
+  std::string run_id;
+  std::optional<IndexEntry> entry;
+};
+
 struct RestoreReport {
   std::vector<ClaimedRun> claimed;     // ours now, ready to resume
   std::vector<HeldRun> held;           // refused by the judge, left alone
@@ -172,6 +180,7 @@ struct RestoreReport {
   std::vector<std::string> released;   // branches of finished runs, deleted
   std::vector<std::string> ambiguous;  // with `only`: every branch it names, when several
   std::vector<std::string> problems;   // one line per branch that could not be used
+  std::vector<PublishedRun> published;  // every run id with a result ref
 };
 
 // One run as `inflight runs list` shows it (run_listing.hpp).

@@ -88,6 +88,10 @@ class RunSupervisor {
   // `store_answered` is false: then only the next life, or a periodic tick,
   // may remove it.
   void show_finished(checkpoint::RunParams params, bool store_answered);
+  // The run ids with a result ref, as the last restore that reached the
+  // store listed them: a submit of one starts nothing (README "Results that
+  // outlive the pod").
+  void know_published(std::vector<checkpoint::PublishedRun> runs);
   // Removes the dirs of finished runs whose --keep-finished is over, once
   // nothing of theirs waits for the store.
   void remove_expired_runs();
@@ -129,6 +133,7 @@ class RunSupervisor {
  private:
   Run& add_run(std::string id, checkpoint::RunParams params);
   std::optional<SubmitResult> admission_refusal() const;
+  std::optional<SubmitResult> published_answer(const std::string& id);
   SubmitResult accept(const std::string& id, OrderedJson request, const ChildTemplate& child);
   checkpoint::RunParams first_params(const std::string& id, OrderedJson request,
                                      const ChildTemplate& child,
@@ -170,6 +175,7 @@ class RunSupervisor {
   Phase phase_ = Phase::restoring;
   std::vector<std::unique_ptr<Run>> runs_;
   std::deque<Run*> queue_;
+  std::map<std::string, std::optional<checkpoint::IndexEntry>> published_;
   std::map<Outcome, std::uint64_t> outcomes_;
   std::map<Failure, std::uint64_t> checkpoint_failures_;
   std::function<void()> exit_listener_;

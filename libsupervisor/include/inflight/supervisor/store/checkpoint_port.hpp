@@ -90,6 +90,8 @@ struct RestoreResult {
   std::vector<std::string> ambiguous;  // with `only`: the branches it names, when several
   // Runs other instances hold (live pods, lost claims): worth a later look.
   std::vector<checkpoint::LeftRun> left;
+  // Every run id with a result ref; set only when the store answered.
+  std::optional<std::vector<checkpoint::PublishedRun>> published = std::nullopt;
 };
 
 class CheckpointPort {
