@@ -268,6 +268,31 @@ Result<agent::Shown> show(Context& c, const agent::Show& call) {
   return ambiguous;
 }
 
+// Finished runs among the planned branches are published first; a branch
+// whose publication failed is kept, unless the call forces its deletion.
+std::vector<std::string> publish_before_prune(ck::CheckpointStore& store,
+                                              const ck::PrunePlan& plan, bool force,
+                                              agent::Pruned& answer) {
+  std::vector<std::string> deleting;
+  const auto published = store.publish_before_prune(plan.refs, plan.listing);
+  for (const auto& ref : plan.refs) {
+    const auto it = published.find(ref);
+    if (it != published.end() && it->second) {
+      answer.published.push_back(ck::short_branch(ref));
+    } else if (it != published.end() && !force) {
+      answer.failed.push_back(
+          {.branch = ck::short_branch(ref),
+           .failure = {.kind = it->second.error().kind,
+                       .message = "kept, not published (--force deletes it anyway): " +
+                                  it->second.error().message,
+                       .candidates = {}}});
+      continue;
+    }
+    deleting.push_back(ref);
+  }
+  return deleting;
+}
+
 // Every deletion in one push; each branch is deleted or fails on its own.
 agent::Pruned prune(Context& c, const agent::Prune& call) {
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
@@ -277,15 +302,18 @@ agent::Pruned prune(Context& c, const agent::Prune& call) {
       c.store.cache(), c.store.remote(),
       {.older_than_seconds = call.older_than_seconds, .run_ids = call.run_ids, .all = call.all},
       now);
-  std::vector<ck::RefUpdate> deletions;
-  for (const auto& ref : plan.refs) deletions.push_back({.ref = ref, .commit = "", .from = {}});
-  std::vector<ck::RefResult> results(deletions.size());
-  if (!call.dry_run && !deletions.empty()) results = c.store.remote().update(deletions);
   agent::Pruned answer{.url = c.store.remote().display_url(),
                        .deleted = {},
                        .failed = {},
                        .missing = plan.missing_run_ids,
-                       .problems = plan.problems};
+                       .problems = plan.problems,
+                       .published = {}};
+  const auto refs =
+      call.dry_run ? plan.refs : publish_before_prune(c.store, plan, call.force, answer);
+  std::vector<ck::RefUpdate> deletions;
+  for (const auto& ref : refs) deletions.push_back({.ref = ref, .commit = "", .from = {}});
+  std::vector<ck::RefResult> results(deletions.size());
+  if (!call.dry_run && !deletions.empty()) results = c.store.remote().update(deletions);
   for (std::size_t i = 0; i < deletions.size(); ++i) {
     const auto branch = ck::short_branch(deletions[i].ref);
     if (results[i].outcome == ck::RefOutcome::updated)

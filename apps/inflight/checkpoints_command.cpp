@@ -124,6 +124,8 @@ CheckpointsCommand::CheckpointsCommand(CLI::App& app,
   prune_->add_option("--run-id", run_ids_, "these runs (ids or branches)");
   prune_->add_flag("--all", all_, "every checkpoint branch");
   prune_->add_flag("--dry-run", dry_run_, "print what would be deleted, delete nothing");
+  prune_->add_flag("--force", force_,
+                   "delete a finished run's branch even when it cannot be published first");
   for (auto* command : {list_, show_, prune_}) add_store_flags(command);
 }
 
@@ -185,7 +187,8 @@ agent::Prune CheckpointsCommand::prune_request() const {
   return {.older_than_seconds = older_than_seconds(older_than_),
           .run_ids = run_ids_,
           .all = all_,
-          .dry_run = dry_run_};
+          .dry_run = dry_run_,
+          .force = force_};
 }
 
 int CheckpointsCommand::prune(const StoreSettings& store) const {
@@ -193,6 +196,7 @@ int CheckpointsCommand::prune(const StoreSettings& store) const {
   if (!reply) return report_failure(reply.error(), kCheckpointsListed);
   const auto& pruned = *reply;
   warn_problems(pruned.problems);
+  for (const auto& branch : pruned.published) std::cout << "published " << branch << "\n";
   for (const auto& branch : pruned.deleted)
     std::cout << (dry_run_ ? "would delete " : "deleted ") << branch << "\n";
   if (pruned.deleted.empty()) std::cout << "nothing to prune on " << pruned.url << "\n";

@@ -42,6 +42,7 @@ class CheckpointsCommand {
   std::vector<std::string> run_ids_;
   bool all_ = false;
   bool dry_run_ = false;
+  bool force_ = false;
 };
 
 }  // namespace inflight::app

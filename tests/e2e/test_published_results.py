@@ -10,6 +10,7 @@ import subprocess
 from inflight_testing.git_servers import branches, git
 from conftest import DEMO, INFLIGHT
 from test_finished_runs import refuse_deletions
+from test_operator_commands import checkpoints
 from test_resume_command import resume
 
 
@@ -125,21 +126,68 @@ def test_a_final_branch_left_unpublished_is_published_then_deleted_by_the_next_s
     """What an earlier release left: a branch whose tip holds the final state,
     no result. The next start publishes it and deletes the branch; the run
     does not run again."""
-    refuse_deletions(git_daemon.bare)
-    old = start(serve_factory, tmp_path / "old", git_daemon, "--publish", "off")
-    run_id = old.submit(tests=4, test_ms=1)
-    old.wait_status(run_id, "succeeded")
-    old.wait_log(lambda e: "not deleted; will retry" in e.get("msg", ""), 60)
-    old.signal(signal.SIGTERM)
-    assert old.wait_exit(timeout=30) == 1
+    run_id = final_branch_left_unpublished(serve_factory, tmp_path / "old", git_daemon)
     assert not refs(git_daemon.bare, "refs/inflight-results/")
-    refuse_deletions(git_daemon.bare, refuse=False)
 
     new = start(serve_factory, tmp_path / "new", git_daemon, pod="pod-new")
     new.wait_log(lambda e: e.get("msg") == "checkpoint branch of a finished run deleted", 30)
     assert not branches(git_daemon.bare)
     assert index_entry(git_daemon, run_id)["final_status"] == "succeeded"
     assert new.get(f"/api/eval/status/{run_id}").status == 404
+
+
+def final_branch_left_unpublished(serve_factory, workdir, server):
+    """The final branch an earlier release (or --publish off with a refused
+    deletion) leaves: its tip holds the final state; there is no result."""
+    refuse_deletions(server.bare)
+    old = start(serve_factory, workdir, server, "--publish", "off")
+    run_id = old.submit(tests=4, test_ms=1)
+    old.wait_log(lambda e: "not deleted; will retry" in e.get("msg", ""), 60)
+    old.signal(signal.SIGTERM)
+    assert old.wait_exit(timeout=30) == 1
+    refuse_deletions(server.bare, refuse=False)
+    return run_id
+
+
+def refuse_results(bare):
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\nwhile read old new ref; do\n"
+                    "  case $ref in refs/inflight-results/*) echo 'results refused' >&2; exit 1;;"
+                    " esac\ndone\nexit 0\n")
+    hook.chmod(0o755)
+
+
+def test_checkpoints_prune_publishes_a_finished_runs_branch_before_deleting_it(
+        serve_factory, tmp_path, git_daemon):
+    run_id = final_branch_left_unpublished(serve_factory, tmp_path / "old", git_daemon)
+    operator = tmp_path / "operator"
+    operator.mkdir()
+
+    # A result that cannot land keeps the branch; --force deletes it anyway.
+    refuse_results(git_daemon.bare)
+    r = checkpoints(operator, "prune", "--run-id", run_id, repo=git_daemon.url)
+    assert r.returncode != 0 and "kept, not published" in r.stderr, r.stderr
+    assert branches(git_daemon.bare)
+    (git_daemon.bare / "hooks" / "pre-receive").unlink()
+
+    r = checkpoints(operator, "prune", "--run-id", run_id, repo=git_daemon.url)
+    assert r.returncode == 0, r.stderr
+    assert f"published inflight/pod-a/{run_id}" in r.stdout
+    assert not branches(git_daemon.bare)
+    assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, run_id)}
+    assert index_entry(git_daemon, run_id)["final_status"] == "succeeded"
+
+
+def test_checkpoints_prune_force_deletes_what_it_cannot_publish(serve_factory, tmp_path,
+                                                                git_daemon):
+    run_id = final_branch_left_unpublished(serve_factory, tmp_path / "old", git_daemon)
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    refuse_results(git_daemon.bare)
+    r = checkpoints(operator, "prune", "--run-id", run_id, "--force", repo=git_daemon.url)
+    assert r.returncode == 0, r.stderr
+    assert not branches(git_daemon.bare)
+    assert not refs(git_daemon.bare, "refs/inflight-results/")
 
 
 def test_a_published_run_whose_branch_stayed_is_never_run_again(

@@ -150,10 +150,11 @@ std::vector<RemoteBranch> find_run_branches(RemoteStore& remote, const std::stri
 
 PrunePlan plan_prune(CacheRepo& cache, RemoteStore& remote, const PruneRequest& request,
                      std::int64_t now) {
-  const auto branches = remote.list(std::string(kBranchPrefix), request.older_than_seconds
-                                                                    ? RemoteStore::Tips::downloaded
-                                                                    : RemoteStore::Tips::listed);
   PrunePlan plan;
+  plan.listing = remote.list("refs/", RemoteStore::Tips::downloaded);
+  std::vector<RemoteBranch> branches;
+  for (const auto& ref : plan.listing)
+    if (ref.ref.starts_with(kBranchPrefix)) branches.push_back(ref);
   if (request.all) {
     for (const auto& branch : branches) plan.refs.push_back(branch.ref);
   } else if (request.older_than_seconds) {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <set>
 #include <random>
 #include <thread>
 
@@ -213,6 +215,37 @@ bool CheckpointStore::push_results(std::vector<Publication>& publications,
     last_failure = updates[i].ref + ": " + results[i].detail;
   }
   return all;
+}
+
+std::map<std::string, Result<void>> CheckpointStore::publish_before_prune(
+    const std::vector<std::string>& refs, const std::vector<RemoteBranch>& listing) {
+  std::map<std::string, Result<void>> outcomes;
+  if (!config_.publish || refs.empty()) return outcomes;
+  std::set<std::string> published;
+  for (const auto& ref : listing)
+    if (auto run_id = parse_result_ref(ref.ref)) published.insert(std::move(*run_id));
+  std::vector<std::string> finals, publishing;
+  for (const auto& ref : listing) {
+    const auto name = parse_branch_ref(ref.ref);
+    if (!name || published.contains(name->run_id) ||
+        std::find(refs.begin(), refs.end(), ref.ref) == refs.end())
+      continue;
+    try {
+      const auto tip = remote_.fetch_listed(ref);
+      const auto text = read_file_at(cache_, tip, kRunParamsFile);
+      if (!text || !run_params_from_text(*text).final_status) continue;
+      finals.push_back(tip);
+      publishing.push_back(ref.ref);
+    } catch (const GitError& e) {
+      if (e.network()) throw;
+      outcomes.emplace(ref.ref, e.error());
+    } catch (const std::exception&) {
+      // No run-params.json to read: not a finished run's state, nothing to publish.
+    }
+  }
+  const auto results = publish(finals);
+  for (std::size_t i = 0; i < results.size(); ++i) outcomes.emplace(publishing[i], results[i]);
+  return outcomes;
 }
 
 }  // namespace inflight::checkpoint

@@ -74,12 +74,14 @@ struct PruneRequest {
 };
 
 struct PrunePlan {
+  std::vector<RemoteBranch> listing;         // every ref of the results repo, branch tips downloaded
   std::vector<std::string> refs;             // to delete
   std::vector<std::string> missing_run_ids;  // named but without a branch
   std::vector<std::string> problems;         // branches whose age could not be read
 };
 
-// `now` is seconds since the epoch. Only an age selector fetches tips.
+// `now` is seconds since the epoch. One connection lists every ref and
+// downloads the branch tips (a finished run's is published before it goes).
 PrunePlan plan_prune(CacheRepo& cache, RemoteStore& remote, const PruneRequest& request,
                      std::int64_t now);
 

@@ -54,6 +54,13 @@ class CheckpointStore {
   // are there, now or before; Failure::rejected when another pod published
   // the run id first. One answer per commit, in order.
   std::vector<Result<void>> publish(const std::vector<std::string>& final_commits);
+  // Before `checkpoints prune` deletes `refs`: each branch whose tip holds a
+  // finished run that has no result yet is published (with
+  // StoreConfig::publish), so that no prune loses a finished run's results.
+  // `listing` is the results repo's refs, branch tips downloaded. Returns,
+  // by ref, each publication's outcome; other refs are not named.
+  std::map<std::string, Result<void>> publish_before_prune(
+      const std::vector<std::string>& refs, const std::vector<RemoteBranch>& listing);
 
   // Claims every unfinished run on `inflight/*` that the judge accepts by
   // pushing a claim commit on the fetched tip, and materialises those whose

@@ -378,12 +378,14 @@ struct Pruned {
   std::string url;
   std::vector<std::string> deleted;  // or, with dry_run, would be
   std::vector<PruneFailure> failed;
-  std::vector<std::string> missing;  // run ids without a branch
+  std::vector<std::string> missing;    // run ids without a branch
   std::vector<std::string> problems;
+  std::vector<std::string> published;  // finished runs published before their branch went
 };
-INFLIGHT_AGENT_MESSAGE(Pruned, url, deleted, failed, missing, problems)
+INFLIGHT_AGENT_MESSAGE(Pruned, url, deleted, failed, missing, problems, published)
 
-// Exactly one selector is meant to be set.
+// Exactly one selector is meant to be set. A finished run's branch is
+// published before it goes; one that cannot be is kept, unless `force`.
 struct Prune {
   static constexpr std::string_view op = "prune";
   using Answer = Pruned;
@@ -391,8 +393,9 @@ struct Prune {
   std::vector<std::string> run_ids;
   bool all = false;
   bool dry_run = false;
+  bool force = false;
 };
-INFLIGHT_AGENT_MESSAGE(Prune, older_than_seconds, run_ids, all, dry_run)
+INFLIGHT_AGENT_MESSAGE(Prune, older_than_seconds, run_ids, all, dry_run, force)
 
 // `inflight runs list` (README "Results that outlive the pod").
 struct RunsListed {
