@@ -182,7 +182,8 @@ agent::Restored restore(Context& c, const agent::Restore& call) {
        .only = call.only,
        .lease_until = call.lease_until,
        .skip = {call.skip.begin(), call.skip.end()},
-       .leave_handovers = call.leave_handovers}));
+       .leave_handovers = call.leave_handovers,
+       .finished = call.finished}));
 }
 
 agent::BranchInfo branch_info(const ck::BranchSummary& s) {

@@ -12,6 +12,7 @@ from conftest import DEMO, INFLIGHT
 from test_finished_runs import refuse_deletions
 from test_operator_commands import checkpoints
 from test_resume_command import resume
+from test_runs_command import runs
 
 
 def start(serve_factory, workdir, server, *args, pod="pod-a"):
@@ -187,6 +188,37 @@ def test_checkpoints_prune_force_deletes_what_it_cannot_publish(serve_factory, t
     r = checkpoints(operator, "prune", "--run-id", run_id, "--force", repo=git_daemon.url)
     assert r.returncode == 0, r.stderr
     assert not branches(git_daemon.bare)
+    assert not refs(git_daemon.bare, "refs/inflight-results/")
+
+
+def test_a_finished_run_dir_released_without_publishing_is_published_by_the_next_start(
+        serve_factory, tmp_path, git_daemon):
+    """A run dir an earlier release (here --publish off) finished and whose
+    branch it deleted: the next start publishes it from this disk, once; a
+    result pruned on purpose later is not published again."""
+    pod_a = tmp_path / "pod-a"
+    old = start(serve_factory, pod_a, git_daemon, "--publish", "off")
+    run_id = old.submit(tests=6, test_ms=1)
+    wait_branch_deleted(old, run_id)
+    old.signal(signal.SIGTERM)
+    assert old.wait_exit(timeout=30) == 0
+    assert not refs(git_daemon.bare, "refs/inflight-results/")
+
+    new = start(serve_factory, pod_a, git_daemon)
+    assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, run_id)}
+    entry = index_entry(git_daemon, run_id)
+    assert entry["final_status"] == "succeeded" and entry["records"] == 6
+    clone, ref = fetched_result(git_daemon, tmp_path, run_id)
+    assert_every_record_once(git(clone, "show", f"{ref}:index.jsonl"), 6)
+    new.signal(signal.SIGTERM)
+    assert new.wait_exit(timeout=30) == 0
+
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    r = runs(operator, git_daemon, "prune", "--run-id", run_id)
+    assert r.returncode == 0, r.stderr
+    again = start(serve_factory, pod_a, git_daemon)
+    assert again.get(f"/api/eval/status/{run_id}").json()["status"] == "succeeded"
     assert not refs(git_daemon.bare, "refs/inflight-results/")
 
 

@@ -140,6 +140,7 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   if (!request.only) {
     drop_ended_leases(leases, request.pod, push, report);
     push_unbranched_runs(branches, taken, request, push, report);
+    publish_local_finished(listing, request, push, report);
   }
   if (request.lease_until) take_lease({request.pod, *request.lease_until}, push, report);
   claim_written(request, push, report);
@@ -281,6 +282,55 @@ void CheckpointStore::publish_finished(const RemoteBranch& branch, const std::st
                return report.problems.push_back(printable(branch.ref) + ": " + result.detail);
              report.released.push_back(short_branch(branch.ref));
            });
+}
+
+// Finished run dirs with neither a branch nor a result: an earlier release
+// of inflight (or --publish off) released them without publishing. Each is
+// published from the final checkpoint this cache pushed, or from its run dir;
+// not one this cache published already (its result was pruned on purpose).
+void CheckpointStore::publish_local_finished(const std::vector<RemoteBranch>& listing,
+                                             const RestoreRequest& request,
+                                             const RestorePush& push, RestoreReport& report) {
+  if (!config_.publish) return;
+  std::set<std::string> branched;
+  for (const auto& ref : listing)
+    if (const auto name = parse_branch_ref(ref.ref)) branched.insert(name->run_id);
+  std::vector<std::string> commits, ids;
+  for (const auto& run_id : request.finished) {
+    if (branched.contains(run_id) || push.published.contains(run_id) ||
+        remote_.last_pushed(result_ref(run_id)))
+      continue;
+    for_one_ref(run_id, report.problems, [&] {
+      if (const auto commit = local_final(request, run_id)) {
+        commits.push_back(*commit);
+        ids.push_back(run_id);
+      }
+    });
+  }
+  const auto outcomes = publish(commits);
+  for (std::size_t i = 0; i < outcomes.size(); ++i)
+    if (!outcomes[i])
+      report.problems.push_back(ids[i] + ": not published: " + outcomes[i].error().message);
+}
+
+// The final checkpoint of a finished run dir: the one this cache pushed to
+// its branch, or a commit of the dir as it is.
+std::optional<std::string> CheckpointStore::local_final(const RestoreRequest& request,
+                                                        const std::string& run_id) {
+  const auto dir = request.runs_dir / run_id;
+  const auto params = read_run_params(dir);
+  if (!params || !params->final_status || params->run_id != run_id) return std::nullopt;
+  const auto ref = branch_ref({params->origin_pod, run_id});
+  if (auto pushed = pushed_final(ref)) return pushed;
+  const auto verdict = request.judge(*params);
+  const CheckpointInfo info{.run_id = run_id,
+                            .attempt = static_cast<int>(params->attempts.size()),
+                            .reason = CheckpointReason::final,
+                            .pod = request.pod,
+                            .records = records_of(dir, verdict),
+                            .total = verdict.progress_total};
+  const auto commit = snapshot(dir, params->origin_pod, info);
+  return commit ? commit : remote_.last_pushed(ref);
 }
 
 // The final state that only this disk holds (its release stopped after

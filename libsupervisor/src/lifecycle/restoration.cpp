@@ -33,7 +33,11 @@ void Restoration::look(bool first) {
   for (const auto& run : supervisor_.runs()) query.skip.insert(run->id);
   for (auto& run : find_resumable_runs(supervisor_.settings().runs_dir))
     if (!query.skip.count(run.params.run_id)) query.local.push_back(std::move(run));
-  if (first) query.lease_until = lease_.end_from_now();
+  if (first) {
+    query.lease_until = lease_.end_from_now();
+    for (const auto& run : find_finished_runs(supervisor_.settings().runs_dir))
+      query.finished.push_back(run.params.run_id);
+  }
   // A pod that runs something leaves handed-over runs to an idle one first:
   // in a rolling deploy, the new pod rather than an old one about to stop.
   query.leave_handovers = !first && supervisor_.live_children() > 0;

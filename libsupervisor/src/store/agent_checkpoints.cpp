@@ -138,7 +138,8 @@ void AgentCheckpoints::restore(const RestoreQuery& query, SteadyClock::time_poin
                       .lease_until = query.lease_until
                                          ? std::optional(epoch_seconds(*query.lease_until))
                                          : std::nullopt,
-                      .leave_handovers = query.leave_handovers};
+                      .leave_handovers = query.leave_handovers,
+                      .finished = query.finished};
   for (const auto& run : query.local)
     call.local.push_back({.run_id = run.params.run_id,
                           .attempts = run.params.attempts.size(),

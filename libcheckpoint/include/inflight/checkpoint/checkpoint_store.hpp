@@ -130,6 +130,10 @@ class CheckpointStore {
                             const std::set<std::string>& taken, const RestoreRequest& request,
                             RestorePush& push, RestoreReport& report);
   void take_lease(const Lease& lease, RestorePush& push, RestoreReport& report);
+  void publish_local_finished(const std::vector<RemoteBranch>& listing,
+                              const RestoreRequest& request, const RestorePush& push,
+                              RestoreReport& report);
+  std::optional<std::string> local_final(const RestoreRequest& request, const std::string& run_id);
   void restore_branch(const RemoteBranch& branch, const RestoreRequest& request, LeaseBook& leases,
                       std::set<std::string>& taken, RestorePush& push, RestoreReport& report);
   LocalCopy local_copy(const BranchName& name, const RestoreRequest& request);

@@ -279,8 +279,10 @@ struct Restore {
   std::optional<std::string> only;
   std::optional<std::int64_t> lease_until;
   bool leave_handovers = false;
+  std::vector<std::string> finished;  // run ids of finished run dirs, to publish if never
 };
-INFLIGHT_AGENT_MESSAGE(Restore, runs_dir, local, skip, children, only, lease_until, leave_handovers)
+INFLIGHT_AGENT_MESSAGE(Restore, runs_dir, local, skip, children, only, lease_until, leave_handovers,
+                       finished)
 
 // What a restore by this instance would do with a branch: its STATE in
 // `checkpoints list`, spelt by one table on the wire and in the output.

@@ -149,6 +149,10 @@ struct RestoreRequest {
   // instance, such as the new pod of a rolling deploy, so that the run moves
   // once and not to a pod that is about to stop too.
   bool leave_handovers = false;
+  // Run ids of finished run dirs on this disk: one with neither a branch nor
+  // a result, that this cache never published, is published (its release
+  // came from a release of inflight before publishing, or --publish off).
+  std::vector<std::string> finished = {};
 };
 
 // A run this instance cannot run: its branch is left as it is.

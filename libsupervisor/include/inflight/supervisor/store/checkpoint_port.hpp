@@ -77,6 +77,8 @@ struct RestoreQuery {
   // This instance runs runs: handed-over runs are left to an idle instance
   // for a while (checkpoint::RestoreRequest::leave_handovers).
   bool leave_handovers = false;
+  // Run ids of finished run dirs on this disk (checkpoint::RestoreRequest::finished).
+  std::vector<std::string> finished = {};
 };
 
 // What start-up restore found.
