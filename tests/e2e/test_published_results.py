@@ -79,6 +79,7 @@ def test_a_finished_run_is_published_as_plain_files_and_its_branch_deleted(
     assert entry["records"] == 800 and entry["total"] == 800 and entry["result"] == ref
     assert [a["outcome"] for a in entry["attempts"]] == ["succeeded"]
     assert entry["pod"] == "pod-a" and entry["finished_at"]
+    assert "\ninflight_results_published_total 1\n" in serve.get("/metrics").body
 
 
 def test_an_interrupted_run_finished_on_another_pod_is_published_whole(

@@ -52,6 +52,9 @@ HttpResponse ApiRoutes::metrics(unsigned version) {
     const auto count = it == supervisor_.checkpoint_failures().end() ? 0 : it->second;
     out << "inflight_checkpoint_failures_total{reason=\"" << word << "\"} " << count << "\n";
   }
+  family(out, "inflight_results_published_total", "counter",
+         "Finished runs whose results this instance published.");
+  out << "inflight_results_published_total " << supervisor_.results_published() << "\n";
   progress(out);
   family(out, "inflight_children", "gauge", "Eval children running now.");
   out << "inflight_children " << supervisor_.live_children() << "\n";

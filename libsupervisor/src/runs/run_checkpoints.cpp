@@ -144,6 +144,7 @@ void RunSupervisor::released(Run& run, const CheckpointResult& result) {
   const bool fenced = result.failed_with(Failure::rejected);
   if (fenced) fence(run);
   run.release_pending = !result && !fenced;
+  results_published_ += result && settings_.publish;
   if (result)
     log::info("checkpoint branch deleted", {{"run_id", run.id}});
   else if (run.release_pending)

@@ -125,6 +125,8 @@ class RunSupervisor {
 
   const std::map<Outcome, std::uint64_t>& attempts_by_outcome() const { return outcomes_; }
   // Run checkpoints that did not land, by why.
+  // Finished runs whose release published their result.
+  std::uint64_t results_published() const { return results_published_; }
   const std::map<Failure, std::uint64_t>& checkpoint_failures() const {
     return checkpoint_failures_;
   }
@@ -178,6 +180,7 @@ class RunSupervisor {
   std::map<std::string, std::optional<checkpoint::IndexEntry>> published_;
   std::map<Outcome, std::uint64_t> outcomes_;
   std::map<Failure, std::uint64_t> checkpoint_failures_;
+  std::uint64_t results_published_ = 0;
   std::function<void()> exit_listener_;
   // The releases of finished runs, one batch at a time: each updates the
   // one index branch, and a pod's releases racing each other for it would
