@@ -20,6 +20,7 @@ import tarfile
 import tempfile
 import time
 
+from inflight_testing import agent_protocol
 from inflight_testing.git_servers import GitDaemon, git
 from inflight_testing.proxies import RelayProxy
 from serve_process import bin_dir
@@ -150,11 +151,11 @@ def agent_save(run_dir, cache_dir, url, run_id="r1", attempt=1, reason="shutdown
                op="save"):
     """One save request (or another op on one run: `release`) to a fresh
     `inflight-checkpoint-agent`. Returns (seconds from spawn to exit, parsed result)."""
+    run = {"run_dir": os.path.abspath(run_dir), "origin_pod": "pod-a", "run_id": run_id,
+           "attempt": attempt, "reason": reason, "records": 0, "total": None}
     request = {
-        "version": 5, "op": op, "pod": "pod-a",
-        "call": {"run": {"run_dir": os.path.abspath(run_dir), "origin_pod": "pod-a",
-                         "run_id": run_id, "attempt": attempt, "reason": reason,
-                         "records": 0}},
+        "version": agent_protocol.VERSION, "op": op, "pod": "pod-a",
+        "call": {"runs": [run]} if op == "release" else {"run": run},
         "store": {"cache_dir": os.path.abspath(cache_dir), "url": url, "username": "",
                   "token": "", "ssh_key": "", "known_hosts": "", "ca_file": "",
                   "excludes": EXCLUDES, "restore_max_bytes": 1 << 30,

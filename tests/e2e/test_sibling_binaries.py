@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from inflight_testing import agent_protocol
 from inflight_testing.run_dirs import index_ids
 from inflight_testing.waiting import wait_for
 from conftest import BIN_DIR, INFLIGHT
@@ -86,8 +87,9 @@ def test_installed_layout_runs_the_default_child_and_checkpoints(serve_factory, 
 
 @pytest.mark.parametrize("request_text, says", [
     ('{"version":99,"op":"check","store":{},"pod":"p","call":{}}', "protocol 99"),
-    ('{"version":5,"op":"reboot","store":{},"pod":"p","call":{}}', "unknown checkpoint-agent op"),
-    ('{"version":5,"op":"check"}', "store"),
+    ('{"version":%d,"op":"reboot","store":{},"pod":"p","call":{}}' % agent_protocol.VERSION,
+     "unknown checkpoint-agent op"),
+    ('{"version":%d,"op":"check"}' % agent_protocol.VERSION, "store"),
     ('[' * 100 + ']' * 100, "deep"),
 ])
 def test_the_agent_answers_a_request_it_cannot_read_with_a_failure_naming_why(request_text, says):
@@ -96,6 +98,6 @@ def test_the_agent_answers_a_request_it_cannot_read_with_a_failure_naming_why(re
                           timeout=30)
     answer = json.loads(done.stdout)
     assert done.returncode == 1
-    assert answer["version"] == 5 and answer["ok"] is False
+    assert answer["version"] == agent_protocol.VERSION and answer["ok"] is False
     assert answer["failure"]["kind"] == "other"
     assert says in answer["failure"]["error"], answer
