@@ -73,7 +73,7 @@ Result<agent::Saved> save(Context& c, const agent::Save& call) {
 
 // A ref judged against this pod is `rejected`: another instance owns the run.
 Error ref_failure(ck::RefOutcome outcome, std::string message) {
-  return {.kind = ck::judged_against(outcome) ? Failure::rejected : Failure::other,
+  return {.kind = ck::failure_of(outcome),
           .message = std::move(message),
           .candidates = {}};
 }

@@ -110,19 +110,80 @@ def again_pod(serve):
     return next(e["pod"] for e in serve.events() if e.get("msg") == "listening")
 
 
-def test_push_declined_by_the_server_is_reported_and_exits_1(serve_factory, tmp_path, git_daemon):
-    hook = git_daemon.bare / "hooks" / "pre-receive"
+def decline_every_push(bare, decline=True):
+    hook = bare / "hooks" / "pre-receive"
+    if not decline:
+        hook.unlink()
+        return
     hook.write_text("#!/bin/sh\necho 'results repo is frozen' >&2\nexit 1\n")
     hook.chmod(0o755)
-    serve = serve_factory("--results-repo", git_daemon.url)
+
+
+def pushes(serve):
+    """inflight_checkpoint_pushes_total by result."""
+    counts = {}
+    for line in serve.get("/metrics").body.splitlines():
+        if line.startswith("inflight_checkpoint_pushes_total{"):
+            result = line.split('"')[1]
+            counts[result] = int(float(line.split()[-1]))
+    return counts
+
+
+def test_a_hook_that_declines_every_push_costs_no_run(serve_factory, tmp_path, git_daemon):
+    """A refusal by the server's rules is not another owner: the runs go on,
+    the status and /metrics say their checkpoints fail, shutdown exits 1,
+    and the next start (hook gone) finishes each run once."""
+    decline_every_push(git_daemon.bare)
+    workdir = tmp_path / "pod-a"
+    workdir.mkdir()
+    args = ("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+            "--checkpoint-interval", "100ms")
+    serve = serve_factory(*args, workdir=workdir)
     serve.wait_ready()
-    run_id = serve.submit(tests=200, test_ms=100)
-    serve.wait_status(run_id, "running")
+    ids = [serve.submit(tests=30, test_ms=100) for _ in range(2)]
+    serve.wait_log(lambda e: "refused by the results repo's rules" in e.get("msg", ""), 30)
+    wait_for(lambda: pushes(serve).get("failed", 0) >= 4, 30, "several refused pushes")
+    for run_id in ids:
+        status = serve.get(f"/api/eval/status/{run_id}").json()
+        assert status["status"] == "running", status
+        assert "hook declined" in status["checkpoint"]["error"], status
+    assert pushes(serve)["fenced"] == 0
     serve.signal(signal.SIGTERM)
     assert serve.wait_exit(timeout=30) == 1
     assert branches(git_daemon.bare) == {}
-    assert any(e.get("run_id") == run_id and "another instance" in e.get("msg", "")
-               for e in serve.events())
+    assert not any("another instance" in e.get("msg", "") for e in serve.events())
+
+    decline_every_push(git_daemon.bare, decline=False)
+    again = serve_factory(*args, workdir=workdir)
+    again.wait_ready()
+    for run_id in ids:
+        again.wait_status(run_id, "succeeded", timeout=60)
+        recorded = index_ids(workdir / ".inflight" / "runs" / run_id)
+        assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 31)]
+        params = run_params(workdir / ".inflight" / "runs" / run_id)
+        assert [a["outcome"] for a in params["attempts"]] == ["interrupted", "succeeded"]
+
+
+def test_a_hook_that_declines_one_ref_of_a_batched_push_holds_back_that_run_only(
+        serve_factory, tmp_path, git_daemon):
+    # The update hook judges each ref of a push on its own (a per-branch rule).
+    hook = git_daemon.bare / "hooks" / "update"
+    hook.write_text("#!/bin/sh\ncase $1 in */declined) echo 'not this one' >&2; exit 1;; esac\n"
+                    "exit 0\n")
+    hook.chmod(0o755)
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--checkpoint-interval", "100ms")
+    serve.wait_ready()
+    for run_id in ("declined", "accepted"):
+        serve.post("/api/eval/run", {"id": run_id, "tests": 40, "test_ms": 100})
+    wait_for(lambda: "refs/heads/inflight/pod-a/accepted" in branches(git_daemon.bare), 30,
+             "the accepted run's checkpoint")
+    assert "refs/heads/inflight/pod-a/declined" not in branches(git_daemon.bare)
+    assert serve.get("/api/eval/status/declined").json()["status"] == "running"
+    hook.unlink()
+    wait_for(lambda: "refs/heads/inflight/pod-a/declined" in branches(git_daemon.bare), 30,
+             "the declined run's checkpoint once the hook is gone")
+    assert pushes(serve)["fenced"] == 0
 
 
 def test_two_instances_resume_each_run_exactly_once(serve_factory, tmp_path, git_daemon):

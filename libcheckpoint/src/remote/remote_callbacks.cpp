@@ -44,18 +44,35 @@ void RemoteCallbacks::check_push_accepted(const std::string& doing) const {
   std::string refs;
   for (const auto& [ref, status] : refused_refs_) {
     const auto failure = *failure_of(ref);
-    if (failure.outcome == RefOutcome::refused) kind = Failure::rejected;
+    if (kind != Failure::rejected) kind = checkpoint::failure_of(failure.outcome);
     refs += (refs.empty() ? "" : "; ") + ref + ": " + failure.detail;
   }
   throw GitError(kind,
                  location_.scrub(doing + " " + location_.display + ": " + refs, config_.token));
 }
 
+namespace {
+
+// What git's receive-pack (and servers that speak like it) answers for an
+// update that lost a race: the ref moved after it was advertised, or another
+// push held its lock. Anything else is the server's own rule.
+bool lost_race(std::string_view status) {
+  for (const std::string_view race :
+       {"non-fast-forward", "fetch first", "stale info", "failed to lock", "cannot lock ref",
+        "failed to update ref", "already exists"})
+    if (status.find(race) != std::string_view::npos) return true;
+  return false;
+}
+
+}  // namespace
+
 std::optional<RefResult> RemoteCallbacks::failure_of(const std::string& ref) const {
   for (const auto& [refused, status] : refused_refs_) {
     if (refused != ref) continue;
     if (location_.local_path)
       return RefResult{.outcome = RefOutcome::unwritten, .detail = "could not write it: " + status};
+    if (lost_race(status))
+      return RefResult{.outcome = RefOutcome::taken, .detail = "another push won it: " + status};
     return RefResult{.outcome = RefOutcome::refused, .detail = "the server refused it: " + status};
   }
   return std::nullopt;

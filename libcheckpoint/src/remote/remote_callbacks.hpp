@@ -29,11 +29,12 @@ class RemoteCallbacks {
   [[noreturn]] void throw_failure(int code, const std::string& doing);
 
   // Throws when a pushed ref was not written (failure_of): GitError(rejected)
-  // when a server refused it, GitError(other) when it is unwritten.
+  // when it lost a race, GitError(refused) when a server's rule refused it,
+  // GitError(other) when it is unwritten.
   void check_push_accepted(const std::string& doing) const;
-  // Why `ref` was not written, if it was not: refused when a server judged
-  // it, unwritten when a local results repo (libgit2 writes its refs itself,
-  // nobody judges them) could not write it.
+  // Why `ref` was not written, if it was not: taken when it lost a race,
+  // refused when a server's rule refused it, unwritten when a local results
+  // repo (libgit2 writes its refs itself, nobody judges them) could not write it.
   std::optional<RefResult> failure_of(const std::string& ref) const;
   // Before a push sent again: what the last one was refused is forgotten.
   void forget_refusals() { refused_refs_.clear(); }

@@ -208,7 +208,7 @@ std::vector<std::optional<std::string>> CheckpointStore::push_final_states(
     const auto& result = results[n];
     if (result.outcome == RefOutcome::updated) continue;
     answers[pushed[n]] = release_failure(
-        judged_against(result.outcome) ? Failure::rejected : Failure::other,
+        failure_of(result.outcome),
         updates[n].ref + ": " + result.detail);
   }
   return finals;
@@ -231,8 +231,9 @@ void CheckpointStore::delete_branches(const std::vector<SaveRequest>& runs,
   const auto results = remote_.update(updates);
   for (std::size_t n = 0; n < deleted.size(); ++n)
     if (results[n].outcome != RefOutcome::updated)
-      answers[deleted[n]] =
-          release_failure(Failure::other, "deleting the branch: " + results[n].detail);
+      answers[deleted[n]] = release_failure(
+          results[n].outcome == RefOutcome::refused ? Failure::refused : Failure::other,
+          "deleting the branch: " + results[n].detail);
 }
 
 }  // namespace inflight::checkpoint

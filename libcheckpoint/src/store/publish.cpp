@@ -155,8 +155,16 @@ std::vector<Result<void>> CheckpointStore::publish(const std::vector<std::string
 // Whether the result ref, which holds another commit than `result`, holds
 // the same run dir: the same final state published again (another pod found
 // the branch first, or this release's final checkpoint was made twice).
-bool CheckpointStore::same_result(const std::string& run_id, const std::string& result) {
-  const auto theirs = remote_.fetch(result_ref(run_id));
+// nullopt when there is no result ref (the push lost a race for its lock).
+std::optional<bool> CheckpointStore::same_result(const std::string& run_id,
+                                                 const std::string& result) {
+  std::string theirs;
+  try {
+    theirs = remote_.fetch(result_ref(run_id));
+  } catch (const GitError& e) {
+    if (e.kind() == Failure::not_found) return std::nullopt;
+    throw;
+  }
   return git_oid_equal(git_commit_tree_id(lookup_commit(raw_repo(cache_), theirs).get()),
                        git_commit_tree_id(lookup_commit(raw_repo(cache_), result).get()));
 }
@@ -180,6 +188,9 @@ std::optional<Error> CheckpointStore::publish_all(std::vector<Publication>& publ
     const auto landed = remote_.update({{.ref = std::string(kIndexRef), .commit = *index, .from = {}}});
     if (landed[0].outcome == RefOutcome::updated) return std::nullopt;
     last_failure = std::string(kIndexRef) + ": " + landed[0].detail;
+    // The server's own rule: no try of this step changes its mind.
+    if (landed[0].outcome == RefOutcome::refused)
+      return publish_failure(Failure::refused, last_failure);
   }
   return publish_failure(Failure::other, last_failure + " (" + std::to_string(kIndexTries) +
                                              " tries, another pod's update won each)");
@@ -203,13 +214,21 @@ bool CheckpointStore::push_results(std::vector<Publication>& publications,
   for (std::size_t i = 0; i < updates.size(); ++i) {
     auto& publication = *pushed[i];
     const auto outcome = results[i].outcome;
-    if (outcome == RefOutcome::taken && !same_result(publication.run_id, publication.result)) {
+    if (outcome == RefOutcome::refused) {
+      publication.failure =
+          publish_failure(Failure::refused, updates[i].ref + ": " + results[i].detail);
+      continue;
+    }
+    const auto same = outcome == RefOutcome::taken
+                          ? same_result(publication.run_id, publication.result)
+                          : std::optional<bool>();
+    if (same == false) {
       publication.failure = publish_failure(
           Failure::rejected, "run " + publication.run_id + " was published by another pod first (" +
                                  results[i].detail + ")");
       continue;
     }
-    publication.result_landed = outcome == RefOutcome::updated || outcome == RefOutcome::taken;
+    publication.result_landed = outcome == RefOutcome::updated || same == true;
     if (publication.result_landed) continue;
     all = false;
     last_failure = updates[i].ref + ": " + results[i].detail;

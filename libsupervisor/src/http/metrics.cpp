@@ -52,6 +52,13 @@ HttpResponse ApiRoutes::metrics(unsigned version) {
     const auto count = it == supervisor_.checkpoint_failures().end() ? 0 : it->second;
     out << "inflight_checkpoint_failures_total{reason=\"" << word << "\"} " << count << "\n";
   }
+  family(out, "inflight_checkpoint_pushes_total", "counter",
+         "Pushes of run checkpoints by outcome: fenced only when another instance won the "
+         "branch; a refusal by the server's rules is failed.");
+  const auto& pushes = supervisor_.checkpoint_pushes();
+  out << "inflight_checkpoint_pushes_total{result=\"landed\"} " << pushes.landed << "\n"
+      << "inflight_checkpoint_pushes_total{result=\"failed\"} " << pushes.failed << "\n"
+      << "inflight_checkpoint_pushes_total{result=\"fenced\"} " << pushes.fenced << "\n";
   family(out, "inflight_results_published_total", "counter",
          "Finished runs whose results this instance published.");
   out << "inflight_results_published_total " << supervisor_.results_published() << "\n";

@@ -158,8 +158,10 @@ void RunSupervisor::record_checkpoint(Run& run, const CheckpointResult& result) 
   if (!result) return record_checkpoint_failure(run, result.error());
   run.checkpoint.failing_since.reset();
   run.checkpoint.error.reset();
+  run.checkpoint.refusals = 0;
   log_left_out(run, result->left_out);
   if (!result->commit) return;
+  ++checkpoint_pushes_.landed;
   run.checkpoint.last_commit = result->commit;
   run.checkpoint.last_at = iso8601_utc(SystemClock::now());
   log::info("checkpoint pushed",
@@ -169,14 +171,25 @@ void RunSupervisor::record_checkpoint(Run& run, const CheckpointResult& result) 
 // Shown in the run's status and counted for /metrics until a checkpoint lands.
 void RunSupervisor::record_checkpoint_failure(Run& run, const Error& error) {
   ++checkpoint_failures_[error.kind];
+  ++(error.kind == Failure::rejected ? checkpoint_pushes_.fenced : checkpoint_pushes_.failed);
   run.checkpoint.error = error.message;
   if (!run.checkpoint.failing_since) run.checkpoint.failing_since = iso8601_utc(SystemClock::now());
   if (error.kind == Failure::rejected) return fence(run);
+  if (error.kind == Failure::refused) {
+    constexpr int kMaxTicksSkipped = 15;
+    auto& state = run.checkpoint;
+    state.ticks_to_skip = std::min((1 << std::min(state.refusals, 4)) - 1, kMaxTicksSkipped);
+    ++state.refusals;
+  }
   const nlohmann::json fields{
       {"run_id", run.id}, {"reason", to_string(error.kind)}, {"error", error.message}};
   // No retry mends a run dir over the limits: only the child or an operator can.
   if (error.kind == Failure::over_limit)
     log::error("checkpoint refused: the run dir is over the restore limits", fields);
+  else if (error.kind == Failure::refused)
+    log::error("checkpoint refused by the results repo's rules (a hook, a permission, a quota); "
+               "the run goes on, its push is tried again",
+               fields);
   else
     log::warn("checkpoint not pushed", fields);
 }
@@ -243,6 +256,10 @@ void RunSupervisor::periodic_tick(PodLease* lease) {
   for (auto& owned : runs_) {
     Run& run = *owned;
     if (run.fenced || !run.store_ops.empty()) continue;
+    if (run.checkpoint.ticks_to_skip > 0) {
+      --run.checkpoint.ticks_to_skip;
+      continue;
+    }
     if (run.release_pending) release_checkpoint(run);
     // A queued run gets one checkpoint too: accepted with a 202, it must
     // survive the loss of this pod before it ever starts.

@@ -22,7 +22,10 @@ enum class Failure {
   other,         // anything else: exit 1
   unreachable,   // connection refused, DNS, TLS, timeout: exit 3
   auth,          // credentials refused: exit 3, and no retry will help
-  rejected,      // the server refused a ref update: another instance owns the run
+  rejected,      // a ref update lost a race: another instance owns the run
+  // the server refused a ref update by its own rule (a hook, a permission, a
+  // quota): not landed, to retry; nobody else owns the run
+  refused,
   not_found,     // no such branch or object: exit 4
   hostile_tree,  // a tree that would write outside its run dir, or is too big
   cache,         // this disk's cache repo cannot be opened or written
@@ -35,11 +38,12 @@ enum class Failure {
 
 // The one table that spells each kind, on the agent's wire, in messages and
 // as /metrics labels: read both ways by to_string and parse_failure.
-inline constexpr WordTable<Failure, 10> kFailureWords{{
+inline constexpr WordTable<Failure, 11> kFailureWords{{
     {Failure::other, "other"},
     {Failure::unreachable, "unreachable"},
     {Failure::auth, "auth"},
     {Failure::rejected, "rejected"},
+    {Failure::refused, "refused"},
     {Failure::not_found, "not_found"},
     {Failure::hostile_tree, "hostile_tree"},
     {Failure::cache, "cache"},

@@ -105,7 +105,7 @@ class CheckpointStore {
                                                             std::vector<Result<void>>& answers);
   void delete_branches(const std::vector<SaveRequest>& runs, std::vector<Result<void>>& answers);
   std::optional<std::string> index_tip();
-  bool same_result(const std::string& run_id, const std::string& result);
+  std::optional<bool> same_result(const std::string& run_id, const std::string& result);
   // The final checkpoint this cache pushed to the run's branch, if its last
   // push was one: a release tried again publishes it, not a new one.
   std::optional<std::string> pushed_final(const std::string& ref);

@@ -273,27 +273,29 @@ TEST_F(GitDaemonTest, PushesAndListsOverTheNetwork) {
   EXPECT_TRUE(store.list().empty());
 }
 
-TEST_F(GitDaemonTest, PreReceiveHookThatDeclinesIsRejected) {
+// A hook's refusal is the server's rule, not another owner (README
+// "Faults and what they do").
+TEST_F(GitDaemonTest, PreReceiveHookThatDeclinesIsRefusedNotLost) {
   write_file(remote_path() / "hooks" / "pre-receive", "#!/bin/sh\necho no >&2\nexit 1\n");
   fs::permissions(remote_path() / "hooks" / "pre-receive", fs::perms::owner_all);
   RemoteStore store(*repo_, config(url()));
   std::string message;
-  EXPECT_EQ(kind_of([&] { store.push(kRef, checkpoint("x\n")); }, &message), Failure::rejected);
+  EXPECT_EQ(kind_of([&] { store.push(kRef, checkpoint("x\n")); }, &message), Failure::refused);
   EXPECT_NE(message.find(kRef), std::string::npos) << message;
   EXPECT_NE(message.find("hook declined"), std::string::npos) << message;
   EXPECT_TRUE(store.list().empty());
 }
 
-TEST_F(GitDaemonTest, DeletionRefusedByTheServerIsRejected) {
+TEST_F(GitDaemonTest, DeletionRefusedByTheServerIsRefused) {
   git(remote_path(), "config receive.denyDeletes true");
   RemoteStore store(*repo_, config(url()));
   store.push(kRef, checkpoint("x\n"));
-  EXPECT_EQ(kind_of([&] { store.remove(kRef); }), Failure::rejected);
+  EXPECT_EQ(kind_of([&] { store.remove(kRef); }), Failure::refused);
   EXPECT_EQ(store.list().size(), 1u);
 }
 
 // A connection opened ahead carries the tips of its time: a ref made since
-// is not overwritten, the server refuses the stale update.
+// is not overwritten, the server refuses the stale update: a lost race.
 TEST_F(GitDaemonTest, AnUpdateOverAConnectionOpenedAheadIsJudgedByTheServer) {
   RemoteStore store(*repo_, config(url()));
   const std::string ours = checkpoint("ours\n");
@@ -307,7 +309,7 @@ TEST_F(GitDaemonTest, AnUpdateOverAConnectionOpenedAheadIsJudgedByTheServer) {
 
   const auto results = store.update({{.ref = kRef, .commit = ours, .from = {}},
                                      {.ref = kRef + "-2", .commit = ours, .from = {}}});
-  EXPECT_EQ(results[0].outcome, RefOutcome::refused) << results[0].detail;
+  EXPECT_EQ(results[0].outcome, RefOutcome::taken) << results[0].detail;
   EXPECT_EQ(results[1].outcome, RefOutcome::updated) << results[1].detail;
   EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), theirs);
 }

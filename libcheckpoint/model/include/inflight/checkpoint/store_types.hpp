@@ -75,17 +75,34 @@ struct RefUpdate {
 
 enum class RefOutcome {
   updated,  // the ref is at the commit now
-  taken,    // its tip is not an ancestor of the commit: another instance moved it
-  refused,  // the server refused it (a hook, a race with another push)
+  // its tip is not an ancestor of the commit, or moved under the push (a lost
+  // race for the ref or its lock): another instance moved it
+  taken,
+  refused,  // the server refused it by a rule of its own (a hook, a permission, a quota)
   // A results repo on a local path could not write it (a lock left behind, a
   // full disk): nobody judged the update, so the run is still this pod's.
   unwritten,
 };
 
-// Whether the update was judged against this pod (its tip moved, or the
-// server refused it): the pod stops writing the run's branch.
+// Whether the update was judged against this pod (its tip moved: another
+// instance wrote it): the pod stops writing the run's branch. A refusal by
+// the server's rules is not: the run stays this pod's, its push to retry.
 constexpr bool judged_against(RefOutcome outcome) {
-  return outcome == RefOutcome::taken || outcome == RefOutcome::refused;
+  return outcome == RefOutcome::taken;
+}
+
+// The failure of a ref that was not updated.
+constexpr Failure failure_of(RefOutcome outcome) {
+  switch (outcome) {
+    case RefOutcome::taken:
+      return Failure::rejected;
+    case RefOutcome::refused:
+      return Failure::refused;
+    case RefOutcome::updated:
+    case RefOutcome::unwritten:
+      break;
+  }
+  return Failure::other;
 }
 
 struct RefResult {

@@ -47,6 +47,11 @@ struct CheckpointState {
   // Since when, and why, this run's checkpoints fail; cleared once one lands.
   std::optional<std::string> failing_since;
   std::optional<std::string> error;
+  // Pushes the server's rules refused in a row (a hook, a permission, a
+  // quota), and the periodic ticks to let pass before the next try: each
+  // refusal doubles the wait, up to kMaxTicksSkipped.
+  int refusals = 0;
+  int ticks_to_skip = 0;
   // The entries left out of its checkpoints already logged ("path\nrule"):
   // each is logged once per run (README "Checkpoints in git").
   std::set<std::string> left_out_logged;

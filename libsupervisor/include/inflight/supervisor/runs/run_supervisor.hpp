@@ -125,6 +125,13 @@ class RunSupervisor {
 
   const std::map<Outcome, std::uint64_t>& attempts_by_outcome() const { return outcomes_; }
   // Run checkpoints that did not land, by why.
+  // Pushes of run checkpoints, by outcome (README "Metrics").
+  struct CheckpointPushes {
+    std::uint64_t landed = 0;
+    std::uint64_t failed = 0;  // a refusal by the server's rules included
+    std::uint64_t fenced = 0;  // lost to another instance
+  };
+  const CheckpointPushes& checkpoint_pushes() const { return checkpoint_pushes_; }
   // Finished runs whose release published their result.
   std::uint64_t results_published() const { return results_published_; }
   const std::map<Failure, std::uint64_t>& checkpoint_failures() const {
@@ -181,6 +188,7 @@ class RunSupervisor {
   std::map<Outcome, std::uint64_t> outcomes_;
   std::map<Failure, std::uint64_t> checkpoint_failures_;
   std::uint64_t results_published_ = 0;
+  CheckpointPushes checkpoint_pushes_;
   std::function<void()> exit_listener_;
   // The releases of finished runs, one batch at a time: each updates the
   // one index branch, and a pod's releases racing each other for it would
