@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from inflight_testing.git_servers import branches, git
+from inflight_testing.proxies import FlakyRemote
 from inflight_testing.run_dirs import index_ids, run_params
 from inflight_testing.waiting import wait_for
 from conftest import INFLIGHT
@@ -85,6 +86,23 @@ def test_refused_ssh_key_exits_3(serve_factory, tmp_path, ssh_git):
                         ssh_git.url, *ssh_git.wrong_flags], cwd=tmp_path,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 3, r.stderr
+
+
+def test_a_server_that_never_answers_leaves_serve_its_exit_inside_the_grace_period(
+        serve_factory, git_daemon):
+    """--git-timeout longer than the grace period: the pushes' deadline is
+    the grace period less max(1 s, 5 %), and serve is gone before it ends."""
+    with FlakyRemote(git_daemon.port) as remote:
+        serve = serve_factory("--results-repo", remote.url("results.git"), "--git-timeout", "60s",
+                              "--grace-period", "4s", "--flush-window", "1s")
+        serve.wait_ready()
+        run_id = serve.submit(tests=200, test_ms=100)
+        serve.wait_status(run_id, "running")
+        remote.set_mode("hung")
+        started = time.monotonic()
+        serve.signal(signal.SIGTERM)
+        assert serve.wait_exit(timeout=15) == 1
+        assert time.monotonic() - started < 4.0, "serve's exit overran the grace period"
 
 
 def test_hung_server_at_shutdown_exits_1_within_grace_then_local_restore_pushes(

@@ -24,9 +24,21 @@ void ShutdownPlan::on_signal(int signal) {
   if (stage_ == Stage::flushing) end_flush();
 }
 
+namespace {
+
+// The pushes end max(1 s, 5 %) before the grace period does (at most half of
+// it): serve's own exit (ending the agents, writing the exit) needs time too,
+// before the kubelet's SIGKILL.
+Duration pushes_time(Duration grace_period) {
+  const Duration margin = std::max<Duration>(std::chrono::seconds(1), grace_period / 20);
+  return std::max(grace_period - margin, grace_period / 2);
+}
+
+}  // namespace
+
 void ShutdownPlan::begin() {
   started_ = SteadyClock::now();
-  deadline_ = started_ + grace_period_;
+  deadline_ = started_ + pushes_time(grace_period_);
   grace_timer_.expires_at(deadline_);
   grace_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stage_ == Stage::done) return;
@@ -37,7 +49,7 @@ void ShutdownPlan::begin() {
   supervisor_.begin_shutdown();
   stage_ = Stage::flushing;
   if (supervisor_.live_children() == 0) return end_flush();
-  flush_timer_.expires_after(std::min(flush_window_, grace_period_));
+  flush_timer_.expires_after(std::min(flush_window_, pushes_time(grace_period_)));
   flush_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec && stage_ == Stage::flushing) end_flush();
   });
