@@ -37,18 +37,64 @@ def test_a_full_queue_answers_503_queue_full_with_retry_after(serve_factory):
     assert serve.post("/api/eval/run", {"tests": 1}).status == 202
 
 
-def test_connections_beyond_the_cap_get_503_and_idle_ones_cost_little(serve_factory):
+def test_connections_beyond_the_cap_get_503_and_the_probes_still_answer(serve_factory):
     serve = serve_factory("--max-connections", "20")
     serve.wait_ready()
     host, port = serve.url.removeprefix("http://").split(":")
     idle = [socket.create_connection((host, int(port))) for _ in range(20)]
-    wait_for(lambda: serve.get("/healthz", timeout=2).status == 503, 10, "the cap to be reached")
+    # Past the cap, the probe slots answer the probes, and only them.
+    wait_for(lambda: serve.post("/api/eval/run", {"tests": 1}, timeout=2).status == 503, 10,
+             "the cap to be reached")
+    assert serve.get("/healthz", timeout=2).status == 200
+    assert serve.get("/readyz", timeout=2).status == 200
+    r = serve.get("/api/eval/runs", timeout=2)
+    assert r.status == 503 and r.json()["error"] == "too_many_connections", r.body
+    probes = [socket.create_connection((host, int(port))) for _ in range(8)]
     extra = socket.create_connection((host, int(port)))
     extra.settimeout(5)
     assert extra.recv(1024).startswith(b"HTTP/1.1 503")
-    for s in idle + [extra]:
+    for s in idle + probes + [extra]:
         s.close()
-    wait_for(lambda: serve.get("/healthz", timeout=2).status == 200, 10, "connections to free up")
+    wait_for(lambda: serve.post("/api/eval/run", {"tests": 1}, timeout=2).status == 202, 10,
+             "connections to free up")
+
+
+def test_slow_clients_never_take_the_probes_or_the_api_away(serve_factory):
+    """300 connections from 127.0.0.2 sending one header byte every 2 s and
+    reconnecting when closed: each request must be read within 10 s, and one
+    address holds at most --max-connections-per-client; probes and a submit
+    from 127.0.0.1 answer all along."""
+    serve = serve_factory()
+    serve.wait_ready()
+    host, port = serve.url.removeprefix("http://").split(":")
+
+    def connect():
+        s = socket.socket()
+        s.bind(("127.0.0.2", 0))
+        s.setblocking(False)
+        s.connect_ex((host, int(port)))
+        return s
+
+    slow = [connect() for _ in range(300)]
+    request = b"GET /api/eval/runs HTTP/1.1\r\nHost: x\r\n"
+    sent = [0] * len(slow)
+    answers = []
+    deadline = time.monotonic() + 24
+    while time.monotonic() < deadline:
+        for i, s in enumerate(slow):
+            try:
+                s.send(request[sent[i] % len(request):][:1])
+                sent[i] += 1
+            except OSError:
+                s.close()
+                slow[i], sent[i] = connect(), 0
+        answers.append((serve.get("/healthz", timeout=2).status,
+                        serve.get("/readyz", timeout=2).status))
+        time.sleep(2)
+    assert all(a == (200, 200) for a in answers), answers
+    assert serve.post("/api/eval/run", {"tests": 1}, timeout=5).status == 202
+    for s in slow:
+        s.close()
 
 
 def rss_kib(pid):

@@ -70,7 +70,10 @@ std::vector<OptionSpec> build_table() {
       {"keep-finished", G::serve, K::duration, "DURATION", "24h",
        "how long a finished run stays in the API and its dir on disk (its result is published)"},
       {"max-connections", G::serve, K::integer, "N", "256",
-       "open HTTP connections at most; beyond it 503", 1, 100000},
+       "open HTTP connections at most; beyond it 503 (8 more kept for /healthz and /readyz)", 1,
+       100000},
+      {"max-connections-per-client", G::serve, K::integer, "N", "32",
+       "open HTTP connections from one client address at most; beyond it 503", 1, 100000},
   };
 }
 

@@ -110,6 +110,11 @@ HttpRefusals ApiRoutes::refusals() const {
           [](unsigned version) {
             return error_response(http::status::bad_request, version, "bad_request",
                                   "malformed HTTP request");
+          },
+          [](unsigned version) {
+            return error_response(http::status::service_unavailable, version,
+                                  "too_many_connections",
+                                  "too many open connections; retry shortly");
           }};
 }
 

@@ -18,7 +18,8 @@ using tcp = boost::asio::ip::tcp;
 
 namespace {
 
-constexpr auto kIoDeadline = std::chrono::seconds(30);
+// A response written to a client that reads it slowly.
+constexpr auto kWriteDeadline = std::chrono::seconds(30);
 // Accepting again at once after EMFILE would spin: the pending connection
 // stays in the backlog until a descriptor is free.
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(250);
@@ -28,26 +29,45 @@ constexpr auto kAcceptErrorLogInterval = std::chrono::minutes(1);
 // every session (one thread) instead of 64 KiB each.
 std::array<char, 16384> discard_buffer;
 
-// Counts a live session for the connection cap for as long as it exists.
+// Counts a live session for the connection caps for as long as it exists.
 class SessionSlot {
  public:
-  explicit SessionSlot(std::shared_ptr<std::size_t> live) : live_(std::move(live)) { ++*live_; }
-  ~SessionSlot() { --*live_; }
+  SessionSlot(std::shared_ptr<ConnectionCounts> counts, boost::asio::ip::address peer, bool probe)
+      : counts_(std::move(counts)), peer_(peer), probe_(probe) {
+    ++counts_->live;
+    counts_->probes += probe_;
+    ++counts_->by_peer[peer_];
+  }
+  ~SessionSlot() {
+    --counts_->live;
+    counts_->probes -= probe_;
+    if (--counts_->by_peer[peer_] == 0) counts_->by_peer.erase(peer_);
+  }
   SessionSlot(const SessionSlot&) = delete;
   SessionSlot& operator=(const SessionSlot&) = delete;
 
+  bool probe() const { return probe_; }
+
  private:
-  std::shared_ptr<std::size_t> live_;
+  std::shared_ptr<ConnectionCounts> counts_;
+  boost::asio::ip::address peer_;
+  bool probe_;
 };
+
+bool is_probe(std::string_view target) {
+  const auto path = target.substr(0, target.find('?'));
+  return path == "/healthz" || path == "/readyz";
+}
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket socket, const HttpServer::Handler& handler, const HttpRefusals& refusals,
-              std::shared_ptr<std::size_t> live)
+  HttpSession(tcp::socket socket, boost::asio::ip::address peer, bool probe,
+              const HttpServer::Handler& handler, const HttpRefusals& refusals,
+              std::shared_ptr<ConnectionCounts> counts)
       : stream_(std::move(socket)),
         handler_(handler),
         refusals_(refusals),
-        slot_(std::move(live)) {}
+        slot_(std::move(counts), peer, probe) {}
 
   void read() {
     // An idle keep-alive connection holds no buffer: what the last request
@@ -55,7 +75,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     buffer_.shrink_to_fit();
     parser_.emplace();
     parser_->body_limit(HttpServer::kBodyLimit);
-    stream_.expires_after(kIoDeadline);
+    // The whole request, not each read: a client that sends a byte now and
+    // then cannot hold the connection longer than this.
+    stream_.expires_after(slot_.probe() ? HttpServer::kProbeDeadline
+                                        : HttpServer::kRequestDeadline);
     http::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
@@ -72,7 +95,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     if (ec) return write(refusals_.malformed(11), false);
     auto request = parser_->release();
-    const bool keep_alive = request.keep_alive();
+    const std::string_view target(request.target().data(), request.target().size());
+    if (slot_.probe() && !is_probe(target)) return write(refusals_.busy(request.version()), false);
+    const bool keep_alive = request.keep_alive() && !slot_.probe();
     write(handler_(request), keep_alive);
   }
 
@@ -80,7 +105,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     response.keep_alive(keep_alive);
     response.prepare_payload();
     response_ = std::move(response);
-    stream_.expires_after(kIoDeadline);
+    stream_.expires_after(kWriteDeadline);
     http::async_write(stream_, response_,
                       [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
                         if (!ec && self->draining_) return self->drain();
@@ -117,8 +142,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   SessionSlot slot_;
 };
 
-// Over --max-connections: a fixed 503 and the connection is closed, without
-// reading the request.
+// Over a cap: a fixed 503 and the connection is closed, without reading the
+// request.
 void refuse_connection(tcp::socket socket) {
   static const std::string kResponse =
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -136,12 +161,12 @@ void refuse_connection(tcp::socket socket) {
 }  // namespace
 
 HttpServer::HttpServer(boost::asio::io_context& io, const tcp::endpoint& endpoint, Handler handler,
-                       HttpRefusals refusals, std::size_t max_connections)
+                       HttpRefusals refusals, HttpLimits limits)
     : acceptor_(io),
       retry_timer_(io),
       handler_(std::move(handler)),
       refusals_(std::move(refusals)),
-      max_connections_(max_connections) {
+      limits_(limits) {
   acceptor_.open(endpoint.protocol());
   acceptor_.set_option(boost::asio::socket_base::reuse_address(true));
   acceptor_.bind(endpoint);
@@ -153,12 +178,25 @@ void HttpServer::accept() {
   acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == boost::asio::error::operation_aborted) return;
     if (ec) return back_off(ec);
-    if (*live_ >= max_connections_)
-      refuse_connection(std::move(socket));
-    else
-      std::make_shared<HttpSession>(std::move(socket), handler_, refusals_, live_)->read();
+    admit(std::move(socket));
     accept();
   });
+}
+
+// One peer address holds at most max_per_client connections; past
+// max_connections, the probe slots take what comes, for the probes only.
+void HttpServer::admit(tcp::socket socket) {
+  beast::error_code ec;
+  const auto peer = socket.remote_endpoint(ec).address();
+  if (ec) return;  // gone already
+  const auto it = counts_->by_peer.find(peer);
+  const std::size_t from_peer = it == counts_->by_peer.end() ? 0 : it->second;
+  const std::size_t normal = counts_->live - counts_->probes;
+  const bool probe = normal >= limits_.max_connections;
+  if (from_peer >= limits_.max_per_client || (probe && counts_->probes >= kProbeSlots))
+    return refuse_connection(std::move(socket));
+  std::make_shared<HttpSession>(std::move(socket), peer, probe, handler_, refusals_, counts_)
+      ->read();
 }
 
 // Out of descriptors (or memory): retried on a timer, and logged at most once

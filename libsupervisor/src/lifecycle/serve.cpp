@@ -102,7 +102,8 @@ ServeCommand::ServeCommand(const ServeSettings& settings)
       server_(
           loop_.io(), listen_endpoint(settings),
           [this](const HttpRequest& r) { return api_.handle(r); }, api_.refusals(),
-          static_cast<std::size_t>(settings.max_connections)),
+          {.max_connections = static_cast<std::size_t>(settings.max_connections),
+           .max_per_client = static_cast<std::size_t>(settings.max_connections_per_client)}),
       lease_(loop_.io(), checkpoints_,
              lease_terms(settings.checkpoint_interval, settings.grace_period),
              settings.store.git_timeout),

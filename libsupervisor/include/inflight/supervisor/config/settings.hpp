@@ -115,6 +115,7 @@ struct ServeSettings : ResumeSettings {
   int max_concurrent{};
   int max_queued{};
   int max_connections{};
+  int max_connections_per_client{};
   Duration keep_finished{};
 };
 

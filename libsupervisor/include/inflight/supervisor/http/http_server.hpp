@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -21,6 +22,20 @@ using HttpResponse = boost::beast::http::response<boost::beast::http::string_bod
 struct HttpRefusals {
   std::function<HttpResponse(unsigned version)> too_large;
   std::function<HttpResponse(unsigned version)> malformed;
+  std::function<HttpResponse(unsigned version)> busy;  // a probe slot asked for another route
+};
+
+// What one client, and all of them, may hold (README "The HTTP API").
+struct HttpLimits {
+  std::size_t max_connections = 256;
+  std::size_t max_per_client = 32;  // open connections from one peer address
+};
+
+// Open connections: all of them, those on probe slots, and by peer address.
+struct ConnectionCounts {
+  std::size_t live = 0;
+  std::size_t probes = 0;
+  std::map<boost::asio::ip::address, std::size_t> by_peer;
 };
 
 class HttpServer {
@@ -29,24 +44,34 @@ class HttpServer {
 
   static constexpr std::size_t kBodyLimit = 1 << 20;
 
+  // A request (headers and body, or a keep-alive wait for the next one) is
+  // read within this, however slowly its client sends it.
+  static constexpr auto kRequestDeadline = std::chrono::seconds(10);
+  // Connections kept beyond max_connections for /healthz and /readyz only,
+  // so that a flood never fails the kubelet's probes.
+  static constexpr std::size_t kProbeSlots = 8;
+  static constexpr auto kProbeDeadline = std::chrono::seconds(2);
+
   // Throws boost::system::system_error when the address cannot be bound.
-  // Beyond `max_connections` open connections, new ones get a 503.
+  // A client over max_per_client, or any beyond max_connections and the
+  // probe slots, gets a 503 without being read.
   HttpServer(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& endpoint,
-             Handler handler, HttpRefusals refusals, std::size_t max_connections);
+             Handler handler, HttpRefusals refusals, HttpLimits limits);
 
   boost::asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
 
  private:
   void accept();
+  void admit(boost::asio::ip::tcp::socket socket);
   void back_off(const boost::system::error_code& ec);
 
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer retry_timer_;
   Handler handler_;
   HttpRefusals refusals_;
-  std::size_t max_connections_;
+  HttpLimits limits_;
   // Shared with the sessions, which may outlive the server at teardown.
-  std::shared_ptr<std::size_t> live_ = std::make_shared<std::size_t>(0);
+  std::shared_ptr<ConnectionCounts> counts_ = std::make_shared<ConnectionCounts>();
   // When "cannot accept" was last logged; unset before the first time.
   std::optional<std::chrono::steady_clock::time_point> accept_error_logged_;
 };
