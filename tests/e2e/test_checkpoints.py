@@ -204,6 +204,49 @@ def test_a_hook_that_declines_one_ref_of_a_batched_push_holds_back_that_run_only
     assert pushes(serve)["fenced"] == 0
 
 
+def test_the_local_copy_of_a_pod_that_could_not_push_wins_over_its_older_branch(
+        serve_factory, tmp_path, git_daemon):
+    """Issue 26: the results repo is down at SIGTERM, so pod-a exits 1 with
+    its run on disk and its lease kept. pod-b on the same disk leaves the run
+    to pod-a while that lease lives, then resumes it from the local copy (the
+    freshest), not from the older branch: no record is redone and the
+    attempt stays `interrupted`."""
+    workdir = tmp_path / "disk"
+    workdir.mkdir()
+    with FlakyRemote(git_daemon.port) as remote:
+        args = ("--results-repo", remote.url("results.git"), "--checkpoint-interval", "1s",
+                "--grace-period", "3s", "--flush-window", "1s")
+        pod_a = serve_factory("--pod-name", "pod-a", *args, workdir=workdir)
+        pod_a.wait_ready()
+        run_id = pod_a.submit(tests=60, test_ms=100)
+        pod_a.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and
+                       e.get("run_id") == run_id, 30)
+        remote.set_mode("down")
+        run_dir = workdir / ".inflight" / "runs" / run_id
+        on_branch = len(git(git_daemon.bare, "show",
+                            f"inflight/pod-a/{run_id}:index.jsonl").splitlines())
+        wait_for(lambda: len(index_ids(run_dir)) >= on_branch + 3, 30, "records past the branch")
+        pod_a.signal(signal.SIGTERM)
+        assert pod_a.wait_exit(timeout=30) == 1
+        kept = len(index_ids(run_dir))
+        assert run_params(run_dir)["attempts"][-1]["outcome"] == "interrupted"
+
+        remote.set_mode("up")
+        pod_b = serve_factory("--pod-name", "pod-b", *args, workdir=workdir)
+        pod_b.wait_ready()
+        pod_b.wait_log(lambda e: e.get("msg") == "run held by another live instance; left to it"
+                       and e.get("run_id") == run_id, 30)
+        assert run_params(run_dir)["attempts"][-1]["outcome"] == "interrupted"
+        assert "handed_over" not in run_params(run_dir)
+        wait_for(lambda: pod_b.get(f"/api/eval/status/{run_id}").status == 200, 30,
+                 "pod-b to take the run once pod-a's lease ended")
+        pod_b.wait_status(run_id, "succeeded", timeout=60)
+    recorded = index_ids(run_dir)
+    assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 61)]
+    assert [a["outcome"] for a in run_params(run_dir)["attempts"]] == ["interrupted", "succeeded"]
+    assert f"60 tests, {kept} already done" in (run_dir / "console.log").read_text()
+
+
 def test_two_instances_resume_each_run_exactly_once(serve_factory, tmp_path, git_daemon):
     ids, _ = interrupted_runs(serve_factory, tmp_path / "pod-a", git_daemon, count=6, tests=20,
                               extra=("--max-concurrent", "6"))

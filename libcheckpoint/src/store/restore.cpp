@@ -139,7 +139,7 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   const auto taken = restore_branches(branches, request, leases, push, report);
   if (!request.only) {
     drop_ended_leases(leases, request.pod, push, report);
-    push_unbranched_runs(branches, taken, request, push, report);
+    push_unbranched_runs(branches, taken, request, leases, push, report);
     publish_local_finished(listing, request, push, report);
   }
   if (request.lease_until) take_lease({request.pod, *request.lease_until}, push, report);
@@ -177,14 +177,22 @@ void CheckpointStore::drop_ended_leases(LeaseBook& leases, const std::string& ow
 // Local runs no branch holds get one.
 void CheckpointStore::push_unbranched_runs(const std::vector<RemoteBranch>& branches,
                                            const std::set<std::string>& taken,
-                                           const RestoreRequest& request, RestorePush& push,
-                                           RestoreReport& report) {
+                                           const RestoreRequest& request, LeaseBook& leases,
+                                           RestorePush& push, RestoreReport& report) {
   std::set<std::string> branched;
   for (const auto& branch : branches) branched.insert(branch.ref);
-  for (const auto& [run_id, local] : request.local)
-    if (!branched.count(branch_ref({local.origin_pod, run_id})) && !taken.count(run_id) &&
-        !request.skip.count(run_id))
-      push_local_run(request.runs_dir / run_id, request, push, report);
+  for (const auto& [run_id, local] : request.local) {
+    if (branched.count(branch_ref({local.origin_pod, run_id})) || taken.count(run_id) ||
+        request.skip.count(run_id))
+      continue;
+    // A run that another pod under a live lease ran here last is its own.
+    const auto runner = local_runner({local.origin_pod, run_id}, request);
+    if (runner && *runner != request.pod && leases.until(*runner).value_or(0) > seconds_now()) {
+      report.left.push_back({.run_id = run_id, .pod = *runner, .until = *leases.until(*runner)});
+      continue;
+    }
+    push_local_run(request.runs_dir / run_id, request, push, report);
+  }
 }
 
 // A lease the server refuses (a hook that allows only `inflight/*`) costs
@@ -208,6 +216,17 @@ void CheckpointStore::push_restore(RestorePush& push, RestoreReport& report) {
 // Another instance took the run or answers for it: this disk's copy, if any,
 // is stale from now on, so that no later start here resumes it once the
 // owner deleted the branch.
+// The pod of the last attempt of this disk's copy of the branch's run, when
+// there is one of the same origin pod.
+std::optional<std::string> CheckpointStore::local_runner(const BranchName& name,
+                                                         const RestoreRequest& request) {
+  const auto it = request.local.find(name.run_id);
+  if (it == request.local.end() || it->second.origin_pod != name.pod) return std::nullopt;
+  const auto params = read_run_params(request.runs_dir / name.run_id);
+  if (!params || params->attempts.empty()) return std::nullopt;
+  return params->attempts.back().pod;
+}
+
 void CheckpointStore::mark_stale(const BranchName& name, const RestoreRequest& request,
                                  RestoreReport& report) {
   const auto it = request.local.find(name.run_id);
@@ -252,8 +271,13 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
     return;
   }
   if (auto owner = live_owner(*name, tip, request, leases)) {
+    // This disk's copy, when the live pod ran it last here (it stopped
+    // before pushing, and this is another name on its disk), is that pod's
+    // own and the freshest: untouched, for whoever takes the run later.
+    const bool owners_copy = local_runner(*name, request) == owner->pod;
     report.left.push_back(std::move(*owner));
-    return mark_stale(*name, request, report);
+    if (!owners_copy) mark_stale(*name, request, report);
+    return;
   }
   const auto verdict = request.judge(params);
   if (verdict.refusal) {

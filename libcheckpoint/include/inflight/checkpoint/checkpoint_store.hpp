@@ -128,7 +128,8 @@ class CheckpointStore {
                          RestoreReport& report);
   void push_unbranched_runs(const std::vector<RemoteBranch>& branches,
                             const std::set<std::string>& taken, const RestoreRequest& request,
-                            RestorePush& push, RestoreReport& report);
+                            LeaseBook& leases, RestorePush& push, RestoreReport& report);
+  std::optional<std::string> local_runner(const BranchName& name, const RestoreRequest& request);
   void take_lease(const Lease& lease, RestorePush& push, RestoreReport& report);
   void publish_local_finished(const std::vector<RemoteBranch>& listing,
                               const RestoreRequest& request, const RestorePush& push,
