@@ -153,7 +153,8 @@ agent::Restored restored(const ck::RestoreReport& report) {
                          .released = report.released,
                          .ambiguous = report.ambiguous,
                          .problems = report.problems,
-                         .published = {}};
+                         .published = {},
+                         .watched = report.watched};
   for (const auto& run : report.published)
     answer.published.push_back(
         {.run_id = run.run_id,
@@ -183,6 +184,8 @@ agent::Restored restore(Context& c, const agent::Restore& call) {
        .lease_until = call.lease_until,
        .skip = {call.skip.begin(), call.skip.end()},
        .leave_handovers = call.leave_handovers,
+       .expired = call.expired,
+       .take_over = call.take_over,
        .finished = call.finished}));
 }
 

@@ -18,7 +18,11 @@ CommandLine::CommandLine(CLI::App& app) {
   resume_ = app.add_subcommand("resume", "restore one run and run it in the foreground");
   resume_->add_option("target", resume_target_, "RUN_ID or inflight/<pod>/<run-id> branch")
       ->required();
-  resume_->add_flag("--restore-only", restore_only_, "stop once the run dir is restored");
+  resume_->add_flag("--restore-only", resume_flags_.restore_only,
+                    "stop once the run dir is restored");
+  resume_->add_flag("--take-over", resume_flags_.take_over,
+                    "take the run even while another pod's lease or claim is present (a "
+                    "one-shot command cannot watch it end); make sure that pod is gone");
   add_settings(resume_, OptionGroup::store);
   add_settings(resume_, OptionGroup::run);
   const auto add_store_flags = [this](CLI::App* command) {
@@ -73,7 +77,7 @@ int CommandLine::run() {
     const auto settings = read_resume_settings(sources(resume_));
     hide_environment_secrets(settings.store.withheld_variables);
     log::set_format(settings.store.log_format);
-    return resume(settings, resume_target_, restore_only_);
+    return resume(settings, resume_target_, resume_flags_);
   }
   return kExitUsage;
 }

@@ -10,6 +10,7 @@
 #include "checkpoints_command.hpp"
 #include "inflight/core/exit_code.hpp"
 #include "inflight/supervisor/config/settings.hpp"
+#include "inflight/supervisor/lifecycle/resume.hpp"
 #include "runs_command.hpp"
 
 namespace inflight::app {
@@ -31,7 +32,7 @@ class CommandLine {
   std::unique_ptr<RunsCommand> runs_;
   CLI::App* resume_ = nullptr;
   std::string resume_target_;
-  bool restore_only_ = false;
+  ResumeFlags resume_flags_;
   std::map<CLI::App*, std::map<std::string, std::string>> values_;
 };
 

@@ -11,7 +11,6 @@ namespace {
 
 constexpr std::string_view kSubjectPrefix = "inflight lease ";
 constexpr std::string_view kUntilTrailer = "Inflight-Lease-Until";
-constexpr std::int64_t kLongestLease = 24 * 3600;
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "inflight/checkpoint/lease.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <sstream>
@@ -59,43 +60,82 @@ void drop_lease(RemoteStore& remote, const std::string& pod) {
 }
 
 LeaseBook::LeaseBook(CacheRepo& cache, RemoteStore& remote,
-                     const std::vector<RemoteBranch>& listing, std::int64_t now,
+                     const std::vector<RemoteBranch>& listing, const RestoreRequest& request,
                      std::vector<std::string>& problems)
-    : cache_(cache), remote_(remote), now_(now), problems_(problems) {
+    : cache_(cache), remote_(remote), request_(request), problems_(problems) {
   for (const auto& ref : listing)
     if (const auto pod = parse_lease_ref(ref.ref)) listed_.emplace(*pod, ref);
 }
 
-std::optional<std::int64_t> LeaseBook::until(const std::string& pod) {
+const LeaseBook::Read& LeaseBook::read(const std::string& pod) {
   if (const auto it = read_.find(pod); it != read_.end()) return it->second;
-  auto& until = read_[pod];
+  auto& read = read_[pod];
   const auto it = listed_.find(pod);
-  if (it == listed_.end()) return until;
+  if (it == listed_.end()) return read;
   try {
-    const auto lease =
-        parse_lease_message(commit_summary(cache_, remote_.fetch_listed(it->second)).message, now_);
-    if (lease && lease->pod == pod)
-      until = lease->until;
-    else
+    const auto commit = commit_summary(cache_, remote_.fetch_listed(it->second));
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    read.lease = parse_lease_message(commit.message, now);
+    read.written = commit.time;
+    if (!read.lease || read.lease->pod != pod) {
+      read.lease.reset();
       problems_.push_back(it->second.ref + ": not a lease; ignored");
+    }
   } catch (const GitError& e) {
     if (e.network()) throw;
     problems_.push_back(it->second.ref + ": " + e.what());
     // Listed, then not found: it moved under us (seen in a rollout test, a
     // live pod's runs were taken). Counted live for this look; the next one
     // reads it again.
-    if (e.kind() == Failure::not_found) until = now_ + 1;
+    read.moved = e.kind() == Failure::not_found;
   }
-  return until;
+  return read;
+}
+
+bool LeaseBook::live(const std::string& pod) {
+  if (request_.take_over) return false;
+  const auto& lease = read(pod);
+  if (lease.moved) return true;
+  if (!lease.lease) return false;
+  const auto& listed = listed_.at(pod);
+  const auto expired = request_.expired.find(listed.ref);
+  return expired == request_.expired.end() || expired->second != listed.oid;
+}
+
+std::int64_t LeaseBook::until(const std::string& pod) {
+  const auto& lease = read(pod);
+  return lease.lease ? lease.lease->until : 0;
 }
 
 std::vector<RemoteBranch> LeaseBook::ended(const std::string& own_pod) {
   std::vector<RemoteBranch> refs;
   for (const auto& [pod, ref] : listed_) {
-    const auto lease_until = until(pod);
-    if (pod != own_pod && (!lease_until || *lease_until <= now_)) refs.push_back(ref);
+    if (pod == own_pod || read(pod).moved) continue;
+    const auto expired = request_.expired.find(ref.ref);
+    if (!read(pod).lease || (expired != request_.expired.end() && expired->second == ref.oid))
+      refs.push_back(ref);
   }
   return refs;
+}
+
+// A lease's term is its own: the end it names less the time it was written,
+// both by the writer's clock, so a skewed clock changes neither.
+std::vector<WatchedRecord> LeaseBook::watched() {
+  std::vector<WatchedRecord> records;
+  for (const auto& [pod, listed] : listed_) {
+    if (pod == request_.pod) continue;
+    const auto& lease = read(pod);
+    if (!lease.lease) continue;
+    records.push_back({.ref = listed.ref,
+                       .oid = listed.oid,
+                       .term = std::clamp<std::int64_t>(lease.lease->until - lease.written, 0,
+                                                        kLongestLease),
+                       .written = lease.written,
+                       .pod = pod});
+  }
+  return records;
 }
 
 }  // namespace inflight::checkpoint

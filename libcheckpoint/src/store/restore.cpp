@@ -37,12 +37,6 @@ CheckpointInfo claim_info(const RunParams& params, const std::string& pod, std::
           .total = total};
 }
 
-std::int64_t seconds_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 struct CheckpointStore::RestorePush {
@@ -130,7 +124,7 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   for (const auto& ref : listing)
     if (auto run_id = parse_result_ref(ref.ref)) push.published.insert(std::move(*run_id));
   report.published = published_runs(listing, push.published, report.problems);
-  LeaseBook leases(cache_, remote_, listing, seconds_now(), report.problems);
+  LeaseBook leases(cache_, remote_, listing, request, report.problems);
   const auto branches = branches_to_restore(listing, request);
   if (request.only && branches.size() > 1) {
     for (const auto& branch : branches) report.ambiguous.push_back(short_branch(branch.ref));
@@ -145,6 +139,8 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   if (request.lease_until) take_lease({request.pod, *request.lease_until}, push, report);
   claim_written(request, push, report);
   push_restore(push, report);
+  const auto leases_watched = leases.watched();
+  report.watched.insert(report.watched.end(), leases_watched.begin(), leases_watched.end());
   return report;
 }
 
@@ -187,8 +183,8 @@ void CheckpointStore::push_unbranched_runs(const std::vector<RemoteBranch>& bran
       continue;
     // A run that another pod under a live lease ran here last is its own.
     const auto runner = local_runner({local.origin_pod, run_id}, request);
-    if (runner && *runner != request.pod && leases.until(*runner).value_or(0) > seconds_now()) {
-      report.left.push_back({.run_id = run_id, .pod = *runner, .until = *leases.until(*runner)});
+    if (runner && *runner != request.pod && leases.live(*runner)) {
+      report.left.push_back({.run_id = run_id, .pod = *runner, .until = leases.until(*runner)});
       continue;
     }
     push_local_run(request.runs_dir / run_id, request, push, report);
@@ -270,7 +266,7 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
                                result_ref(name->run_id) + "); this branch is left alone"});
     return;
   }
-  if (auto owner = live_owner(*name, tip, request, leases)) {
+  if (auto owner = live_owner(branch, tip, request, leases, report)) {
     // This disk's copy, when the live pod ran it last here (it stopped
     // before pushing, and this is another name on its disk), is that pod's
     // own and the freshest: untouched, for whoever takes the run later.
@@ -437,25 +433,39 @@ void CheckpointStore::push_local_run(const fs::path& dir, const RestoreRequest& 
 
 // The pod that answers for the run, when it is another one: the writer of
 // the tip, unless it handed the run over (a shutdown checkpoint) or its lease
-// is over. A pod without a lease (`inflight resume`) holds what it claimed
-// for claim_lease. Pushing on top of a live owner would take the run from an
-// instance that is running it now. A busy instance leaves a handed-over run
-// to an idle one for claim_lease (RestoreRequest::leave_handovers).
-std::optional<LeftRun> CheckpointStore::live_owner(const BranchName& name, const std::string& tip,
+// is over. A claim by a pod without a lease (`inflight resume`) holds its
+// run, and a busy instance leaves a handed-over run to an idle one
+// (RestoreRequest::leave_handovers), while the caller has not yet watched
+// that tip unchanged for claim_lease. Pushing on top of a live owner would
+// take the run from an instance that is running it now. No wall clock
+// decides: `until` is shown, never compared.
+std::optional<LeftRun> CheckpointStore::live_owner(const RemoteBranch& branch,
+                                                   const std::string& tip,
                                                    const RestoreRequest& request,
-                                                   LeaseBook& leases) {
+                                                   LeaseBook& leases, RestoreReport& report) {
+  const auto name = *parse_branch_ref(branch.ref);
   const auto last = describe_commit(commit_summary(cache_, tip));
-  if (last.pod == request.pod) return std::nullopt;
-  const std::int64_t commit_lease_end = last.time + config_.claim_lease.count();
-  std::int64_t until = 0;
-  if (last.reason == CheckpointReason::shutdown) {
-    if (request.leave_handovers) until = commit_lease_end;
-  } else {
-    until = leases.until(last.pod).value_or(0);
-    if (last.reason == CheckpointReason::claim) until = std::max(until, commit_lease_end);
-  }
-  if (until <= seconds_now()) return std::nullopt;
-  return LeftRun{.run_id = name.run_id, .pod = last.pod, .until = until};
+  if (last.pod == request.pod || request.take_over) return std::nullopt;
+  const auto left = [&](std::int64_t until) {
+    return LeftRun{.run_id = name.run_id, .pod = last.pod, .until = until};
+  };
+  // The tip itself is the record: it holds the run until watched unchanged.
+  const auto tip_holds = [&] {
+    const auto expired = request.expired.find(branch.ref);
+    if (expired != request.expired.end() && expired->second == tip) return false;
+    report.watched.push_back({.ref = branch.ref,
+                              .oid = tip,
+                              .term = config_.claim_lease.count(),
+                              .written = last.time,
+                              .pod = last.pod});
+    return true;
+  };
+  const std::int64_t tip_until = last.time + config_.claim_lease.count();
+  if (last.reason == CheckpointReason::shutdown)
+    return request.leave_handovers && tip_holds() ? std::optional(left(tip_until)) : std::nullopt;
+  if (leases.live(last.pod)) return left(leases.until(last.pod));
+  if (last.reason == CheckpointReason::claim && tip_holds()) return left(tip_until);
+  return std::nullopt;
 }
 
 // The branch copy is materialised beside the run dir (by a writer thread)

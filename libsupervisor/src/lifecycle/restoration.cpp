@@ -8,8 +8,9 @@ namespace inflight {
 
 namespace {
 
-// Lease ends are whole seconds, and clocks of two pods differ a little.
-constexpr std::chrono::seconds kLeaseEndSlack{1};
+// A look just after a record's term ends, not just before: terms are whole
+// seconds.
+constexpr std::chrono::milliseconds kTermEndSlack{100};
 
 }  // namespace
 
@@ -24,7 +25,8 @@ Restoration::Restoration(boost::asio::io_context& io, RunSupervisor& supervisor,
       settings_(settings),
       period_(lease_terms(settings.checkpoint_interval, settings.grace_period).period),
       on_refused_(std::move(on_refused)),
-      timer_(io) {}
+      timer_(io),
+      watch_(period_) {}
 
 // A later look skips the runs this instance holds: their tips are its own,
 // and would otherwise look like runs to take.
@@ -41,6 +43,7 @@ void Restoration::look(bool first) {
   // A pod that runs something leaves handed-over runs to an idle one first:
   // in a rolling deploy, the new pod rather than an old one about to stop.
   query.leave_handovers = !first && supervisor_.live_children() > 0;
+  query.expired = watch_.expired(SteadyClock::now());
   plan_.restore_started();
   store_.restore(query, SteadyClock::now() + settings_.store.git_timeout,
                  [this, first](RestoreResult result) { on_result(std::move(result), first); });
@@ -53,7 +56,10 @@ void Restoration::on_result(RestoreResult result, bool first) {
   }
   if (result.failure && result.failure->kind == Failure::cache)
     supervisor_.disk_health().report_failure(result.failure->message);
-  if (result.published) supervisor_.know_published(std::move(*result.published));
+  if (result.published) {  // the store answered: what it holds back is watched
+    supervisor_.know_published(std::move(*result.published));
+    watch_.saw(result.watched, SteadyClock::now());
+  }
   for (auto& held : result.held) supervisor_.hold(std::move(held.params), held.branch, held.reason);
   const auto restored = adopt_restored(supervisor_, settings_.children, std::move(result.runs));
   plan_.restore_finished();
@@ -73,22 +79,16 @@ void Restoration::on_result(RestoreResult result, bool first) {
   } else if (restored > 0) {
     log::info("runs taken over from other instances", {{"restored", restored}});
   }
-  look_again_later(result.left);
+  look_again_later();
 }
 
-// At the next lease period, or just after the first known lease ends. A look
-// that found nothing to wait for looks again too: a pod scaled down later
-// hands its runs over, and someone must take them.
-void Restoration::look_again_later(const std::vector<checkpoint::LeftRun>& left) {
+// At the next lease period, or just after the first watched record's term
+// ends. A look that found nothing to wait for looks again too: a pod scaled
+// down later hands its runs over, and someone must take them.
+void Restoration::look_again_later() {
   auto delay = period_;
-  const auto now = SystemClock::now();
-  for (const auto& run : left) {
-    if (run.until == 0) continue;  // a lost claim: its owner's lease is not known
-    const auto ends =
-        SystemClock::from_time_t(static_cast<std::time_t>(run.until)) + kLeaseEndSlack;
-    delay = std::min(delay, std::chrono::duration_cast<Duration>(
-                                std::max(ends - now, SystemClock::duration::zero())));
-  }
+  if (const auto next = watch_.next_expiry(SteadyClock::now()))
+    delay = std::min(delay, *next + kTermEndSlack);
   timer_.expires_after(delay);
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec && supervisor_.phase() != Phase::shutting_down) look(false);

@@ -55,22 +55,23 @@ std::vector<RestoredRun> local_run(const fs::path& runs_dir, const checkpoint::B
 class ResumeCommand {
  public:
   ResumeCommand(const ResumeSettings& s, const checkpoint::BranchName& name,
-                const std::string& target, bool restore_only, const fs::path& runs_dir)
+                const std::string& target, ResumeFlags flags, const fs::path& runs_dir)
       : settings_(s),
         name_(name),
         target_(target),
-        restore_only_(restore_only),
+        flags_(flags),
         runs_dir_(runs_dir),
         checkpoints_(loop_.io(), loop_.reaper(), s.store, runs_dir, s.children) {
     // Before any work: a command that runs a child must be able to contain it.
-    if (!restore_only) containment_ = choose_containment(s.containment);
+    if (!flags.restore_only) containment_ = choose_containment(s.containment);
   }
 
   int run() {
     checkpoints_.restore({.local = local_run(runs_dir_, name_),
                           .only = target_,
                           .skip = {},
-                          .lease_until = std::nullopt},
+                          .lease_until = std::nullopt,
+                          .take_over = flags_.take_over},
                          SteadyClock::now() + settings_.store.git_timeout,
                          [this](RestoreResult result) { restored(std::move(result)); });
     loop_.on_signal([this](int signal) { on_signal(signal); });
@@ -81,7 +82,7 @@ class ResumeCommand {
  private:
   void restored(RestoreResult result) {
     if (const auto code = refusal(result)) return finish(*code);
-    if (!restore_only_) return start(std::move(result.runs.front()));
+    if (!flags_.restore_only) return start(std::move(result.runs.front()));
     prepare_for_resume(result.runs.front(), settings_.children);
     log::info("restored; the branch is kept",
               {{"run_id", name_.run_id}, {"dir", result.runs.front().dir.string()}});
@@ -122,10 +123,12 @@ class ResumeCommand {
       return kExitUsage;
     }
     if (!result.left.empty() && !result.left.front().pod.empty()) {
-      log::error("another live instance holds this run; left to it",
-                 {{"run_id", run_id},
-                  {"pod", result.left.front().pod},
-                  {"until", iso8601_utc(SystemClock::from_time_t(result.left.front().until))}});
+      log::error(
+          "another instance's lease or claim holds this run; left to it (--take-over takes it "
+          "once that pod is gone)",
+          {{"run_id", run_id},
+           {"pod", result.left.front().pod},
+           {"lease_says_until", iso8601_utc(SystemClock::from_time_t(result.left.front().until))}});
       return kExitFailure;
     }
     if (!result.runs.empty()) return std::nullopt;
@@ -182,7 +185,7 @@ class ResumeCommand {
   const ResumeSettings& settings_;
   const checkpoint::BranchName name_;
   const std::string target_;
-  const bool restore_only_;
+  const ResumeFlags flags_;
   const fs::path runs_dir_;
   CommandLoop loop_;
   AgentCheckpoints checkpoints_;
@@ -194,12 +197,12 @@ class ResumeCommand {
 
 }  // namespace
 
-int resume(const ResumeSettings& s, const std::string& target, bool restore_only) {
+int resume(const ResumeSettings& s, const std::string& target, ResumeFlags flags) {
   const auto name = target_of(target);
   s.children.check_programs();
   const auto runs_dir = fs::absolute(s.store.runs_dir).lexically_normal();
   fs::create_directories(runs_dir);
-  return ResumeCommand(s, name, target, restore_only, runs_dir).run();
+  return ResumeCommand(s, name, target, flags, runs_dir).run();
 }
 
 }  // namespace inflight

@@ -139,7 +139,9 @@ void AgentCheckpoints::restore(const RestoreQuery& query, SteadyClock::time_poin
                                          ? std::optional(epoch_seconds(*query.lease_until))
                                          : std::nullopt,
                       .leave_handovers = query.leave_handovers,
-                      .finished = query.finished};
+                      .finished = query.finished,
+                      .expired = query.expired,
+                      .take_over = query.take_over};
   for (const auto& run : query.local)
     call.local.push_back({.run_id = run.params.run_id,
                           .attempts = run.params.attempts.size(),
@@ -221,6 +223,7 @@ RestoreResult AgentCheckpoints::restore_result(const agent::Restored& r,
   for (const auto& run : local)
     if (!taken.count(run.params.run_id)) result.runs.push_back(run);
   result.ambiguous = r.ambiguous;
+  result.watched = r.watched;
   return result;
 }
 

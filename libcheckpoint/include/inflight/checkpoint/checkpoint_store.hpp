@@ -141,8 +141,9 @@ class CheckpointStore {
   void mark_stale(const BranchName& name, const RestoreRequest& request, RestoreReport& report);
   void push_local_run(const std::filesystem::path& dir, const RestoreRequest& request,
                       RestorePush& push, RestoreReport& report);
-  std::optional<LeftRun> live_owner(const BranchName& name, const std::string& tip,
-                                    const RestoreRequest& request, LeaseBook& leases);
+  std::optional<LeftRun> live_owner(const RemoteBranch& branch, const std::string& tip,
+                                    const RestoreRequest& request, LeaseBook& leases,
+                                    RestoreReport& report);
   void claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
              const RunVerdict& verdict, bool branch_wins, const RestoreRequest& request,
              RestorePush& push, RestoreReport& report);

@@ -27,25 +27,39 @@ RefUpdate lease_update(CacheRepo& cache, RemoteStore& remote, const Lease& lease
 void drop_lease(RemoteStore& remote, const std::string& pod);
 
 // The leases one listing of the results repo showed, each read when first
-// asked about. A lease that cannot be read counts as none, so that no
-// hostile ref keeps a pod's runs from being taken over.
+// asked about. A lease holds its pod's runs until the caller has watched it
+// unchanged for its term (RestoreRequest::expired), whatever its
+// `until` says; a one-shot command that watches nothing counts every lease
+// live unless it takes over. A lease that cannot be read counts as none, so
+// that no hostile ref keeps a pod's runs from being taken over.
 class LeaseBook {
  public:
   LeaseBook(CacheRepo& cache, RemoteStore& remote, const std::vector<RemoteBranch>& listing,
-            std::int64_t now, std::vector<std::string>& problems);
-  // Until when `pod` holds its runs; nullopt when it holds no lease.
-  std::optional<std::int64_t> until(const std::string& pod);
-  // Every other pod's lease that is over, to delete: whoever may take over
-  // its runs also cleans up after it.
+            const RestoreRequest& request, std::vector<std::string>& problems);
+  // Whether `pod` holds its runs now; a live lease is watched.
+  bool live(const std::string& pod);
+  // The end its lease names, for display only; 0 when none.
+  std::int64_t until(const std::string& pod);
+  // Every other pod's lease that is over or no lease, to delete: whoever may
+  // take over its runs also cleans up after it.
   std::vector<RemoteBranch> ended(const std::string& own_pod);
+  // Every other pod's lease: to watch for the next look.
+  std::vector<WatchedRecord> watched();
 
  private:
+  struct Read {
+    std::optional<Lease> lease;
+    std::int64_t written = 0;
+    bool moved = false;  // listed, then gone: counted live for this look
+  };
+  const Read& read(const std::string& pod);
+
   CacheRepo& cache_;
   RemoteStore& remote_;
-  std::int64_t now_;
+  const RestoreRequest& request_;
   std::vector<std::string>& problems_;
-  std::map<std::string, RemoteBranch> listed_;               // by pod
-  std::map<std::string, std::optional<std::int64_t>> read_;  // by pod, once read
+  std::map<std::string, RemoteBranch> listed_;  // by pod
+  std::map<std::string, Read> read_;            // by pod, once read
 };
 
 }  // namespace inflight::checkpoint

@@ -1,6 +1,7 @@
 #include "inflight/checkpoint/checkpoint_store.hpp"
 
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <sys/stat.h>
 
 #include "checkpoint/background_process.hpp"
@@ -572,14 +573,54 @@ TEST_F(CheckpointStoreTest, ARunOfAPodWithALiveLeaseIsLeftToIt) {
   EXPECT_TRUE(has_ref("refs/heads/inflight-lease/pod-a"));
 }
 
-TEST_F(CheckpointStoreTest, AnEndedLeaseLetsTheRunBeTakenAndIsDeleted) {
-  running_run_with_lease(now_plus(-1));
+// No wall clock decides (README "A live pod's runs stay its own"): a lease
+// whose end has passed by this machine's clock holds its runs until the
+// caller watched it unchanged for its term; then the run is taken and the
+// lease deleted. One renewed since is alive again.
+TEST_F(CheckpointStoreTest, ALeaseHoldsItsRunsUntilWatchedUnchangedForItsTerm) {
+  running_run_with_lease(now_plus(-600));  // a writer's clock ten minutes behind
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
-  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
-  EXPECT_EQ(report.claimed.size(), 1u);
-  EXPECT_TRUE(report.left.empty());
-  EXPECT_FALSE(has_ref("refs/heads/inflight-lease/pod-a"));
+  const auto first = restore(CheckpointStore(config("b")), runs_b, "pod-b");
+  EXPECT_TRUE(first.claimed.empty());
+  ASSERT_EQ(first.left.size(), 1u);
+  const auto lease_ref = std::string("refs/heads/inflight-lease/pod-a");
+  const auto watched = std::find_if(first.watched.begin(), first.watched.end(),
+                                    [&](const WatchedRecord& r) { return r.ref == lease_ref; });
+  ASSERT_NE(watched, first.watched.end());
+  EXPECT_EQ(watched->pod, "pod-a");
+
+  RestoreRequest renewed{.runs_dir = runs_b,
+                         .pod = "pod-b",
+                         .local = {},
+                         .judge = accept,
+                         .only = std::nullopt,
+                         .lease_until = std::nullopt,
+                         .skip = {},
+                         .expired = {{lease_ref, std::string(40, '0')}}};
+  EXPECT_TRUE(CheckpointStore(config("b")).restore(renewed).claimed.empty());
+
+  auto over = renewed;
+  over.expired = {{lease_ref, watched->oid}};
+  EXPECT_EQ(CheckpointStore(config("b")).restore(over).claimed.size(), 1u);
+  EXPECT_FALSE(has_ref(lease_ref));
+}
+
+// A one-shot command cannot watch: --take-over takes the run from a lease
+// that is present.
+TEST_F(CheckpointStoreTest, TakeOverTakesARunFromALeaseThatIsPresent) {
+  running_run_with_lease(now_plus(60));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  RestoreRequest take{.runs_dir = runs_b,
+                      .pod = "ops",
+                      .local = {},
+                      .judge = accept,
+                      .only = "r1",
+                      .lease_until = std::nullopt,
+                      .skip = {},
+                      .take_over = true};
+  EXPECT_EQ(CheckpointStore(config("b")).restore(take).claimed.size(), 1u);
 }
 
 TEST_F(CheckpointStoreTest, AShutdownCheckpointHandsTheRunOverDespiteTheLease) {
@@ -593,7 +634,8 @@ TEST_F(CheckpointStoreTest, AShutdownCheckpointHandsTheRunOverDespiteTheLease) {
 }
 
 // A busy instance leaves a handed-over run to an idle one (the new pod of a
-// rolling deploy) for claim_lease; after that, anyone takes it (a scale-down).
+// rolling deploy) until it watched the tip unchanged for claim_lease; after
+// that, anyone takes it (a scale-down).
 TEST_F(CheckpointStoreTest, ABusyInstanceLeavesAHandedOverRunToAnIdleOneForAWhile) {
   const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
   CheckpointStore(config("a")).save(dir, "pod-a", info("r1", CheckpointReason::shutdown));
@@ -611,10 +653,11 @@ TEST_F(CheckpointStoreTest, ABusyInstanceLeavesAHandedOverRunToAnIdleOneForAWhil
   EXPECT_TRUE(left.claimed.empty());
   ASSERT_EQ(left.left.size(), 1u);
   EXPECT_EQ(left.left[0].pod, "pod-a");
-  EXPECT_GT(left.left[0].until, now_plus(60));
-  auto patient = config("b");
-  patient.claim_lease = std::chrono::seconds(0);
-  EXPECT_EQ(CheckpointStore(patient).restore(busy).claimed.size(), 1u);
+  ASSERT_EQ(left.watched.size(), 1u);  // the handover tip, for claim_lease
+  EXPECT_EQ(left.watched[0].ref, "refs/heads/inflight/pod-a/r1");
+  EXPECT_EQ(left.watched[0].term, 120);
+  busy.expired = {{left.watched[0].ref, left.watched[0].oid}};
+  EXPECT_EQ(CheckpointStore(config("b")).restore(busy).claimed.size(), 1u);
 }
 
 TEST_F(CheckpointStoreTest, TheOwnerItselfTakesItsRunWhateverTheLease) {

@@ -58,8 +58,18 @@ class RestorationTest : public SupervisorFixture {
             "no child template named 'promptfoo'"};
   }
   // Gone before the next look: that look comes at once, not a period on.
-  static checkpoint::LeftRun left_run_whose_lease_ended() {
-    return {"r-left", "pod-b", SystemClock::to_time_t(SystemClock::now()) - 5};
+  // A run left to pod-b, whose lease the store reports with a term of 0 s:
+  // over as soon as it was seen once, unchanged.
+  static RestoreResult left_to_a_lease_of_no_term() {
+    RestoreResult found;
+    found.left = {{"r-left", "pod-b", 0}};
+    found.watched = {{.ref = "refs/heads/inflight-lease/pod-b",
+                      .oid = std::string(40, 'b'),
+                      .term = 0,
+                      .written = 0,
+                      .pod = "pod-b"}};
+    found.published.emplace();  // the store answered
+    return found;
   }
 
   ServeSettings serve;
@@ -143,21 +153,24 @@ TEST_F(RestorationTest, AnUnreachableStoreIsAskedAgainAtTheNextPeriod) {
   EXPECT_FALSE(store.restores()[1].lease_until.has_value());  // the pushes renew it now
 }
 
-TEST_F(RestorationTest, ALookComesSoonerWhenALeaseOfAnotherPodEnds) {
-  RestoreResult found;
-  found.left = {left_run_whose_lease_ended()};
+// The next look comes as the watched lease's term ends (by this pod's
+// steady clock), and it tells the store that lease is over.
+TEST_F(RestorationTest, ALookComesSoonerWhenAWatchedRecordsTermEnds) {
+  auto found = left_to_a_lease_of_no_term();
   store.restore_next(found);
   found.failure = Error{.kind = Failure::auth, .message = "401 Unauthorized", .candidates = {}};
   store.restore_next(found);
   start();
   ASSERT_TRUE(wait_for([&] { return store.restores().size() >= 3; }));
   EXPECT_FALSE(refused.has_value());  // refused on a later look: only logged
+  EXPECT_TRUE(store.restores()[0].expired.empty());
+  EXPECT_EQ(store.restores()[1].expired.at("refs/heads/inflight-lease/pod-b"),
+            std::string(40, 'b'));
 }
 
 TEST_F(RestorationTest, LaterLooksSkipTheRunsThisInstanceHolds) {
-  RestoreResult found;
+  auto found = left_to_a_lease_of_no_term();
   found.held = {held_run()};
-  found.left = {left_run_whose_lease_ended()};
   store.restore_next(found);
   start();
   ASSERT_TRUE(wait_for([&] { return store.restores().size() >= 2; }));

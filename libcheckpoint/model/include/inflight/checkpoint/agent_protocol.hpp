@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -57,6 +58,7 @@ struct adl_serializer<std::optional<T>> {
 
 namespace inflight::checkpoint {
 INFLIGHT_AGENT_MESSAGE(LeftRun, run_id, pod, until)
+INFLIGHT_AGENT_MESSAGE(WatchedRecord, ref, oid, term, written, pod)
 INFLIGHT_AGENT_MESSAGE(LeftOutEntry, path, rule)
 INFLIGHT_AGENT_MESSAGE(LeftOut, named, unnamed)
 INFLIGHT_AGENT_MESSAGE(RunRow, id, state, pod, attempts, interruptions, records, total,
@@ -265,9 +267,10 @@ struct Restored {
   std::vector<std::string> ambiguous;
   std::vector<std::string> problems;
   std::vector<Published> published;
+  std::vector<checkpoint::WatchedRecord> watched;
 };
 INFLIGHT_AGENT_MESSAGE(Restored, claimed, left, held, lost, released, ambiguous, problems,
-                       published)
+                       published, watched)
 
 struct Restore {
   static constexpr std::string_view op = "restore";
@@ -280,9 +283,11 @@ struct Restore {
   std::optional<std::int64_t> lease_until;
   bool leave_handovers = false;
   std::vector<std::string> finished;  // run ids of finished run dirs, to publish if never
+  std::map<std::string, std::string> expired;  // ref -> oid, watched unchanged for their term
+  bool take_over = false;
 };
 INFLIGHT_AGENT_MESSAGE(Restore, runs_dir, local, skip, children, only, lease_until, leave_handovers,
-                       finished)
+                       finished, expired, take_over)
 
 // What a restore by this instance would do with a branch: its STATE in
 // `checkpoints list`, spelt by one table on the wire and in the output.

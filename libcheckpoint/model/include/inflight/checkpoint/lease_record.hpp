@@ -18,6 +18,9 @@ struct Lease {
   std::int64_t until = 0;  // seconds since the epoch
 };
 
+// No instance asks for a longer lease; a lease naming more is not one.
+inline constexpr std::int64_t kLongestLease = 24 * 3600;
+
 std::string write_lease_message(const Lease& lease);
 // nullopt for a message that is not a lease: no valid pod name or end, or an
 // end more than a day ahead of `now` (no instance asks for that much).

@@ -166,10 +166,29 @@ struct RestoreRequest {
   // instance, such as the new pod of a rolling deploy, so that the run moves
   // once and not to a pod that is about to stop too.
   bool leave_handovers = false;
+  // Records (`ref` -> oid) the caller has watched unchanged for their whole
+  // term by its own monotonic clock (README "A live pod's runs stay its
+  // own"): a lease, a claim or a handover among them no longer holds its
+  // runs. No wall clock decides that.
+  std::map<std::string, std::string> expired = {};
+  // A one-shot command's --take-over: no lease or claim holds a run.
+  bool take_over = false;
   // Run ids of finished run dirs on this disk: one with neither a branch nor
   // a result, that this cache never published, is published (its release
   // came from a release of inflight before publishing, or --publish off).
   std::vector<std::string> finished = {};
+};
+
+// A record that holds runs while it stays unchanged: another pod's lease, or
+// a branch tip that is a claim or a handover. The caller watches it for
+// `term` seconds by its own clock; `written` (the writer's clock) is shown
+// and compared with the caller's, never used to decide.
+struct WatchedRecord {
+  std::string ref;
+  std::string oid;
+  std::int64_t term = 0;
+  std::int64_t written = 0;
+  std::string pod;
 };
 
 // A run this instance cannot run: its branch is left as it is.
@@ -202,6 +221,7 @@ struct RestoreReport {
   std::vector<std::string> ambiguous;  // with `only`: every branch it names, when several
   std::vector<std::string> problems;   // one line per branch that could not be used
   std::vector<PublishedRun> published;  // every run id with a result ref
+  std::vector<WatchedRecord> watched;   // what held runs back this time
 };
 
 // One run as `inflight runs list` shows it (run_listing.hpp).

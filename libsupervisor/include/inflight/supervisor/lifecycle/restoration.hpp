@@ -1,7 +1,7 @@
 // Serve's restore (README "Checkpoints in git"). The first look at the store, before serve is
 // ready, takes this pod's lease and claims every run it may. Then it looks
-// again every lease period (sooner when a known lease ends first) and takes
-// the runs whose owner handed them over (a scale-down) or died.
+// again every lease period (sooner when a watched record's term ends first)
+// and takes the runs whose owner handed them over (a scale-down) or died.
 // A shutdown signal lets a look under way finish (the plan waits), so the
 // runs it claims are pushed back before exit rather than stranded.
 #pragma once
@@ -13,6 +13,7 @@
 
 #include "inflight/supervisor/config/settings.hpp"
 #include "inflight/supervisor/lifecycle/pod_lease.hpp"
+#include "inflight/supervisor/lifecycle/record_watch.hpp"
 #include "inflight/supervisor/lifecycle/shutdown_plan.hpp"
 #include "inflight/supervisor/runs/run_supervisor.hpp"
 #include "inflight/supervisor/store/checkpoint_port.hpp"
@@ -30,7 +31,7 @@ class Restoration {
  private:
   void look(bool first);
   void on_result(RestoreResult result, bool first);
-  void look_again_later(const std::vector<checkpoint::LeftRun>& left);
+  void look_again_later();
 
   RunSupervisor& supervisor_;
   CheckpointPort& store_;
@@ -40,6 +41,7 @@ class Restoration {
   Duration period_;
   std::function<void(const std::string&)> on_refused_;
   boost::asio::steady_timer timer_;
+  RecordWatch watch_;
 };
 
 }  // namespace inflight

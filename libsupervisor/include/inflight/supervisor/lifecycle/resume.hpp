@@ -7,11 +7,18 @@
 
 namespace inflight {
 
+struct ResumeFlags {
+  // Stop once the run dir is materialised and its branch claimed.
+  bool restore_only = false;
+  // Take the run even from a pod whose lease is present, or from another
+  // command's claim: a one-shot command cannot watch a lease for its term.
+  bool take_over = false;
+};
+
 // `inflight resume RUN_ID|BRANCH`: restores one run exactly as serve does on
 // start, runs its next attempt in the foreground with its output streamed,
 // and returns the child's exit code (3 when the store refused or could not be
-// reached, 4 when there is no such run). With restore_only it stops once the
-// run dir is materialised and its branch claimed.
-int resume(const ResumeSettings& settings, const std::string& target, bool restore_only);
+// reached, 4 when there is no such run).
+int resume(const ResumeSettings& settings, const std::string& target, ResumeFlags flags);
 
 }  // namespace inflight

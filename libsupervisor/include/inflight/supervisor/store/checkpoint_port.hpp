@@ -79,6 +79,10 @@ struct RestoreQuery {
   bool leave_handovers = false;
   // Run ids of finished run dirs on this disk (checkpoint::RestoreRequest::finished).
   std::vector<std::string> finished = {};
+  // Records watched unchanged for their term, and --take-over
+  // (checkpoint::RestoreRequest::expired, take_over).
+  std::map<std::string, std::string> expired = {};
+  bool take_over = false;
 };
 
 // What start-up restore found.
@@ -92,6 +96,8 @@ struct RestoreResult {
   std::vector<std::string> ambiguous;  // with `only`: the branches it names, when several
   // Runs other instances hold (live pods, lost claims): worth a later look.
   std::vector<checkpoint::LeftRun> left;
+  // What held runs back, to watch until the next look.
+  std::vector<checkpoint::WatchedRecord> watched = {};
   // Every run id with a result ref; set only when the store answered.
   std::optional<std::vector<checkpoint::PublishedRun>> published = std::nullopt;
 };
