@@ -25,7 +25,8 @@ std::vector<std::string> child_environment(const char* const* serve_env, const C
 
 // The environment of the checkpoint agent, a helper of inflight's own that
 // gets its secrets on its stdin: the base and what libgit2, OpenSSL and the
-// sanitizers read (proxies, SSL_CERT_FILE/DIR, LD_LIBRARY_PATH, *SAN_OPTIONS),
+// sanitizers read (proxies, SSL_CERT_FILE/DIR, LD_LIBRARY_PATH, LD_PRELOAD,
+// *SAN_OPTIONS, libfaketime's FAKETIME*),
 // nothing else of serve's: an agent is readable in /proc while it starts.
 std::vector<std::string> agent_environment(const char* const* serve_env);
 
