@@ -114,6 +114,11 @@ agent::SavedAll save_all(Context& c, const agent::SaveAll& call) {
                           .release = call.release_lease};
   c.keep_objects = call.keep_objects;
   const auto report = c.store.save_all(runs, lease);
+  for (const auto& ref : report.rewritten)
+    log::error(
+        "a checkpoint branch was rewritten to a commit that is no checkpoint of its run (a "
+        "force-push by hand?); not another owner: the run goes on, saved on top of it",
+        {{"branch", ref}});
   agent::SavedAll answer;
   for (const auto& outcome : report.runs)
     answer.runs.push_back(

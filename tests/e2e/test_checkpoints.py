@@ -247,6 +247,38 @@ def test_the_local_copy_of_a_pod_that_could_not_push_wins_over_its_older_branch(
     assert f"60 tests, {kept} already done" in (run_dir / "console.log").read_text()
 
 
+def test_a_branch_force_pushed_to_a_foreign_commit_mid_run_costs_nothing(
+        serve_factory, tmp_path, git_daemon):
+    """Someone rewrites a run's branch by hand to a commit that is no
+    checkpoint of it: not another owner. The run goes on, its next
+    checkpoint lands on top of that commit (a second parent), shutdown exits
+    0, and the next start resumes it with every record once."""
+    workdir = tmp_path / "pod-a"
+    workdir.mkdir()
+    args = ("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+            "--checkpoint-interval", "200ms")
+    serve = serve_factory(*args, workdir=workdir)
+    serve.wait_ready()
+    run_id = serve.submit(tests=60, test_ms=100)
+    serve.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and e.get("run_id") == run_id, 30)
+    ref = f"refs/heads/inflight/pod-a/{run_id}"
+    empty_tree = git(git_daemon.bare, "hash-object", "-t", "tree", "-w", "/dev/null").strip()
+    foreign = git(git_daemon.bare, "commit-tree", empty_tree, "-m", "cleanup by hand").strip()
+    git(git_daemon.bare, "update-ref", ref, foreign)
+    serve.wait_log(lambda e: "was rewritten" in e.get("msg", ""), 30)
+    wait_for(lambda: git(git_daemon.bare, "rev-parse", f"{ref}^2").strip() == foreign, 30,
+             "a checkpoint on top of the foreign commit")
+    assert serve.get(f"/api/eval/status/{run_id}").json()["status"] == "running"
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit(timeout=30) == 0
+
+    again = serve_factory(*args, workdir=tmp_path / "pod-a")
+    again.wait_ready()
+    again.wait_status(run_id, "succeeded", timeout=60)
+    recorded = index_ids(workdir / ".inflight" / "runs" / run_id)
+    assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 61)]
+
+
 def test_two_instances_resume_each_run_exactly_once(serve_factory, tmp_path, git_daemon):
     ids, _ = interrupted_runs(serve_factory, tmp_path / "pod-a", git_daemon, count=6, tests=20,
                               extra=("--max-concurrent", "6"))

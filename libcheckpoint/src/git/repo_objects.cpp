@@ -2,6 +2,9 @@
 
 #include <git2/sys/odb_backend.h>
 
+#include <span>
+#include <vector>
+
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
 #include "git/git_handle.hpp"
@@ -40,8 +43,11 @@ git_oid empty_tree(git_repository* repo) {
   return oid;
 }
 
-git_oid write_commit(CacheRepo& cache, const git_oid& tree_oid, const git_commit* parent,
-                     const std::string& message, std::optional<git_time_t> at) {
+namespace {
+
+git_oid write_commit_of(CacheRepo& cache, const git_oid& tree_oid,
+                        std::span<const git_commit* const> parents, const std::string& message,
+                        std::optional<git_time_t> at) {
   git_repository* repo = raw_repo(cache);
   git_signature* raw_signature = nullptr;
   git_check(at ? git_signature_new(&raw_signature, "inflight", "inflight@localhost", *at, 0)
@@ -49,16 +55,38 @@ git_oid write_commit(CacheRepo& cache, const git_oid& tree_oid, const git_commit
             "make signature");
   const SignatureHandle signature(raw_signature);
   const TreeHandle tree = lookup_tree(repo, tree_oid);
-  const git_commit* parents[] = {parent};
   git_buf buffer = GIT_BUF_INIT;
-  const int rc =
-      git_commit_create_buffer(&buffer, repo, signature.get(), signature.get(), nullptr,
-                               message.c_str(), tree.get(), parent != nullptr ? 1 : 0, parents);
+  const int rc = git_commit_create_buffer(
+      &buffer, repo, signature.get(), signature.get(), nullptr, message.c_str(), tree.get(),
+      parents.size(), const_cast<const git_commit**>(parents.data()));
   const BufContents owned(&buffer);
   git_check(rc, "write commit");
   const git_oid commit = write_object(cache, buffer.ptr, buffer.size, GIT_OBJECT_COMMIT);
   cache.impl().new_commits.push_back(commit);
   return commit;
+}
+
+}  // namespace
+
+git_oid write_commit(CacheRepo& cache, const git_oid& tree_oid, const git_commit* parent,
+                     const std::string& message, std::optional<git_time_t> at) {
+  const git_commit* parents[] = {parent};
+  return write_commit_of(cache, tree_oid, std::span(parents, parent != nullptr ? 1 : 0), message,
+                         at);
+}
+
+std::string merge_onto(CacheRepo& cache, const std::string& commit, const std::string& second) {
+  git_repository* repo = raw_repo(cache);
+  const CommitHandle ours = lookup_commit(repo, commit);
+  const CommitHandle theirs = lookup_commit(repo, second);
+  CommitHandle first;
+  if (git_commit_parentcount(ours.get()) > 0)
+    first = lookup_commit(repo, *git_commit_parent_id(ours.get(), 0));
+  std::vector<const git_commit*> parents;
+  if (first.get() != nullptr) parents.push_back(first.get());
+  parents.push_back(theirs.get());
+  return oid_hex(write_commit_of(cache, *git_commit_tree_id(ours.get()), parents,
+                                 git_commit_message(ours.get()), std::nullopt));
 }
 
 std::string commit_on_own_tree(CacheRepo& cache, const std::string& parent,

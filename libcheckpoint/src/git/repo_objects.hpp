@@ -26,6 +26,9 @@ git_oid write_object(CacheRepo& cache, const void* data, std::size_t size, git_o
 // since the epoch) for a commit that must come out the same each time.
 git_oid write_commit(CacheRepo& cache, const git_oid& tree, const git_commit* parent,
                      const std::string& message, std::optional<git_time_t> at = std::nullopt);
+// `commit` again, with `second` as its second parent: the same tree and
+// first-parent history, now a fast-forward of `second`.
+std::string merge_onto(CacheRepo& cache, const std::string& commit, const std::string& second);
 // A checkpoint commit of `parent`'s own tree on top of it: the claim of a
 // run dir materialised from `parent`, which a snapshot would hash back to
 // the same tree.

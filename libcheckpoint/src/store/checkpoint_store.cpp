@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "git/repo_objects.hpp"
 #include "inflight/core/run_dir.hpp"
 #include "snapshot/stat_cache.hpp"
 
@@ -39,7 +40,8 @@ std::optional<std::string> CheckpointStore::snapshot(const fs::path& run_dir,
 
 SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
                                         const std::optional<LeaseStep>& lease) {
-  SaveAllReport report{.runs = std::vector<SaveOutcome>(runs.size()), .lease_error = std::nullopt};
+  SaveAllReport report{
+      .runs = std::vector<SaveOutcome>(runs.size()), .rewritten = {}, .lease_error = std::nullopt};
   std::vector<RefUpdate> updates;
   std::vector<std::size_t> pushed;  // index of each run update's run
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -71,7 +73,8 @@ SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
                           ? RefUpdate{.ref = lease_ref(lease->lease.pod), .commit = "", .from = {}}
                           : lease_update(cache_, remote_, lease->lease));
   if (updates.empty()) return report;
-  const auto results = remote_.update(updates);
+  auto results = remote_.update(updates);
+  build_on_rewritten(runs, pushed, updates, results, report);
   for (std::size_t n = 0; n < pushed.size(); ++n) {
     report.runs[pushed[n]].ref = results[n].outcome;
     if (results[n].outcome != RefOutcome::updated)
@@ -81,6 +84,52 @@ SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
   report.lease_error = lease->release ? undo_release(results.back(), report, lease->lease)
                                       : renew_taken_lease(results.back(), lease->lease);
   return report;
+}
+
+// Whether `commit` is a checkpoint of run `run_id`: its message and its
+// run-params.json say so. A claim by another instance is one; a commit an
+// operator force-pushed by hand is not.
+bool CheckpointStore::checkpoint_of(const std::string& commit, const std::string& run_id) {
+  if (parse_checkpoint_message(commit_summary(cache_, commit).message).run_id != run_id)
+    return false;
+  const auto text = read_file_at(cache_, commit, kRunParamsFile);
+  try {
+    return text && run_params_from_text(*text).run_id == run_id;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// A taken branch whose tip is no checkpoint of its run was rewritten by
+// someone, not claimed: the run stays this pod's, and its checkpoint goes on
+// top of that tip (a second parent; history is read along first parents).
+void CheckpointStore::build_on_rewritten(const std::vector<SaveRequest>& runs,
+                                         const std::vector<std::size_t>& pushed,
+                                         std::vector<RefUpdate>& updates,
+                                         std::vector<RefResult>& results, SaveAllReport& report) {
+  std::vector<std::size_t> again;
+  std::vector<RefUpdate> merged;
+  for (std::size_t n = 0; n < pushed.size(); ++n) {
+    if (results[n].outcome != RefOutcome::taken) continue;
+    try {
+      const auto tip = remote_.fetch(updates[n].ref);
+      if (checkpoint_of(tip, runs[pushed[n]].info.run_id)) continue;
+      merged.push_back(
+          {.ref = updates[n].ref, .commit = merge_onto(cache_, updates[n].commit, tip), .from = tip});
+      again.push_back(n);
+    } catch (const GitError& e) {
+      if (e.network()) throw;
+    }
+  }
+  if (merged.empty()) return;
+  const auto landed = remote_.update(merged);
+  for (std::size_t m = 0; m < again.size(); ++m) {
+    const auto n = again[m];
+    updates[n] = merged[m];
+    results[n] = landed[m];
+    report.runs[pushed[n]].commit = merged[m].commit;
+    report.rewritten.push_back(merged[m].ref);
+  }
 }
 
 // A run that another instance took is its business; one whose ref the

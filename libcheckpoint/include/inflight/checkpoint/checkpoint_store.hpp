@@ -115,6 +115,10 @@ class CheckpointStore {
                                const RestoreRequest& request);
   std::optional<std::string> snapshot(const std::filesystem::path& run_dir,
                                       const std::string& origin_pod, const CheckpointInfo& info);
+  bool checkpoint_of(const std::string& commit, const std::string& run_id);
+  void build_on_rewritten(const std::vector<SaveRequest>& runs,
+                          const std::vector<std::size_t>& pushed, std::vector<RefUpdate>& updates,
+                          std::vector<RefResult>& results, SaveAllReport& report);
   std::optional<std::string> renew_taken_lease(const RefResult& result, const Lease& lease);
   std::optional<std::string> undo_release(const RefResult& result, const SaveAllReport& report,
                                           const Lease& lease);

@@ -268,6 +268,9 @@ struct LeaseStep {
 // What a batched save did: each run's outcome, and the lease's renewal or release.
 struct SaveAllReport {
   std::vector<SaveOutcome> runs;
+  // Branches someone rewrote to a commit that is no checkpoint of their run
+  // (a force-push by hand): not another owner; saved on top of it.
+  std::vector<std::string> rewritten;
   std::optional<std::string> lease_error;  // set when the lease was asked for and not renewed
                                            // (or not released)
 };
