@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <set>
 
 #include "inflight/checkpoint/agent_protocol.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
@@ -302,12 +304,49 @@ std::vector<std::string> publish_before_prune(ck::CheckpointStore& store,
   return deleting;
 }
 
+// A one-shot command cannot watch a lease for its term: a branch whose tip
+// was written by a pod that holds a lease (and neither handed the run over
+// nor finished it) is live, and kept.
+std::vector<std::string> leave_live_branches(ck::CheckpointStore& store, const ck::PrunePlan& plan,
+                                             agent::Pruned& answer) {
+  std::set<std::string> leased;
+  for (const auto& ref : plan.listing)
+    if (auto pod = ck::parse_lease_ref(ref.ref)) leased.insert(std::move(*pod));
+  std::vector<std::string> refs;
+  for (const auto& ref : plan.refs) {
+    const auto listed = std::find_if(plan.listing.begin(), plan.listing.end(),
+                                     [&](const ck::RemoteBranch& b) { return b.ref == ref; });
+    std::optional<ck::CheckpointCommit> tip;
+    try {
+      if (listed != plan.listing.end())
+        tip = ck::describe_commit(
+            ck::commit_summary(store.cache(), store.remote().fetch_listed(*listed)));
+    } catch (const ck::GitError& e) {
+      if (e.network()) throw;
+    }
+    const bool let_go = tip && (tip->reason == ck::CheckpointReason::shutdown ||
+                                tip->reason == ck::CheckpointReason::final);
+    if (tip && !let_go && leased.contains(tip->pod)) {
+      answer.failed.push_back(
+          {.branch = ck::short_branch(ref),
+           .failure = {.kind = Failure::other,
+                       .message = "live: pod " + tip->pod +
+                                  " holds a lease and wrote its last checkpoint (--take-over "
+                                  "deletes it anyway, once that pod is gone)",
+                       .candidates = {}}});
+      continue;
+    }
+    refs.push_back(ref);
+  }
+  return refs;
+}
+
 // Every deletion in one push; each branch is deleted or fails on its own.
 agent::Pruned prune(Context& c, const agent::Prune& call) {
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
-  const auto plan = ck::plan_prune(
+  auto plan = ck::plan_prune(
       c.store.cache(), c.store.remote(),
       {.older_than_seconds = call.older_than_seconds, .run_ids = call.run_ids, .all = call.all},
       now);
@@ -317,6 +356,7 @@ agent::Pruned prune(Context& c, const agent::Prune& call) {
                        .missing = plan.missing_run_ids,
                        .problems = plan.problems,
                        .published = {}};
+  if (!call.take_over) plan.refs = leave_live_branches(c.store, plan, answer);
   const auto refs =
       call.dry_run ? plan.refs : publish_before_prune(c.store, plan, call.force, answer);
   std::vector<ck::RefUpdate> deletions;

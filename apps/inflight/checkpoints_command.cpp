@@ -124,6 +124,9 @@ CheckpointsCommand::CheckpointsCommand(CLI::App& app,
   prune_->add_option("--run-id", run_ids_, "these runs (ids or branches)");
   prune_->add_flag("--all", all_, "every checkpoint branch");
   prune_->add_flag("--dry-run", dry_run_, "print what would be deleted, delete nothing");
+  prune_->add_flag("--take-over", take_over_,
+                   "delete a branch even while the pod that wrote it holds a lease (a one-shot "
+                   "command cannot watch it end); make sure that pod is gone");
   prune_->add_flag("--force", force_,
                    "delete a finished run's branch even when it cannot be published first");
   for (auto* command : {list_, show_, prune_}) add_store_flags(command);
@@ -188,7 +191,8 @@ agent::Prune CheckpointsCommand::prune_request() const {
           .run_ids = run_ids_,
           .all = all_,
           .dry_run = dry_run_,
-          .force = force_};
+          .force = force_,
+          .take_over = take_over_};
 }
 
 int CheckpointsCommand::prune(const StoreSettings& store) const {

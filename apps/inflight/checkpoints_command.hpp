@@ -43,6 +43,7 @@ class CheckpointsCommand {
   bool all_ = false;
   bool dry_run_ = false;
   bool force_ = false;
+  bool take_over_ = false;
 };
 
 }  // namespace inflight::app

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from datetime import datetime, timedelta, timezone
@@ -151,6 +152,27 @@ def test_prune_deletes_exactly_what_each_selector_says(three_runs):
     assert branches(server.bare) == {}
     r = checkpoints(operator, "list", repo=server.url)
     assert r.stdout.strip() == f"no checkpoints on {server.url}"
+
+
+def test_prune_keeps_a_live_pods_branch_unless_take_over(serve_factory, tmp_path, git_daemon):
+    """A one-shot command cannot watch a lease for its term: the branch of a
+    run whose pod holds a lease is live, and kept without --take-over."""
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--checkpoint-interval", "100ms")
+    serve.wait_ready()
+    run_id = serve.submit(tests=200, test_ms=100)
+    serve.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and e.get("run_id") == run_id, 30)
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    r = checkpoints(operator, "prune", "--run-id", run_id, repo=git_daemon.url)
+    assert r.returncode != 0 and "live: pod pod-a holds a lease" in r.stderr, r.stderr
+    assert f"refs/heads/inflight/pod-a/{run_id}" in branches(git_daemon.bare)
+    # The pod is gone (its lease stays): the operator takes over.
+    serve.proc.send_signal(signal.SIGKILL)
+    serve.proc.wait(timeout=10)
+    r = checkpoints(operator, "prune", "--run-id", run_id, "--take-over", repo=git_daemon.url)
+    assert r.returncode == 0, r.stderr
+    assert f"refs/heads/inflight/pod-a/{run_id}" not in branches(git_daemon.bare)
 
 
 def test_prune_of_an_unknown_run_id_exits_4_and_deletes_nothing(three_runs):

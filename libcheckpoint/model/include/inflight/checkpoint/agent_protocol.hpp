@@ -392,7 +392,8 @@ struct Pruned {
 INFLIGHT_AGENT_MESSAGE(Pruned, url, deleted, failed, missing, problems, published)
 
 // Exactly one selector is meant to be set. A finished run's branch is
-// published before it goes; one that cannot be is kept, unless `force`.
+// published before it goes; one that cannot be is kept, unless `force`. A
+// branch whose tip's pod holds a lease is live and kept, unless `take_over`.
 struct Prune {
   static constexpr std::string_view op = "prune";
   using Answer = Pruned;
@@ -401,8 +402,9 @@ struct Prune {
   bool all = false;
   bool dry_run = false;
   bool force = false;
+  bool take_over = false;
 };
-INFLIGHT_AGENT_MESSAGE(Prune, older_than_seconds, run_ids, all, dry_run, force)
+INFLIGHT_AGENT_MESSAGE(Prune, older_than_seconds, run_ids, all, dry_run, force, take_over)
 
 // `inflight runs list` (README "Results that outlive the pod").
 struct RunsListed {
