@@ -75,9 +75,7 @@ Result<agent::Saved> save(Context& c, const agent::Save& call) {
 
 // A ref judged against this pod is `rejected`: another instance owns the run.
 Error ref_failure(ck::RefOutcome outcome, std::string message) {
-  return {.kind = ck::failure_of(outcome),
-          .message = std::move(message),
-          .candidates = {}};
+  return {.kind = ck::failure_of(outcome), .message = std::move(message), .candidates = {}};
 }
 
 std::optional<Error> part_failure(const ck::SaveOutcome& outcome) {
@@ -281,9 +279,8 @@ Result<agent::Shown> show(Context& c, const agent::Show& call) {
 
 // Finished runs among the planned branches are published first; a branch
 // whose publication failed is kept, unless the call forces its deletion.
-std::vector<std::string> publish_before_prune(ck::CheckpointStore& store,
-                                              const ck::PrunePlan& plan, bool force,
-                                              agent::Pruned& answer) {
+std::vector<std::string> publish_before_prune(ck::CheckpointStore& store, const ck::PrunePlan& plan,
+                                              bool force, agent::Pruned& answer) {
   std::vector<std::string> deleting;
   const auto published = store.publish_before_prune(plan.refs, plan.listing);
   for (const auto& ref : plan.refs) {

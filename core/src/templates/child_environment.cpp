@@ -65,11 +65,23 @@ std::vector<std::string> child_environment(const char* const* serve_env, const C
 // CA locations, the loader's path and preloads, sanitizer options, and
 // libfaketime's settings (the agent keeps serve's view of the clock).
 bool is_agent_variable(std::string_view name) {
-  static constexpr std::array<std::string_view, 17> kAgent{
-      "http_proxy",      "HTTP_PROXY",   "https_proxy",  "HTTPS_PROXY",   "no_proxy",
-      "NO_PROXY",        "all_proxy",    "ALL_PROXY",    "SSL_CERT_FILE", "SSL_CERT_DIR",
-      "LD_LIBRARY_PATH", "LD_PRELOAD",   "ASAN_OPTIONS", "LSAN_OPTIONS",  "UBSAN_OPTIONS",
-      "FAKETIME",        "FAKETIME_DONT_FAKE_MONOTONIC"};
+  static constexpr std::array<std::string_view, 17> kAgent{"http_proxy",
+                                                           "HTTP_PROXY",
+                                                           "https_proxy",
+                                                           "HTTPS_PROXY",
+                                                           "no_proxy",
+                                                           "NO_PROXY",
+                                                           "all_proxy",
+                                                           "ALL_PROXY",
+                                                           "SSL_CERT_FILE",
+                                                           "SSL_CERT_DIR",
+                                                           "LD_LIBRARY_PATH",
+                                                           "LD_PRELOAD",
+                                                           "ASAN_OPTIONS",
+                                                           "LSAN_OPTIONS",
+                                                           "UBSAN_OPTIONS",
+                                                           "FAKETIME",
+                                                           "FAKETIME_DONT_FAKE_MONOTONIC"};
   return is_base_variable(name) || std::find(kAgent.begin(), kAgent.end(), name) != kAgent.end();
 }
 

@@ -56,9 +56,9 @@ git_oid write_commit_of(CacheRepo& cache, const git_oid& tree_oid,
   const SignatureHandle signature(raw_signature);
   const TreeHandle tree = lookup_tree(repo, tree_oid);
   git_buf buffer = GIT_BUF_INIT;
-  const int rc = git_commit_create_buffer(
-      &buffer, repo, signature.get(), signature.get(), nullptr, message.c_str(), tree.get(),
-      parents.size(), const_cast<const git_commit**>(parents.data()));
+  const int rc = git_commit_create_buffer(&buffer, repo, signature.get(), signature.get(), nullptr,
+                                          message.c_str(), tree.get(), parents.size(),
+                                          const_cast<const git_commit**>(parents.data()));
   const BufContents owned(&buffer);
   git_check(rc, "write commit");
   const git_oid commit = write_object(cache, buffer.ptr, buffer.size, GIT_OBJECT_COMMIT);

@@ -114,8 +114,9 @@ void CheckpointStore::build_on_rewritten(const std::vector<SaveRequest>& runs,
     try {
       const auto tip = remote_.fetch(updates[n].ref);
       if (checkpoint_of(tip, runs[pushed[n]].info.run_id)) continue;
-      merged.push_back(
-          {.ref = updates[n].ref, .commit = merge_onto(cache_, updates[n].commit, tip), .from = tip});
+      merged.push_back({.ref = updates[n].ref,
+                        .commit = merge_onto(cache_, updates[n].commit, tip),
+                        .from = tip});
       again.push_back(n);
     } catch (const GitError& e) {
       if (e.network()) throw;
@@ -256,9 +257,8 @@ std::vector<std::optional<std::string>> CheckpointStore::push_final_states(
   for (std::size_t n = 0; n < pushed.size(); ++n) {
     const auto& result = results[n];
     if (result.outcome == RefOutcome::updated) continue;
-    answers[pushed[n]] = release_failure(
-        failure_of(result.outcome),
-        updates[n].ref + ": " + result.detail);
+    answers[pushed[n]] =
+        release_failure(failure_of(result.outcome), updates[n].ref + ": " + result.detail);
   }
   return finals;
 }

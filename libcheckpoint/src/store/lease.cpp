@@ -128,12 +128,12 @@ std::vector<WatchedRecord> LeaseBook::watched() {
     if (pod == request_.pod) continue;
     const auto& lease = read(pod);
     if (!lease.lease) continue;
-    records.push_back({.ref = listed.ref,
-                       .oid = listed.oid,
-                       .term = std::clamp<std::int64_t>(lease.lease->until - lease.written, 0,
-                                                        kLongestLease),
-                       .written = lease.written,
-                       .pod = pod});
+    records.push_back(
+        {.ref = listed.ref,
+         .oid = listed.oid,
+         .term = std::clamp<std::int64_t>(lease.lease->until - lease.written, 0, kLongestLease),
+         .written = lease.written,
+         .pod = pod});
   }
   return records;
 }

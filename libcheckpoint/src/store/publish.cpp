@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "git/cache_repo_impl.hpp"
@@ -182,10 +182,12 @@ std::optional<Error> CheckpointStore::publish_all(std::vector<Publication>& publ
     if (!push_results(publications, last_failure)) continue;
     std::vector<IndexFile> files;
     for (const auto& publication : publications)
-      if (!publication.failure) files.emplace_back(index_path(publication.run_id), publication.entry);
+      if (!publication.failure)
+        files.emplace_back(index_path(publication.run_id), publication.entry);
     const auto index = write_index(cache_, index_tip(), files);
     if (!index) return std::nullopt;
-    const auto landed = remote_.update({{.ref = std::string(kIndexRef), .commit = *index, .from = {}}});
+    const auto landed =
+        remote_.update({{.ref = std::string(kIndexRef), .commit = *index, .from = {}}});
     if (landed[0].outcome == RefOutcome::updated) return std::nullopt;
     last_failure = std::string(kIndexRef) + ": " + landed[0].detail;
     // The server's own rule: no try of this step changes its mind.

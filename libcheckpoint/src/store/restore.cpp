@@ -309,8 +309,8 @@ void CheckpointStore::publish_finished(const RemoteBranch& branch, const std::st
 // published from the final checkpoint this cache pushed, or from its run dir;
 // not one this cache published already (its result was pruned on purpose).
 void CheckpointStore::publish_local_finished(const std::vector<RemoteBranch>& listing,
-                                             const RestoreRequest& request,
-                                             const RestorePush& push, RestoreReport& report) {
+                                             const RestoreRequest& request, const RestorePush& push,
+                                             RestoreReport& report) {
   if (!config_.publish) return;
   std::set<std::string> branched;
   for (const auto& ref : listing)
@@ -413,9 +413,9 @@ void CheckpointStore::push_local_run(const fs::path& dir, const RestoreRequest& 
       report.held.push_back({std::move(*params), "", *verdict.refusal});
       return;
     }
-    const auto commit =
-        snapshot(dir, params->origin_pod,
-                 claim_info(*params, request.pod, records_of(dir, verdict), verdict.progress_total));
+    const auto commit = snapshot(
+        dir, params->origin_pod,
+        claim_info(*params, request.pod, records_of(dir, verdict), verdict.progress_total));
     auto branch = branch_ref({params->origin_pod, params->run_id});
     ClaimedRun claimed{std::move(*params), dir, branch, commit.value_or("")};
     if (!commit) return report.claimed.push_back(std::move(claimed));
@@ -441,8 +441,8 @@ void CheckpointStore::push_local_run(const fs::path& dir, const RestoreRequest& 
 // decides: `until` is shown, never compared.
 std::optional<LeftRun> CheckpointStore::live_owner(const RemoteBranch& branch,
                                                    const std::string& tip,
-                                                   const RestoreRequest& request,
-                                                   LeaseBook& leases, RestoreReport& report) {
+                                                   const RestoreRequest& request, LeaseBook& leases,
+                                                   RestoreReport& report) {
   const auto name = *parse_branch_ref(branch.ref);
   const auto last = describe_commit(commit_summary(cache_, tip));
   if (last.pod == request.pod || request.take_over) return std::nullopt;

@@ -81,7 +81,6 @@ Result<IndexEntry> read_index_file(git_repository* git, git_odb* odb, const git_
   return parsed;
 }
 
-
 RunRow row_of_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& branch,
                      const std::set<std::string>& leased_pods) {
   const auto tip = remote.fetch_listed(branch);

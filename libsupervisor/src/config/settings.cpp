@@ -298,8 +298,7 @@ ServeSettings read_serve_settings(const OptionSources& sources) {
   s.max_concurrent = static_cast<int>(sources.integer("max-concurrent"));
   s.max_queued = static_cast<int>(sources.integer("max-queued"));
   s.max_connections = static_cast<int>(sources.integer("max-connections"));
-  s.max_connections_per_client =
-      static_cast<int>(sources.integer("max-connections-per-client"));
+  s.max_connections_per_client = static_cast<int>(sources.integer("max-connections-per-client"));
   s.keep_finished = sources.duration("keep-finished");
   return s;
 }

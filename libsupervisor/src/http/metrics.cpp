@@ -25,7 +25,8 @@ void ApiRoutes::progress(std::ostringstream& out) {
     if (is_final(run->status)) continue;
     const std::string label = "{run_id=\"" + run->id + "\"} ";
     out << "inflight_run_records" << label << run->record_count() << "\n";
-    if (const auto total = run->records_expected()) totals << "inflight_run_records_expected" << label << *total << "\n";
+    if (const auto total = run->records_expected())
+      totals << "inflight_run_records_expected" << label << *total << "\n";
   }
   family(out, "inflight_run_records_expected", "gauge",
          "Records each open run will hold when done (its template's progress_total).");

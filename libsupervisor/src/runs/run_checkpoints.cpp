@@ -52,11 +52,12 @@ void RunSupervisor::checkpoint(Run& run, checkpoint::CheckpointReason reason,
       done(fenced_result());
       return store_op_done(run);
     }
-    checkpoints_.save(checkpoint_request(run, reason), deadline, [this, &run, done](CheckpointResult result) {
-      record_checkpoint(run, result);
-      done(result);
-      store_op_done(run);
-    });
+    checkpoints_.save(checkpoint_request(run, reason), deadline,
+                      [this, &run, done](CheckpointResult result) {
+                        record_checkpoint(run, result);
+                        done(result);
+                        store_op_done(run);
+                      });
   });
 }
 
@@ -187,9 +188,10 @@ void RunSupervisor::record_checkpoint_failure(Run& run, const Error& error) {
   if (error.kind == Failure::over_limit)
     log::error("checkpoint refused: the run dir is over the restore limits", fields);
   else if (error.kind == Failure::refused)
-    log::error("checkpoint refused by the results repo's rules (a hook, a permission, a quota); "
-               "the run goes on, its push is tried again",
-               fields);
+    log::error(
+        "checkpoint refused by the results repo's rules (a hook, a permission, a quota); "
+        "the run goes on, its push is tried again",
+        fields);
   else
     log::warn("checkpoint not pushed", fields);
 }

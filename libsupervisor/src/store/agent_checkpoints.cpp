@@ -82,18 +82,18 @@ void AgentCheckpoints::release(const std::vector<CheckpointRequest>& requests,
                                std::function<void(std::vector<CheckpointResult>)> done) {
   agent::Release call;
   for (const auto& request : requests) call.runs.push_back(run_checkpoint(request));
-  agent_.call(call, deadline,
-              [done = std::move(done), runs = requests.size()](AgentReply<agent::Released> reply) {
-                if (reply && reply->runs.size() != runs)
-                  reply = Error{.kind = Failure::other,
-                                .message = "the agent's answer lacks a run",
-                                .candidates = {}};
-                std::vector<CheckpointResult> results;
-                for (std::size_t i = 0; i < runs; ++i)
-                  results.push_back(reply ? part_result(reply->runs[i])
-                                          : CheckpointResult(reply.error()));
-                done(std::move(results));
-              });
+  agent_.call(
+      call, deadline,
+      [done = std::move(done), runs = requests.size()](AgentReply<agent::Released> reply) {
+        if (reply && reply->runs.size() != runs)
+          reply = Error{.kind = Failure::other,
+                        .message = "the agent's answer lacks a run",
+                        .candidates = {}};
+        std::vector<CheckpointResult> results;
+        for (std::size_t i = 0; i < runs; ++i)
+          results.push_back(reply ? part_result(reply->runs[i]) : CheckpointResult(reply.error()));
+        done(std::move(results));
+      });
 }
 
 void AgentCheckpoints::save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
@@ -215,10 +215,10 @@ RestoreResult AgentCheckpoints::restore_result(const agent::Restored& r,
     taken.insert(run.run_id);  // a local copy of it is stale: the run is over
     auto entry = run.entry ? checkpoint::parse_index_entry(*run.entry)
                            : Result<checkpoint::IndexEntry>(Error{});
-    result.published->push_back(
-        {.run_id = run.run_id,
-         .entry = entry && entry->id == run.run_id ? std::optional(std::move(*entry))
-                                                   : std::nullopt});
+    result.published->push_back({.run_id = run.run_id,
+                                 .entry = entry && entry->id == run.run_id
+                                              ? std::optional(std::move(*entry))
+                                              : std::nullopt});
   }
   for (const auto& run : local)
     if (!taken.count(run.params.run_id)) result.runs.push_back(run);

@@ -122,12 +122,14 @@ class MemoryCheckpoints final : public CheckpointPort {
       answers.push_back(next_answer(Step::release));
     }
     const bool stalls = std::find(answers.begin(), answers.end(), Answer::stall) != answers.end();
-    reply(stalls ? Answer::stall : Answer::land, deadline, std::move(done), [answers](Answer whole) {
-      std::vector<CheckpointResult> results;
-      for (const auto own : answers)
-        results.push_back(result_of(own == Answer::stall || whole != Answer::land ? whole : own));
-      return results;
-    });
+    reply(stalls ? Answer::stall : Answer::land, deadline, std::move(done),
+          [answers](Answer whole) {
+            std::vector<CheckpointResult> results;
+            for (const auto own : answers)
+              results.push_back(
+                  result_of(own == Answer::stall || whole != Answer::land ? whole : own));
+            return results;
+          });
   }
 
   void check(SteadyClock::time_point deadline,

@@ -19,10 +19,10 @@
 namespace inflight {
 
 enum class Failure {
-  other,         // anything else: exit 1
-  unreachable,   // connection refused, DNS, TLS, timeout: exit 3
-  auth,          // credentials refused: exit 3, and no retry will help
-  rejected,      // a ref update lost a race: another instance owns the run
+  other,        // anything else: exit 1
+  unreachable,  // connection refused, DNS, TLS, timeout: exit 3
+  auth,         // credentials refused: exit 3, and no retry will help
+  rejected,     // a ref update lost a race: another instance owns the run
   // the server refused a ref update by its own rule (a hook, a permission, a
   // quota): not landed, to retry; nobody else owns the run
   refused,

@@ -74,8 +74,8 @@ struct PruneRequest {
 };
 
 struct PrunePlan {
-  std::vector<RemoteBranch> listing;         // every ref of the results repo, branch tips downloaded
-  std::vector<std::string> refs;             // to delete
+  std::vector<RemoteBranch> listing;  // every ref of the results repo, branch tips downloaded
+  std::vector<std::string> refs;      // to delete
   std::vector<std::string> missing_run_ids;  // named but without a branch
   std::vector<std::string> problems;         // branches whose age could not be read
 };

@@ -1,8 +1,9 @@
 #include "inflight/checkpoint/checkpoint_store.hpp"
 
 #include <gtest/gtest.h>
-#include <algorithm>
 #include <sys/stat.h>
+
+#include <algorithm>
 
 #include "checkpoint/background_process.hpp"
 #include "checkpoint/checkpoint_test_support.hpp"

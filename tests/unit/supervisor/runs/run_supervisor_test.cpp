@@ -95,9 +95,8 @@ TEST_F(RunSupervisorTest, RunsThatFinishDuringAReleaseShareTheNextOne) {
   EXPECT_EQ(store.release_batches(), std::vector<std::size_t>{1});
 
   store.finish_stalled(Answer::land);
-  ASSERT_TRUE(wait_for([&] {
-    return !first.release_pending && !second.release_pending && !third.release_pending;
-  }));
+  ASSERT_TRUE(wait_for(
+      [&] { return !first.release_pending && !second.release_pending && !third.release_pending; }));
   EXPECT_EQ(store.release_batches(), (std::vector<std::size_t>{1, 2}));
 }
 

@@ -282,7 +282,7 @@ struct Restore {
   std::optional<std::string> only;
   std::optional<std::int64_t> lease_until;
   bool leave_handovers = false;
-  std::vector<std::string> finished;  // run ids of finished run dirs, to publish if never
+  std::vector<std::string> finished;           // run ids of finished run dirs, to publish if never
   std::map<std::string, std::string> expired;  // ref -> oid, watched unchanged for their term
   bool take_over = false;
 };
@@ -385,7 +385,7 @@ struct Pruned {
   std::string url;
   std::vector<std::string> deleted;  // or, with dry_run, would be
   std::vector<PruneFailure> failed;
-  std::vector<std::string> missing;    // run ids without a branch
+  std::vector<std::string> missing;  // run ids without a branch
   std::vector<std::string> problems;
   std::vector<std::string> published;  // finished runs published before their branch went
 };

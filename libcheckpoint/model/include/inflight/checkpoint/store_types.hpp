@@ -213,13 +213,13 @@ struct PublishedRun {
 };
 
 struct RestoreReport {
-  std::vector<ClaimedRun> claimed;     // ours now, ready to resume
-  std::vector<HeldRun> held;           // refused by the judge, left alone
-  std::vector<std::string> lost;       // run ids another instance claimed first
-  std::vector<LeftRun> left;           // runs of other live pods, to look at again
-  std::vector<std::string> released;   // branches of finished runs, deleted
-  std::vector<std::string> ambiguous;  // with `only`: every branch it names, when several
-  std::vector<std::string> problems;   // one line per branch that could not be used
+  std::vector<ClaimedRun> claimed;      // ours now, ready to resume
+  std::vector<HeldRun> held;            // refused by the judge, left alone
+  std::vector<std::string> lost;        // run ids another instance claimed first
+  std::vector<LeftRun> left;            // runs of other live pods, to look at again
+  std::vector<std::string> released;    // branches of finished runs, deleted
+  std::vector<std::string> ambiguous;   // with `only`: every branch it names, when several
+  std::vector<std::string> problems;    // one line per branch that could not be used
   std::vector<PublishedRun> published;  // every run id with a result ref
   std::vector<WatchedRecord> watched;   // what held runs back this time
 };
