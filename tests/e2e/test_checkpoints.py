@@ -128,6 +128,16 @@ def again_pod(serve):
     return next(e["pod"] for e in serve.events() if e.get("msg") == "listening")
 
 
+def pod_a(serve_factory, tmp_path, server, interval):
+    """pod-a, ready, in its own work dir; its args, for a restart there."""
+    workdir = tmp_path / "pod-a"
+    workdir.mkdir()
+    args = ("--pod-name", "pod-a", "--results-repo", server.url, "--checkpoint-interval", interval)
+    serve = serve_factory(*args, workdir=workdir)
+    serve.wait_ready()
+    return serve, workdir, args
+
+
 def decline_every_push(bare, decline=True):
     hook = bare / "hooks" / "pre-receive"
     if not decline:
@@ -152,12 +162,7 @@ def test_a_hook_that_declines_every_push_costs_no_run(serve_factory, tmp_path, g
     the status and /metrics say their checkpoints fail, shutdown exits 1,
     and the next start (hook gone) finishes each run once."""
     decline_every_push(git_daemon.bare)
-    workdir = tmp_path / "pod-a"
-    workdir.mkdir()
-    args = ("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-            "--checkpoint-interval", "100ms")
-    serve = serve_factory(*args, workdir=workdir)
-    serve.wait_ready()
+    serve, workdir, args = pod_a(serve_factory, tmp_path, git_daemon, "100ms")
     ids = [serve.submit(tests=30, test_ms=100) for _ in range(2)]
     serve.wait_log(lambda e: "refused by the results repo's rules" in e.get("msg", ""), 30)
     wait_for(lambda: pushes(serve).get("failed", 0) >= 4, 30, "several refused pushes")
@@ -253,12 +258,7 @@ def test_a_branch_force_pushed_to_a_foreign_commit_mid_run_costs_nothing(
     checkpoint of it: not another owner. The run goes on, its next
     checkpoint lands on top of that commit (a second parent), shutdown exits
     0, and the next start resumes it with every record once."""
-    workdir = tmp_path / "pod-a"
-    workdir.mkdir()
-    args = ("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-            "--checkpoint-interval", "200ms")
-    serve = serve_factory(*args, workdir=workdir)
-    serve.wait_ready()
+    serve, workdir, args = pod_a(serve_factory, tmp_path, git_daemon, "200ms")
     run_id = serve.submit(tests=60, test_ms=100)
     serve.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and e.get("run_id") == run_id, 30)
     ref = f"refs/heads/inflight/pod-a/{run_id}"

@@ -40,6 +40,17 @@ class CheckpointStoreTest : public CheckpointTest {
     return {.refusal = std::nullopt, .progress_file = "index.jsonl"};
   }
 
+  // A restore of every run, by `pod`, judged acceptable.
+  static RestoreRequest request(const fs::path& runs, const std::string& pod) {
+    return {.runs_dir = runs,
+            .pod = pod,
+            .local = {},
+            .judge = accept,
+            .only = std::nullopt,
+            .lease_until = std::nullopt,
+            .skip = {}};
+  }
+
   static RestoreReport restore(CheckpointStore&& store, const fs::path& runs,
                                const std::string& pod, std::map<std::string, LocalRun> local = {},
                                RunJudge judge = accept, std::set<std::string> skip = {}) {
@@ -591,14 +602,8 @@ TEST_F(CheckpointStoreTest, ALeaseHoldsItsRunsUntilWatchedUnchangedForItsTerm) {
   ASSERT_NE(watched, first.watched.end());
   EXPECT_EQ(watched->pod, "pod-a");
 
-  RestoreRequest renewed{.runs_dir = runs_b,
-                         .pod = "pod-b",
-                         .local = {},
-                         .judge = accept,
-                         .only = std::nullopt,
-                         .lease_until = std::nullopt,
-                         .skip = {},
-                         .expired = {{lease_ref, std::string(40, '0')}}};
+  auto renewed = request(runs_b, "pod-b");
+  renewed.expired = {{lease_ref, std::string(40, '0')}};
   EXPECT_TRUE(CheckpointStore(config("b")).restore(renewed).claimed.empty());
 
   auto over = renewed;
@@ -613,14 +618,9 @@ TEST_F(CheckpointStoreTest, TakeOverTakesARunFromALeaseThatIsPresent) {
   running_run_with_lease(now_plus(60));
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
-  RestoreRequest take{.runs_dir = runs_b,
-                      .pod = "ops",
-                      .local = {},
-                      .judge = accept,
-                      .only = "r1",
-                      .lease_until = std::nullopt,
-                      .skip = {},
-                      .take_over = true};
+  auto take = request(runs_b, "ops");
+  take.only = "r1";
+  take.take_over = true;
   EXPECT_EQ(CheckpointStore(config("b")).restore(take).claimed.size(), 1u);
 }
 
@@ -642,14 +642,8 @@ TEST_F(CheckpointStoreTest, ABusyInstanceLeavesAHandedOverRunToAnIdleOneForAWhil
   CheckpointStore(config("a")).save(dir, "pod-a", info("r1", CheckpointReason::shutdown));
   const auto runs_b = temp_.path() / "runs-b";
   fs::create_directories(runs_b);
-  RestoreRequest busy{.runs_dir = runs_b,
-                      .pod = "pod-b",
-                      .local = {},
-                      .judge = accept,
-                      .only = std::nullopt,
-                      .lease_until = std::nullopt,
-                      .skip = {},
-                      .leave_handovers = true};
+  auto busy = request(runs_b, "pod-b");
+  busy.leave_handovers = true;
   const auto left = CheckpointStore(config("b")).restore(busy);
   EXPECT_TRUE(left.claimed.empty());
   ASSERT_EQ(left.left.size(), 1u);
