@@ -113,7 +113,10 @@ def test_out_of_descriptors_backs_off_and_recovers(tmp_path):
     """At EMFILE the accept loop waits on a timer instead of spinning."""
     limit = 64
     proc = subprocess.Popen(
-        [str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--log-format", "json"],
+        # One client address may hold every descriptor here: the per-client
+        # cap would otherwise refuse the connections before they run out.
+        [str(INFLIGHT), "serve", "--listen", "127.0.0.1:0", "--log-format", "json",
+         "--max-connections-per-client", "1000"],
         cwd=tmp_path, stderr=subprocess.PIPE, text=True,
         env={k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")},
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
