@@ -15,6 +15,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import tarfile
 import tempfile
@@ -145,6 +146,18 @@ def alternate(reps, *measures):
 
 # --------------------------------------------------------------------------
 # inflight-checkpoint-agent
+
+
+def report(name, ours_label, ours, theirs_label, theirs, goal):
+    """Prints both medians with every repetition, then the RATIO line of
+    `name` (inflight/git) against `goal`."""
+    ours_s, theirs_s = statistics.median(ours), statistics.median(theirs)
+    for label, median, runs in ((ours_label, ours_s, ours), (theirs_label, theirs_s, theirs)):
+        print(f"{label}: median {median * 1000:.0f} ms "
+              f"({', '.join(f'{s * 1000:.0f}' for s in runs)})")
+    ratio = ours_s / theirs_s
+    print(f"RATIO {name} inflight/git = {ratio:.2f} (goal <= {goal}) "
+          f"{'MET' if ratio <= goal else 'NOT MET'}")
 
 
 def agent_save(run_dir, cache_dir, url, run_id="r1", attempt=1, reason="shutdown", timeout=120,

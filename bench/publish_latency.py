@@ -12,7 +12,6 @@ alternate which goes first; medians. Goal (issue 25): inflight/git <= 1.2.
 import argparse
 import os
 import shutil
-import statistics
 
 import gitbench
 from checkpoint_push import push_git
@@ -56,15 +55,8 @@ def main():
         ours, theirs = gitbench.alternate(
             args.reps, lambda r: publish_inflight(daemon, tmp, run_dir, f"inflight-{r}"),
             lambda r: push_git(daemon, tmp, run_dir, f"git-{r}")[0])
-    inflight_s, git_s = statistics.median(ours), statistics.median(theirs)
-    print(f"inflight release (final + publish + delete): median {inflight_s * 1000:.0f} ms "
-          f"({', '.join(f'{s * 1000:.0f}' for s in ours)})")
-    print(f"git init + add + commit + push: median {git_s * 1000:.0f} ms "
-          f"({', '.join(f'{s * 1000:.0f}' for s in theirs)})")
-    ratio = inflight_s / git_s
-    print(f"RATIO publish inflight/git = {ratio:.2f} (goal <= {GOAL}) "
-          f"{'MET' if ratio <= GOAL else 'NOT MET'}")
-
+    gitbench.report("publish", "inflight release (final + publish + delete)", ours,
+                    "git init + add + commit + push", theirs, GOAL)
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import tempfile
 import time
@@ -149,15 +148,8 @@ def main():
         list_git(tmp, url, "warm")
         ours, theirs = gitbench.alternate(args.reps, lambda r: list_inflight(tmp, url, r),
                                           lambda r: list_git(tmp, url, r))
-    inflight_s, git_s = statistics.median(ours), statistics.median(theirs)
-    print(f"inflight runs list --json: median {inflight_s * 1000:.0f} ms "
-          f"({', '.join(f'{s * 1000:.0f}' for s in ours)})")
-    print(f"git ls-remote + fetch of the index: median {git_s * 1000:.0f} ms "
-          f"({', '.join(f'{s * 1000:.0f}' for s in theirs)})")
-    ratio = inflight_s / git_s
-    print(f"RATIO runs_list inflight/git = {ratio:.2f} (goal <= {GOAL}) "
-          f"{'MET' if ratio <= GOAL else 'NOT MET'}")
-
+    gitbench.report("runs_list", "inflight runs list --json", ours,
+                    "git ls-remote + fetch of the index", theirs, GOAL)
 
 if __name__ == "__main__":
     main()

@@ -37,6 +37,18 @@ CheckpointInfo claim_info(const RunParams& params, const std::string& pod, std::
           .total = total};
 }
 
+// What the final checkpoint of this disk's copy of a finished run says.
+CheckpointInfo final_info(const fs::path& dir, const RunParams& params,
+                          const RestoreRequest& request) {
+  const auto verdict = request.judge(params);
+  return {.run_id = params.run_id,
+          .attempt = static_cast<int>(params.attempts.size()),
+          .reason = CheckpointReason::final,
+          .pod = request.pod,
+          .records = records_of(dir, verdict),
+          .total = verdict.progress_total};
+}
+
 }  // namespace
 
 struct CheckpointStore::RestorePush {
@@ -342,14 +354,7 @@ std::optional<std::string> CheckpointStore::local_final(const RestoreRequest& re
   if (!params || !params->final_status || params->run_id != run_id) return std::nullopt;
   const auto ref = branch_ref({params->origin_pod, run_id});
   if (auto pushed = pushed_final(ref)) return pushed;
-  const auto verdict = request.judge(*params);
-  const CheckpointInfo info{.run_id = run_id,
-                            .attempt = static_cast<int>(params->attempts.size()),
-                            .reason = CheckpointReason::final,
-                            .pod = request.pod,
-                            .records = records_of(dir, verdict),
-                            .total = verdict.progress_total};
-  const auto commit = snapshot(dir, params->origin_pod, info);
+  const auto commit = snapshot(dir, params->origin_pod, final_info(dir, *params, request));
   return commit ? commit : remote_.last_pushed(ref);
 }
 
@@ -360,15 +365,8 @@ std::string CheckpointStore::push_local_final(const RemoteBranch& branch, const 
   const auto name = *parse_branch_ref(branch.ref);
   const auto dir = request.runs_dir / name.run_id;
   const auto params = read_run_params(dir);
-  const auto verdict = request.judge(*params);
-  const CheckpointInfo info{.run_id = name.run_id,
-                            .attempt = static_cast<int>(params->attempts.size()),
-                            .reason = CheckpointReason::final,
-                            .pod = request.pod,
-                            .records = records_of(dir, verdict),
-                            .total = verdict.progress_total};
   const auto commit = *RunSnapshotter(cache_, config_.exclude_globs, config_.restore_limits)
-                           .snapshot(dir, info, tip);
+                           .snapshot(dir, final_info(dir, *params, request), tip);
   remote_.push(branch.ref, commit);
   return commit;
 }

@@ -213,12 +213,11 @@ RestoreResult AgentCheckpoints::restore_result(const agent::Restored& r,
   result.published.emplace();
   for (const auto& run : r.published) {
     taken.insert(run.run_id);  // a local copy of it is stale: the run is over
-    auto entry = run.entry ? checkpoint::parse_index_entry(*run.entry)
-                           : Result<checkpoint::IndexEntry>(Error{});
-    result.published->push_back({.run_id = run.run_id,
-                                 .entry = entry && entry->id == run.run_id
-                                              ? std::optional(std::move(*entry))
-                                              : std::nullopt});
+    auto& published = result.published->emplace_back(
+        checkpoint::PublishedRun{.run_id = run.run_id, .entry = std::nullopt});
+    if (!run.entry) continue;
+    if (auto entry = checkpoint::parse_index_entry(*run.entry); entry && entry->id == run.run_id)
+      published.entry = std::move(*entry);
   }
   for (const auto& run : local)
     if (!taken.count(run.params.run_id)) result.runs.push_back(run);
