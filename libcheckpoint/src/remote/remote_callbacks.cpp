@@ -54,9 +54,12 @@ void RemoteCallbacks::check_push_accepted(const std::string& doing) const {
 namespace {
 
 // What git's receive-pack (and servers that speak like it) answers for an
-// update that lost a race: the ref moved after it was advertised, or another
-// push held its lock. Anything else is the server's own rule.
-bool lost_race(std::string_view status) {
+// update it could not write: the ref moved after it was advertised, or
+// another push held a lock (its own, or packed-refs while a deletion rewrote
+// them). The words cannot tell another owner from a busy lock, so the tips
+// listed again decide (RemoteStore::update). Anything else is the server's
+// own rule.
+bool could_not_write(std::string_view status) {
   for (const std::string_view race :
        {"non-fast-forward", "fetch first", "stale info", "failed to lock", "cannot lock ref",
         "failed to update ref", "already exists"})
@@ -69,10 +72,8 @@ bool lost_race(std::string_view status) {
 std::optional<RefResult> RemoteCallbacks::failure_of(const std::string& ref) const {
   for (const auto& [refused, status] : refused_refs_) {
     if (refused != ref) continue;
-    if (location_.local_path)
+    if (location_.local_path || could_not_write(status))
       return RefResult{.outcome = RefOutcome::unwritten, .detail = "could not write it: " + status};
-    if (lost_race(status))
-      return RefResult{.outcome = RefOutcome::taken, .detail = "another push won it: " + status};
     return RefResult{.outcome = RefOutcome::refused, .detail = "the server refused it: " + status};
   }
   return std::nullopt;

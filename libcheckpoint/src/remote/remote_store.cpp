@@ -58,12 +58,13 @@ void require_valid_ref(const std::string& ref) {
   if (!is_valid_ref(ref)) throw GitError(Failure::other, "not a valid ref name: '" + ref + "'");
 }
 
-// libgit2 reads and writes a results repo on a local path itself, and two
-// agents at work on it can trip each other for a moment: an agent deleting
-// the last branch under a pod removes the directory another is writing a ref
-// into, and a ref deleted while another agent lists them fails its listing.
-// Tried again, both succeed; a lock left behind fails each time.
-constexpr int kLocalTries = 3;
+// Two writers of one results repo can trip each other for a moment. libgit2
+// writes a local one itself: an agent deleting the last branch under a pod
+// removes the directory another is writing a ref into, and a ref deleted
+// while another agent lists them fails its listing. A server fails an update
+// whose lock another push held. Tried again, on the tips listed anew, each
+// lands or is judged taken; a lock left behind fails each time.
+constexpr int kWriteTries = 3;
 
 git_proxy_options environment_proxy() {
   git_proxy_options proxy = GIT_PROXY_OPTIONS_INIT;
@@ -135,7 +136,9 @@ struct RemoteStore::Impl {
   std::span<const git_remote_head*> connect_and_list(git_remote* remote, RemoteCallbacks& callbacks,
                                                      const git_remote_callbacks& raw_callbacks,
                                                      git_direction direction);
-  bool may_write_again(int attempt) const { return location.local_path && attempt < kLocalTries; }
+  static bool may_write_again(const RefResult& failure, int attempt) {
+    return failure.outcome == RefOutcome::unwritten && attempt < kWriteTries;
+  }
   // Whether a connection that failed with `rc` is tried again: one to a
   // local results repo whose listing raced a deletion. libgit2 reports that
   // as GIT_ENOTFOUND or, from another step of the listing, as -1 with a
@@ -144,7 +147,7 @@ struct RemoteStore::Impl {
     const git_error* error = git_error_last();
     const bool raced =
         rc == GIT_ENOTFOUND || (error != nullptr && error->klass == GIT_ERROR_REFERENCE);
-    return location.local_path && raced && attempt < kLocalTries;
+    return location.local_path && raced && attempt < kWriteTries;
   }
   // The ref is at the update's commit: the next save builds on it.
   void landed(const RefUpdate& u) {
@@ -193,7 +196,8 @@ void RemoteStore::Impl::push_refspec(const std::string& refspec, const std::stri
       if (may_connect_again(rc, attempt)) continue;
       callbacks.throw_failure(rc, doing);
     }
-    if (!callbacks.failure_of(ref) || !may_write_again(attempt)) break;
+    const auto failure = callbacks.failure_of(ref);
+    if (!failure || !may_write_again(*failure, attempt)) break;
   }
   // A server-side refusal (hook, denyNonFastForwards) arrives here, with rc 0.
   callbacks.check_push_accepted(doing);
@@ -435,8 +439,8 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
       if (!failure) {
         impl_->landed(u);
       } else {
+        if (Impl::may_write_again(*failure, attempt)) again.push_back(send.update);
         results[send.update] = std::move(*failure);
-        if (impl_->may_write_again(attempt)) again.push_back(send.update);
       }
     }
     if (again.empty()) break;

@@ -286,6 +286,32 @@ TEST_F(GitDaemonTest, PreReceiveHookThatDeclinesIsRefusedNotLost) {
   EXPECT_TRUE(store.list().empty());
 }
 
+// A server that could not take our ref's lock (another push held it, or
+// held packed-refs while deleting) answers "failed to update ref", as it does
+// for a lost race: the tips listed again show nobody moved the ref, so the
+// run stays ours and its push is tried again. This was seen in CI: a pod's
+// own run fenced while the other pod deleted its branches.
+TEST_F(GitDaemonTest, AnUpdateTheServerCouldNotLockIsUnwrittenNotTaken) {
+  RemoteStore store(*repo_, config(url()));
+  const std::string first = checkpoint("1\n");
+  store.push(kRef, first);
+  const std::string second = checkpoint("2\n", first);
+  const auto lock = remote_path() / (kRef + ".lock");
+  write_file(lock, "");  // held by the other push
+
+  const auto results = store.update({{.ref = kRef, .commit = second, .from = first},
+                                     {.ref = kRef + "-2", .commit = second, .from = {}}});
+  EXPECT_EQ(results[0].outcome, RefOutcome::unwritten) << results[0].detail;
+  EXPECT_NE(results[0].detail.find("failed to update ref"), std::string::npos) << results[0].detail;
+  EXPECT_EQ(results[1].outcome, RefOutcome::updated) << results[1].detail;
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), first);
+
+  fs::remove(lock);
+  EXPECT_EQ(store.update({{.ref = kRef, .commit = second, .from = first}})[0].outcome,
+            RefOutcome::updated);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), second);
+}
+
 TEST_F(GitDaemonTest, DeletionRefusedByTheServerIsRefused) {
   git(remote_path(), "config receive.denyDeletes true");
   RemoteStore store(*repo_, config(url()));

@@ -75,12 +75,13 @@ struct RefUpdate {
 
 enum class RefOutcome {
   updated,  // the ref is at the commit now
-  // its tip is not an ancestor of the commit, or moved under the push (a lost
-  // race for the ref or its lock): another instance moved it
+  // its tip, as listed, is not an ancestor of the commit or not the tip the
+  // update was judged on: another instance moved it
   taken,
   refused,  // the server refused it by a rule of its own (a hook, a permission, a quota)
-  // A results repo on a local path could not write it (a lock left behind, a
-  // full disk): nobody judged the update, so the run is still this pod's.
+  // It could not be written (a lock another push held or left behind, a full
+  // disk) and the tips listed again did not show it moved: nobody judged the
+  // update, so the run is still this pod's.
   unwritten,
 };
 
