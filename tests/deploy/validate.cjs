@@ -1,7 +1,9 @@
 // Validates the Kubernetes manifests in deploy/kubernetes offline, against the
-// official OpenAPI schemas as compiled by the kubernetes-models package (pinned
-// in package-lock.json), so that CI catches a wrong type, a missing required
-// field or an unknown field before anyone runs `kubectl apply`.
+// official OpenAPI schemas as compiled by the kubernetes-models package, and
+// the Prometheus Operator's objects (the example ServiceMonitor) against its
+// CRD schemas as compiled by @kubernetes-models/prometheus-operator (both
+// pinned in package-lock.json), so that CI catches a wrong type, a missing
+// required field or an unknown field before anyone runs `kubectl apply`.
 //
 //   node validate.cjs FILE...         validate every YAML document of each file
 //   node validate.cjs --dump FILE...  print the parsed documents as JSON
@@ -48,13 +50,19 @@ function unknownFields(value, reads, path, out) {
   return out;
 }
 
-// "apps/v1" -> kubernetes-models/apps/v1, "v1" (the core group) -> kubernetes-models/v1.
+// The API groups of custom resources whose schemas are known, and their package.
+const CRD_PACKAGES = new Map([["monitoring.coreos.com", "@kubernetes-models/prometheus-operator"]]);
+
+// "apps/v1" -> kubernetes-models/apps/v1, "v1" (the core group) -> kubernetes-models/v1,
+// "monitoring.coreos.com/v1" -> @kubernetes-models/prometheus-operator/monitoring.coreos.com/v1.
 function modelFor(apiVersion, kind) {
   if (typeof apiVersion !== "string" || !/^([a-z0-9.-]+\/)?v[0-9]+((alpha|beta)[0-9]+)?$/.test(apiVersion))
     return null;
+  const apiGroup = apiVersion.includes("/") ? apiVersion.split("/")[0] : "";
+  const pkg = CRD_PACKAGES.get(apiGroup) || "kubernetes-models";
   let group;
   try {
-    group = require(`kubernetes-models/${apiVersion}`);
+    group = require(`${pkg}/${apiVersion}`);
   } catch (e) {
     if (e.code === "MODULE_NOT_FOUND" || e.code === "ERR_PACKAGE_PATH_NOT_EXPORTED") return null;
     throw e;

@@ -1,8 +1,10 @@
 """deploy/kubernetes: the manifests are valid Kubernetes objects (checked
-offline against the OpenAPI schemas by tests/deploy/validate.cjs), their
+offline against the OpenAPI schemas, and the example ServiceMonitor against
+the Prometheus Operator's CRD schema, by tests/deploy/validate.cjs), their
 shutdown budget adds up, their wiring (probes, ports, Secret, downward API,
-writable volumes, security context) is what the README promises, and the real
-`inflight serve` accepts the settings the Deployment gives it.
+writable volumes, security context, disruption budget, spreading, network
+policy, scraping) is what the README promises, and the real `inflight serve`
+accepts the settings the Deployment gives it.
 
 The validator's npm packages are installed with `npm ci` from the committed
 lock file into a cache outside the repo, keyed by the lock file's hash, so a
@@ -40,7 +42,8 @@ VALIDATOR = VALIDATOR_DIR / "validate.cjs"
 MARGIN_SECONDS = 5
 
 EXPECTED_OBJECTS = {"Deployment/inflight", "Service/inflight", "ConfigMap/inflight-config",
-                    "Secret/inflight"}
+                    "Secret/inflight", "PodDisruptionBudget/inflight", "NetworkPolicy/inflight",
+                    "ServiceMonitor/inflight"}
 
 
 def manifest_files():
@@ -78,6 +81,7 @@ def node_modules():
         finally:
             shutil.rmtree(work, ignore_errors=True)
     assert (target / "node_modules" / "kubernetes-models").is_dir()
+    assert (target / "node_modules" / "@kubernetes-models" / "prometheus-operator").is_dir()
     return target / "node_modules"
 
 
@@ -225,6 +229,44 @@ def test_a_broken_copy_is_rejected(node_modules, objects, tmp_path, case):
     assert message in r.stderr, r.stderr
 
 
+BROKEN_OTHER_KINDS = {
+    "ServiceMonitor port is a number": (
+        "ServiceMonitor/inflight", lambda d: d["spec"]["endpoints"][0].update(port=3117),
+        "endpoints/0/port must be string"),
+    "ServiceMonitor credentials without a key": (
+        "ServiceMonitor/inflight",
+        lambda d: d["spec"]["endpoints"][0]["authorization"]["credentials"].pop("key"),
+        "must have required property key"),
+    "ServiceMonitor unknown field (a typo)": (
+        "ServiceMonitor/inflight", lambda d: d["spec"]["endpoints"][0].update(bearerTokenSecrets={}),
+        "unknown field spec.endpoints.0.bearerTokenSecrets"),
+    "PodDisruptionBudget unknown field": (
+        "PodDisruptionBudget/inflight", lambda d: d["spec"].update(maxUnavailible=1),
+        "unknown field spec.maxUnavailible"),
+    "NetworkPolicy port is an object": (
+        "NetworkPolicy/inflight", lambda d: d["spec"]["ingress"][0]["ports"][0].update(port={"name": "http"}),
+        "ports/0/port must"),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN_OTHER_KINDS)
+def test_a_broken_copy_of_another_kind_is_rejected(node_modules, objects, tmp_path, case):
+    """The schemas of the other kinds, the Prometheus Operator's CRD among
+    them, are checked too, unknown fields included."""
+    key, break_it, message = BROKEN_OTHER_KINDS[case]
+    doc = copy.deepcopy(strip(objects[key]))
+    valid = tmp_path / "valid.yaml"
+    valid.write_text(json.dumps(doc))
+    r = run_validator(node_modules, valid)
+    assert r.returncode == 0, r.stderr
+    break_it(doc)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(json.dumps(doc))
+    r = run_validator(node_modules, broken)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"{broken}: {key}: " in r.stderr and message in r.stderr, r.stderr
+
+
 def test_broken_yaml_text_is_rejected(node_modules, tmp_path):
     original = (MANIFESTS / "deployment.yaml").read_text()
     cases = {
@@ -367,6 +409,178 @@ def test_the_security_context_is_restrictive(objects):
     assert {"cpu", "memory"} <= resources["requests"].keys() <= resources["limits"].keys()
 
 
+# --- disruptions, spreading, network policy, scraping --------------------------
+
+
+def selects(selector, labels):
+    """Whether a Kubernetes label selector (matchLabels, matchExpressions)
+    selects an object with `labels`. An empty selector selects everything,
+    as Kubernetes reads it."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for e in selector.get("matchExpressions", []):
+        key, op, values = e["key"], e["operator"], e.get("values", [])
+        ok = {"In": key in labels and labels[key] in values,
+              "NotIn": labels.get(key) not in values,
+              "Exists": key in labels,
+              "DoesNotExist": key not in labels}[op]
+        if not ok:
+            return False
+    return True
+
+
+def test_selects_is_a_label_selector():
+    """The control for the selector checks below: they can say no."""
+    labels = {"app.kubernetes.io/name": "inflight", "app.kubernetes.io/component": "supervisor"}
+    assert selects({"matchLabels": {"app.kubernetes.io/name": "inflight"}}, labels)
+    assert not selects({"matchLabels": {"app.kubernetes.io/name": "other"}}, labels)
+    assert not selects({"matchLabels": {"app.kubernetes.io/name": "inflight", "tier": "x"}}, labels)
+    assert selects({"matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "In",
+                                          "values": ["inflight"]}]}, labels)
+    assert not selects({"matchExpressions": [{"key": "app.kubernetes.io/name",
+                                              "operator": "DoesNotExist"}]}, labels)
+    assert selects({}, labels)
+
+
+def container_port(container, port):
+    """A port of a NetworkPolicy or a Service (a number, or a container port's
+    name) as the container's port number; None when the container has no
+    such port."""
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    if isinstance(port, str):
+        return ports.get(port)
+    return port if port in ports.values() else None
+
+
+def test_the_disruption_budget_lets_one_pod_go_at_a_time(objects):
+    deployment = objects["Deployment/inflight"]
+    pdb = objects["PodDisruptionBudget/inflight"]["spec"]
+    assert pdb["selector"], "an empty selector would hold every pod of the namespace"
+    assert selects(pdb["selector"], spec_labels(objects))
+    # The budget's selector is the Deployment's own: it covers all of its
+    # pods, and no pod that the Deployment does not own.
+    assert pdb["selector"] == deployment["spec"]["selector"]
+    assert pdb.get("maxUnavailable") == 1 and "minAvailable" not in pdb
+    # With one replica, maxUnavailable 1 would let a drain stop the only pod
+    # and leave no live pod to take its runs.
+    assert deployment["spec"]["replicas"] >= 2
+
+
+def test_the_pods_spread_over_nodes(objects):
+    spec = pod_spec(objects)
+    by_node = [c for c in spec.get("topologySpreadConstraints", [])
+               if c["topologyKey"] == "kubernetes.io/hostname"]
+    assert len(by_node) == 1, spec.get("topologySpreadConstraints")
+    constraint = by_node[0]
+    assert selects(constraint["labelSelector"], spec_labels(objects))
+    assert constraint["labelSelector"] == objects["Deployment/inflight"]["spec"]["selector"]
+    assert constraint["maxSkew"] == 1
+    # A preference: see the comment in deployment.yaml on draining one of two nodes.
+    assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"
+
+
+def admits(policy, port, pod_labels, namespace_labels, same_namespace):
+    """Whether a NetworkPolicy's ingress rules let a pod with `pod_labels`,
+    in a namespace with `namespace_labels`, reach `port` (a number) of the
+    pods the policy selects."""
+    container = serve_container(policy["_pod_spec"])
+    for rule in policy["spec"].get("ingress", []):
+        ports = rule.get("ports")
+        if ports and not any(container_port(container, p.get("port")) == port
+                             and p.get("protocol", "TCP") == "TCP" for p in ports):
+            continue
+        peers = rule.get("from")
+        if not peers:
+            return True
+        for peer in peers:
+            if "ipBlock" in peer:
+                continue
+            if "namespaceSelector" in peer:
+                in_namespace = selects(peer["namespaceSelector"], namespace_labels)
+            else:
+                in_namespace = same_namespace
+            if in_namespace and selects(peer.get("podSelector", {}), pod_labels):
+                return True
+    return False
+
+
+def test_the_network_policy_lets_only_clients_and_prometheus_reach_the_api(objects):
+    policy = dict(objects["NetworkPolicy/inflight"], _pod_spec=pod_spec(objects))
+    spec = policy["spec"]
+    assert spec["podSelector"], "an empty podSelector would isolate every pod of the namespace"
+    assert selects(spec["podSelector"], spec_labels(objects))
+    # Ingress only: egress stays open for the results repo outside the
+    # cluster and the eval children's own calls (see networkpolicy.yaml).
+    assert spec["policyTypes"] == ["Ingress"] and "egress" not in spec
+    api_port = container_port(serve_container(pod_spec(objects)), "http")
+    assert api_port == 3117
+    # Every port the policy opens is the API's.
+    for rule in spec["ingress"]:
+        assert rule.get("ports"), "a rule without ports opens every port"
+        assert {container_port(serve_container(pod_spec(objects)), p["port"])
+                for p in rule["ports"]} == {api_port}
+
+    this_namespace = {"kubernetes.io/metadata.name": "evals"}
+    monitoring = {"kubernetes.io/metadata.name": "monitoring"}
+    client = {"inflight-api-client": "true"}
+    prometheus = {"app.kubernetes.io/name": "prometheus"}
+    assert admits(policy, api_port, client, this_namespace, True)
+    assert admits(policy, api_port, prometheus, monitoring, False)
+    # The refused: unlabelled pods, clients of other namespaces, a pod named
+    # prometheus outside the monitoring namespace, anything on another port.
+    assert not admits(policy, api_port, {"app": "web"}, this_namespace, True)
+    assert not admits(policy, api_port, client, {"kubernetes.io/metadata.name": "other"}, False)
+    assert not admits(policy, api_port, prometheus, this_namespace, True)
+    assert not admits(policy, api_port, {"app": "x"}, monitoring, False)
+    assert not admits(policy, 22, client, this_namespace, True)
+
+
+def test_the_scrape_annotations_name_the_metrics_port(objects):
+    template = objects["Deployment/inflight"]["spec"]["template"]
+    annotations = template["metadata"].get("annotations", {})
+    assert annotations.get("prometheus.io/scrape") == "true"
+    assert annotations.get("prometheus.io/path") == "/metrics"
+    container = serve_container(template["spec"])
+    # Annotations are strings; the port is the API's container port.
+    assert annotations.get("prometheus.io/port") == str(container_port(container, "http"))
+
+
+def test_the_service_monitor_scrapes_the_service_with_the_api_token(objects):
+    monitor = objects["ServiceMonitor/inflight"]
+    assert monitor["_file"].endswith("example/servicemonitor.yaml"), \
+        "the ServiceMonitor needs the Operator's CRDs: it must stay out of deploy/kubernetes/*.yaml"
+    service = objects["Service/inflight"]
+    assert selects(monitor["spec"]["selector"], service["metadata"]["labels"])
+    assert "namespaceSelector" not in monitor["spec"]  # the Service is in the monitor's namespace
+    service_ports = {p["name"]: p for p in service["spec"]["ports"]}
+    container = serve_container(pod_spec(objects))
+    assert len(monitor["spec"]["endpoints"]) == 1
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert endpoint["port"] in service_ports, (endpoint["port"], list(service_ports))
+    assert container_port(container, service_ports[endpoint["port"]]["targetPort"]) == 3117
+    assert endpoint["path"] == "/metrics" and endpoint.get("scheme", "http") == "http"
+    # /metrics needs the API token: the Secret's key that the Deployment
+    # mounts as INFLIGHT_API_TOKEN_FILE.
+    credentials = endpoint["authorization"]["credentials"]
+    assert endpoint["authorization"].get("type", "Bearer") == "Bearer"
+    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
+    token_file = env_entry(container, "INFLIGHT_API_TOKEN_FILE")["value"]
+    mount = [m for m in container["volumeMounts"] if token_file.startswith(m["mountPath"] + "/")][0]
+    source = volumes[mount["name"]]["secret"]
+    items = {item["path"]: item["key"] for item in source["items"]}
+    assert credentials == {"name": source["secretName"],
+                           "key": items[token_file[len(mount["mountPath"]) + 1:]]}
+    assert credentials["key"] in objects["Secret/inflight"]["stringData"]
+
+
+def test_the_deployment_leaves_max_attempts_at_its_default(objects):
+    """Interruptions (rollouts, drains) have a budget of their own,
+    --max-interruptions: the attempts are not raised to make room for them."""
+    container = serve_container(pod_spec(objects))
+    assert "INFLIGHT_MAX_ATTEMPTS" not in {e["name"] for e in container["env"]}
+    assert not any("max-attempts" in a for a in container.get("args", []) + container.get("command", []))
+
+
 # --- the real binary with the manifest's settings ------------------------------
 
 
@@ -480,6 +694,13 @@ def test_serve_runs_with_the_manifest_settings(objects, tmp_path):
         wait_for(lambda: http("GET", url + "/readyz").status == 200, 30, "readyz")
         assert http("GET", url + "/api/eval/runs").status == 401
         assert http("GET", url + "/api/eval/runs", headers=token).status == 200
+        # What the scrape annotations and the ServiceMonitor name: /metrics,
+        # which needs the token they send.
+        metrics_path = objects["Deployment/inflight"]["spec"]["template"]["metadata"]["annotations"][
+            "prometheus.io/path"]
+        assert http("GET", url + metrics_path).status == 401
+        scraped = http("GET", url + metrics_path, headers=token)
+        assert scraped.status == 200 and "inflight_checkpoint_pushes_total" in scraped.body, scraped.body
 
         r = http("POST", url + "/api/eval/run", {"id": "k8s-1", "tests": 3, "test_ms": 10}, headers=token)
         assert r.status == 202, r.body
