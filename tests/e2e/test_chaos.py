@@ -484,7 +484,7 @@ class Trial:
                 f"{instance.name}: run {run_id} final_status {params['final_status']}"
             if log_complete:
                 self.check_log_matches(instance, run_id, params)
-        out_of_attempts = [e for e in instance.events() if "--max-attempts" in e.get("msg", "")]
+        out_of_attempts = [e for e in instance.events() if "run reached --max-" in e.get("msg", "")]
         assert not out_of_attempts, f"{instance.name}: {out_of_attempts}"
         for run_id in instance.succeeded_runs():
             params = local_params(instance.disk, run_id)

@@ -4,6 +4,7 @@ import signal
 from collections import Counter
 
 from inflight_testing.git_servers import git
+from inflight_testing.http import metric
 from inflight_testing.run_dirs import index_ids, run_params
 from inflight_testing.waiting import wait_for
 
@@ -52,13 +53,16 @@ def test_torn_last_line_is_dropped_before_resume(serve_factory, tmp_path):
     assert len(lines) == 12
 
 
-def test_run_at_max_attempts_is_marked_failed_not_relaunched(serve_factory, tmp_path):
+def test_run_at_max_interruptions_is_marked_failed_not_relaunched(serve_factory, tmp_path):
+    """README "Two budgets": interruptions spend --max-interruptions, not
+    --max-attempts (1 here, which they leave untouched)."""
     ids, runs = interrupt_three_runs(serve_factory, tmp_path)
-    serve = serve_factory("--max-attempts", "1")
+    serve = serve_factory("--max-interruptions", "1", "--max-attempts", "1")
     serve.wait_ready()
     for run_id in ids:
         status = serve.status(run_id)
         assert status["status"] == "failed" and status["attempt"] == 1
+        assert status["interruptions"] == 1 and status["failures"] == 0
         assert run_params(runs / run_id)["final_status"] == "failed"
     assert not any(e.get("msg") == "attempt started" for e in serve.events())
     # Out of attempts is a finish: published as failed, its branch gone.
@@ -68,6 +72,18 @@ def test_run_at_max_attempts_is_marked_failed_not_relaunched(serve_factory, tmp_
                        e.get("run_id") == r, 30)
         result = json.loads(git(results, "show", f"refs/inflight-results/{run_id}:run-params.json"))
         assert result["final_status"] == "failed"
+    assert metric(serve, 'inflight_runs_out_of_budget_total{budget="interruptions"}') == 3
+    assert metric(serve, 'inflight_runs_out_of_budget_total{budget="attempts"}') == 0
+
+
+def test_interruptions_do_not_spend_max_attempts(serve_factory, tmp_path):
+    ids, _ = interrupt_three_runs(serve_factory, tmp_path)
+    serve = serve_factory("--max-attempts", "1")
+    serve.wait_ready()
+    for run_id in ids:
+        serve.wait_status(run_id, "succeeded", timeout=60)
+        status = serve.status(run_id)
+        assert status["attempt"] == 2 and status["interruptions"] == 1 and status["failures"] == 0
 
 
 def test_readyz_is_ready_only_after_restore(serve_factory, tmp_path):

@@ -130,6 +130,19 @@ RunParams run_params_from_json(const OrderedJson& json) {
   }
 }
 
+SpentBudgets spent_budgets(const RunParams& params) {
+  SpentBudgets spent;
+  for (std::size_t i = 0; i < params.attempts.size(); ++i) {
+    const auto& outcome = params.attempts[i].outcome;
+    const bool last = i + 1 == params.attempts.size();
+    if (outcome == "interrupted")
+      ++spent.interruptions;
+    else if (outcome == "crashed" || outcome == "deferred" || (!outcome && !last))
+      ++spent.failures;
+  }
+  return spent;
+}
+
 std::size_t listed_attempts(const OrderedJson& json) {
   const auto it = json.find("attempts");
   return it != json.end() && it->is_array() ? it->size() : 0;

@@ -85,7 +85,7 @@ RemoteLocation parse_remote_url(const std::string& url) {
     location.over_ssh = true;
     return location;
   }
-  location.local_path = std::filesystem::absolute(url);
+  location.local_path = std::filesystem::absolute(url).lexically_normal();
   location.url = location.display = location.local_path->string();
   return location;
 }

@@ -47,8 +47,12 @@ std::vector<OptionSpec> build_table() {
       {"publish", G::store, K::text, "on|off", "on",
        "publish each finished run to refs/inflight-results/<run-id> and the inflight-index "
        "branch before its checkpoint branch is deleted"},
-      {"max-attempts", G::store, K::integer, "N", "3", "attempts a run gets before it is failed", 1,
-       1000},
+      {"max-attempts", G::store, K::integer, "N", "3",
+       "attempts that end by the run's own doing (crashed, deferred) before it is failed", 1, 1000},
+      {"max-interruptions", G::store, K::integer, "N", "50",
+       "attempts a shutdown or another instance ends (rollouts, evictions) before the run is "
+       "failed",
+       1, 1000},
       {"log-format", G::store, K::text, "text|json", "",
        "log lines; unset: text on a terminal, json otherwise"},
       {"grace-period", G::run, K::duration, "DURATION", "30s", "the whole shutdown budget"},

@@ -189,6 +189,7 @@ StoreSettings read_store_settings(const OptionSources& sources) {
       .max_bytes = static_cast<std::uint64_t>(sources.integer("restore-max-bytes")),
       .max_files = static_cast<std::uint64_t>(sources.integer("restore-max-files"))};
   s.max_attempts = static_cast<int>(sources.integer("max-attempts"));
+  s.max_interruptions = static_cast<int>(sources.integer("max-interruptions"));
   const auto publish = sources.text("publish");
   if (publish != "on" && publish != "off")
     throw UsageError("--publish: '" + publish + "' is not on or off");

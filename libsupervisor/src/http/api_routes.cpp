@@ -82,10 +82,13 @@ ApiRoutes::ApiRoutes(RunSupervisor& supervisor, const ChildReaper& reaper, ApiSe
 
 OrderedJson ApiRoutes::status_json(Run& run) {
   const auto* attempt = run.params.attempts.empty() ? nullptr : &run.params.attempts.back();
+  const auto spent = checkpoint::spent_budgets(run.params);
   return {{"id", run.id},
           {"status", to_string(run.status)},
           {"command", display_command(run.params.argv)},
           {"attempt", run.attempts()},
+          {"interruptions", spent.interruptions},
+          {"failures", spent.failures},
           {"started_at", attempt ? OrderedJson(attempt->started_at) : OrderedJson(nullptr)},
           {"finished_at", nullable(run.finished_at)},
           {"exit_code", run.exit_code ? OrderedJson(*run.exit_code) : OrderedJson(nullptr)},

@@ -26,8 +26,13 @@ PodLease::PodLease(boost::asio::io_context& io, CheckpointPort& store, LeaseTerm
                    Duration network_timeout)
     : store_(store), terms_(terms), network_timeout_(network_timeout), timer_(io) {}
 
-SystemClock::time_point PodLease::end_from_now() const {
-  return SystemClock::now() + std::chrono::duration_cast<SystemClock::duration>(terms_.length);
+SystemClock::time_point PodLease::take() {
+  asked_ = SystemClock::now() + std::chrono::duration_cast<SystemClock::duration>(terms_.length);
+  return asked_;
+}
+
+void PodLease::taken(bool landed) {
+  if (landed) expiry_ = asked_;
 }
 
 void PodLease::keep() {
@@ -41,11 +46,12 @@ void PodLease::keep() {
 std::optional<SystemClock::time_point> PodLease::renewal() {
   if (stopped_ || renewing_) return std::nullopt;
   renewing_ = true;
-  return end_from_now();
+  return take();
 }
 
 void PodLease::renewed(const CheckpointResult& result) {
   renewing_ = false;
+  taken(static_cast<bool>(result));
   if (!result) log::warn("lease not renewed; will retry", {{"error", result.error().message}});
   if (!after_renewal_) return;
   timer_.cancel();
@@ -69,18 +75,20 @@ void PodLease::stop() {
 
 std::optional<SystemClock::time_point> PodLease::release() const {
   if (renewing_) return std::nullopt;
-  return end_from_now();
+  return SystemClock::now() + std::chrono::duration_cast<SystemClock::duration>(terms_.length);
 }
 
 void PodLease::give_up(SteadyClock::time_point deadline, std::function<void()> done) {
   stop();
   auto drop = [this, deadline, done] {
-    store_.drop_lease(deadline, [done](const CheckpointResult& result) {
-      if (result)
+    store_.drop_lease(deadline, [this, done](const CheckpointResult& result) {
+      if (result) {
+        expiry_.reset();
         log::info("lease given up", {});
-      else
+      } else {
         log::warn("lease not given up; it runs out on its own",
                   {{"error", result.error().message}});
+      }
       done();
     });
   };

@@ -36,7 +36,7 @@ void Restoration::look(bool first) {
   for (auto& run : find_resumable_runs(supervisor_.settings().runs_dir))
     if (!query.skip.count(run.params.run_id)) query.local.push_back(std::move(run));
   if (first) {
-    query.lease_until = lease_.end_from_now();
+    query.lease_until = lease_.take();
     for (const auto& run : find_finished_runs(supervisor_.settings().runs_dir))
       query.finished.push_back(run.params.run_id);
   }
@@ -56,6 +56,8 @@ void Restoration::on_result(RestoreResult result, bool first) {
   }
   if (result.failure && result.failure->kind == Failure::cache)
     supervisor_.disk_health().report_failure(result.failure->message);
+  if (first) lease_.taken(!result.failure);
+  supervisor_.count_lost_claims(result.claims_lost);
   if (result.published) {  // the store answered: what it holds back is watched
     supervisor_.know_published(std::move(*result.published));
     watch_.saw(result.watched, SteadyClock::now());

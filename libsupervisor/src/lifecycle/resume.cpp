@@ -143,6 +143,7 @@ class ResumeCommand {
                                         .pod_name = settings_.store.pod_name,
                                         .max_concurrent = 1,
                                         .max_attempts = settings_.store.max_attempts,
+                                        .max_interruptions = settings_.store.max_interruptions,
                                         .max_queued = 1,
                                         .stop_grace = settings_.flush_window,
                                         .network_timeout = settings_.store.git_timeout,

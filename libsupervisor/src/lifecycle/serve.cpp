@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 
+#include "inflight/checkpoint/remote_url.hpp"
 #include "inflight/core/exit_code.hpp"
 #include "inflight/core/log.hpp"
 #include "inflight/core/run_dir.hpp"
@@ -48,6 +50,7 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           .pod_name = s.store.pod_name,
           .max_concurrent = s.max_concurrent,
           .max_attempts = s.store.max_attempts,
+          .max_interruptions = s.store.max_interruptions,
           .max_queued = s.max_queued,
           .stop_grace = s.flush_window,
           .network_timeout = s.store.git_timeout,
@@ -56,6 +59,27 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           .hidden_files = s.hidden_files,
           .publish = s.store.publish,
           .keep_finished = s.keep_finished};
+}
+
+// Where checkpoints go, said once at start (README "Metrics and alerts"): a
+// results repo on a local path dies with the pod's disk unless it is a
+// volume, which in Kubernetes is almost always a mistake.
+void log_destination(const StoreSettings& store) {
+  const auto location = checkpoint::parse_remote_url(store.results_repo);
+  const nlohmann::json fields{
+      {"results_repo", location.display},
+      {"publish", store.publish ? "on" : "off"},
+      {"pod", store.pod_name},
+      {"runs_dir", fs::absolute(store.runs_dir).lexically_normal().string()}};
+  log::info("checkpoints go to the results repo", fields);
+  if (!location.local_path) return;
+  const char* why =
+      "the results repo is a local path: checkpoints and results last only as long as this disk";
+  if (std::getenv("KUBERNETES_SERVICE_HOST") != nullptr)
+    log::error(std::string(why) + ", and this is a Kubernetes pod; set --results-repo to a remote",
+               fields);
+  else
+    log::warn(why, fields);
 }
 
 // One serving instance: its parts in the order each needs the last, and the
@@ -98,7 +122,10 @@ ServeCommand::ServeCommand(const ServeSettings& settings)
                    settings.children),
       supervisor_(loop_.io(), loop_.reaper(), checkpoints_, supervised_, settings.children),
       api_(supervisor_, loop_.reaper(),
-           {settings.api_token, read_last_shutdown(settings.store.runs_dir)}),
+           {.api_token = settings.api_token,
+            .last_shutdown_seconds = read_last_shutdown(settings.store.runs_dir),
+            .checkpoint_interval = settings.checkpoint_interval,
+            .lease = &lease_}),
       server_(loop_.io(), listen_endpoint(settings),
               [this](const HttpRequest& r) { return api_.handle(r); }, api_.refusals(),
               {.max_connections = static_cast<std::size_t>(settings.max_connections),
@@ -110,6 +137,7 @@ ServeCommand::ServeCommand(const ServeSettings& settings)
             [this](int code) { on_shutdown_done(code); }),
       restoration_(loop_.io(), supervisor_, checkpoints_, plan_, lease_, settings,
                    [this](const std::string& error) { refuse_credentials(error); }) {
+  log_destination(settings.store);
   const auto bound = server_.local_endpoint();
   log::info("listening",
             {{"address", bound.address().to_string() + ":" + std::to_string(bound.port())},

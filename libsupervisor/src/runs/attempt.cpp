@@ -80,6 +80,7 @@ void RunSupervisor::start_attempt(Run& run) {
                                  .started_at = iso8601_utc(SystemClock::now())});
   run.finished_at.reset();
   run.exit_code.reset();
+  if (!run.checkpoint.unsaved_since) run.checkpoint.unsaved_since = SteadyClock::now();
   try {
     checkpoint::write_run_params(run.dir, run.params);
   } catch (...) {
@@ -179,11 +180,11 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
   write_params(run, phase_ == Phase::shutting_down ? checkpoint::Durability::atomic
                                                    : checkpoint::Durability::synced);
   // After the write: the final commit must carry final_status. A run out of
-  // attempts is released only to be published (fail_out_of_attempts).
+  // budget is released only to be published (fail_out_of_budget).
   const bool own_end =
       outcome == Outcome::succeeded || outcome == Outcome::failed || outcome == Outcome::cancelled;
-  const bool out_of_attempts = !own_end && run.params.final_status.has_value();
-  if (own_end || (out_of_attempts && settings_.publish)) release_checkpoint(run);
+  const bool out_of_budget = !own_end && run.params.final_status.has_value();
+  if (own_end || (out_of_budget && settings_.publish)) release_checkpoint(run);
 }
 
 // An attempt that ended by the run's own doing is tried again while the run
@@ -191,14 +192,14 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
 void RunSupervisor::retry(Run& run, Outcome outcome) {
   if (phase_ == Phase::shutting_down) {
     run.status = RunStatus::interrupted;
-  } else if (run.attempts() < settings_.max_attempts) {
+  } else if (const auto budget = spent_budget(run); !budget) {
     run.status = RunStatus::queued;
     run.resume_next = true;
     // A signal nobody here sent (OOM killer, a stray kill): resume at once.
     if (outcome == Outcome::crashed) queue_.push_front(&run);
     if (outcome == Outcome::deferred) defer(run);
   } else {
-    fail_out_of_attempts(run);
+    fail_out_of_budget(run, *budget);
   }
 }
 
@@ -224,11 +225,25 @@ void RunSupervisor::defer(Run& run) {
 
 // Published, a run out of attempts is kept for inspection by its result;
 // unpublished, by its branch. The caller writes run-params.json first.
-void RunSupervisor::fail_out_of_attempts(Run& run) {
-  log::error(settings_.publish ? "run reached --max-attempts; marked failed and published"
-                               : "run reached --max-attempts; marked failed, checkpoint kept for "
-                                 "inspection",
-             {{"run_id", run.id}, {"attempts", run.attempts()}});
+// The budget the run has spent, if any: it gets no further attempt.
+std::optional<Budget> RunSupervisor::spent_budget(const Run& run) const {
+  const auto spent = checkpoint::spent_budgets(run.params);
+  if (spent.failures >= settings_.max_attempts) return Budget::attempts;
+  if (spent.interruptions >= settings_.max_interruptions) return Budget::interruptions;
+  return std::nullopt;
+}
+
+void RunSupervisor::fail_out_of_budget(Run& run, Budget budget) {
+  ++run_events_.out_of_budget[budget];
+  const std::string flag = budget == Budget::attempts ? "--max-attempts" : "--max-interruptions";
+  const auto spent = checkpoint::spent_budgets(run.params);
+  log::error("run reached " + flag +
+                 (settings_.publish ? "; marked failed and published"
+                                    : "; marked failed, checkpoint kept for inspection"),
+             {{"run_id", run.id},
+              {"attempts", run.attempts()},
+              {"failures", spent.failures},
+              {"interruptions", spent.interruptions}});
   finish(run, RunStatus::failed);
 }
 

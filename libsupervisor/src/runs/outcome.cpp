@@ -19,7 +19,16 @@ constexpr WordTable<Outcome, 6> kNames{{
     {Outcome::deferred, "deferred"},
 }};
 
+constexpr WordTable<Budget, 2> kBudgetNames{{
+    {Budget::attempts, "attempts"},
+    {Budget::interruptions, "interruptions"},
+}};
+
 }  // namespace
+
+std::string_view to_string(Budget budget) {
+  return word_of(kBudgetNames, budget);
+}
 
 std::string_view to_string(Outcome outcome) {
   return word_of(kNames, outcome);

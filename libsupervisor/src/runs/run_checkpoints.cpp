@@ -52,9 +52,11 @@ void RunSupervisor::checkpoint(Run& run, checkpoint::CheckpointReason reason,
       done(fenced_result());
       return store_op_done(run);
     }
-    checkpoints_.save(checkpoint_request(run, reason), deadline,
-                      [this, &run, done](CheckpointResult result) {
-                        record_checkpoint(run, result);
+    auto request = checkpoint_request(run, reason);
+    const auto records = request.records;
+    checkpoints_.save(std::move(request), deadline,
+                      [this, &run, done, records](CheckpointResult result) {
+                        record_checkpoint(run, result, records);
                         done(result);
                         store_op_done(run);
                       });
@@ -96,10 +98,12 @@ void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
     request.runs.push_back(checkpoint_request(*run, step.reason));
   }
   if (request.runs.empty() && !request.lease_until) return step.done(std::nullopt);
+  std::vector<std::uint64_t> records;
+  for (const auto& run : request.runs) records.push_back(run.records);
   checkpoints_.save_all(request, step.deadline,
-                        [this, batch, sending](const SaveAllResult& result) {
+                        [this, batch, sending, records](const SaveAllResult& result) {
                           for (std::size_t i = 0; i < sending.size(); ++i) {
-                            record_checkpoint(*sending[i], result.runs[i]);
+                            record_checkpoint(*sending[i], result.runs[i], records[i]);
                             batch->step.each(*sending[i], result.runs[i]);
                             store_op_done(*sending[i]);
                           }
@@ -146,6 +150,7 @@ void RunSupervisor::released(Run& run, const CheckpointResult& result) {
   if (fenced) fence(run);
   run.release_pending = !result && !fenced;
   results_published_ += result && settings_.publish;
+  if (result) last_landed_ = SystemClock::now();
   if (result)
     log::info("checkpoint branch deleted", {{"run_id", run.id}});
   else if (run.release_pending)
@@ -154,17 +159,21 @@ void RunSupervisor::released(Run& run, const CheckpointResult& result) {
   store_op_done(run);
 }
 
-void RunSupervisor::record_checkpoint(Run& run, const CheckpointResult& result) {
+// `records`: what the run's progress file held when the checkpoint was taken.
+void RunSupervisor::record_checkpoint(Run& run, const CheckpointResult& result,
+                                      std::uint64_t records) {
   disk_health_.report(result);
   if (!result) return record_checkpoint_failure(run, result.error());
   run.checkpoint.failing_since.reset();
   run.checkpoint.error.reset();
   run.checkpoint.refusals = 0;
   log_left_out(run, result->left_out);
+  run.checkpoint.records_saved = records;
   if (!result->commit) return;
   ++checkpoint_pushes_.landed;
+  last_landed_ = SystemClock::now();
   run.checkpoint.last_commit = result->commit;
-  run.checkpoint.last_at = iso8601_utc(SystemClock::now());
+  run.checkpoint.last_at = iso8601_utc(*last_landed_);
   log::info("checkpoint pushed",
             {{"run_id", run.id}, {"branch", run.checkpoint.branch}, {"commit", *result->commit}});
 }
@@ -224,6 +233,7 @@ void RunSupervisor::log_left_out(Run& run, const checkpoint::LeftOut& left_out) 
 void RunSupervisor::fence(Run& run) {
   if (run.fenced) return;
   run.fenced = true;
+  ++run_events_.fenced;
   log::error("another instance owns this run (its checkpoint push was rejected); stopping it here",
              {{"run_id", run.id}, {"branch", run.checkpoint.branch}});
   std::erase(queue_, &run);
@@ -269,6 +279,7 @@ void RunSupervisor::periodic_tick(PodLease* lease) {
     if (run.status != RunStatus::running && !never_saved_queued) continue;
     const auto signature = checkpoint::stat_signature(run.dir);
     if (signature == run.saved_signature) continue;
+    if (!run.checkpoint.unsaved_since) run.checkpoint.unsaved_since = SteadyClock::now();
     changed.push_back(&run);
     (*signatures)[&run] = signature;
   }
@@ -277,7 +288,9 @@ void RunSupervisor::periodic_tick(PodLease* lease) {
                                 .lease_until = lease ? lease->renewal() : std::nullopt,
                                 .each =
                                     [signatures](Run& run, const CheckpointResult& result) {
-                                      if (result) run.saved_signature = signatures->at(&run);
+                                      if (!result) return;
+                                      run.saved_signature = signatures->at(&run);
+                                      run.checkpoint.unsaved_since.reset();
                                     },
                                 .done =
                                     [lease](const std::optional<CheckpointResult>& renewed) {

@@ -251,13 +251,14 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
     run.checkpoint.last_at = iso8601_utc(SystemClock::now());
   }
   if (!bind_template(run)) return;
-  if (run.attempts() >= settings_.max_attempts) {
-    fail_out_of_attempts(run);
+  if (const auto budget = spent_budget(run)) {
+    fail_out_of_budget(run, *budget);
     write_params(run);
     if (settings_.publish) release_checkpoint(run);
     return;
   }
   run.resume_next = started_before;
+  ++run_events_.restored;
   log::info("run restored", {{"run_id", run.id}, {"attempts", run.attempts()}});
   // Restored after a shutdown signal: claimed, so pushed back before exit.
   if (phase_ == Phase::shutting_down) {

@@ -174,6 +174,7 @@ RestoreResult AgentCheckpoints::restore_result(const agent::Restored& r,
   for (const auto& branch : r.released)
     log::info("checkpoint branch of a finished run deleted", {{"branch", branch}});
   std::set<std::string> taken;
+  result.claims_lost = r.lost.size();
   for (const auto& lost : r.lost) {
     taken.insert(lost);
     result.left.push_back({.run_id = lost, .pod = "", .until = 0});

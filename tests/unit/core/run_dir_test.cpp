@@ -23,6 +23,21 @@ void write(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
+// README "Two budgets": what each attempt's outcome spends.
+TEST(SpentBudgets, CountOwnFailuresAndInterruptionsApart) {
+  RunParams params;
+  for (const char* outcome : {"interrupted", "crashed", "deferred", "interrupted", "", "failed"}) {
+    AttemptRecord attempt;
+    if (*outcome) attempt.outcome = outcome;
+    params.attempts.push_back(attempt);
+  }
+  // The attempt whose end nobody recorded counts once a later one started.
+  EXPECT_EQ(spent_budgets(params).failures, 3);
+  EXPECT_EQ(spent_budgets(params).interruptions, 2);
+  params.attempts.back().outcome.reset();  // the running attempt counts for neither
+  EXPECT_EQ(spent_budgets(params).failures, 3);
+}
+
 TEST(RepairTornLine, DropsOnlyAnUnterminatedLastLine) {
   TempDir dir;
   const auto file = dir.path() / "index.jsonl";

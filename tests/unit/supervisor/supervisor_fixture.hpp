@@ -59,6 +59,7 @@ class SupervisorFixture : public ::testing::Test {
             .pod_name = "pod-a",
             .max_concurrent = 4,
             .max_attempts = 3,
+            .max_interruptions = 50,
             .max_queued = 1000,
             .stop_grace = std::chrono::seconds(10),
             .network_timeout = std::chrono::seconds(60),

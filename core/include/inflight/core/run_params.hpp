@@ -73,6 +73,17 @@ RunParams run_params_from_text(std::string_view text);
 // run-params.json run_params_from_json() may refuse; 0 when it has none.
 std::size_t listed_attempts(const OrderedJson& json);
 
+// What a run's two budgets have spent (README "Two budgets"): `failures`,
+// attempts that ended by the run's own doing (crashed, deferred; an attempt
+// whose end no pod recorded, once a later one started), against
+// --max-attempts; `interruptions`, attempts a shutdown or another instance
+// ended (a rollout, an eviction, a scale-down), against --max-interruptions.
+struct SpentBudgets {
+  int failures = 0;
+  int interruptions = 0;
+};
+SpentBudgets spent_budgets(const RunParams& params);
+
 // Temp file, fsync, rename, fsync of the directory (unless `atomic` suffices).
 void write_run_params(const std::filesystem::path& run_dir, const RunParams& params,
                       Durability durability = Durability::synced);

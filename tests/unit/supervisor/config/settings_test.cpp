@@ -313,6 +313,8 @@ TEST(OptionTable, SettingsWithNoSourcesHoldTheTablesDefaults) {
   EXPECT_EQ(s.store.restore_limits.max_bytes, integer("restore-max-bytes"));
   EXPECT_EQ(s.store.restore_limits.max_files, integer("restore-max-files"));
   EXPECT_EQ(s.store.max_attempts, integer("max-attempts"));
+  EXPECT_EQ(s.store.max_interruptions, integer("max-interruptions"));
+  EXPECT_EQ(s.store.max_interruptions, 50);
   EXPECT_EQ(s.grace_period, duration("grace-period"));
   EXPECT_EQ(s.flush_window, duration("flush-window"));
   EXPECT_EQ(s.checkpoint_interval, duration("checkpoint-interval"));

@@ -104,6 +104,64 @@ TEST_F(RestorationTest, ClaimedRunsResumeWithTheirNextAttempt) {
   EXPECT_TRUE(store.restores()[0].lease_until.has_value());
 }
 
+// README "Two budgets": interruptions do not spend --max-attempts (3 here),
+// they spend --max-interruptions; the pod's lease and lost claims show in
+// what /metrics reads.
+TEST_F(RestorationTest, ARunInterruptedMoreOftenThanMaxAttemptsResumes) {
+  auto params = run_of_pod_b("r-rolled", "sleeper");
+  for (int n = 2; n <= 5; ++n) {
+    auto attempt = params.attempts.front();
+    attempt.attempt = n;
+    params.attempts.push_back(attempt);
+  }
+  RestoreResult found;
+  found.runs = {{runs.path() / "r-rolled", params, "inflight/pod-b/r-rolled", "c1a1m"}};
+  found.claims_lost = 2;
+  store.restore_next(found);
+  start();
+  ASSERT_TRUE(wait_for([&] {
+    const inflight::Run* run = supervisor().find("r-rolled");
+    return run && run->status == RunStatus::running;
+  }));
+  const auto spent = checkpoint::spent_budgets(supervisor().find("r-rolled")->params);
+  EXPECT_EQ(spent.interruptions, 5);
+  EXPECT_EQ(spent.failures, 0);
+  EXPECT_EQ(supervisor().run_events().restored, 1u);
+  EXPECT_EQ(supervisor().run_events().claims_lost, 2u);
+  ASSERT_TRUE(lease.expiry().has_value());
+  EXPECT_EQ(*lease.expiry(), *store.restores()[0].lease_until);
+}
+
+TEST_F(RestorationTest, ARunAtMaxInterruptionsOrMaxAttemptsIsFailedNotStarted) {
+  auto settings = this->settings();
+  settings.max_interruptions = 1;
+  make_supervisor(settings);
+  auto crashed = run_of_pod_b("r-crashed", "sleeper");
+  crashed.attempts.front().outcome = "crashed";
+  for (int n = 2; n <= 3; ++n) {
+    auto attempt = crashed.attempts.front();
+    attempt.attempt = n;
+    crashed.attempts.push_back(attempt);
+  }
+  RestoreResult found;
+  found.runs = {{runs.path() / "r-rolled", run_of_pod_b("r-rolled", "sleeper"),
+                 "inflight/pod-b/r-rolled", "c1"},
+                {runs.path() / "r-crashed", crashed, "inflight/pod-b/r-crashed", "c2"}};
+  store.restore_next(found);
+  start();
+  ASSERT_TRUE(wait_for([&] { return supervisor().phase() == Phase::ready; }));
+  for (const char* id : {"r-rolled", "r-crashed"}) {
+    const inflight::Run* run = supervisor().find(id);
+    ASSERT_NE(run, nullptr) << id;
+    EXPECT_EQ(run->status, RunStatus::failed) << id;
+    EXPECT_EQ(run->params.final_status, "failed") << id;
+  }
+  const auto& spent = supervisor().run_events().out_of_budget;
+  EXPECT_EQ(spent.at(Budget::interruptions), 1u);
+  EXPECT_EQ(spent.at(Budget::attempts), 1u);
+  EXPECT_EQ(supervisor().live_children(), 0);
+}
+
 TEST_F(RestorationTest, HeldRunsAreListedAndNeverStarted) {
   RestoreResult found;
   found.held = {held_run()};

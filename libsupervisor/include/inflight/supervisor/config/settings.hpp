@@ -88,6 +88,7 @@ struct StoreSettings {
   checkpoint::TreeLimits restore_limits;
   bool publish{};  // finished runs are published before their branch goes
   int max_attempts{};
+  int max_interruptions{};
   log::Format log_format{};
   // The `${NAME}` variables of the child templates (read_resume_settings):
   // secrets of those children, kept from the checkpoint agent's environment.

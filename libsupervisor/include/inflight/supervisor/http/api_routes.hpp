@@ -6,6 +6,7 @@
 #include <string>
 
 #include "inflight/supervisor/http/http_server.hpp"
+#include "inflight/supervisor/lifecycle/pod_lease.hpp"
 #include "inflight/supervisor/process/child_reaper.hpp"
 #include "inflight/supervisor/runs/run_supervisor.hpp"
 
@@ -14,6 +15,8 @@ namespace inflight {
 struct ApiSettings {
   std::string api_token;                        // empty: no token required
   std::optional<double> last_shutdown_seconds;  // of the previous instance
+  Duration checkpoint_interval{};               // 0: no periodic checkpoints
+  const PodLease* lease = nullptr;
 };
 
 class ApiRoutes {
@@ -32,6 +35,8 @@ class ApiRoutes {
   HttpResponse run_log(const std::string& id, std::string_view target, unsigned version);
   HttpResponse metrics(unsigned version);
   void progress(std::ostringstream& out);
+  void checkpoint_health(std::ostringstream& out);
+  void run_events(std::ostringstream& out);
   bool authorized(const HttpRequest& request) const;
 
   RunSupervisor& supervisor_;

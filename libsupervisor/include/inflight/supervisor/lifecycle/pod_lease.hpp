@@ -32,8 +32,14 @@ class PodLease {
   PodLease(boost::asio::io_context& io, CheckpointPort& store, LeaseTerms terms,
            Duration network_timeout);
 
-  // The end of a lease taken or renewed now.
-  SystemClock::time_point end_from_now() const;
+  // For the first restore, which takes the lease before it claims anything:
+  // the end to ask for; taken() says whether that restore reached the store.
+  SystemClock::time_point take();
+  void taken(bool landed);
+  // The end of the lease as last written, by this pod's clock; none before
+  // it was taken and once it is given up. For /metrics only: no other pod
+  // compares it with its own clock.
+  std::optional<SystemClock::time_point> expiry() const { return expiry_; }
   // Renews the lease every period from now on (when no periodic checkpoint
   // push renews it).
   void keep();
@@ -61,6 +67,8 @@ class PodLease {
   boost::asio::steady_timer timer_;
   bool stopped_ = false;
   bool renewing_ = false;
+  SystemClock::time_point asked_;  // the end the write under way asks for
+  std::optional<SystemClock::time_point> expiry_;
   std::function<void()> after_renewal_;
 };
 

@@ -15,6 +15,11 @@ inline constexpr Outcome kAllOutcomes[] = {Outcome::succeeded,   Outcome::failed
                                            Outcome::interrupted, Outcome::cancelled,
                                            Outcome::crashed,     Outcome::deferred};
 
+// The two budgets of a run (README "Two budgets"): --max-attempts counts the
+// attempts that ended by its own doing, --max-interruptions the others.
+enum class Budget { attempts, interruptions };
+std::string_view to_string(Budget budget);
+
 // Why the supervisor signalled the child's group, if it did.
 enum class StopCause { none, shutdown, cancel };
 

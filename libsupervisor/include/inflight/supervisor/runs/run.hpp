@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "inflight/core/child_template.hpp"
+#include "inflight/core/clock.hpp"
 #include "inflight/core/run_dir.hpp"
 #include "inflight/core/run_params.hpp"
 #include "inflight/supervisor/process/child_process.hpp"
@@ -52,6 +53,11 @@ struct CheckpointState {
   // refusal doubles the wait, up to kMaxTicksSkipped.
   int refusals = 0;
   int ticks_to_skip = 0;
+  // Since when the run dir holds changes that have not landed (the attempt's
+  // start, or the periodic tick that first saw them), and the records the
+  // last landed checkpoint held: the work a lost pod would cost.
+  std::optional<SteadyClock::time_point> unsaved_since;
+  std::uint64_t records_saved = 0;
   // The entries left out of its checkpoints already logged ("path\nrule"):
   // each is logged once per run (README "Checkpoints in git").
   std::set<std::string> left_out_logged;

@@ -30,7 +30,8 @@ struct SupervisorSettings {
   std::filesystem::path runs_dir;
   std::string pod_name;
   int max_concurrent{};
-  int max_attempts{};
+  int max_attempts{};       // README "Two budgets"
+  int max_interruptions{};  // README "Two budgets"
   int max_queued{};
   Duration stop_grace{};  // between the stop signal and SIGKILL when a run is stopped
   Duration network_timeout{};
@@ -134,6 +135,17 @@ class RunSupervisor {
   const CheckpointPushes& checkpoint_pushes() const { return checkpoint_pushes_; }
   // Finished runs whose release published their result.
   std::uint64_t results_published() const { return results_published_; }
+  // What happened to runs, for /metrics (README "Metrics and alerts").
+  struct RunEvents {
+    std::uint64_t restored = 0;     // runs taken from the results repo or this disk
+    std::uint64_t claims_lost = 0;  // claims another instance won
+    std::uint64_t fenced = 0;       // runs another instance took from this one
+    std::map<Budget, std::uint64_t> out_of_budget;
+  };
+  const RunEvents& run_events() const { return run_events_; }
+  void count_lost_claims(std::size_t claims) { run_events_.claims_lost += claims; }
+  // When a checkpoint of this pod last landed.
+  std::optional<SystemClock::time_point> last_landed() const { return last_landed_; }
   const std::map<Failure, std::uint64_t>& checkpoint_failures() const {
     return checkpoint_failures_;
   }
@@ -159,14 +171,15 @@ class RunSupervisor {
   void settle(Run& run, Outcome outcome);
   void defer(Run& run);
   void finish(Run& run, RunStatus status);
-  void fail_out_of_attempts(Run& run);
+  std::optional<Budget> spent_budget(const Run& run) const;
+  void fail_out_of_budget(Run& run, Budget budget);
   void write_params(Run& run, checkpoint::Durability durability = checkpoint::Durability::synced);
   std::vector<std::string> child_environment(const ChildTemplate& child,
                                              const RenderContext& context) const;
   void enqueue_store_op(Run& run, std::function<void()> op);
   void start_store_op(Run& run);
   void store_op_done(Run& run);
-  void record_checkpoint(Run& run, const CheckpointResult& result);
+  void record_checkpoint(Run& run, const CheckpointResult& result, std::uint64_t records);
   void record_checkpoint_failure(Run& run, const Error& error);
   void log_left_out(Run& run, const checkpoint::LeftOut& left_out);
   struct StoreBatch;
@@ -189,6 +202,8 @@ class RunSupervisor {
   std::map<Failure, std::uint64_t> checkpoint_failures_;
   std::uint64_t results_published_ = 0;
   CheckpointPushes checkpoint_pushes_;
+  RunEvents run_events_;
+  std::optional<SystemClock::time_point> last_landed_;
   std::function<void()> exit_listener_;
   // The releases of finished runs, one batch at a time: each updates the
   // one index branch, and a pod's releases racing each other for it would

@@ -100,6 +100,7 @@ struct RestoreResult {
   std::vector<checkpoint::WatchedRecord> watched = {};
   // Every run id with a result ref; set only when the store answered.
   std::optional<std::vector<checkpoint::PublishedRun>> published = std::nullopt;
+  std::size_t claims_lost = 0;  // claims another instance won
 };
 
 class CheckpointPort {
