@@ -1,0 +1,26 @@
+# Writes the inflight(1) man page from the built command's own --help texts,
+# by Debian's help2man, so that it can never differ from what --help says.
+# Run at build time by `cmake -P` (apps/CMakeLists.txt) with INFLIGHT (the
+# built binary), HELP2MAN, VERSION and OUT (the page).
+set(commands serve resume "checkpoints list" "checkpoints show" "checkpoints prune" "runs list"
+             "runs show" "runs logs" "runs prune" completion version)
+set(include "[COMMANDS]\n")
+foreach(command IN LISTS commands)
+  separate_arguments(words UNIX_COMMAND "${command}")
+  execute_process(COMMAND ${INFLIGHT} ${words} --help OUTPUT_VARIABLE help RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "inflight ${command} --help exited ${rc}")
+  endif()
+  # roff: a backslash starts an escape; a line is never a request here.
+  string(REPLACE "\\" "\\e" help "${help}")
+  string(APPEND include ".SS \"inflight ${command}\"\n.nf\n${help}.fi\n")
+endforeach()
+file(WRITE ${OUT}.include "${include}")
+execute_process(
+  COMMAND ${HELP2MAN} --no-info --section 1 --version-string ${VERSION}
+          --name "keeps LLM eval runs alive across pod restarts" --include ${OUT}.include
+          --output ${OUT} ${INFLIGHT}
+  RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "help2man exited ${rc}")
+endif()
