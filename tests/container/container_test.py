@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from inflight_testing.git_servers import INFLIGHT_PREFIX, branches, free_port, git, start_git_daemon
 from inflight_testing.http import http, metric
 from inflight_testing.run_dirs import index_ids, run_params
@@ -210,11 +212,14 @@ def main():
         timings["image build"] = time.monotonic() - started
 
         started = time.monotonic()
-        daemon = stack.enter_context(start_git_daemon(work / "git"))
+        # On every address: the pod of `podman kube play` is on podman's
+        # bridge, not the host's network, and reaches it as host.containers.internal.
+        daemon = stack.enter_context(start_git_daemon(work / "git", listen="0.0.0.0"))
         print(f"results repo: {daemon.url}", flush=True)
         pods = []
         try:
             test(stack, work, daemon, pods)
+            kube_play(stack, work, daemon)
         except BaseException:
             for pod in pods:
                 print(f"--- log of {pod.name} ({pod.container})", file=sys.stderr)
@@ -292,6 +297,91 @@ def test(stack, work, daemon, pods):
     print(f"pod B exited {code} in {took:.1f}s after podman stop", flush=True)
     if code != 0:
         raise Failed(f"pod B exited {code} after podman stop")
+
+
+def deployment_for_podman(work, daemon, name, port):
+    """deploy/kubernetes's Deployment and ConfigMap as the test plays them:
+    this image, this results repo, the API port published on the host, one
+    replica, and the Secret named after the test (podman keeps secrets of its
+    own, made from a Secret's YAML by the test)."""
+    with open(ROOT / "deploy" / "kubernetes" / "deployment.yaml") as f:
+        deployment = yaml.safe_load(f)
+    with open(ROOT / "deploy" / "kubernetes" / "configmap.yaml") as f:
+        configmap = yaml.safe_load(f)
+    deployment["metadata"]["name"] = name
+    spec = deployment["spec"]["template"]["spec"]
+    deployment["spec"]["replicas"] = 1
+    [container] = spec["containers"]
+    container["image"] = IMAGE
+    [http_port] = container["ports"]
+    http_port["hostPort"] = port
+    for variable in container["env"]:
+        if variable["name"] == "INFLIGHT_RESULTS_REPO":
+            variable["value"] = f"git://host.containers.internal:{daemon.port}/{daemon.bare.name}"
+        secret = variable.get("valueFrom", {}).get("secretKeyRef")
+        if secret:
+            secret["name"] = name
+    for volume in spec["volumes"]:
+        if "secret" in volume:
+            volume["secret"]["secretName"] = name
+    path = work / "kube.yaml"
+    path.write_text(yaml.safe_dump_all([configmap, deployment]))
+    return path
+
+
+def podman_secret(stack, work, name):
+    """The Secret the Deployment reads, as a podman secret. podman 4.3 writes
+    a key's `data` value to the file as it is (it does not decode base64)."""
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+              "type": "Opaque",
+              "data": {"api-token": TOKEN, "git-username": "inflight", "git-token": "unused"}}
+    path = work / "secret.yaml"
+    path.write_text(yaml.safe_dump(secret))
+    stack.callback(lambda: podman("secret", "rm", name, check=False))
+    podman("secret", "create", name, path)
+
+
+def kube_play(stack, work, daemon):
+    step("deploy/kubernetes by podman kube play: starts, /readyz through its port, kube down pushes")
+    name = f"inflight-ct{os.getpid()}"
+    port = free_port()
+    podman_secret(stack, work, name)
+    manifest = deployment_for_podman(work, daemon, name, port)
+    # podman's default nofile and nproc exceed this VM's hard limits (ulimits()).
+    conf = work / "containers.conf"
+    conf.write_text('[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]\n')
+    env = {**os.environ, "CONTAINERS_CONF": str(conf)}
+    stack.callback(lambda: run(PODMAN + ["kube", "down", manifest], 120, check=False, env=env))
+    run(PODMAN + ["kube", "play", manifest], 300, env=env)
+    pod = name + "-pod-0"  # the pod podman makes of the Deployment: INFLIGHT_POD_NAME
+    url = f"http://127.0.0.1:{port}"
+    def ready():
+        try:
+            return http("GET", url + "/readyz", timeout=5).status == 200
+        except OSError:
+            return False
+    wait_for(ready, 120, f"/readyz 200 through the published port {port}")
+    runs = [f"kp-{n}" for n in (1, 2)]
+    for run_id in runs:
+        response = http("POST", url + "/api/eval/run", headers=AUTH,
+                        body={"id": run_id, "tests": TESTS, "test_ms": TEST_MS})
+        if response.status != 202:
+            raise Failed(f"submit of {run_id} to the played pod: {response.status} {response.body}")
+    def started():
+        statuses = [http("GET", f"{url}/api/eval/status/{r}", headers=AUTH).json() for r in runs]
+        return all(s["progress"]["records"] >= 3 for s in statuses)
+    wait_for(started, 120, "3 records in each run of the played pod")
+    run(PODMAN + ["kube", "down", manifest], 120, env=env)
+    expected = {f"{INFLIGHT_PREFIX}{pod}/{r}" for r in runs}
+    landed = {ref: tip for ref, tip in branches(daemon.bare).items() if ref in expected}
+    if set(landed) != expected:
+        raise Failed(f"after podman kube down: branches {sorted(branches(daemon.bare))}, "
+                     f"expected {sorted(expected)}")
+    for ref, tip in landed.items():
+        subject = git(daemon.bare, "log", "-1", "--format=%s", tip).strip()
+        if not subject.endswith("(shutdown)"):
+            raise Failed(f"{ref}: the tip is {subject!r}, not a shutdown checkpoint")
+    print(f"podman kube down pushed {len(landed)} runs of {pod}", flush=True)
 
 
 def on_signal(signum, frame):

@@ -250,10 +250,12 @@ def start_bare_repo(workdir, file_url=False):
 
 
 class GitDaemon:
-    """`git daemon` exporting every bare repo under `base`, receive-pack on."""
+    """`git daemon` exporting every bare repo under `base`, receive-pack on,
+    listening on `listen` (0.0.0.0 to be reached from containers too)."""
 
-    def __init__(self, base):
+    def __init__(self, base, listen="127.0.0.1"):
         self.base = Path(base)
+        self.listen = listen
         self.base.mkdir(parents=True, exist_ok=True)
         self.port, self.process = start_on_free_port(self._start)
         self.log = self.process.log
@@ -261,7 +263,7 @@ class GitDaemon:
     def _start(self, port):
         process = ServerProcess(
             ["git", "daemon", "--verbose", "--reuseaddr", "--export-all",
-             "--enable=receive-pack", f"--base-path={self.base}", "--listen=127.0.0.1",
+             "--enable=receive-pack", f"--base-path={self.base}", f"--listen={self.listen}",
              f"--port={port}", f"--pid-file={self.base / 'daemon.pid'}", str(self.base)],
             self.base / "daemon.log", env=git_env())
         # --verbose makes the daemon print this once its sockets are bound.
@@ -281,8 +283,8 @@ class GitDaemon:
 
 
 @contextlib.contextmanager
-def start_git_daemon(workdir):
-    daemon = GitDaemon(workdir)
+def start_git_daemon(workdir, listen="127.0.0.1"):
+    daemon = GitDaemon(workdir, listen)
     try:
         bare, url = daemon.new_repo(REPO_NAME)
         yield GitServer(kind="git", url=url, bare=bare, port=daemon.port, log=daemon.log,
