@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "http/status_page.hpp"
 #include "inflight/core/bounded_json.hpp"
 
 namespace inflight {
@@ -132,6 +133,8 @@ HttpResponse ApiRoutes::handle(const HttpRequest& request) {
   const std::string_view target(request.target().data(), request.target().size());
   const auto path = target.substr(0, target.find('?'));
   if (path == "/healthz") return json_response(http::status::ok, request.version(), {{"ok", true}});
+  // The page holds no data (its script asks the API, with the token).
+  if (path == "/" && request.method() == http::verb::get) return status_page(request.version());
   if (path == "/readyz") {
     if (supervisor_.phase() != Phase::ready)
       return unavailable(request.version(), supervisor_.phase());
