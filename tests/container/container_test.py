@@ -24,6 +24,7 @@ Needs root, podman with runc, mmdebstrap, git and Debian's mirror
 """
 
 import contextlib
+import json
 import os
 import resource
 import secrets
@@ -47,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE = os.environ.get("INFLIGHT_BASE_IMAGE", "localhost/inflight-debian-base:bookworm")
 # One tag per invocation, so that two runs on one machine never remove each other's image.
 IMAGE = f"localhost/inflight-container-test:{os.getpid()}"
+AGENTV_IMAGE = f"localhost/inflight-container-test-agentv:{os.getpid()}"
 PODMAN = ["podman", "--runtime", "runc"]  # crun refuses this VM's hybrid cgroup layout
 UID = 10001  # the image's user
 RUNS = [f"ct-{n}" for n in range(1, 6)]  # one more than serve's default --max-concurrent 4
@@ -89,9 +91,9 @@ def ulimits():
 
 
 class Pod:
-    """One container of the image: a pod of the rollout."""
+    """One container of the image (or `image`): a pod of the rollout."""
 
-    def __init__(self, stack, work, name, results_repo):
+    def __init__(self, stack, work, name, results_repo, image=IMAGE):
         self.name = name
         self.container = f"inflight-container-test-{os.getpid()}-{name}"
         self.data = work / name  # the pod's volume, empty at start
@@ -107,7 +109,7 @@ class Pod:
                "--env", f"INFLIGHT_POD_NAME={name}",
                "--env", f"INFLIGHT_API_TOKEN={TOKEN}",
                "--env", f"INFLIGHT_LISTEN=127.0.0.1:{self.port}",
-               IMAGE)
+               image)
 
     def running(self):
         return podman("inspect", "--format", "{{.State.Running}}", self.container).stdout.strip() == "true"
@@ -220,6 +222,7 @@ def main():
         try:
             test(stack, work, daemon, pods)
             kube_play(stack, work, daemon)
+            agentv_image(stack, work, daemon, pods)
         except BaseException:
             for pod in pods:
                 print(f"--- log of {pod.name} ({pod.container})", file=sys.stderr)
@@ -326,7 +329,7 @@ def deployment_for_podman(work, daemon, name, port):
             volume["secret"]["secretName"] = name
     path = work / "kube.yaml"
     path.write_text(yaml.safe_dump_all([configmap, deployment]))
-    return path
+    return path, spec["terminationGracePeriodSeconds"]
 
 
 def podman_secret(stack, work, name):
@@ -342,11 +345,11 @@ def podman_secret(stack, work, name):
 
 
 def kube_play(stack, work, daemon):
-    step("deploy/kubernetes by podman kube play: starts, /readyz through its port, kube down pushes")
+    step("deploy/kubernetes by podman kube play: starts, /readyz through its port, SIGTERM pushes")
     name = f"inflight-ct{os.getpid()}"
     port = free_port()
     podman_secret(stack, work, name)
-    manifest = deployment_for_podman(work, daemon, name, port)
+    manifest, grace = deployment_for_podman(work, daemon, name, port)
     # podman's default nofile and nproc exceed this VM's hard limits (ulimits()).
     conf = work / "containers.conf"
     conf.write_text('[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]\n')
@@ -371,6 +374,13 @@ def kube_play(stack, work, daemon):
         statuses = [http("GET", f"{url}/api/eval/status/{r}", headers=AUTH).json() for r in runs]
         return all(s["progress"]["records"] >= 3 for s in statuses)
     wait_for(started, 120, "3 records in each run of the played pod")
+    # As the kubelet stops a pod: SIGTERM, SIGKILL after the Deployment's
+    # terminationGracePeriodSeconds. `podman kube down` alone (4.3) stops
+    # with a timeout of 0, SIGKILL at once, which no pod survives.
+    run(PODMAN + ["pod", "stop", "--time", str(grace), pod], grace + 30, env=env)
+    code = podman("inspect", "--format", "{{.State.ExitCode}}", f"{pod}-inflight").stdout.strip()
+    if code != "0":
+        raise Failed(f"the played pod exited {code} after SIGTERM (1: a checkpoint did not land)")
     run(PODMAN + ["kube", "down", manifest], 120, env=env)
     expected = {f"{INFLIGHT_PREFIX}{pod}/{r}" for r in runs}
     landed = {ref: tip for ref, tip in branches(daemon.bare).items() if ref in expected}
@@ -382,6 +392,42 @@ def kube_play(stack, work, daemon):
         if not subject.endswith("(shutdown)"):
             raise Failed(f"{ref}: the tip is {subject!r}, not a shutdown checkpoint")
     print(f"podman kube down pushed {len(landed)} runs of {pod}", flush=True)
+
+
+def agentv_image(stack, work, daemon, pods):
+    """examples/agentv/Containerfile: inflight, Node.js from Debian and the
+    pinned agentv, built on this image; the example's eval runs to the end in it."""
+    step(f"the agentv example image {AGENTV_IMAGE}")
+    stack.callback(lambda: podman("rmi", "--force", AGENTV_IMAGE, timeout=120, check=False))
+    # npm trusts what this host trusts (a proxy's CA included).
+    host_ca = "/etc/ssl/certs/ca-certificates.crt"
+    build = run(["nice", "-n", "10", *PODMAN, "build", "--network", "host", "--layers",
+                 "--volume", f"{host_ca}:/run/host-ca.crt:ro",
+                 "--build-arg", "NODE_EXTRA_CA_CERTS=/run/host-ca.crt",
+                 "--build-arg", f"BASE={BASE}", "--build-arg", f"INFLIGHT_IMAGE={IMAGE}",
+                 "--tag", AGENTV_IMAGE, "--file", ROOT / "examples" / "agentv" / "Containerfile",
+                 ROOT], 1800, check=False)
+    if build.returncode != 0:
+        raise Failed(f"podman build of the agentv image exited {build.returncode}:\n"
+                     f"{build.stdout[-6000:]}{build.stderr[-6000:]}")
+    pod = Pod(stack, work, "ct-agentv", daemon.url, image=AGENTV_IMAGE)
+    pods.append(pod)
+    pod.wait(lambda: (r := pod.reachable("/readyz")) and r.status == 200, 120, "/readyz 200")
+    response = http("POST", pod.url + "/api/eval/run", headers=AUTH,
+                    body={"id": "ct-agentv-run", "child": "agentv"})
+    if response.status != 202:
+        raise Failed(f"submit of the agentv run: {response.status} {response.body}")
+    pod.wait(lambda: pod.status("ct-agentv-run")["status"] in ("succeeded", "failed"), 300,
+             "the agentv run to end")
+    status = pod.status("ct-agentv-run")
+    tests = {json.loads(line)["test_id"] for line in
+             (pod.data / "runs" / "ct-agentv-run" / "index.jsonl").read_text().splitlines()}
+    if status["status"] != "succeeded" or len(tests) != 16:
+        raise Failed(f"the agentv run: {status}, {len(tests)} of 16 tests recorded")
+    code, _ = pod.stop()
+    if code != 0:
+        raise Failed(f"the agentv pod exited {code} after podman stop")
+    print("agentv ran the example's 16 tests in its image", flush=True)
 
 
 def on_signal(signum, frame):
