@@ -33,11 +33,11 @@ std::string records_text(const checkpoint::RunRow& run) {
 }
 
 void print_runs(const std::vector<checkpoint::RunRow>& runs) {
-  Table rows{{"RUN ID", "STATE", "POD", "ATTEMPTS", "INTERRUPTIONS", "RECORDS", "LAST CHECKPOINT",
-              "FINISHED"}};
+  Table rows{{"RUN ID", "STATE", "POD", "ATTEMPTS", "INTERRUPTIONS", "FAILURES", "RECORDS",
+              "LAST CHECKPOINT", "FINISHED"}};
   for (const auto& r : runs)
     rows.push_back({r.id, r.state, r.pod, std::to_string(r.attempts),
-                    std::to_string(r.interruptions), records_text(r),
+                    std::to_string(r.interruptions), std::to_string(r.failures), records_text(r),
                     r.last_checkpoint_at.value_or("-"), r.finished_at.value_or("-")});
   print_table(rows);
 }

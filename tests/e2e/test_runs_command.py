@@ -62,6 +62,7 @@ def test_runs_list_shows_every_run_of_the_fleet(serve_factory, tmp_path, git_dae
     assert rows[live]["state"] == "live" and rows[live]["pod"] == "pod-a"
     assert rows[live]["where"] == f"inflight/pod-a/{live}" and rows[live]["last_checkpoint_at"]
     assert rows[waiting]["state"] == "waiting" and rows[waiting]["interruptions"] == 1
+    assert rows[waiting]["failures"] == 0
     assert sorted(listed(operator, git_daemon, "--state", "succeeded")[0]) == sorted(done)
 
     table = runs(operator, git_daemon, "list")

@@ -36,17 +36,24 @@ RefMap map_refs(const std::vector<RemoteBranch>& refs) {
   return map;
 }
 
-std::size_t interruptions_of(const std::vector<IndexAttempt>& attempts) {
-  return static_cast<std::size_t>(std::count_if(
-      attempts.begin(), attempts.end(), [](const auto& a) { return a.outcome == "interrupted"; }));
+SpentBudgets spent_of(const std::vector<IndexAttempt>& attempts) {
+  RunParams params;
+  for (const auto& a : attempts) {
+    AttemptRecord attempt;
+    attempt.outcome = a.outcome;
+    params.attempts.push_back(std::move(attempt));
+  }
+  return spent_budgets(params);
 }
 
 RunRow row_of(const IndexEntry& entry) {
+  const auto spent = spent_of(entry.attempts);
   return {.id = entry.id,
           .state = entry.final_status,
           .pod = entry.pod,
           .attempts = entry.attempts.size(),
-          .interruptions = interruptions_of(entry.attempts),
+          .interruptions = static_cast<std::size_t>(spent.interruptions),
+          .failures = static_cast<std::size_t>(spent.failures),
           .records = entry.records,
           .total = entry.total,
           .last_checkpoint_at = std::nullopt,
@@ -88,15 +95,14 @@ RunRow row_of_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& 
   const auto text = read_file_at(cache, tip, kRunParamsFile);
   if (!text) throw std::runtime_error("the checkpoint has no run-params.json");
   const auto params = run_params_from_text(*text);
-  std::vector<IndexAttempt> attempts;
-  for (const auto& a : params.attempts)
-    attempts.push_back({.pod = a.pod, .outcome = a.outcome, .started = a.started_at, .ended = {}});
+  const auto spent = spent_budgets(params);
   return {
       .id = params.run_id,
       .state = params.final_status.value_or(leased_pods.contains(commit.pod) ? "live" : "waiting"),
       .pod = commit.pod,
-      .attempts = attempts.size(),
-      .interruptions = interruptions_of(attempts),
+      .attempts = params.attempts.size(),
+      .interruptions = static_cast<std::size_t>(spent.interruptions),
+      .failures = static_cast<std::size_t>(spent.failures),
       .records = commit.records,
       .total = commit.total,
       .last_checkpoint_at = iso8601_utc(SystemClock::from_time_t(commit.time)),

@@ -109,9 +109,14 @@ TEST(AgentProtocol, ABranchStateTravelsAsItsWord) {
   EXPECT_THROW(OrderedJson("Held").get<agent::BranchState>(), std::runtime_error);
 }
 
+// An output of this release's protocol: `{"version":N,` then `rest`.
+std::string this_version(std::string_view rest) {
+  return R"({"version":)" + std::to_string(kAgentProtocolVersion) + "," + std::string(rest);
+}
+
 TEST(AgentProtocol, AnUnknownFailureKindIsOther) {
   const auto out = read_output(
-      R"({"version":6,"ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})");
+      this_version(R"("ok":false,"failure":{"kind":"bogus","error":"e","branches":[]}})"));
   EXPECT_FALSE(out);
   EXPECT_EQ(out.error().kind, Failure::other);
   EXPECT_EQ(out.error().message, "e");
@@ -127,7 +132,7 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
       // An agent of the release before left-out entries were reported.
       {R"({"version":3,"ok":true,"answer":{"commit":null}})", "protocol 3"},
       {R"({"ok":true,"answer":{}})", "malformed"},
-      {R"({"version":6,"ok":true})", "malformed"},
+      {this_version(R"("ok":true})"), "malformed"},
       {std::string(70, '[') + std::string(70, ']'), "malformed"},
   };
   for (const auto& [output, says] : cases) {
@@ -140,7 +145,7 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
 
 TEST(AgentProtocol, AnAnswerThatLacksAFieldIsMalformed) {
   const auto reply =
-      read_reply<agent::Saved>(read_output(R"({"version":6,"ok":true,"answer":{"commit":null}})"));
+      read_reply<agent::Saved>(read_output(this_version(R"("ok":true,"answer":{"commit":null}})")));
   EXPECT_FALSE(reply);
   EXPECT_NE(reply.error().message.find("malformed"), std::string::npos) << reply.error().message;
 }

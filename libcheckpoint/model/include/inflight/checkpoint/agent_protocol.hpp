@@ -61,7 +61,7 @@ INFLIGHT_AGENT_MESSAGE(LeftRun, run_id, pod, until)
 INFLIGHT_AGENT_MESSAGE(WatchedRecord, ref, oid, term, written, pod)
 INFLIGHT_AGENT_MESSAGE(LeftOutEntry, path, rule)
 INFLIGHT_AGENT_MESSAGE(LeftOut, named, unnamed)
-INFLIGHT_AGENT_MESSAGE(RunRow, id, state, pod, attempts, interruptions, records, total,
+INFLIGHT_AGENT_MESSAGE(RunRow, id, state, pod, attempts, interruptions, failures, records, total,
                        last_checkpoint_at, finished_at, where)
 
 // A reason travels as the word its commit's subject carries.
@@ -79,7 +79,7 @@ namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
 
-inline constexpr int kAgentProtocolVersion = 6;
+inline constexpr int kAgentProtocolVersion = 7;
 
 // Either side's message: a restore answer carries the run-params of every
 // run it holds back, each at most 1 MiB.

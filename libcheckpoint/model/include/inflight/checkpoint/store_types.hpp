@@ -231,7 +231,8 @@ struct RunRow {
   std::string state;  // live, waiting, succeeded, failed, cancelled
   std::string pod;    // of the last attempt, or the tip's writer
   std::size_t attempts = 0;
-  std::size_t interruptions = 0;
+  std::size_t interruptions = 0;  // README "Two budgets"
+  std::size_t failures = 0;
   std::uint64_t records = 0;
   std::optional<std::uint64_t> total;
   std::optional<std::string> last_checkpoint_at;
