@@ -32,9 +32,10 @@ std::optional<std::string> completion_script(const CLI::App& app, std::string_vi
   std::string commands;
   std::string flags;
   add_level(app, "inflight", commands, flags);  // bash has no empty keys
-  std::string script = "# inflight " + std::string(shell) +
-                       " completion: source it, or put it where " +
-                       (shell == "bash" ? "bash-completion" : "zsh's fpath") + " looks.\n";
+  std::string script = "# inflight " + std::string(shell) + " completion: " +
+                       (shell == "bash" ? "source it, or put it where bash-completion looks"
+                                        : "source it from .zshrc, after compinit") +
+                       ".\n";
   if (shell == "zsh") script += "autoload -U +X bashcompinit && bashcompinit\n";
   script += "_inflight() {\n  local -A commands=(\n" + commands + "  )\n  local -A flags=(\n" +
             flags +

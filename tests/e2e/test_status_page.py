@@ -164,7 +164,8 @@ def test_the_page_needs_no_token_holds_no_data_and_loads_nothing_else(pod):
     for value in (*vars(runs).values(), HOSTILE, str(DEMO)):
         assert value not in r.body
     # Only GET / is open; the data behind it is not.
-    assert serve.get("/api/eval/runs").status == 401
+    refused = serve.get("/api/eval/runs")
+    assert refused.status == 401 and refused.headers["X-Content-Type-Options"] == "nosniff"
     assert serve.post("/", b"{}").status == 401
     assert serve.get("/", headers=AUTH).body == r.body
 
@@ -199,8 +200,7 @@ def test_the_page_asks_for_the_token_and_shows_every_run_live(pod, browser):
     # Refreshed in place: progress moves, the document is the same one.
     first = progress(running, 500)
     wait_row(page, runs.running, lambda t: progress(t, 500) > first, "more records")
-    assert page.evaluate("window.loadedOnce") == "this document"
-    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+    assert page.evaluate("window.loadedOnce") == "this document"  # a reload would drop it
     wait_row(page, runs.running, lambda t: re.search(r"saved \d+s ago", t), "a landed checkpoint")
 
     # Markup from the API is text: in the command, and in the log below.

@@ -129,7 +129,15 @@ bool ApiRoutes::authorized(const HttpRequest& request) const {
                      "Bearer " + settings_.api_token);
 }
 
+// Every answer says its content type is what it is: a browser opening a log
+// (text/plain) or a JSON body must never sniff it into a page.
 HttpResponse ApiRoutes::handle(const HttpRequest& request) {
+  auto response = answer(request);
+  response.set("X-Content-Type-Options", "nosniff");
+  return response;
+}
+
+HttpResponse ApiRoutes::answer(const HttpRequest& request) {
   const std::string_view target(request.target().data(), request.target().size());
   const auto path = target.substr(0, target.find('?'));
   if (path == "/healthz") return json_response(http::status::ok, request.version(), {{"ok", true}});

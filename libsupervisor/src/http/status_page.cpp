@@ -1,6 +1,7 @@
 // Answers GET / with the embedded status page and the headers that keep it
 // self-contained: a CSP that lets only its own inline script and style run
-// and lets it talk only to this serve, no sniffing, no caching, no framing.
+// and lets it talk only to this serve, no caching, no framing (every answer
+// of the API says nosniff).
 #include "http/status_page.hpp"
 
 #include <boost/beast/http.hpp>
@@ -26,7 +27,6 @@ HttpResponse status_page(unsigned version) {
   HttpResponse response{http::status::ok, version};
   response.set(http::field::content_type, "text/html; charset=utf-8");
   response.set("Content-Security-Policy", policy);
-  response.set("X-Content-Type-Options", "nosniff");
   response.set(http::field::cache_control, "no-store");
   response.set("Referrer-Policy", "no-referrer");
   response.body() = std::string(embedded_status_page().html);

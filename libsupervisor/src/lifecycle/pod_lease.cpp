@@ -26,8 +26,12 @@ PodLease::PodLease(boost::asio::io_context& io, CheckpointPort& store, LeaseTerm
                    Duration network_timeout)
     : store_(store), terms_(terms), network_timeout_(network_timeout), timer_(io) {}
 
+SystemClock::time_point PodLease::end_from_now() const {
+  return SystemClock::now() + std::chrono::duration_cast<SystemClock::duration>(terms_.length);
+}
+
 SystemClock::time_point PodLease::take() {
-  asked_ = SystemClock::now() + std::chrono::duration_cast<SystemClock::duration>(terms_.length);
+  asked_ = end_from_now();
   return asked_;
 }
 
@@ -75,7 +79,7 @@ void PodLease::stop() {
 
 std::optional<SystemClock::time_point> PodLease::release() const {
   if (renewing_) return std::nullopt;
-  return SystemClock::now() + std::chrono::duration_cast<SystemClock::duration>(terms_.length);
+  return end_from_now();
 }
 
 void PodLease::give_up(SteadyClock::time_point deadline, std::function<void()> done) {

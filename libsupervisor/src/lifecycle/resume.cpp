@@ -83,7 +83,7 @@ class ResumeCommand {
   void restored(RestoreResult result) {
     if (const auto code = refusal(result)) return finish(*code);
     if (!flags_.restore_only) return start(std::move(result.runs.front()));
-    prepare_for_resume(result.runs.front(), settings_.children);
+    prepare_for_resume(result.runs.front(), settings_.children, settings_.store.pod_name);
     log::info("restored; the branch is kept",
               {{"run_id", name_.run_id}, {"dir", result.runs.front().dir.string()}});
     finish(0);

@@ -187,12 +187,12 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
   if (own_end || (out_of_budget && settings_.publish)) release_checkpoint(run);
 }
 
-// An attempt that ended by the run's own doing is tried again while the run
-// has attempts left; at shutdown it is interrupted like the others.
+// An attempt that ended by the run's own doing is tried again while neither
+// budget is spent; at shutdown it is interrupted like the others.
 void RunSupervisor::retry(Run& run, Outcome outcome) {
   if (phase_ == Phase::shutting_down) {
     run.status = RunStatus::interrupted;
-  } else if (const auto budget = spent_budget(run); !budget) {
+  } else if (const auto budget = exhausted_budget(run); !budget) {
     run.status = RunStatus::queued;
     run.resume_next = true;
     // A signal nobody here sent (OOM killer, a stray kill): resume at once.
@@ -223,16 +223,16 @@ void RunSupervisor::defer(Run& run) {
   });
 }
 
-// Published, a run out of attempts is kept for inspection by its result;
-// unpublished, by its branch. The caller writes run-params.json first.
-// The budget the run has spent, if any: it gets no further attempt.
-std::optional<Budget> RunSupervisor::spent_budget(const Run& run) const {
+// The budget the run has used up, if any: it gets no further attempt.
+std::optional<Budget> RunSupervisor::exhausted_budget(const Run& run) const {
   const auto spent = checkpoint::spent_budgets(run.params);
   if (spent.failures >= settings_.max_attempts) return Budget::attempts;
   if (spent.interruptions >= settings_.max_interruptions) return Budget::interruptions;
   return std::nullopt;
 }
 
+// Published, a run out of budget is kept for inspection by its result;
+// unpublished, by its branch. The caller writes run-params.json first.
 void RunSupervisor::fail_out_of_budget(Run& run, Budget budget) {
   ++run_events_.out_of_budget[budget];
   const std::string flag = budget == Budget::attempts ? "--max-attempts" : "--max-interruptions";

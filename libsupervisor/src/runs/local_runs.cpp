@@ -57,9 +57,10 @@ std::vector<RestoredRun> find_finished_runs(const fs::path& runs_dir) {
   return find_runs(runs_dir, is_finished);
 }
 
-void prepare_for_resume(RestoredRun& run, const ChildTemplates& templates) {
+void prepare_for_resume(RestoredRun& run, const ChildTemplates& templates, const std::string& pod) {
   auto& attempts = run.params.attempts;
-  if (!attempts.empty() && !attempts.back().outcome) attempts.back().outcome = "crashed";
+  if (!attempts.empty() && !attempts.back().outcome)
+    attempts.back().outcome = attempts.back().pod == pod ? "crashed" : "interrupted";
   // The configured template's progress file, never one a branch names.
   const auto progress = templates.judge(run.params).progress_file;
   if (progress.empty()) return;
@@ -76,7 +77,7 @@ std::size_t adopt_restored(RunSupervisor& supervisor, const ChildTemplates& temp
   std::size_t adopted = 0;
   for (auto& run : runs) {
     try {
-      prepare_for_resume(run, templates);
+      prepare_for_resume(run, templates, supervisor.settings().pod_name);
       supervisor.adopt(std::move(run.params), run.dir, run.branch, run.claim);
       ++adopted;
     } catch (const std::exception& e) {

@@ -168,7 +168,9 @@ void RunSupervisor::record_checkpoint(Run& run, const CheckpointResult& result,
   run.checkpoint.error.reset();
   run.checkpoint.refusals = 0;
   log_left_out(run, result->left_out);
+  // Saved as of the snapshot; a later change is seen by the next tick.
   run.checkpoint.records_saved = records;
+  run.checkpoint.unsaved_since.reset();
   if (!result->commit) return;
   ++checkpoint_pushes_.landed;
   last_landed_ = SystemClock::now();
@@ -288,9 +290,7 @@ void RunSupervisor::periodic_tick(PodLease* lease) {
                                 .lease_until = lease ? lease->renewal() : std::nullopt,
                                 .each =
                                     [signatures](Run& run, const CheckpointResult& result) {
-                                      if (!result) return;
-                                      run.saved_signature = signatures->at(&run);
-                                      run.checkpoint.unsaved_since.reset();
+                                      if (result) run.saved_signature = signatures->at(&run);
                                     },
                                 .done =
                                     [lease](const std::optional<CheckpointResult>& renewed) {

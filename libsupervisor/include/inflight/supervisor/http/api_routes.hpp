@@ -29,6 +29,7 @@ class ApiRoutes {
   static OrderedJson status_json(Run& run);
 
  private:
+  HttpResponse answer(const HttpRequest& request);
   HttpResponse route(const HttpRequest& request);
   HttpResponse submit(const HttpRequest& request);
   // GET /api/eval/run/{id}/log[?tail=N]: the last N lines of its console.log.

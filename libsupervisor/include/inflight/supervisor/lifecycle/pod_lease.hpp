@@ -60,6 +60,7 @@ class PodLease {
 
  private:
   void renew();
+  SystemClock::time_point end_from_now() const;
 
   CheckpointPort& store_;
   LeaseTerms terms_;

@@ -18,8 +18,11 @@ std::vector<RestoredRun> find_finished_runs(const std::filesystem::path& runs_di
 
 // Makes a restored run dir ready for its next attempt: a torn last record of
 // the progress file is dropped, and an attempt that never recorded its end
-// (its instance died) is marked crashed.
-void prepare_for_resume(RestoredRun& run, const ChildTemplates& templates);
+// (its instance died) is marked crashed when `pod` (this one) ran it, a
+// restart of its own, and interrupted when another pod did: that pod was
+// lost (a node gone, SIGKILL past the grace period), which is no fault of
+// the run's (README "Two budgets").
+void prepare_for_resume(RestoredRun& run, const ChildTemplates& templates, const std::string& pod);
 
 class RunSupervisor;
 // Prepares and adopts restored runs, oldest first so that they keep their

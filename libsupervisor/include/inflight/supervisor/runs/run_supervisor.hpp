@@ -171,7 +171,7 @@ class RunSupervisor {
   void settle(Run& run, Outcome outcome);
   void defer(Run& run);
   void finish(Run& run, RunStatus status);
-  std::optional<Budget> spent_budget(const Run& run) const;
+  std::optional<Budget> exhausted_budget(const Run& run) const;
   void fail_out_of_budget(Run& run, Budget budget);
   void write_params(Run& run, checkpoint::Durability durability = checkpoint::Durability::synced);
   std::vector<std::string> child_environment(const ChildTemplate& child,
