@@ -2,7 +2,7 @@
 # by Debian's help2man, so that it can never differ from what --help says.
 # Run at build time by `cmake -P` (apps/CMakeLists.txt) with INFLIGHT (the
 # built binary), HELP2MAN, VERSION and OUT (the page).
-set(commands serve resume "checkpoints list" "checkpoints show" "checkpoints prune" "runs list"
+set(commands serve run resume "checkpoints list" "checkpoints show" "checkpoints prune" "runs list"
              "runs show" "runs logs" "runs prune" completion version)
 set(include "[COMMANDS]\n")
 foreach(command IN LISTS commands)

@@ -28,6 +28,10 @@ CommandLine::CommandLine(CLI::App& app) {
   const auto add_store_flags = [this](CLI::App* command) {
     add_settings(command, OptionGroup::store);
   };
+  run_ = std::make_unique<RunCommand>(app, [this](CLI::App* command) {
+    add_settings(command, OptionGroup::store);
+    add_settings(command, OptionGroup::run);
+  });
   checkpoints_ = std::make_unique<CheckpointsCommand>(app, add_store_flags);
   runs_ = std::make_unique<RunsCommand>(app, add_store_flags);
 }
@@ -73,6 +77,7 @@ int CommandLine::run() {
     hide_environment_secrets({});
     return runs_->run(sources(command));
   }
+  if (auto* command = run_->parsed()) return run_->run(sources(command));
   if (resume_->parsed()) {
     const auto settings = read_resume_settings(sources(resume_));
     hide_environment_secrets(settings.store.withheld_variables);

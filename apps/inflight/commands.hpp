@@ -11,6 +11,7 @@
 #include "inflight/core/exit_code.hpp"
 #include "inflight/supervisor/config/settings.hpp"
 #include "inflight/supervisor/lifecycle/resume.hpp"
+#include "run_command.hpp"
 #include "runs_command.hpp"
 
 namespace inflight::app {
@@ -30,6 +31,7 @@ class CommandLine {
   CLI::App* serve_ = nullptr;
   std::unique_ptr<CheckpointsCommand> checkpoints_;
   std::unique_ptr<RunsCommand> runs_;
+  std::unique_ptr<RunCommand> run_;
   CLI::App* resume_ = nullptr;
   std::string resume_target_;
   ResumeFlags resume_flags_;

@@ -40,6 +40,7 @@ import yaml
 
 from inflight_testing.git_servers import INFLIGHT_PREFIX, branches, free_port, git, start_git_daemon
 from inflight_testing.http import http, metric
+from inflight_testing.pod_failure_policy import action_for
 from inflight_testing.run_dirs import index_ids, run_params
 from inflight_testing.waiting import wait_for
 
@@ -223,6 +224,7 @@ def main():
             test(stack, work, daemon, pods)
             kube_play(stack, work, daemon)
             agentv_image(stack, work, daemon, pods)
+            job_shard(stack, work, daemon)
         except BaseException:
             for pod in pods:
                 print(f"--- log of {pod.name} ({pod.container})", file=sys.stderr)
@@ -428,6 +430,66 @@ def agentv_image(stack, work, daemon, pods):
     if code != 0:
         raise Failed(f"the agentv pod exited {code} after podman stop")
     print("agentv ran the example's 16 tests in its image", flush=True)
+
+
+def job_container(stack, work, daemon, index, pod_name):
+    """The example Job's pod for `index` as `podman run` can make it (podman
+    4.3 has no Job kind): its command, args and env as the manifest gives
+    them, JOB_COMPLETION_INDEX set as the Job controller sets it, this
+    results repo, a shorter eval. Returns (container name, its volume)."""
+    with open(ROOT / "deploy" / "kubernetes" / "example" / "job.yaml") as f:
+        job = yaml.safe_load(f)
+    [spec] = job["spec"]["template"]["spec"]["containers"]
+    args = [a.replace("$(JOB_COMPLETION_INDEX)", str(index)) for a in spec["args"]]
+    args[args.index("--tests") + 1] = str(TESTS)
+    args[args.index("--test-ms") + 1] = str(TEST_MS)
+    env = {e["name"]: e["value"] for e in spec["env"] if "value" in e}
+    env.pop("INFLIGHT_GIT_TOKEN_FILE")  # git:// needs none
+    env.update({"INFLIGHT_RESULTS_REPO": daemon.url, "INFLIGHT_POD_NAME": pod_name,
+                "JOB_COMPLETION_INDEX": str(index)})
+    name = f"inflight-container-test-{os.getpid()}-{pod_name}"
+    data = work / pod_name
+    data.mkdir()
+    os.chown(data, UID, UID)
+    stack.callback(lambda: podman("rm", "--force", "--time", "0", name, timeout=60, check=False))
+    env_flags = [flag for k, v in env.items() for flag in ("--env", f"{k}={v}")]
+    podman("run", "--detach", "--name", name, "--network", "host", *ulimits(),
+           "--volume", f"{data}:/data", *env_flags,
+           "--entrypoint", json.dumps(spec["command"]), IMAGE, *args)
+    return name, data, job
+
+
+def job_shard(stack, work, daemon):
+    """A shard of the example Job: its pod stopped part-way, then the pod the
+    Job makes in its place; each exit code judged by the Job's own
+    podFailurePolicy."""
+    step("a shard of the example Job (deploy/kubernetes/example/job.yaml), twice")
+    run_id = "suite-2"
+    first, data, job = job_container(stack, work, daemon, 2, "inflight-evals-2-first")
+    index = data / "runs" / run_id / "index.jsonl"
+    wait_for(lambda: index.exists() and len(index.read_text().splitlines()) >= 3, 120,
+             "3 records in the first pod of the shard")
+    podman("stop", "--time", str(job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]),
+           first, timeout=120)
+    policy = job["spec"]["podFailurePolicy"]
+    code = int(podman("inspect", "--format", "{{.State.ExitCode}}", first).stdout)
+    if code != 75 or action_for(policy, "eval", code) != "Ignore":
+        raise Failed(f"the stopped shard exited {code} ({action_for(policy, 'eval', code)}), "
+                     "not 75 (Ignore)")
+    second, _, _ = job_container(stack, work, daemon, 2, "inflight-evals-2-second")
+    wait_for(lambda: podman("inspect", "--format", "{{.State.Running}}", second).stdout.strip()
+             == "false", 300, "the second pod of the shard to end")
+    code = int(podman("inspect", "--format", "{{.State.ExitCode}}", second).stdout)
+    if code != 0:
+        logs = podman("logs", second, check=False)
+        raise Failed(f"the second pod of the shard exited {code}:\n{logs.stdout[-4000:]}{logs.stderr[-4000:]}")
+    records = git(daemon.bare, "show", f"refs/inflight-results/{run_id}:index.jsonl")
+    ids = [json.loads(line)["test_id"] for line in records.splitlines()]
+    if sorted(ids) != [f"t{n:03d}" for n in range(1, TESTS + 1)]:
+        raise Failed(f"{run_id}: the published records are not each test exactly once: {ids}")
+    if any(ref.endswith("/" + run_id) for ref in branches(daemon.bare)):
+        raise Failed(f"{run_id}: its branch is still there after it was published")
+    print(f"the shard exited 75 (Ignore), then 0 on its next pod: {TESTS} records once", flush=True)
 
 
 def on_signal(signum, frame):

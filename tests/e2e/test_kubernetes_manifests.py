@@ -43,7 +43,7 @@ MARGIN_SECONDS = 5
 
 EXPECTED_OBJECTS = {"Deployment/inflight", "Service/inflight", "ConfigMap/inflight-config",
                     "Secret/inflight", "PodDisruptionBudget/inflight", "NetworkPolicy/inflight",
-                    "ServiceMonitor/inflight"}
+                    "ServiceMonitor/inflight", "Job/inflight-evals"}
 
 
 def manifest_files():
@@ -728,3 +728,60 @@ def test_serve_refuses_the_manifest_settings_without_the_api_token(objects, tmp_
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2, r.stderr
     assert "api-token" in r.stderr.lower() or "api_token" in r.stderr.lower(), r.stderr
+
+
+# --------------------------------------------------------------------------
+# The example Indexed Job of `inflight run` shards (example/job.yaml)
+
+
+def job_container(objects):
+    [container] = objects["Job/inflight-evals"]["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_the_job_runs_one_shard_per_index_and_gives_the_shutdown_its_budget(objects):
+    job = objects["Job/inflight-evals"]["spec"]
+    assert job["completionMode"] == "Indexed"
+    spec = job["template"]["spec"]
+    assert spec["restartPolicy"] == "Never"  # required by podFailurePolicy
+    container = job_container(objects)
+    assert container["command"] == ["/usr/local/bin/inflight", "run"]
+    args = container["args"]
+    assert args[args.index("--id") + 1] == "suite-$(JOB_COMPLETION_INDEX)"
+    env = env_values(container)
+    grace, flush = seconds(env["INFLIGHT_GRACE_PERIOD"]), seconds(env["INFLIGHT_FLUSH_WINDOW"])
+    assert flush < grace - max(1, grace / 20)
+    assert grace + MARGIN_SECONDS <= spec["terminationGracePeriodSeconds"]
+    assert env_entry(container, "INFLIGHT_POD_NAME")["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.name"
+
+
+def test_the_jobs_pod_failure_policy_retries_interruptions_for_free(objects):
+    from inflight_testing.pod_failure_policy import action_for
+    policy = objects["Job/inflight-evals"]["spec"]["podFailurePolicy"]
+    name = job_container(objects)["name"]
+    assert action_for(policy, name, 75) == "Ignore"  # not finished, its state landed
+    assert action_for(policy, name, 143, ["DisruptionTarget"]) == "Ignore"
+    assert action_for(policy, name, 2) == "FailJob"  # usage: no retry fixes it
+    assert action_for(policy, name, 1) == "Count"
+    assert action_for(policy, name, 3) == "Count"
+
+
+def test_inflight_run_accepts_the_jobs_command(objects, tmp_path):
+    """The Job's args as `inflight run` takes them, with the index the Job
+    controller would set, a local results repo and a short eval."""
+    container = job_container(objects)
+    args = [a.replace("$(JOB_COMPLETION_INDEX)", "3") for a in container["args"]]
+    args[args.index("/usr/local/libexec/inflight/inflight-demo-eval")] = str(BIN_DIR / "inflight-demo-eval")
+    args[args.index("--tests") + 1] = "3"
+    args[args.index("--test-ms") + 1] = "1"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")}
+    env.update({k: v for k, v in env_values(container).items()
+                if v is not None and k not in ("INFLIGHT_GIT_TOKEN_FILE", "INFLIGHT_RESULTS_REPO",
+                                               "INFLIGHT_RUNS_DIR", "HOME")})
+    env["INFLIGHT_POD_NAME"] = "inflight-evals-3-abcde"
+    assert container["command"][1:] == ["run"]
+    r = subprocess.run([str(INFLIGHT), "run", *args], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "suite-3" in r.stderr

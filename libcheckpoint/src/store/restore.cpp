@@ -146,8 +146,9 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   if (!request.only) {
     drop_ended_leases(leases, request.pod, push, report);
     push_unbranched_runs(branches, taken, request, leases, push, report);
-    publish_local_finished(listing, request, push, report);
   }
+  // `inflight run` names the one finished run dir of its id, if any.
+  publish_local_finished(listing, request, push, report);
   if (request.lease_until) take_lease({request.pod, *request.lease_until}, push, report);
   claim_written(request, push, report);
   push_restore(push, report);

@@ -13,8 +13,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "inflight/checkpoint/remote_url.hpp"
 #include "inflight/core/bounded_json.hpp"
 #include "inflight/core/branch_name.hpp"
+#include "inflight/core/log.hpp"
 #include "inflight/supervisor/process/sibling_binaries.hpp"
 
 namespace inflight {
@@ -169,6 +171,27 @@ std::string read_token(const OptionSources& sources, const std::string& option,
 }
 
 }  // namespace
+
+// Where checkpoints go, said once at start (README "Metrics and alerts"): a
+// results repo on a local path dies with the pod's disk unless it is a
+// volume, which in Kubernetes is almost always a mistake.
+void log_destination(const StoreSettings& store) {
+  const auto location = checkpoint::parse_remote_url(store.results_repo);
+  const nlohmann::json fields{
+      {"results_repo", location.display},
+      {"publish", store.publish ? "on" : "off"},
+      {"pod", store.pod_name},
+      {"runs_dir", std::filesystem::absolute(store.runs_dir).lexically_normal().string()}};
+  log::info("checkpoints go to the results repo", fields);
+  if (!location.local_path) return;
+  const char* why =
+      "the results repo is a local path: checkpoints and results last only as long as this disk";
+  if (std::getenv("KUBERNETES_SERVICE_HOST") != nullptr)
+    log::error(std::string(why) + ", and this is a Kubernetes pod; set --results-repo to a remote",
+               fields);
+  else
+    log::warn(why, fields);
+}
 
 StoreSettings read_store_settings(const OptionSources& sources) {
   StoreSettings s;

@@ -10,7 +10,6 @@ namespace {
 
 // A look just after a record's term ends, not just before: terms are whole
 // seconds.
-constexpr std::chrono::milliseconds kTermEndSlack{100};
 
 }  // namespace
 

@@ -61,27 +61,6 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           .keep_finished = s.keep_finished};
 }
 
-// Where checkpoints go, said once at start (README "Metrics and alerts"): a
-// results repo on a local path dies with the pod's disk unless it is a
-// volume, which in Kubernetes is almost always a mistake.
-void log_destination(const StoreSettings& store) {
-  const auto location = checkpoint::parse_remote_url(store.results_repo);
-  const nlohmann::json fields{
-      {"results_repo", location.display},
-      {"publish", store.publish ? "on" : "off"},
-      {"pod", store.pod_name},
-      {"runs_dir", fs::absolute(store.runs_dir).lexically_normal().string()}};
-  log::info("checkpoints go to the results repo", fields);
-  if (!location.local_path) return;
-  const char* why =
-      "the results repo is a local path: checkpoints and results last only as long as this disk";
-  if (std::getenv("KUBERNETES_SERVICE_HOST") != nullptr)
-    log::error(std::string(why) + ", and this is a Kubernetes pod; set --results-repo to a remote",
-               fields);
-  else
-    log::warn(why, fields);
-}
-
 // One serving instance: its parts in the order each needs the last, and the
 // handlers that tie the signal, the shutdown plan and the restore together.
 class ServeCommand {

@@ -60,6 +60,39 @@ std::string refused_param(const ChildTemplate& t, const OrderedJson& body) {
 
 // ---------------------------------------------------------------- validation
 
+// `inflight run --param KEY=VALUE`: each value typed as its param declares.
+TEST(ChildTemplateParamWords, TypeEachValueAsItsParamIsDeclared) {
+  const auto t = spec_template();
+  OrderedJson body = OrderedJson::object();
+  for (const char* word :
+       {"suite_filter=evals/a.yaml", "workers=8", "test_ids=t-1", "test_ids=t-2"})
+    EXPECT_FALSE(t.add_param_word(body, word)) << word;
+  EXPECT_EQ(body, request(R"({"suite_filter": "evals/a.yaml", "workers": 8,
+                              "test_ids": ["t-1", "t-2"]})"));
+  EXPECT_FALSE(t.validate(body));
+  // The value is all that follows the first '='; validate() judges it.
+  EXPECT_FALSE(t.add_param_word(body, "target=x=y"));
+  EXPECT_EQ(body["target"], "x=y");
+}
+
+TEST(ChildTemplateParamWords, RefuseWhatIsNotAParamOfItsType) {
+  const auto t = spec_template();
+  OrderedJson body = OrderedJson::object();
+  const std::pair<const char*, const char*> refused[] = {{"bogus=1", "bogus"},
+                                                         {"workers=eight", "workers"},
+                                                         {"workers=8x", "workers"},
+                                                         {"=1", "=1"},
+                                                         {"workers", "workers"}};
+  for (const auto& [word, param] : refused) {
+    const auto error = t.add_param_word(body, word);
+    ASSERT_TRUE(error) << word;
+    EXPECT_EQ(error->param, param) << word;
+  }
+  EXPECT_FALSE(t.add_param_word(body, "workers=2"));
+  EXPECT_EQ(t.add_param_word(body, "workers=3")->message,
+            "is given twice (only an array param repeats)");
+}
+
 TEST(ChildTemplateValidate, AcceptsAFullValidRequest) {
   const auto t = spec_template();
   EXPECT_FALSE(t.validate(request(R"({"suite_filter": "core/*.yaml", "target": "gpt-4o",

@@ -9,6 +9,7 @@
 #include <regex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -85,6 +86,10 @@ class ChildTemplate {
 
   // nullopt when the request is acceptable, else the first param at fault.
   std::optional<ParamError> validate(const OrderedJson& request) const;
+  // Adds a `KEY=VALUE` word to `request`, the value typed as KEY is declared;
+  // an array param takes one item per word. ParamError for an undeclared
+  // param or a value not of its type; validate() judges the rest.
+  std::optional<ParamError> add_param_word(OrderedJson& request, std::string_view word) const;
   std::vector<std::string> render(const OrderedJson& request, const RenderContext& context) const;
   // `env` with {run_id}, {output_dir} and {attempt} filled in; `${NAME}`
   // references are left for the caller to resolve.

@@ -130,6 +130,9 @@ Duration push_margin(Duration grace_period);
 // Throws UsageError for a token given both as itself and as a file, or a
 // token file that is unreadable, empty or over kMaxTokenFileBytes.
 StoreSettings read_store_settings(const OptionSources& sources);
+// Logs where checkpoints go (the results repo without credentials, publish,
+// pod, runs dir), warning of a results repo on a local path.
+void log_destination(const StoreSettings& store);
 // The config file's templates; ConfigError for a bad one.
 ChildTemplates read_child_templates(const OptionSources& sources);
 ResumeSettings read_resume_settings(const OptionSources& sources);

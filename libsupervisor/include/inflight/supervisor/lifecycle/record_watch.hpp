@@ -17,6 +17,10 @@
 
 namespace inflight {
 
+// A look comes this long after a watched record's term ends, so that the
+// record is over by then.
+inline constexpr std::chrono::milliseconds kTermEndSlack{100};
+
 class RecordWatch {
  public:
   // `period`: how often the records are looked at, to tell a skewed clock
