@@ -186,3 +186,29 @@ def test_bad_input_exits_2_naming_it_with_nothing_written_or_pushed(tmp_path, gi
     assert says in r.stderr, r.stderr
     assert not runs.exists()
     assert not git(git_daemon.bare, "for-each-ref").strip()
+
+
+def test_a_deferring_child_exits_75_with_its_state_landed(tmp_path, git_daemon):
+    """The child asks to be run later (a retry exit code): the command pushes
+    its state and exits 75, for the Job's next pod to resume."""
+    config = write_config(tmp_path / "c.json", {
+        "argv": ["/bin/sh", "-c", "echo busy; exit 75"], "retry_exit_codes": [75]})
+    run = RunProcess(tmp_path, git_daemon, "pod-a", "--config", str(config))
+    assert run.wait() == 75, run.log.read_text()[-3000:]
+    tip = branches(git_daemon.bare)["refs/heads/inflight/pod-a/suite-0"]
+    params = json.loads(git(git_daemon.bare, "show", f"{tip}:run-params.json"))
+    assert [a["outcome"] for a in params["attempts"]] == ["deferred"]
+    assert not git(git_daemon.bare, "for-each-ref", "refs/inflight-results/").strip()
+
+
+def test_take_over_takes_a_live_run_at_once_and_fences_its_holder(tmp_path, git_daemon):
+    holder = RunProcess(tmp_path, git_daemon, "pod-a", *demo_command(tests=60, test_ms=100))
+    wait_for(lambda: branches(git_daemon.bare) and holder.records() >= 3, 30, "a checkpoint")
+    taker = RunProcess(tmp_path, git_daemon, "pod-b", "--take-over",
+                       *demo_command(tests=60, test_ms=100))
+    assert taker.wait() == 0, taker.log.read_text()[-3000:]
+    assert not taker.logged("another instance holds this run; waiting for its lease or claim "
+                            "to end (--take-over takes it at once)")
+    assert holder.wait() == 75, holder.log.read_text()[-3000:]  # fenced: not its run any more
+    assert sorted(published_records(git_daemon, "suite-0")) == \
+        [f"t{n:03d}" for n in range(1, 61)]
