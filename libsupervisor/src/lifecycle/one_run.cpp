@@ -12,6 +12,7 @@
 #include "inflight/supervisor/lifecycle/command_loop.hpp"
 #include "inflight/supervisor/lifecycle/pod_lease.hpp"
 #include "inflight/supervisor/lifecycle/record_watch.hpp"
+#include "inflight/supervisor/lifecycle/resume.hpp"
 #include "inflight/supervisor/lifecycle/shutdown_plan.hpp"
 #include "inflight/supervisor/runs/local_runs.hpp"
 #include "inflight/supervisor/store/checkpoint_agent.hpp"
@@ -49,7 +50,9 @@ class OneRunCommand {
         runs_dir_(runs_dir),
         terms_(lease_terms(s.checkpoint_interval, s.grace_period)),
         checkpoints_(loop_.io(), loop_.reaper(), s.store, runs_dir, s.children),
-        supervisor_(loop_.io(), loop_.reaper(), checkpoints_, supervised(s, runs_dir), s.children),
+        supervisor_(loop_.io(), loop_.reaper(), checkpoints_,
+                    foreground_supervision(s, runs_dir, choose_containment(s.containment)),
+                    s.children),
         lease_(loop_.io(), checkpoints_, terms_, s.store.git_timeout),
         plan_(loop_.io(), supervisor_, &lease_, s.grace_period, s.flush_window,
               [this](int code) { shut_down(code); }),
@@ -64,21 +67,6 @@ class OneRunCommand {
   }
 
  private:
-  static SupervisorSettings supervised(const ResumeSettings& s, const fs::path& runs_dir) {
-    return {.runs_dir = runs_dir,
-            .pod_name = s.store.pod_name,
-            .max_concurrent = 1,
-            .max_attempts = s.store.max_attempts,
-            .max_interruptions = s.store.max_interruptions,
-            .max_queued = 1,
-            .stop_grace = s.flush_window,
-            .network_timeout = s.store.git_timeout,
-            .echo_output = true,
-            .containment = choose_containment(s.containment),
-            .hidden_files = s.hidden_files,
-            .publish = s.store.publish};
-  }
-
   // The first look takes the lease before it claims anything, as serve's.
   void look() {
     auto query = query_of(runs_dir_, what_);

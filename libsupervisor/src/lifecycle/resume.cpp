@@ -139,19 +139,9 @@ class ResumeCommand {
   }
 
   void start(RestoredRun restored) {
-    const SupervisorSettings supervised{.runs_dir = runs_dir_,
-                                        .pod_name = settings_.store.pod_name,
-                                        .max_concurrent = 1,
-                                        .max_attempts = settings_.store.max_attempts,
-                                        .max_interruptions = settings_.store.max_interruptions,
-                                        .max_queued = 1,
-                                        .stop_grace = settings_.flush_window,
-                                        .network_timeout = settings_.store.git_timeout,
-                                        .echo_output = true,
-                                        .containment = *containment_,
-                                        .hidden_files = settings_.hidden_files,
-                                        .publish = settings_.store.publish};
-    supervisor_.emplace(loop_.io(), loop_.reaper(), checkpoints_, supervised, settings_.children);
+    supervisor_.emplace(loop_.io(), loop_.reaper(), checkpoints_,
+                        foreground_supervision(settings_, runs_dir_, *containment_),
+                        settings_.children);
     if (adopt_restored(*supervisor_, settings_.children, {std::move(restored)}) == 0)
       return finish(kExitFailure);
     Run& run = *supervisor_->find(name_.run_id);
@@ -197,6 +187,22 @@ class ResumeCommand {
 };
 
 }  // namespace
+
+SupervisorSettings foreground_supervision(const ResumeSettings& s, const fs::path& runs_dir,
+                                          Containment containment) {
+  return {.runs_dir = runs_dir,
+          .pod_name = s.store.pod_name,
+          .max_concurrent = 1,
+          .max_attempts = s.store.max_attempts,
+          .max_interruptions = s.store.max_interruptions,
+          .max_queued = 1,
+          .stop_grace = s.flush_window,
+          .network_timeout = s.store.git_timeout,
+          .echo_output = true,
+          .containment = containment,
+          .hidden_files = s.hidden_files,
+          .publish = s.store.publish};
+}
 
 int resume(const ResumeSettings& s, const std::string& target, ResumeFlags flags) {
   const auto name = target_of(target);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "inflight/supervisor/config/settings.hpp"
+#include "inflight/supervisor/runs/run_supervisor.hpp"
 
 namespace inflight {
 
@@ -14,6 +15,12 @@ struct ResumeFlags {
   // command's claim: a one-shot command cannot watch a lease for its term.
   bool take_over = false;
 };
+
+// The supervisor of a command that runs one run in the foreground (`resume`,
+// `run`): one child at a time, its output echoed to the terminal.
+SupervisorSettings foreground_supervision(const ResumeSettings& settings,
+                                          const std::filesystem::path& runs_dir,
+                                          Containment containment);
 
 // `inflight resume RUN_ID|BRANCH`: restores one run exactly as serve does on
 // start, runs its next attempt in the foreground with its output streamed,
