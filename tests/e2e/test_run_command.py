@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from inflight_testing.git_servers import branches, git
+from inflight_testing.git_servers import branches, free_port, git
 from inflight_testing.run_dirs import index_ids
 from inflight_testing.waiting import wait_for
 from conftest import DEMO, INFLIGHT, write_config
@@ -212,3 +212,13 @@ def test_take_over_takes_a_live_run_at_once_and_fences_its_holder(tmp_path, git_
     assert holder.wait() == 75, holder.log.read_text()[-3000:]  # fenced: not its run any more
     assert sorted(published_records(git_daemon, "suite-0")) == \
         [f"t{n:03d}" for n in range(1, 61)]
+
+
+def test_a_results_repo_unreachable_at_start_exits_3_and_starts_nothing(tmp_path):
+    class Nowhere:  # nothing listens on that port
+        url = f"git://127.0.0.1:{free_port()}/results.git"
+        flags = ()
+    run = RunProcess(tmp_path, Nowhere, "pod-a", "--git-timeout", "5s", *demo_command())
+    assert run.wait() == 3, run.log.read_text()[-3000:]
+    assert not run.logged("attempt started")
+    assert run.logged("the results repo could not be used; nothing started")
