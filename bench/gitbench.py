@@ -198,17 +198,17 @@ def agent_save(run_dir, cache_dir, url, run_id="r1", attempt=1, reason="shutdown
 
 
 def tree_files(bare, ref):
-    """{path: bytes} of `ref` in `bare`, chunked files (<name>.inflight-chunks/NNNNNN)
-    reassembled into <name>."""
+    """{path: bytes} of `ref` in `bare`, chunked files (<name>.inflight-chunks/NNNNNN/NNNNNN,
+    or NNNNNN in the flat layout of earlier releases) reassembled into <name>."""
     tar = tarfile.open(fileobj=io.BytesIO(git(bare, "archive", "--format=tar", ref, binary=True)))
     files, chunks = {}, {}
     for member in tar.getmembers():
         if not member.isfile():
             continue
         data = tar.extractfile(member).read()
-        head, _, leaf = member.name.rpartition("/")
-        if head.endswith(CHUNK_SUFFIX):
-            chunks.setdefault(head[:-len(CHUNK_SUFFIX)], []).append((leaf, data))
+        head, suffix, leaf = member.name.partition(CHUNK_SUFFIX + "/")
+        if suffix:
+            chunks.setdefault(head, []).append((leaf, data))
         else:
             files[member.name] = data
     for name, parts in chunks.items():

@@ -27,10 +27,10 @@ std::string blob_content(git_repository* repo, const git_oid& oid, const std::st
                      static_cast<std::size_t>(git_blob_rawsize(blob.get())));
 }
 
-std::string chunked_content(git_repository* repo, const git_oid& oid) {
+std::string chunked_content(git_repository* repo, const git_oid& oid, const std::string& shown) {
   const TreeHandle chunks = lookup_tree(repo, oid);
   std::string content;
-  for_each_chunk(repo, chunks.get(), [&](const void* data, std::size_t size) {
+  for_each_chunk(repo, chunks.get(), shown, [&](const void* data, std::size_t size) {
     content.append(static_cast<const char*>(data), size);
   });
   return content;
@@ -48,7 +48,7 @@ std::optional<std::string> read_file_at(CacheRepo& repo, const std::string& comm
   }
   if (const TreeEntryHandle chunks = entry_at(tree.get(), path + std::string(kChunkSuffix))) {
     if (git_tree_entry_type(chunks.get()) != GIT_OBJECT_TREE) return std::nullopt;
-    return chunked_content(git, *git_tree_entry_id(chunks.get()));
+    return chunked_content(git, *git_tree_entry_id(chunks.get()), path + std::string(kChunkSuffix));
   }
   return std::nullopt;
 }

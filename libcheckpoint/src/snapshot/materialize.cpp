@@ -79,9 +79,10 @@ class TreeWriter {
                     const git_tree_entry* entry) {
     const TreeHandle chunks = lookup_tree(repo_, *git_tree_entry_id(entry));
     const Fd file = create_file(dir, name, path, false);
-    for_each_chunk(repo_, chunks.get(), [&](const void* data, std::size_t size) {
-      write_all(file.get(), {static_cast<const char*>(data), size}, path);
-    });
+    for_each_chunk(repo_, chunks.get(), path + std::string(kChunkSuffix),
+                   [&](const void* data, std::size_t size) {
+                     write_all(file.get(), {static_cast<const char*>(data), size}, path);
+                   });
   }
 
   // Replaces any existing entry, so a planted symlink is never written through.

@@ -13,12 +13,14 @@ namespace inflight::checkpoint {
 
 namespace {
 
-git_oid joined_chunks(CacheRepo& cache, const git_oid& chunks) {
+git_oid joined_chunks(CacheRepo& cache, const git_tree_entry* chunks) {
   git_repository* repo = raw_repo(cache);
   std::string bytes;
-  for_each_chunk(repo, lookup_tree(repo, chunks).get(), [&bytes](const void* data, std::size_t n) {
-    bytes.append(static_cast<const char*>(data), n);
-  });
+  const TreeHandle tree = lookup_tree(repo, *git_tree_entry_id(chunks));
+  for_each_chunk(repo, tree.get(), git_tree_entry_name(chunks),
+                 [&bytes](const void* data, std::size_t n) {
+                   bytes.append(static_cast<const char*>(data), n);
+                 });
   return write_object(cache, bytes.data(), bytes.size(), GIT_OBJECT_BLOB);
 }
 
@@ -35,7 +37,7 @@ git_oid plain_tree(CacheRepo& cache, const git_tree* tree) {
     git_filemode_t mode = git_tree_entry_filemode(entry);
     git_oid oid = *id;
     if (mode == GIT_FILEMODE_TREE && has_chunk_suffix(git_tree_entry_name(entry))) {
-      oid = joined_chunks(cache, *id);
+      oid = joined_chunks(cache, entry);
       mode = GIT_FILEMODE_BLOB;
     } else if (mode == GIT_FILEMODE_TREE) {
       oid = plain_tree(cache, lookup_tree(repo, *id).get());

@@ -76,14 +76,9 @@ class TreeValidator {
   }
 
   void chunks(const git_tree* tree, const std::string& path) {
-    for (std::size_t i = 0; i < git_tree_entrycount(tree); ++i) {
-      const git_tree_entry* entry = git_tree_entry_byindex(tree, i);
-      if (git_tree_entry_filemode(entry) != GIT_FILEMODE_BLOB ||
-          git_tree_entry_name(entry) != chunk_name(i)) {
-        refuse(path + "/" + git_tree_entry_name(entry), "not chunk blob " + chunk_name(i));
-      }
-      blob(*git_tree_entry_id(entry), path + "/" + git_tree_entry_name(entry));
-    }
+    for_each_chunk_id(repo_, tree, path, [&](const git_oid& id, const std::string& chunk) {
+      blob(id, path + "/" + chunk);
+    });
   }
 
   void blob(const git_oid& oid, const std::string& path) {

@@ -8,6 +8,7 @@
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/commit_message.hpp"
 #include "inflight/core/bounded_json.hpp"
+#include "snapshot/chunked_file.hpp"
 
 namespace inflight::checkpoint {
 
@@ -31,18 +32,30 @@ class SizeCounter {
   }
 
  private:
-  // Chunk trees are trees of blobs, so recursing counts a chunked file once
-  // at its whole size. Links and gitlinks are never restored: they weigh 0.
+  // A chunked file counts once at its whole size, at the depth of its name.
+  // Links and gitlinks are never restored: they weigh 0.
   std::uint64_t entry(const git_tree_entry* entry, int depth) {
     const git_filemode_t mode = git_tree_entry_filemode(entry);
+    const std::string name = git_tree_entry_name(entry);
+    if (mode == GIT_FILEMODE_TREE && has_chunk_suffix(name)) {
+      std::uint64_t total = 0;
+      const TreeHandle chunks = lookup_tree(repo_, *git_tree_entry_id(entry));
+      for_each_chunk_id(repo_, chunks.get(), name, [&](const git_oid& id, const std::string&) {
+        total += blob_size(id, name);
+      });
+      return total;
+    }
     if (mode == GIT_FILEMODE_TREE)
       return tree(lookup_tree(repo_, *git_tree_entry_id(entry)).get(), depth + 1);
     if (mode != GIT_FILEMODE_BLOB && mode != GIT_FILEMODE_BLOB_EXECUTABLE) return 0;
+    return blob_size(*git_tree_entry_id(entry), name);
+  }
+
+  // The header alone: sizing must not inflate every blob.
+  std::size_t blob_size(const git_oid& id, const std::string& name) {
     std::size_t size = 0;
     git_object_t type{};
-    // The header alone: sizing must not inflate every blob.
-    git_check(git_odb_read_header(&size, &type, odb_.get(), git_tree_entry_id(entry)),
-              std::string("read size of ") + git_tree_entry_name(entry));
+    git_check(git_odb_read_header(&size, &type, odb_.get(), &id), "read size of " + name);
     return size;
   }
 

@@ -1,6 +1,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint/checkpoint_test_support.hpp"
+#include "snapshot/chunked_file.hpp"
 
 namespace inflight::checkpoint::testing {
 namespace {
@@ -144,14 +145,59 @@ TEST_F(MaterializeTest, RefusesChunkTreeThatWouldWriteDotGit) {
   expect_refused(commit(tree({{"40000", ".git.inflight-chunks", chunks}})), 1 << 20, ".git");
 }
 
+// The layout this release writes: group trees of chunk blobs.
 TEST_F(MaterializeTest, ReassemblesChunkedFiles) {
+  const git_oid group =
+      tree({{"100644", "000000", blob("hello ")}, {"100644", "000001", blob("world")}});
+  const std::string c =
+      commit(tree({{"40000", "index.jsonl.inflight-chunks", tree({{"40000", "000000", group}})}}));
+  materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
+  EXPECT_EQ(read_file(run_dir() / "index.jsonl"), "hello world");
+  EXPECT_EQ(read_file_at(*repo_, c, "index.jsonl"), "hello world");
+  EXPECT_EQ(read_file_at(*repo_, c, "missing.json"), std::nullopt);
+}
+
+// Earlier releases put the chunk blobs straight into the chunk tree.
+TEST_F(MaterializeTest, ReassemblesChunkedFilesOfTheFlatLayout) {
   const git_oid chunks =
       tree({{"100644", "000000", blob("hello ")}, {"100644", "000001", blob("world")}});
   const std::string c = commit(tree({{"40000", "index.jsonl.inflight-chunks", chunks}}));
   materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
   EXPECT_EQ(read_file(run_dir() / "index.jsonl"), "hello world");
   EXPECT_EQ(read_file_at(*repo_, c, "index.jsonl"), "hello world");
-  EXPECT_EQ(read_file_at(*repo_, c, "missing.json"), std::nullopt);
+}
+
+// Chunk i must sit at i / 256 so that no two trees read as the same file.
+TEST_F(MaterializeTest, RefusesAShortChunkGroupBeforeTheLast) {
+  const git_oid one = tree({{"100644", "000000", blob("x")}});
+  const git_oid chunks = tree({{"40000", "000000", one}, {"40000", "000001", one}});
+  expect_refused(commit(tree({{"40000", "big.inflight-chunks", chunks}})), 1 << 20,
+                 "big.inflight-chunks/000000': chunk group of 1 chunks");
+}
+
+TEST_F(MaterializeTest, RefusesChunkGroupsMixedWithChunks) {
+  std::vector<TreeEntrySpec> full;
+  for (std::size_t i = 0; i < kChunksPerGroup; ++i)
+    full.push_back({"100644", chunk_name(i), blob("x")});
+  const git_oid grouped = tree({{"40000", "000000", tree(full)}, {"100644", "000001", blob("y")}});
+  expect_refused(commit(tree({{"40000", "big.inflight-chunks", grouped}})), 1 << 20,
+                 "big.inflight-chunks/000001': not chunk group 000001");
+  const git_oid flat = tree({{"100644", "000000", blob("y")}, {"40000", "000001", tree(full)}});
+  expect_refused(commit(tree({{"40000", "big.inflight-chunks", flat}})), 1 << 20,
+                 "big.inflight-chunks/000001': not chunk blob 000001");
+}
+
+TEST_F(MaterializeTest, RefusesAChunkGroupThatIsABlob) {
+  const git_oid chunks = tree({{"40000", "000000", blob("not a tree")}});
+  expect_refused(commit(tree({{"40000", "big.inflight-chunks", chunks}})), 1 << 20,
+                 "big.inflight-chunks/000000");
+}
+
+TEST_F(MaterializeTest, RefusesAMisnamedChunkInAGroup) {
+  const git_oid group = tree({{"100644", "000000", blob("x")}, {"100644", "evil", blob("y")}});
+  const git_oid chunks = tree({{"40000", "000000", group}});
+  expect_refused(commit(tree({{"40000", "big.inflight-chunks", chunks}})), 1 << 20,
+                 "big.inflight-chunks/000000/evil': not chunk blob 000001");
 }
 
 }  // namespace

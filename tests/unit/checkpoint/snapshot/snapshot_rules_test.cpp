@@ -202,7 +202,7 @@ TEST_F(SnapshotRulesTest, ChunkTreesCountNeitherTowardDepthNorFiles) {
   const auto commit = snapshotter.snapshot(run_dir(), info(), std::nullopt);
   ASSERT_TRUE(commit);
   EXPECT_TRUE(snapshotter.left_out().empty());
-  EXPECT_NE(ls_tree(*commit).find("big.jsonl.inflight-chunks/000006"), std::string::npos);
+  EXPECT_NE(ls_tree(*commit).find("big.jsonl.inflight-chunks/000000/000006"), std::string::npos);
 
   const fs::path restored = temp_.path() / "restored";
   materialize(*repo_, *commit, restored, limits);

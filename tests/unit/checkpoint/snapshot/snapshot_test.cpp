@@ -136,8 +136,8 @@ TEST_F(SnapshotTest, BigFileIsChunkedAndRoundTripsByteIdentical) {
   auto commit = snap(CheckpointReason::periodic);
   ASSERT_TRUE(commit);
   const std::string listing = ls_tree(*commit);
-  EXPECT_NE(listing.find("index.jsonl.inflight-chunks/000000\n"), std::string::npos);
-  EXPECT_NE(listing.find("index.jsonl.inflight-chunks/000160\n"), std::string::npos);
+  EXPECT_NE(listing.find("index.jsonl.inflight-chunks/000000/000000\n"), std::string::npos);
+  EXPECT_NE(listing.find("index.jsonl.inflight-chunks/000000/000160\n"), std::string::npos);
 
   for (int i = 0; i < 3; ++i) {
     const std::string more = "{\"test_id\":\"t" + std::to_string(i) + "\"}\n";
@@ -152,10 +152,13 @@ TEST_F(SnapshotTest, BigFileIsChunkedAndRoundTripsByteIdentical) {
   EXPECT_EQ(read_file(restored / "index.jsonl"), content);
 }
 
+// 9 MiB is two chunk groups: an append rewrites the last chunk, the last
+// group, the chunk tree, the root tree and the commit, never the first group.
 TEST_F(SnapshotTest, AppendingToABigFileWritesOnlyTheTail) {
-  write_file(run_dir() / "index.jsonl", big_content(5 * 1024 * 1024 + 1000));
+  write_file(run_dir() / "index.jsonl", big_content(9 * 1024 * 1024 + 1000));
   const auto first = snap(CheckpointReason::periodic);
   ASSERT_TRUE(first);
+  EXPECT_NE(ls_tree(*first).find("index.jsonl.inflight-chunks/000001/000032\n"), std::string::npos);
   repo_->persist();
   const std::size_t before = RawRepo(cache_path()).object_count();
 
@@ -166,11 +169,13 @@ TEST_F(SnapshotTest, AppendingToABigFileWritesOnlyTheTail) {
   const auto second = snap(CheckpointReason::periodic, first);
   ASSERT_TRUE(second);
 
-  // Last chunk (maybe two), chunk tree, root tree, commit.
+  // Last chunk (maybe two), last group, chunk tree, root tree, commit.
   repo_->persist();
-  EXPECT_LE(RawRepo(cache_path()).object_count() - before, 5u);
-  EXPECT_GE(RawRepo(cache_path()).object_count() - before, 4u);
+  EXPECT_LE(RawRepo(cache_path()).object_count() - before, 6u);
+  EXPECT_GE(RawRepo(cache_path()).object_count() - before, 5u);
   EXPECT_LT(snapshotter_->last_stats().bytes_read, 2 * 32 * 1024u);
+  EXPECT_EQ(read_file_at(*repo_, *second, "index.jsonl"),
+            big_content(9 * 1024 * 1024 + 1000) + lines);
 }
 
 // Objects stay in memory until persist(), which writes them as one pack:
