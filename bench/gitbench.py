@@ -6,6 +6,7 @@ git daemon, the git CLI and the proxies come from the test support package
 - workspace: a temp dir, a git daemon and optionally a proxy, removed after
 - alternate: repetitions of measures whose order alternates
 - agent_save: one `inflight-checkpoint-agent` save (or release) request, timed spawn->exit
+- agent_restore: one restore request by pod-b of the runs of `resumable_run_params`
 - tree_matches_dir: a pushed branch's content equals a dir (chunked files
   reassembled), read back with `git archive`
 """
@@ -62,6 +63,23 @@ def run_params(run_id, progress_file="index.jsonl"):
         "child": {"argv": ["/usr/bin/eval", "--output", "{run_dir}", "--tests", "1000"],
                   "progress_file": progress_file, "env": {"SEED": "42"}},
         "attempts": [{"attempt": 1, "pod": "pod-a", "started": "2024-01-01T00:00:01Z"}],
+    }, indent=2) + "\n"
+
+
+DEMO_CHILD = {"argv": ["/usr/bin/eval", "--output", "{output_dir}"], "progress_file": "index.jsonl"}
+
+
+def resumable_run_params(run_id):
+    """run-params.json of an interrupted run of DEMO_CHILD (template `default`)
+    as serve writes it, which a restore with that template resumes."""
+    return json.dumps({
+        "version": 1, "run_id": run_id, "request": {}, "child_name": "default",
+        "child_digest": "fnv1a64:0000000000000000", "child": DEMO_CHILD,
+        "argv": ["/usr/bin/eval", "--output", "/runs/" + run_id], "cwd": "/",
+        "origin_pod": "pod-a", "created_at": "2026-01-01T00:00:00Z",
+        "attempts": [{"attempt": 1, "pod": "pod-a", "started_at": "2026-01-01T00:00:01Z",
+                      "ended_at": "2026-01-01T00:00:02Z", "exit_code": None, "signal": 15,
+                      "outcome": "interrupted"}],
     }, indent=2) + "\n"
 
 
@@ -169,12 +187,30 @@ def agent_save(run_dir, cache_dir, url, run_id="r1", attempt=1, reason="shutdown
     request = {
         "version": agent_protocol.VERSION, "op": op, "pod": "pod-a",
         "call": {"runs": [run]} if op == "release" else {"run": run},
-        "store": {"cache_dir": os.path.abspath(cache_dir), "url": url, "username": "",
-                  "token": "", "ssh_key": "", "known_hosts": "", "ca_file": "",
-                  "excludes": EXCLUDES, "restore_max_bytes": 1 << 30,
-                  "restore_max_files": 100000, "claim_lease_seconds": 120,
-                  "publish": True},
+        "store": store_settings(cache_dir, url),
     }
+    return agent_call(request, timeout)
+
+
+def agent_restore(runs_dir, cache_dir, url, timeout=300):
+    """A restore by pod-b, with DEMO_CHILD as its template `default`, into
+    `runs_dir` from a fresh agent. Returns (seconds from spawn to exit, parsed result)."""
+    call = {"runs_dir": os.path.abspath(runs_dir), "local": [], "skip": [],
+            "children": {"default": DEMO_CHILD}, "only": None, "lease_until": None,
+            "leave_handovers": False, "finished": [], "expired": {}, "take_over": True}
+    return agent_call({"version": agent_protocol.VERSION, "op": "restore", "pod": "pod-b",
+                       "call": call, "store": store_settings(cache_dir, url)}, timeout)
+
+
+def store_settings(cache_dir, url):
+    return {"cache_dir": os.path.abspath(cache_dir), "url": url, "username": "", "token": "",
+            "ssh_key": "", "known_hosts": "", "ca_file": "", "excludes": EXCLUDES,
+            "restore_max_bytes": 1 << 30, "restore_max_files": 100000,
+            "claim_lease_seconds": 120, "publish": True}
+
+
+def agent_call(request, timeout):
+    """One request to a fresh `inflight-checkpoint-agent`: (seconds from spawn to exit, result)."""
     data = json.dumps(request).encode()
     t0 = time.monotonic()
     proc = subprocess.Popen([os.path.join(bin_dir(), "inflight-checkpoint-agent")],

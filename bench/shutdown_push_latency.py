@@ -15,8 +15,17 @@ beforehand and not timed.
 Repetitions alternate which goes first (default 3; --reps); medians are
 reported, with the number of connections the proxy saw. Goal: serve/git <= 1.5
 for N = 20 and N = 100 (issue 10). No pass/fail assertion.
+
+The child (--child-exit-ms MS, default 75): a real eval tool takes a moment
+to exit after SIGTERM (the 1.87-2.20 figures were measured with a Python
+eval child). With MS > 0 the runs use a /bin/sh child (a config file with
+one template, written into the temp dir) that appends a record to
+index.jsonl every test_ms like the demo child and, on SIGTERM, waits MS ms,
+appends one more record and exits 143. With 0 they use the built-in
+template, `inflight-demo-eval`, which exits at once.
 """
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -28,6 +37,48 @@ from serve_process import BenchServe
 
 DELAY_S = 0.025
 GOAL = 1.5
+
+
+# $1 run dir, $2 tests, $3 test_ms, $4 seconds to take on SIGTERM before exiting
+SLOW_EXIT_CHILD = r"""#!/bin/sh
+out=$1 tests=$2 ms=$3 linger=$4
+index="$out/index.jsonl"
+mkdir -p "$out" && : > "$index"
+echo "slow-exit-eval: $tests tests, 0 already done"
+stop() {
+  sleep "$linger"
+  printf '{"test_id":"stopped","score":0}\n' >> "$index"
+  echo "slow-exit-eval: stopped by signal 15 after ${linger}s"
+  exit 143
+}
+trap stop TERM INT
+pause=$((ms / 1000)).$(printf %03d $((ms % 1000)))
+n=1
+while [ "$n" -le "$tests" ]; do
+  sleep "$pause" &
+  wait $!
+  printf '{"test_id":"t%05d","score":1,"duration_ms":%d}\n' "$n" "$ms" >> "$index"
+  n=$((n + 1))
+done
+"""
+
+
+def slow_exit_config(tmp, exit_ms):
+    """A config whose default template is SLOW_EXIT_CHILD, with the demo's
+    params (tests, test_ms); returns its path."""
+    script = os.path.join(tmp, "slow-exit-child.sh")
+    with open(script, "w") as f:
+        f.write(SLOW_EXIT_CHILD)
+    os.chmod(script, 0o755)
+    config = os.path.join(tmp, "slow-exit-child.json")
+    with open(config, "w") as f:
+        json.dump({"child": {
+            "argv": ["/bin/sh", script, "{output_dir}", "{tests}", "{test_ms}",
+                     f"{exit_ms / 1000:.3f}"],
+            "params": {"tests": {"type": "integer", "min": 0, "max": 99999, "default": 20},
+                       "test_ms": {"type": "integer", "min": 0, "max": 86400000, "default": 500}},
+            "progress_file": "index.jsonl", "progress_total": "{tests}"}}, f, indent=2)
+    return config
 
 
 def small_run_dir(path, run_id):
@@ -61,11 +112,12 @@ def git_push_all(daemon, proxy, tmp, n, name):
     return time.monotonic() - t0, proxy.connections - before
 
 
-def serve_shutdown(daemon, proxy, n, name):
+def serve_shutdown(daemon, proxy, n, name, config=None):
     daemon.new_repo(f"{name}.git")
     serve = BenchServe(["--results-repo", daemon.url(f"{name}.git", proxy.port),
                         "--checkpoint-interval", "0", "--max-concurrent", str(n),
-                        "--grace-period", "60s", "--pod-name", "bench"])
+                        "--grace-period", "60s", "--pod-name", "bench",
+                        *(["--config", config] if config else [])])
     try:
         serve.start_long_runs(n, name)
         before = proxy.connections
@@ -74,11 +126,16 @@ def serve_shutdown(daemon, proxy, n, name):
         took = time.monotonic() - t0
         if code != 0:
             raise RuntimeError(f"serve exited {code}: " + "".join(serve.lines[-20:]))
-        refs = git(os.path.join(daemon.base, f"{name}.git"), "for-each-ref",
-                            "refs/heads/inflight/").splitlines()
+        bare = os.path.join(daemon.base, f"{name}.git")
+        refs = git(bare, "for-each-ref", "--format=%(refname)", "refs/heads/inflight/").splitlines()
         if len(refs) != n:
             raise RuntimeError(f"{len(refs)} branches pushed, not {n}")
-        return took, proxy.connections - before
+        if config:  # the record the child wrote while exiting made it into every checkpoint
+            for ref in refs:
+                if '"stopped"' not in git(bare, "show", f"{ref}:index.jsonl").splitlines()[-1]:
+                    raise RuntimeError(f"{ref}: the child's last record is not in its checkpoint")
+        stopped = serve.logged("children stopped")["seconds"]
+        return took, proxy.connections - before, stopped
     finally:
         serve.cleanup()
 
@@ -87,16 +144,24 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--runs", type=int, nargs="+", default=[20, 100])
+    ap.add_argument("--child-exit-ms", type=int, default=75,
+                    help="ms the child takes to exit after SIGTERM (0: inflight-demo-eval)")
     args = ap.parse_args()
     with gitbench.workspace("inflight-bench-latency-", proxy_delay=DELAY_S) as (tmp, daemon, proxy):
+        config = slow_exit_config(tmp, args.child_exit_ms) if args.child_exit_ms > 0 else None
         print(f"shutdown_push_latency: git daemon behind a proxy adding {DELAY_S * 1000:.0f} ms "
               f"each way, {args.reps} repetitions, medians")
+        print("  child: " + (f"/bin/sh script that takes {args.child_exit_ms} ms to exit after "
+                             f"SIGTERM (appends a record, exits 143)" if config else
+                             "inflight-demo-eval (exits at once on SIGTERM)"))
         for n in args.runs:
             ours, theirs = gitbench.alternate(
-                args.reps, lambda rep: serve_shutdown(daemon, proxy, n, f"s{n}-{rep}"),
+                args.reps, lambda rep: serve_shutdown(daemon, proxy, n, f"s{n}-{rep}", config),
                 lambda rep: git_push_all(daemon, proxy, tmp, n, f"g{n}-{rep}"))
-            a, b = (statistics.median(took for took, _ in x) for x in (ours, theirs))
-            print(f"  {n:3d} runs: serve SIGTERM->exit {a * 1000:7.0f} ms ({ours[-1][1]} connections)"
+            a, b = (statistics.median(r[0] for r in x) for x in (ours, theirs))
+            stopped = statistics.median(r[2] for r in ours)
+            print(f"  {n:3d} runs: serve SIGTERM->exit {a * 1000:7.0f} ms ({ours[-1][1]} connections,"
+                  f" children stopped at {stopped * 1000:.0f} ms)"
                   f" | git push of {n} branches {b * 1000:6.0f} ms ({theirs[-1][1]} connection(s))"
                   f" | ratio {a / b:.2f} (goal <= {GOAL})")
 
