@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds inflight + inflight-demo-eval (RelWithDebInfo, build-bench/) if needed
 # and runs every benchmark in bench/. Each prints its figures and RATIO lines;
-# none asserts absolute timings. Takes ~90 s (cpu_ticks measures for 60 s).
+# none asserts absolute timings. Takes ~2.5 min (cpu_ticks measures for 60 s,
+# thousand_runs holds 200 children and 1,000 runs).
 # The checkpoint benchmarks need the git CLI (git daemon) on PATH. The scripts
 # import the test support package tests/support/inflight_testing, put on
 # PYTHONPATH here; to run one by hand: tests/support/python bench/NAME.py.
@@ -11,6 +12,8 @@
 #   BENCH_IDLE_SECONDS  idle_rss idle window (default 3)
 #   BENCH_PUSH_REPS     checkpoint_push repetitions (default 5)
 #   BENCH_IDLE_CONNS    idle_connections counts (default 1000,5000)
+#   BENCH_THOUSAND_ARGS thousand_runs options (default: 200 running, 1,000 runs,
+#                       ~1 min, ~400 more processes; e.g. "--running 20 --queued 100")
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 build="${INFLIGHT_BUILD_DIR:-$repo/build-bench}"
@@ -40,6 +43,12 @@ for b in idle_rss idle_connections cpu_ticks shutdown_latency checkpoint_push pe
   /usr/bin/python3 "$repo/bench/$b.py" || { echo "$b: FAILED (exit $?)"; status=1; }
   echo
 done
+echo "== thousand_runs"
+# shellcheck disable=SC2086  # the options are words
+/usr/bin/python3 "$repo/bench/thousand_runs.py" ${BENCH_THOUSAND_ARGS:-} ||
+  { echo "thousand_runs: FAILED (exit $?)"; status=1; }
+echo
+
 echo "== tick_nochange"
 if [[ -x "$build/bin/tick_nochange_bench" ]]; then
   "$build/bin/tick_nochange_bench" || { echo "tick_nochange: FAILED (exit $?)"; status=1; }
