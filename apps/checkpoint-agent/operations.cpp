@@ -50,6 +50,9 @@ struct Context {
   // Whether the cache writes the objects the op made to disk afterwards:
   // the next step's parents and unchanged chunks come from there.
   bool keep_objects = true;
+  // The next message on stdin, for an op whose parts follow its request;
+  // throws when stdin ends first.
+  std::function<OrderedJson()> next_message;
 };
 
 ck::CheckpointInfo checkpoint_info(const agent::RunCheckpoint& run, const std::string& pod) {
@@ -104,16 +107,13 @@ agent::Released release(Context& c, const agent::Release& call) {
   return answer;
 }
 
-// Each run answers as save() would, in the order asked. The lease, when
-// asked for, rides in the same push as the runs.
-agent::SavedAll save_all(Context& c, const agent::SaveAll& call) {
-  const auto runs = save_requests(call.runs, c.pod);
-  std::optional<ck::LeaseStep> lease;
-  if (call.lease_until)
-    lease = ck::LeaseStep{.lease = {.pod = c.pod, .until = *call.lease_until},
-                          .release = call.release_lease};
-  c.keep_objects = call.keep_objects;
-  const auto report = c.store.save_all(runs, lease);
+std::optional<ck::LeaseStep> lease_step(const std::string& pod,
+                                        const std::optional<std::int64_t>& until, bool release) {
+  if (!until) return std::nullopt;
+  return ck::LeaseStep{.lease = {.pod = pod, .until = *until}, .release = release};
+}
+
+agent::SavedAll saved_all(const ck::SaveAllReport& report, bool lease) {
   for (const auto& ref : report.rewritten)
     log::error(
         "a checkpoint branch was rewritten to a commit that is no checkpoint of its run (a "
@@ -132,6 +132,34 @@ agent::SavedAll save_all(Context& c, const agent::SaveAll& call) {
         .commit = std::nullopt,
         .left_out = {}};
   return answer;
+}
+
+// The runs come one part at a time (agent_protocol.hpp): the connection is
+// opened first, so that its handshake overlaps the children's flush, and
+// each run's snapshot is taken as it comes.
+agent::SavedAll streamed_save_all(Context& c) {
+  c.store.remote().connect_ahead();
+  std::vector<ck::SaveRequest> runs;
+  std::vector<ck::SaveOutcome> snapshots;
+  for (;;) {
+    const auto part = c.next_message().get<agent::SaveAllPart>();
+    if (part.run) {
+      runs.push_back(save_requests({*part.run}, c.pod).front());
+      snapshots.push_back(c.store.snapshot_to_save(runs.back()));
+    }
+    if (!part.last) continue;
+    const auto lease = lease_step(c.pod, part.lease_until, part.release_lease);
+    return saved_all(c.store.push_saved(runs, std::move(snapshots), lease), lease.has_value());
+  }
+}
+
+// Each run answers as save() would, in the order asked. The lease, when
+// asked for, rides in the same push as the runs.
+agent::SavedAll save_all(Context& c, const agent::SaveAll& call) {
+  c.keep_objects = call.keep_objects;
+  if (call.streamed) return streamed_save_all(c);
+  const auto lease = lease_step(c.pod, call.lease_until, call.release_lease);
+  return saved_all(c.store.save_all(save_requests(call.runs, c.pod), lease), lease.has_value());
 }
 
 agent::Done hold_lease(Context& c, const agent::HoldLease& call) {
@@ -455,6 +483,31 @@ void keep_objects(ck::CheckpointStore& store) {
   }
 }
 
+// One message: a line of stdin, or the rest of it. Each is bounded.
+std::optional<std::string> read_message(std::istream& in) {
+  std::string text;
+  for (int c = in.get(); c != EOF && c != '\n'; c = in.get()) {
+    if (text.size() == kAgentMessageLimits.max_bytes)
+      throw std::runtime_error("checkpoint-agent message longer than " +
+                               std::to_string(kAgentMessageLimits.max_bytes) + " bytes");
+    text.push_back(static_cast<char>(c));
+  }
+  if (text.empty() && in.eof()) return std::nullopt;
+  return text;
+}
+
+OrderedJson parsed_message(const std::string& text) {
+  auto message = parse_bounded_json(text, kAgentMessageLimits);
+  if (!message) throw std::runtime_error("checkpoint-agent request: " + message.error().message);
+  return std::move(*message);
+}
+
+OrderedJson next_message() {
+  const auto text = read_message(std::cin);
+  if (!text) throw std::runtime_error("checkpoint-agent request: stdin ended before its last part");
+  return parsed_message(*text);
+}
+
 // The version and the op are read first: a caller of another release learns
 // that, not which field it lacks.
 OrderedJson perform(const OrderedJson& message) {
@@ -472,7 +525,7 @@ OrderedJson perform(const OrderedJson& message) {
   const auto request = message.get<AgentRequest>();
   ck::GitLibrary library;
   ck::CheckpointStore store(store_config(request.store));
-  Context context{.store = store, .pod = request.pod};
+  Context context{.store = store, .pod = request.pod, .next_message = next_message};
   OrderedJson answer;
   try {
     answer = op->second(context, request.call);
@@ -487,14 +540,9 @@ OrderedJson perform(const OrderedJson& message) {
   return answer;
 }
 
-OrderedJson answer(const std::string& text) {
+OrderedJson answer() {
   try {
-    const auto request = parse_bounded_json(text, kAgentMessageLimits);
-    if (!request)
-      return failure_message({.kind = Failure::other,
-                              .message = "checkpoint-agent request: " + request.error().message,
-                              .candidates = {}});
-    return perform(*request);
+    return perform(parsed_message(read_message(std::cin).value_or("")));
   } catch (const ck::GitError& e) {
     return failure_message(e.error());
   } catch (const std::exception& e) {
@@ -505,7 +553,7 @@ OrderedJson answer(const std::string& text) {
 }  // namespace
 
 int run_checkpoint_agent() {
-  const auto result = answer(std::string{std::istreambuf_iterator<char>(std::cin), {}});
+  const auto result = answer();
   // Names from branches may not be UTF-8: they are shown replaced, never
   // allowed to abort the answer.
   std::cout << result.dump(-1, ' ', false, OrderedJson::error_handler_t::replace) << std::endl;

@@ -40,27 +40,38 @@ std::optional<std::string> CheckpointStore::snapshot(const fs::path& run_dir,
 
 SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
                                         const std::optional<LeaseStep>& lease) {
-  SaveAllReport report{
-      .runs = std::vector<SaveOutcome>(runs.size()), .rewritten = {}, .lease_error = std::nullopt};
+  std::vector<SaveOutcome> snapshots;
+  for (const auto& run : runs) snapshots.push_back(snapshot_to_save(run));
+  return push_saved(runs, std::move(snapshots), lease);
+}
+
+SaveOutcome CheckpointStore::snapshot_to_save(const SaveRequest& run) {
+  SaveOutcome outcome;
+  try {
+    outcome.commit = snapshot(run.run_dir, run.origin_pod, run.info);
+  } catch (const GitError& e) {
+    if (e.kind() == Failure::cache) throw;
+    outcome.error = e.what();
+    outcome.snapshot_failure = e.kind();
+  } catch (const std::exception& e) {
+    outcome.error = e.what();
+    outcome.snapshot_failure = Failure::other;
+  }
+  outcome.left_out = left_out(run.run_dir);
+  return outcome;
+}
+
+SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
+                                          std::vector<SaveOutcome> snapshots,
+                                          const std::optional<LeaseStep>& lease) {
+  SaveAllReport report{.runs = std::move(snapshots), .rewritten = {}, .lease_error = std::nullopt};
   std::vector<RefUpdate> updates;
   std::vector<std::size_t> pushed;  // index of each run update's run
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    const auto& run = runs[i];
-    auto& outcome = report.runs[i];
-    try {
-      outcome.commit = snapshot(run.run_dir, run.origin_pod, run.info);
-    } catch (const GitError& e) {
-      if (e.kind() == Failure::cache) throw;
-      outcome.error = e.what();
-      outcome.snapshot_failure = e.kind();
-    } catch (const std::exception& e) {
-      outcome.error = e.what();
-      outcome.snapshot_failure = Failure::other;
-    }
-    outcome.left_out = left_out(run.run_dir);
-    if (!outcome.commit) continue;
-    updates.push_back({.ref = branch_ref({run.origin_pod, run.info.run_id}),
-                       .commit = *outcome.commit,
+    const auto& commit = report.runs[i].commit;
+    if (!commit) continue;
+    updates.push_back({.ref = branch_ref({runs[i].origin_pod, runs[i].info.run_id}),
+                       .commit = *commit,
                        .from = {}});
     pushed.push_back(i);
   }

@@ -169,7 +169,7 @@ class OneRunCommand {
   }
 
   void supervise(Run& run) {
-    supervisor_.on_child_exit([this, &run] { on_child_exit(run); });
+    supervisor_.on_child_exit([this, &run](Run&) { on_child_exit(run); });
     supervisor_.finish_restore();
     if (is_final(run.status)) settle(run);  // out of budget: published as failed
   }

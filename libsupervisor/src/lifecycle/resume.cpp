@@ -155,7 +155,7 @@ class ResumeCommand {
   void supervise(Run& run) {
     plan_.emplace(loop_.io(), *supervisor_, nullptr, settings_.grace_period, settings_.flush_window,
                   [this, &run](int code) { finish(code == 0 ? child_exit_code(run) : code); });
-    supervisor_->on_child_exit([this, &run] {
+    supervisor_->on_child_exit([this, &run](Run&) {
       if (run.status == RunStatus::queued) return;  // a crash being retried
       supervisor_->when_store_idle(run, [this, &run] { finish(child_exit_code(run)); });
     });

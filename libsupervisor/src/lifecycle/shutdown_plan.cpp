@@ -45,9 +45,15 @@ void ShutdownPlan::begin() {
     log::error("grace period over before every checkpoint landed");
     finish(1);
   });
-  supervisor_.on_child_exit([this] { on_child_exit(); });
+  supervisor_.on_child_exit([this](Run& run) { on_child_exit(run); });
   supervisor_.begin_shutdown();
   stage_ = Stage::flushing;
+  // The push's connection opens while the children flush; each run is
+  // snapshotted as its child exits. Runs a restore may still claim wait for
+  // it (checkpoint_all).
+  if (restored_ && supervisor_.live_children() > 0)
+    stream_ = supervisor_.open_checkpoint_stream(
+        shutdown_step(std::nullopt, [this] { std::exchange(after_stream_, {})(); }));
   if (supervisor_.live_children() == 0) return end_flush();
   flush_timer_.expires_after(std::min(flush_window_, pushes_time(grace_period_)));
   flush_timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -55,7 +61,8 @@ void ShutdownPlan::begin() {
   });
 }
 
-void ShutdownPlan::on_child_exit() {
+void ShutdownPlan::on_child_exit(Run& run) {
+  if (stage_ == Stage::flushing || stage_ == Stage::killing) stream(run);
   if (supervisor_.live_children() > 0) return;
   if (stage_ == Stage::flushing || stage_ == Stage::killing) checkpoint_all();
 }
@@ -90,7 +97,7 @@ void ShutdownPlan::checkpoint_all() {
     Run& run = *owned;
     if (run.fenced || run.held) continue;
     if (run.status == RunStatus::interrupted) {
-      (run.attempts() > 0 ? started : unstarted).push_back(&run);
+      if (!stream(run)) (run.attempts() > 0 ? started : unstarted).push_back(&run);
       continue;
     }
     if (run.release_pending && run.store_ops.empty()) supervisor_.release_checkpoint(run);
@@ -100,9 +107,27 @@ void ShutdownPlan::checkpoint_all() {
   }
   // One push for all; runs that had started hold paid-for work: they go first.
   auto finish = [this] { finish_when_idle(); };
-  if (unstarted.empty()) return checkpoint_batch(started, true, finish);
-  checkpoint_batch(started, false,
-                   [this, unstarted, finish] { checkpoint_batch(unstarted, true, finish); });
+  auto then = unstarted.empty() ? std::function<void()>(finish) : [this, unstarted, finish] {
+    checkpoint_batch(unstarted, true, finish);
+  };
+  if (stream_) return close_stream(unstarted.empty(), then);
+  checkpoint_batch(started, unstarted.empty(), then);
+}
+
+// Adds an interrupted run that had started to the stream, once; whether the
+// stream has it.
+bool ShutdownPlan::stream(Run& run) {
+  if (!stream_ || run.status != RunStatus::interrupted || run.attempts() == 0) return false;
+  if (run.fenced || run.held || !streamed_.insert(run.id).second) return true;
+  supervisor_.add_to_stream(stream_, run);
+  return true;
+}
+
+void ShutdownPlan::close_stream(bool last, std::function<void()> then) {
+  const auto release = last ? lease_release() : std::nullopt;
+  ++in_flight_;
+  after_stream_ = std::move(then);
+  supervisor_.close_stream(stream_, release, release.has_value());
 }
 
 // The lease rides the last push when nothing else is under way and every
@@ -117,23 +142,27 @@ void ShutdownPlan::checkpoint_batch(const std::vector<Run*>& runs, bool last,
                                     std::function<void()> then) {
   const auto release = last ? lease_release() : std::nullopt;
   ++in_flight_;
-  supervisor_.checkpoint_together(
-      runs,
-      {.reason = checkpoint::CheckpointReason::shutdown,
-       .deadline = deadline_,
-       .lease_until = release,
-       .release_lease = release.has_value(),
-       .keep_objects = false,
-       .each = [this](Run& run, const CheckpointResult& result) { on_checkpointed(run, result); },
-       .done =
-           [this, then = std::move(then)](const std::optional<CheckpointResult>& lease) {
-             if (stage_ == Stage::done) return;
-             --in_flight_;
-             if (lease && *lease) lease_released_ = true;
-             if (lease && !*lease)
-               log::warn("lease not released with the runs", {{"error", lease->error().message}});
-             then();
-           }});
+  supervisor_.checkpoint_together(runs, shutdown_step(release, std::move(then)));
+}
+
+StoreStep ShutdownPlan::shutdown_step(std::optional<SystemClock::time_point> release,
+                                      std::function<void()> then) {
+  return {
+      .reason = checkpoint::CheckpointReason::shutdown,
+      .deadline = deadline_,
+      .lease_until = release,
+      .release_lease = release.has_value(),
+      .keep_objects = false,
+      .each = [this](Run& run, const CheckpointResult& result) { on_checkpointed(run, result); },
+      .done =
+          [this, then = std::move(then)](const std::optional<CheckpointResult>& lease) {
+            if (stage_ == Stage::done) return;
+            --in_flight_;
+            if (lease && *lease) lease_released_ = true;
+            if (lease && !*lease)
+              log::warn("lease not released with the runs", {{"error", lease->error().message}});
+            then();
+          }};
 }
 
 void ShutdownPlan::on_checkpointed(Run& run, const CheckpointResult& result) {

@@ -148,7 +148,7 @@ void RunSupervisor::on_exit(Run& run, int wait_status) {
              {"signal", status.signal ? OrderedJson(*status.signal) : nullptr},
              {"outcome", to_string(outcome)}});
   settle(run, outcome);
-  if (exit_listener_) exit_listener_();
+  if (exit_listener_) exit_listener_(run);
   start_queued();
 }
 

@@ -64,10 +64,15 @@ void RunSupervisor::checkpoint(Run& run, checkpoint::CheckpointReason reason,
 }
 
 // Runs of one store step: the step starts once each run's queue reached it.
+// A stream's runs are added to `stream` as their turn comes.
 struct RunSupervisor::StoreBatch {
   std::vector<Run*> runs;
   std::size_t waiting = 0;
   StoreStep step;
+  std::unique_ptr<SaveStream> stream = nullptr;
+  bool closing = false;
+  std::vector<Run*> sending = {};
+  std::vector<std::uint64_t> records = {};
 };
 
 void RunSupervisor::checkpoint_together(const std::vector<Run*>& runs, StoreStep step) {
@@ -83,7 +88,6 @@ void RunSupervisor::checkpoint_together(const std::vector<Run*>& runs, StoreStep
 
 void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
   const auto& step = batch->step;
-  std::vector<Run*> sending;
   SaveAllRequest request{.runs = {},
                          .lease_until = step.lease_until,
                          .release_lease = step.release_lease,
@@ -94,21 +98,67 @@ void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
       store_op_done(*run);
       continue;
     }
-    sending.push_back(run);
+    batch->sending.push_back(run);
     request.runs.push_back(checkpoint_request(*run, step.reason));
+    batch->records.push_back(request.runs.back().records);
   }
   if (request.runs.empty() && !request.lease_until) return step.done(std::nullopt);
-  std::vector<std::uint64_t> records;
-  for (const auto& run : request.runs) records.push_back(run.records);
-  checkpoints_.save_all(request, step.deadline,
-                        [this, batch, sending, records](const SaveAllResult& result) {
-                          for (std::size_t i = 0; i < sending.size(); ++i) {
-                            record_checkpoint(*sending[i], result.runs[i], records[i]);
-                            batch->step.each(*sending[i], result.runs[i]);
-                            store_op_done(*sending[i]);
-                          }
-                          batch->step.done(result.lease);
-                        });
+  checkpoints_.save_all(request, step.deadline, [this, batch](const SaveAllResult& result) {
+    answer_batch(batch, result);
+  });
+}
+
+void RunSupervisor::answer_batch(const std::shared_ptr<StoreBatch>& batch,
+                                 const SaveAllResult& result) {
+  for (std::size_t i = 0; i < batch->sending.size(); ++i) {
+    Run& run = *batch->sending[i];
+    record_checkpoint(run, result.runs[i], batch->records[i]);
+    batch->step.each(run, result.runs[i]);
+    store_op_done(run);
+  }
+  batch->step.done(result.lease);
+}
+
+RunSupervisor::CheckpointStream RunSupervisor::open_checkpoint_stream(StoreStep step) {
+  auto batch = std::make_shared<StoreBatch>(StoreBatch{.runs = {}, .step = std::move(step)});
+  batch->stream = checkpoints_.open_save_all(batch->step.deadline);
+  return batch;
+}
+
+void RunSupervisor::add_to_stream(const CheckpointStream& batch, Run& run) {
+  ++batch->waiting;
+  enqueue_store_op(run, [this, batch, &run] {
+    --batch->waiting;
+    if (run.fenced) {
+      batch->step.each(run, fenced_result());
+      store_op_done(run);
+    } else {
+      auto request = checkpoint_request(run, batch->step.reason);
+      batch->sending.push_back(&run);
+      batch->records.push_back(request.records);
+      batch->stream->add(request);
+    }
+    if (batch->closing && batch->waiting == 0) push_stream(batch);
+  });
+}
+
+void RunSupervisor::close_stream(const CheckpointStream& batch,
+                                 std::optional<SystemClock::time_point> lease_until,
+                                 bool release_lease) {
+  batch->step.lease_until = lease_until;
+  batch->step.release_lease = release_lease;
+  batch->closing = true;
+  if (batch->waiting == 0) push_stream(batch);
+}
+
+void RunSupervisor::push_stream(const std::shared_ptr<StoreBatch>& batch) {
+  const auto& step = batch->step;
+  if (batch->sending.empty() && !step.lease_until) return step.done(std::nullopt);
+  batch->stream->push({.runs = {},
+                       .lease_until = step.lease_until,
+                       .release_lease = step.release_lease,
+                       .keep_objects = false},
+                      [this, batch](const SaveAllResult& result) { answer_batch(batch, result); });
 }
 
 void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {

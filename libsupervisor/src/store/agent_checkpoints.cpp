@@ -113,6 +113,69 @@ void AgentCheckpoints::save_all(const SaveAllRequest& request, SteadyClock::time
       });
 }
 
+namespace {
+
+// The agent's answer is awaited from the start: it may fail (be killed at
+// the deadline) before the last part is written.
+class AgentSaveStream final : public SaveStream {
+ public:
+  AgentSaveStream(AgentClient& agent, SteadyClock::time_point deadline)
+      : answer_(std::make_shared<Answer>()),
+        input_(agent.open(agent::SaveAll{.runs = {},
+                                         .lease_until = std::nullopt,
+                                         .release_lease = false,
+                                         .keep_objects = false,
+                                         .streamed = true},
+                          deadline, [answer = answer_](AgentReply<agent::SavedAll> reply) {
+                            answer->reply.emplace(std::move(reply));
+                            answer->deliver();
+                          })) {}
+  ~AgentSaveStream() override { input_->close(); }
+
+  void add(const CheckpointRequest& run) override {
+    ++answer_->runs;
+    input_->write(agent::SaveAllPart{.run = run_checkpoint(run),
+                                     .last = false,
+                                     .lease_until = std::nullopt,
+                                     .release_lease = false});
+  }
+
+  void push(const SaveAllRequest& request, std::function<void(SaveAllResult)> done) override {
+    answer_->lease = request.lease_until.has_value();
+    answer_->done = std::move(done);
+    input_->write(agent::SaveAllPart{
+        .run = std::nullopt,
+        .last = true,
+        .lease_until =
+            request.lease_until ? std::optional(epoch_seconds(*request.lease_until)) : std::nullopt,
+        .release_lease = request.release_lease});
+    input_->close();
+    answer_->deliver();
+  }
+
+ private:
+  struct Answer {
+    std::size_t runs = 0;
+    bool lease = false;
+    std::optional<AgentReply<agent::SavedAll>> reply;
+    std::function<void(SaveAllResult)> done;
+
+    void deliver() {
+      if (!reply || !done) return;
+      std::exchange(done, {})(save_all_result(*reply, runs, lease));
+    }
+  };
+
+  std::shared_ptr<Answer> answer_;
+  std::shared_ptr<AgentInput> input_;
+};
+
+}  // namespace
+
+std::unique_ptr<SaveStream> AgentCheckpoints::open_save_all(SteadyClock::time_point deadline) {
+  return std::make_unique<AgentSaveStream>(agent_, deadline);
+}
+
 void AgentCheckpoints::check(SteadyClock::time_point deadline,
                              std::function<void(CheckpointResult)> done) {
   step(agent::Check{}, deadline, std::move(done));

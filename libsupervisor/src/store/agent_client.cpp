@@ -28,13 +28,44 @@ namespace fs = std::filesystem;
 namespace {
 
 // One agent process, from spawn to its answer (or its deadline).
-struct AgentCall : std::enable_shared_from_this<AgentCall> {
+struct AgentCall : AgentInput, std::enable_shared_from_this<AgentCall> {
   explicit AgentCall(boost::asio::io_context& io) : input(io), output(io), timer(io) {}
+
+  // Lines are queued and written one write at a time; a write to an agent
+  // that is gone fails (SIGPIPE is ignored) and the rest is dropped: its
+  // answer, or its absence, tells the caller.
+  void write(const OrderedJson& part) override {
+    outbox += part.dump() + "\n";
+    if (!writing) write_next();
+  }
+  void close() override {
+    closing = true;
+    if (!writing) write_next();
+  }
+
+  void write_next() {
+    if (outbox.empty()) {
+      if (closing) input.close();
+      return;
+    }
+    writing = true;
+    sending = std::exchange(outbox, {});
+    boost::asio::async_write(
+        input, boost::asio::buffer(sending),
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+          self->writing = false;
+          if (ec) return self->input.close();
+          self->write_next();
+        });
+  }
 
   boost::asio::writable_pipe input;
   boost::asio::readable_pipe output;
   boost::asio::steady_timer timer;
-  std::string request;
+  std::string outbox;
+  std::string sending;
+  bool writing = false;
+  bool closing = false;
   std::string response;
   std::array<char, 4096> buffer{};
   bool output_closed = false;
@@ -111,6 +142,12 @@ AgentClient::~AgentClient() {
 
 void AgentClient::send(std::string op, OrderedJson call_json, SteadyClock::time_point deadline,
                        std::function<void(const Result<OrderedJson>&)> done) {
+  open(std::move(op), std::move(call_json), deadline, std::move(done))->close();
+}
+
+std::shared_ptr<AgentInput> AgentClient::open(
+    std::string op, OrderedJson call_json, SteadyClock::time_point deadline,
+    std::function<void(const Result<OrderedJson>&)> done) {
   const AgentRequest request{.version = kAgentProtocolVersion,
                              .op = std::move(op),
                              .store = store_,
@@ -119,7 +156,6 @@ void AgentClient::send(std::string op, OrderedJson call_json, SteadyClock::time_
   auto call = std::make_shared<AgentCall>(io_);
   call->display_url = display_url_;
   call->done = std::move(done);
-  call->request = OrderedJson(request).dump();
   auto [stdin_read, stdin_write] = make_pipe();
   auto [stdout_read, stdout_write] = make_pipe();
   const pid_t pid = spawn_child(io_, {{agent_binary_.string()},
@@ -131,8 +167,7 @@ void AgentClient::send(std::string op, OrderedJson call_json, SteadyClock::time_
   running_.insert(pid);
   call->input.assign(stdin_write.release());
   call->output.assign(stdout_read.release());
-  boost::asio::async_write(call->input, boost::asio::buffer(call->request),
-                           [call](boost::system::error_code, std::size_t) { call->input.close(); });
+  call->write(OrderedJson(request));
   call->read();
   call->timer.expires_at(deadline);
   call->timer.async_wait([call, pid](boost::system::error_code ec) {
@@ -145,6 +180,7 @@ void AgentClient::send(std::string op, OrderedJson call_json, SteadyClock::time_
     call->exited = true;
     call->finish_if_complete();
   });
+  return call;
 }
 
 }  // namespace inflight

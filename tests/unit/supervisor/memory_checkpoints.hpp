@@ -111,6 +111,15 @@ class MemoryCheckpoints final : public CheckpointPort {
           });
   }
 
+  // The runs are collected and pushed as one save_all() (batches() shows it);
+  // streamed() lists each run when it was added.
+  std::unique_ptr<SaveStream> open_save_all(SteadyClock::time_point deadline) override {
+    ++streams_opened_;
+    return std::make_unique<Stream>(*this, deadline);
+  }
+  int streams_opened() const { return streams_opened_; }
+  const std::vector<std::string>& streamed() const { return streamed_; }
+
   // Each run of a batch takes the next release answer; a stall of any
   // stalls the batch, which then ends as the stall does.
   void release(const std::vector<CheckpointRequest>& requests, SteadyClock::time_point deadline,
@@ -166,6 +175,28 @@ class MemoryCheckpoints final : public CheckpointPort {
   }
 
  private:
+  class Stream final : public SaveStream {
+   public:
+    Stream(MemoryCheckpoints& store, SteadyClock::time_point deadline)
+        : store_(store), deadline_(deadline) {}
+    void add(const CheckpointRequest& run) override {
+      store_.streamed_.push_back(run.run_id);
+      runs_.push_back(run);
+    }
+    void push(const SaveAllRequest& request, std::function<void(SaveAllResult)> done) override {
+      SaveAllRequest whole = request;
+      whole.runs = runs_;
+      store_.save_all(whole, deadline_, std::move(done));
+    }
+
+   private:
+    MemoryCheckpoints& store_;
+    SteadyClock::time_point deadline_;
+    std::vector<CheckpointRequest> runs_;
+  };
+
+  int streams_opened_ = 0;
+  std::vector<std::string> streamed_;
   struct StalledCall {
     explicit StalledCall(boost::asio::io_context& io) : timer(io) {}
     boost::asio::steady_timer timer;

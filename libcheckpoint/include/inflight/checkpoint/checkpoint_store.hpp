@@ -37,6 +37,12 @@ class CheckpointStore {
   // run only).
   SaveAllReport save_all(const std::vector<SaveRequest>& runs,
                          const std::optional<LeaseStep>& lease);
+  // save_all() in two steps, for runs that come one at a time (a shutdown
+  // takes each run's snapshot as its child exits): a snapshot of each run
+  // as it comes, then one push of them all. `snapshots` answer `runs` in order.
+  SaveOutcome snapshot_to_save(const SaveRequest& run);
+  SaveAllReport push_saved(const std::vector<SaveRequest>& runs, std::vector<SaveOutcome> snapshots,
+                           const std::optional<LeaseStep>& lease);
   // The runs are over: a last commit of each carrying its final
   // run-params.json, their publication (with StoreConfig::publish), then
   // their branches are deleted, each step one push for all of them and each

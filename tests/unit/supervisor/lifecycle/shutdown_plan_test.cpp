@@ -144,6 +144,32 @@ TEST_F(ShutdownPlanTest, TheFlushWindowsEndKillsWhatIsLeft) {
   EXPECT_EQ(run.status, RunStatus::interrupted);
 }
 
+// The push's connection opens at the signal, and each run goes to it as its
+// child exits: the run whose child left at once is there while another still
+// flushes, and both ride one push with the lease.
+TEST_F(ShutdownPlanTest, EachRunGoesToTheOpenPushAsItsChildExits) {
+  ready_supervisor();
+  inflight::Run& quick = submit(kSleeper);
+  inflight::Run& slow = submit(kStubborn);
+  ASSERT_TRUE(wait_for([&] { return started(quick) && started(slow); }));
+
+  auto& plan = make_plan(seconds(120), seconds(60));
+  plan.on_signal(SIGTERM);
+  EXPECT_EQ(store.streams_opened(), 1);
+  ASSERT_TRUE(wait_for([&] { return store.streamed() == std::vector<std::string>{quick.id}; }));
+  EXPECT_EQ(slow.status, RunStatus::stopping);
+  EXPECT_TRUE(store.batches().empty());
+
+  plan.on_signal(SIGTERM);  // ends the flush: the stubborn child is killed
+  ASSERT_TRUE(wait_for_exit());
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(store.streamed(), (std::vector<std::string>{quick.id, slow.id}));
+  ASSERT_EQ(store.batches().size(), 1u);
+  EXPECT_TRUE(store.batches()[0].release_lease);
+  EXPECT_FALSE(store.batches()[0].keep_objects);
+  EXPECT_TRUE(plan.lease_released());
+}
+
 TEST_F(ShutdownPlanTest, TheGracePeriodsEndBeforeAPushLandedExitsOne) {
   submit(kSleeper);
   store.answer(Step::save, Answer::stall);

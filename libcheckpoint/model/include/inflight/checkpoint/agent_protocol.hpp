@@ -79,7 +79,7 @@ namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
 
-inline constexpr int kAgentProtocolVersion = 7;
+inline constexpr int kAgentProtocolVersion = 8;
 
 // Either side's message: a restore answer carries the run-params of every
 // run it holds back, each at most 1 MiB.
@@ -200,6 +200,12 @@ INFLIGHT_AGENT_MESSAGE(SavedAll, runs, lease)
 // or its release (checkpoint_store.hpp's LeaseStep) with `release_lease`.
 // Without `keep_objects` (a shutdown) the cache does not write the new
 // objects to disk: the push is the only place they are compressed.
+//
+// With `streamed` (a shutdown), the runs and the lease step follow the
+// request, one SaveAllPart per line: the agent connects while the children
+// flush and takes each run's snapshot as soon as it comes; the part marked
+// `last` ends the call with one push. The answer lists the runs in the order
+// they came.
 struct SaveAll {
   static constexpr std::string_view op = "save_all";
   using Answer = SavedAll;
@@ -207,8 +213,17 @@ struct SaveAll {
   std::optional<std::int64_t> lease_until;  // seconds since the epoch
   bool release_lease = false;
   bool keep_objects = true;
+  bool streamed = false;
 };
-INFLIGHT_AGENT_MESSAGE(SaveAll, runs, lease_until, release_lease, keep_objects)
+INFLIGHT_AGENT_MESSAGE(SaveAll, runs, lease_until, release_lease, keep_objects, streamed)
+
+struct SaveAllPart {
+  std::optional<RunCheckpoint> run;
+  bool last = false;                        // with the lease step below
+  std::optional<std::int64_t> lease_until;  // seconds since the epoch
+  bool release_lease = false;
+};
+INFLIGHT_AGENT_MESSAGE(SaveAllPart, run, last, lease_until, release_lease)
 
 struct HoldLease {
   static constexpr std::string_view op = "lease";

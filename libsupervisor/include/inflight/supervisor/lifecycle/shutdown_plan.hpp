@@ -7,6 +7,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "inflight/core/duration.hpp"
@@ -35,10 +37,14 @@ class ShutdownPlan {
   enum class Stage { idle, flushing, killing, awaiting_restore, checkpointing, done };
 
   void begin();
-  void on_child_exit();
+  void on_child_exit(Run& run);
   void end_flush();
   void checkpoint_all();
+  bool stream(Run& run);
+  void close_stream(bool last, std::function<void()> then);
   void checkpoint_batch(const std::vector<Run*>& runs, bool last, std::function<void()> then);
+  StoreStep shutdown_step(std::optional<SystemClock::time_point> release,
+                          std::function<void()> then);
   std::optional<SystemClock::time_point> lease_release() const;
   void on_checkpointed(Run& run, const CheckpointResult& result);
   void on_released(Run& run);
@@ -59,6 +65,9 @@ class ShutdownPlan {
   bool all_landed_ = true;
   bool restored_ = true;
   bool lease_released_ = false;
+  RunSupervisor::CheckpointStream stream_;  // the runs that had started
+  std::set<std::string> streamed_;          // their ids, once added
+  std::function<void()> after_stream_;
 };
 
 }  // namespace inflight

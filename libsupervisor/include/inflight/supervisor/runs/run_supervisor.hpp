@@ -105,8 +105,8 @@ class RunSupervisor {
   void begin_shutdown();
   void kill_remaining();
   int live_children() const;
-  // Called after every child exit (the shutdown plan listens here).
-  void on_child_exit(std::function<void()> listener) { exit_listener_ = std::move(listener); }
+  // Called after every child exit, with its run (the shutdown plan listens here).
+  void on_child_exit(std::function<void(Run&)> listener) { exit_listener_ = std::move(listener); }
 
   // Checkpoints the run through the store, after any store operation of the
   // run still under way.
@@ -115,6 +115,16 @@ class RunSupervisor {
   // Checkpoints every run in one store step, each after any store operation
   // of its own still under way.
   void checkpoint_together(const std::vector<Run*>& runs, StoreStep step);
+  // checkpoint_together() of runs added one at a time (a shutdown's, each as
+  // its child exits): the store connects when the stream opens and takes
+  // each run's snapshot when its turn comes; close_stream() pushes them all
+  // with the lease step it is given (StoreStep::lease_until, release_lease).
+  struct StoreBatch;
+  using CheckpointStream = std::shared_ptr<StoreBatch>;
+  CheckpointStream open_checkpoint_stream(StoreStep step);
+  void add_to_stream(const CheckpointStream& stream, Run& run);
+  void close_stream(const CheckpointStream& stream,
+                    std::optional<SystemClock::time_point> lease_until, bool release_lease);
   // Calls `done` once the store operations queued for the run so far are over.
   void when_store_idle(Run& run, std::function<void()> done);
   // Pushes the finished run's final state and deletes its branch (again, after
@@ -182,8 +192,9 @@ class RunSupervisor {
   void record_checkpoint(Run& run, const CheckpointResult& result, std::uint64_t records);
   void record_checkpoint_failure(Run& run, const Error& error);
   void log_left_out(Run& run, const checkpoint::LeftOut& left_out);
-  struct StoreBatch;
   void send_batch(const std::shared_ptr<StoreBatch>& batch);
+  void push_stream(const std::shared_ptr<StoreBatch>& batch);
+  void answer_batch(const std::shared_ptr<StoreBatch>& batch, const SaveAllResult& result);
   void send_releases();
   void released(Run& run, const CheckpointResult& result);
   void fence(Run& run);
@@ -204,7 +215,7 @@ class RunSupervisor {
   CheckpointPushes checkpoint_pushes_;
   RunEvents run_events_;
   std::optional<SystemClock::time_point> last_landed_;
-  std::function<void()> exit_listener_;
+  std::function<void(Run&)> exit_listener_;
   // The releases of finished runs, one batch at a time: each updates the
   // one index branch, and a pod's releases racing each other for it would
   // only lose to each other. The runs that finish while one is on its way go

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -22,6 +23,15 @@
 #include "inflight/supervisor/process/child_reaper.hpp"
 
 namespace inflight {
+
+// The stdin of an agent whose request has parts that follow it
+// (agent_protocol.hpp's SaveAllPart): one message per line.
+class AgentInput {
+ public:
+  virtual ~AgentInput() = default;
+  virtual void write(const OrderedJson& part) = 0;
+  virtual void close() = 0;  // after what was written
+};
 
 class AgentClient {
  public:
@@ -37,15 +47,28 @@ class AgentClient {
   template <class Call>
   void call(const Call& call, SteadyClock::time_point deadline,
             std::function<void(AgentReply<typename Call::Answer>)> done) {
-    send(std::string(Call::op), call, deadline,
-         [done = std::move(done)](const Result<OrderedJson>& out) {
-           done(read_reply<typename Call::Answer>(out));
-         });
+    send(std::string(Call::op), call, deadline, reader(std::move(done)));
+  }
+  // call() of a request whose parts follow: written to the input returned,
+  // which the caller closes after the last.
+  template <class Call>
+  std::shared_ptr<AgentInput> open(const Call& call, SteadyClock::time_point deadline,
+                                   std::function<void(AgentReply<typename Call::Answer>)> done) {
+    return open(std::string(Call::op), call, deadline, reader(std::move(done)));
   }
 
  private:
+  template <class Answer>
+  static std::function<void(const Result<OrderedJson>&)> reader(
+      std::function<void(AgentReply<Answer>)> done) {
+    return
+        [done = std::move(done)](const Result<OrderedJson>& out) { done(read_reply<Answer>(out)); };
+  }
   void send(std::string op, OrderedJson call, SteadyClock::time_point deadline,
             std::function<void(const Result<OrderedJson>&)> done);
+  std::shared_ptr<AgentInput> open(std::string op, OrderedJson call,
+                                   SteadyClock::time_point deadline,
+                                   std::function<void(const Result<OrderedJson>&)> done);
 
   boost::asio::io_context& io_;
   ChildReaper& reaper_;

@@ -19,6 +19,7 @@ class AgentCheckpoints final : public CheckpointPort {
             std::function<void(CheckpointResult)> done) override;
   void save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
                 std::function<void(SaveAllResult)> done) override;
+  std::unique_ptr<SaveStream> open_save_all(SteadyClock::time_point deadline) override;
   void release(const std::vector<CheckpointRequest>& requests, SteadyClock::time_point deadline,
                std::function<void(std::vector<CheckpointResult>)> done) override;
   void check(SteadyClock::time_point deadline, std::function<void(CheckpointResult)> done) override;

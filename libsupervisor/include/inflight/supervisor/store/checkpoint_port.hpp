@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -57,6 +58,18 @@ struct SaveAllResult {
   std::vector<CheckpointResult> runs;     // one per request, in order
   std::optional<CheckpointResult> lease;  // when the lease was asked for: landed once renewed
                                           // (or released)
+};
+
+// A shutdown's save_all() whose runs come one at a time: the store connects
+// as it is opened, while the children flush, and takes each run's snapshot
+// as it is added; push() sends them all, with the lease's step, over that
+// connection. Like a shutdown's save_all(), it keeps no objects in the cache.
+class SaveStream {
+ public:
+  virtual ~SaveStream() = default;
+  virtual void add(const CheckpointRequest& run) = 0;
+  // `request.runs` is ignored: the runs added are answered, in order.
+  virtual void push(const SaveAllRequest& request, std::function<void(SaveAllResult)> done) = 0;
 };
 
 // A run taken over from the store, materialised into its run dir.
@@ -112,6 +125,8 @@ class CheckpointPort {
   // save() of many runs, and the lease's renewal, over one connection.
   virtual void save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
                         std::function<void(SaveAllResult)> done) = 0;
+  // A save_all() whose runs are added to the stream returned.
+  virtual std::unique_ptr<SaveStream> open_save_all(SteadyClock::time_point deadline) = 0;
   // The runs are over: their final states are pushed first (so that no
   // restore runs them again, even when the deletion fails or never happens),
   // then published, then their branches are deleted, each step one push for
