@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds inflight + inflight-demo-eval (RelWithDebInfo, build-bench/) if needed
 # and runs every benchmark in bench/. Each prints its figures and RATIO lines;
-# none asserts absolute timings. Takes ~2.5 min (cpu_ticks measures for 60 s,
+# none asserts absolute timings. Takes ~3 min (cpu_ticks measures for 60 s,
 # thousand_runs holds 200 children and 1,000 runs).
 # The checkpoint benchmarks need the git CLI (git daemon) on PATH. The scripts
 # import the test support package tests/support/inflight_testing, put on
@@ -37,8 +37,8 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"  # serve is started from temp cwds; keep this one out of the repo
 status=0
 for b in idle_rss idle_connections cpu_ticks shutdown_latency checkpoint_push periodic_bytes \
-  pushes_per_interval shutdown_push_latency restore_latency first_push_latency periodic_save_cpu \
-  runs_list publish_latency; do
+  pushes_per_interval rollout_pushes shutdown_push_latency restore_latency first_push_latency \
+  periodic_save_cpu runs_list publish_latency; do
   echo "== $b"
   /usr/bin/python3 "$repo/bench/$b.py" || { echo "$b: FAILED (exit $?)"; status=1; }
   echo
