@@ -113,6 +113,17 @@ std::optional<ck::LeaseStep> lease_step(const std::string& pod,
   return ck::LeaseStep{.lease = {.pod = pod, .until = *until}, .release = release};
 }
 
+agent::PartResult part_of(const Result<std::optional<std::string>>& step) {
+  if (!step) return {.failure = step.error(), .commit = std::nullopt, .left_out = {}};
+  return {.failure = std::nullopt, .commit = *step, .left_out = {}};
+}
+
+agent::PartResult part_of(const Result<void>& step) {
+  return {.failure = step ? std::nullopt : std::optional(step.error()),
+          .commit = std::nullopt,
+          .left_out = {}};
+}
+
 agent::SavedAll saved_all(const ck::SaveAllReport& report, bool lease) {
   for (const auto& ref : report.rewritten)
     log::error(
@@ -131,6 +142,9 @@ agent::SavedAll saved_all(const ck::SaveAllReport& report, bool lease) {
                                       : std::nullopt,
         .commit = std::nullopt,
         .left_out = {}};
+  for (const auto& step : report.finals) answer.finals.push_back(part_of(step));
+  if (report.index) answer.index = part_of(*report.index);
+  for (const auto& step : report.deletions) answer.deletions.push_back(part_of(step));
   return answer;
 }
 
@@ -149,7 +163,7 @@ agent::SavedAll streamed_save_all(Context& c) {
     }
     if (!part.last) continue;
     const auto lease = lease_step(c.pod, part.lease_until, part.release_lease);
-    return saved_all(c.store.push_saved(runs, std::move(snapshots), lease), lease.has_value());
+    return saved_all(c.store.push_saved(runs, std::move(snapshots), lease, {}), lease.has_value());
   }
 }
 
@@ -159,7 +173,11 @@ agent::SavedAll save_all(Context& c, const agent::SaveAll& call) {
   c.keep_objects = call.keep_objects;
   if (call.streamed) return streamed_save_all(c);
   const auto lease = lease_step(c.pod, call.lease_until, call.release_lease);
-  return saved_all(c.store.save_all(save_requests(call.runs, c.pod), lease), lease.has_value());
+  const ck::ReleaseSteps release{.finals = save_requests(call.finals, c.pod),
+                                 .indexed = call.indexed,
+                                 .deletions = save_requests(call.deletions, c.pod)};
+  return saved_all(c.store.save_all(save_requests(call.runs, c.pod), lease, release),
+                   lease.has_value());
 }
 
 agent::Done hold_lease(Context& c, const agent::HoldLease& call) {

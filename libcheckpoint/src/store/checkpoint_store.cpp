@@ -7,6 +7,7 @@
 #include "git/repo_objects.hpp"
 #include "inflight/core/run_dir.hpp"
 #include "snapshot/stat_cache.hpp"
+#include "store/store_steps.hpp"
 
 namespace inflight::checkpoint {
 
@@ -39,10 +40,11 @@ std::optional<std::string> CheckpointStore::snapshot(const fs::path& run_dir,
 }
 
 SaveAllReport CheckpointStore::save_all(const std::vector<SaveRequest>& runs,
-                                        const std::optional<LeaseStep>& lease) {
+                                        const std::optional<LeaseStep>& lease,
+                                        const ReleaseSteps& release) {
   std::vector<SaveOutcome> snapshots;
   for (const auto& run : runs) snapshots.push_back(snapshot_to_save(run));
-  return push_saved(runs, std::move(snapshots), lease);
+  return push_saved(runs, std::move(snapshots), lease, release);
 }
 
 SaveOutcome CheckpointStore::snapshot_to_save(const SaveRequest& run) {
@@ -63,7 +65,8 @@ SaveOutcome CheckpointStore::snapshot_to_save(const SaveRequest& run) {
 
 SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
                                           std::vector<SaveOutcome> snapshots,
-                                          const std::optional<LeaseStep>& lease) {
+                                          const std::optional<LeaseStep>& lease,
+                                          const ReleaseSteps& release) {
   SaveAllReport report{.runs = std::move(snapshots), .rewritten = {}, .lease_error = std::nullopt};
   std::vector<RefUpdate> updates;
   std::vector<std::size_t> pushed;  // index of each run update's run
@@ -75,6 +78,7 @@ SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
                        .from = {}});
     pushed.push_back(i);
   }
+  const auto steps = add_release_steps(release, updates, report);
   const bool unsaved = std::any_of(report.runs.begin(), report.runs.end(),
                                    [](const SaveOutcome& outcome) { return outcome.error; });
   if (lease && lease->release && unsaved)
@@ -85,6 +89,7 @@ SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
                           : lease_update(cache_, remote_, lease->lease));
   if (updates.empty()) return report;
   auto results = remote_.update(updates);
+  judge_release_steps(release, steps, updates, results, report);
   build_on_rewritten(runs, pushed, updates, results, report);
   for (std::size_t n = 0; n < pushed.size(); ++n) {
     report.runs[pushed[n]].ref = results[n].outcome;

@@ -19,6 +19,8 @@
 #include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/checkpoint/index_entry.hpp"
 #include "snapshot/plain_tree.hpp"
+#include "store/index_commit.hpp"
+#include "store/store_steps.hpp"
 
 namespace inflight::checkpoint {
 
@@ -44,11 +46,24 @@ std::string write_result(CacheRepo& cache, const std::string& final_commit,
       write_commit(cache, tree, final_state.get(), message, git_commit_time(final_state.get())));
 }
 
-// An index file: its path and its text.
-using IndexFile = std::pair<std::string, std::string>;
+// Before try `attempt` (from 2): pods that lost a race to one another would
+// otherwise push again at the same moment, and a server that locks the ref
+// for one push refuses the others. A random wait, doubling up to 400 ms, lets
+// one through at a time (client-go's RetryOnConflict does the same); this
+// runs in the agent's own process, never on serve's event loop.
+void back_off(int attempt) {
+  static thread_local std::minstd_rand random{std::random_device{}()};
+  const int ceiling_ms = 25 << std::min(attempt - 2, 4);
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(std::uniform_int_distribution<int>(0, ceiling_ms)(random)));
+}
 
-// The index of `tip` (none: an empty one) with `files` in it; nullopt when it
-// holds them all as they are already.
+Error publish_failure(Failure kind, std::string message) {
+  return {.kind = kind, .message = std::move(message), .candidates = {}};
+}
+
+}  // namespace
+
 std::optional<std::string> write_index(CacheRepo& cache, const std::optional<std::string>& tip,
                                        const std::vector<IndexFile>& files) {
   git_repository* git = raw_repo(cache);
@@ -75,24 +90,6 @@ std::optional<std::string> write_index(CacheRepo& cache, const std::optional<std
   return oid_hex(write_commit(cache, tree, parent.get(), subject));
 }
 
-// Before try `attempt` (from 2): pods that lost a race to one another would
-// otherwise push again at the same moment, and a server that locks the ref
-// for one push refuses the others. A random wait, doubling up to 400 ms, lets
-// one through at a time (client-go's RetryOnConflict does the same); this
-// runs in the agent's own process, never on serve's event loop.
-void back_off(int attempt) {
-  static thread_local std::minstd_rand random{std::random_device{}()};
-  const int ceiling_ms = 25 << std::min(attempt - 2, 4);
-  std::this_thread::sleep_for(
-      std::chrono::milliseconds(std::uniform_int_distribution<int>(0, ceiling_ms)(random)));
-}
-
-Error publish_failure(Failure kind, std::string message) {
-  return {.kind = kind, .message = std::move(message), .candidates = {}};
-}
-
-}  // namespace
-
 std::optional<std::string> CheckpointStore::index_tip() {
   try {
     return remote_.fetch(std::string(kIndexRef));
@@ -101,15 +98,6 @@ std::optional<std::string> CheckpointStore::index_tip() {
     throw;
   }
 }
-
-// A run to publish: its result commit and its index file.
-struct CheckpointStore::Publication {
-  std::string run_id;
-  std::string result;
-  std::string entry;
-  bool result_landed = false;
-  std::optional<Error> failure;  // it stops here: another pod published the run id first
-};
 
 // The result and the index entry of a finished run, made in the cache.
 CheckpointStore::Publication CheckpointStore::publication(const std::string& final_commit) {

@@ -58,7 +58,8 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           .containment = choose_containment(s.containment),
           .hidden_files = s.hidden_files,
           .publish = s.store.publish,
-          .keep_finished = s.keep_finished};
+          .keep_finished = s.keep_finished,
+          .release_at_ticks = s.checkpoint_interval > Duration::zero()};
 }
 
 // One serving instance: its parts in the order each needs the last, and the

@@ -100,10 +100,9 @@ void ShutdownPlan::checkpoint_all() {
       if (!stream(run)) (run.attempts() > 0 ? started : unstarted).push_back(&run);
       continue;
     }
-    if (run.release_pending && run.store_ops.empty()) supervisor_.release_checkpoint(run);
-    if (run.store_ops.empty()) continue;
+    if (!run.release_pending && run.store_ops.empty()) continue;
     ++in_flight_;
-    supervisor_.when_store_idle(run, [this, &run] { on_released(run); });
+    supervisor_.when_store_idle(run, [this, &run] { release_then_report(run); });
   }
   // One push for all; runs that had started hold paid-for work: they go first.
   auto finish = [this] { finish_when_idle(); };
@@ -170,6 +169,14 @@ void ShutdownPlan::on_checkpointed(Run& run, const CheckpointResult& result) {
   all_landed_ = false;
   log::error("checkpoint not pushed; the run stays on local disk",
              {{"run_id", run.id}, {"error", result.error().message}});
+}
+
+// What a periodic push left of a finished run's release (or a release that
+// failed) is sent at once, all its steps, and awaited.
+void ShutdownPlan::release_then_report(Run& run) {
+  if (!run.release_pending || run.fenced) return on_released(run);
+  supervisor_.release_checkpoint(run);
+  supervisor_.when_store_idle(run, [this, &run] { on_released(run); });
 }
 
 void ShutdownPlan::on_released(Run& run) {

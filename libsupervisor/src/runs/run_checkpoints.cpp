@@ -73,6 +73,10 @@ struct RunSupervisor::StoreBatch {
   bool closing = false;
   std::vector<Run*> sending = {};
   std::vector<std::uint64_t> records = {};
+  // Finished runs whose release step rides the push, by step.
+  std::vector<Run*> finals = {};
+  std::vector<Run*> indexed = {};
+  std::vector<Run*> deletions = {};
 };
 
 void RunSupervisor::checkpoint_together(const std::vector<Run*>& runs, StoreStep step) {
@@ -94,15 +98,19 @@ void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
                          .keep_objects = step.keep_objects};
   for (Run* run : batch->runs) {
     if (run->fenced) {
-      step.each(*run, fenced_result());
+      if (!run->release_pending) step.each(*run, fenced_result());
       store_op_done(*run);
-      continue;
+    } else if (run->release_pending) {
+      add_release_step(*batch, request, *run);
+    } else {
+      batch->sending.push_back(run);
+      request.runs.push_back(checkpoint_request(*run, step.reason));
+      batch->records.push_back(request.runs.back().records);
     }
-    batch->sending.push_back(run);
-    request.runs.push_back(checkpoint_request(*run, step.reason));
-    batch->records.push_back(request.runs.back().records);
   }
-  if (request.runs.empty() && !request.lease_until) return step.done(std::nullopt);
+  const bool releasing =
+      !batch->finals.empty() || !batch->indexed.empty() || !batch->deletions.empty();
+  if (request.runs.empty() && !request.lease_until && !releasing) return step.done(std::nullopt);
   checkpoints_.save_all(request, step.deadline, [this, batch](const SaveAllResult& result) {
     answer_batch(batch, result);
   });
@@ -116,7 +124,52 @@ void RunSupervisor::answer_batch(const std::shared_ptr<StoreBatch>& batch,
     batch->step.each(run, result.runs[i]);
     store_op_done(run);
   }
+  for (std::size_t i = 0; i < batch->finals.size(); ++i)
+    release_step_done(*batch->finals[i], result.finals[i]);
+  for (Run* run : batch->indexed) release_step_done(*run, *result.index);
+  for (std::size_t i = 0; i < batch->deletions.size(); ++i)
+    release_step_done(*batch->deletions[i], result.deletions[i]);
   batch->step.done(result.lease);
+}
+
+void RunSupervisor::add_release_step(StoreBatch& batch, SaveAllRequest& request, Run& run) {
+  switch (run.release_step) {
+    case ReleaseStep::final_state:
+      batch.finals.push_back(&run);
+      request.finals.push_back(checkpoint_request(run, checkpoint::CheckpointReason::final));
+      break;
+    case ReleaseStep::index:
+      batch.indexed.push_back(&run);
+      request.indexed.push_back(*run.final_commit);
+      break;
+    case ReleaseStep::deletion:
+      batch.deletions.push_back(&run);
+      request.deletions.push_back(checkpoint_request(run, checkpoint::CheckpointReason::final));
+      break;
+  }
+}
+
+// A step that landed moves the run to the next, which the next push takes;
+// the deletion ends the release. One that did not is tried again next time,
+// unless another instance owns the run.
+void RunSupervisor::release_step_done(Run& run, const CheckpointResult& result) {
+  if (run.release_step == ReleaseStep::deletion || result.failed_with(Failure::rejected))
+    return released(run, result);
+  if (!result) {
+    disk_health_.report(result);
+    log::warn("a release step of a finished run did not land; tried again next interval",
+              {{"run_id", run.id}, {"error", result.error().message}});
+    return store_op_done(run);
+  }
+  if (run.release_step == ReleaseStep::final_state) {
+    run.final_commit = result->commit;
+    const bool indexed = settings_.publish && run.final_commit;
+    run.release_step = indexed ? ReleaseStep::index : ReleaseStep::deletion;
+  } else {
+    run.release_step = ReleaseStep::deletion;
+  }
+  last_landed_ = SystemClock::now();
+  store_op_done(run);
 }
 
 RunSupervisor::CheckpointStream RunSupervisor::open_checkpoint_stream(StoreStep step) {
@@ -168,9 +221,13 @@ void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {
   });
 }
 
-// A release holds its run's store queue until its batch is answered.
+// A release holds its run's store queue until its batch is answered. With
+// release_at_ticks, its steps ride the periodic pushes instead, until a
+// shutdown sends what is left at once.
 void RunSupervisor::release_checkpoint(Run& run) {
+  if (!run.release_pending) run.release_step = ReleaseStep::final_state;
   run.release_pending = true;
+  if (settings_.release_at_ticks && phase_ != Phase::shutting_down) return;
   enqueue_store_op(run, [this, &run] {
     if (run.fenced || !run.release_pending) return store_op_done(run);
     releases_waiting_.push_back(&run);
@@ -322,6 +379,10 @@ void RunSupervisor::periodic_tick(PodLease* lease) {
     if (run.fenced || !run.store_ops.empty()) continue;
     if (run.checkpoint.ticks_to_skip > 0) {
       --run.checkpoint.ticks_to_skip;
+      continue;
+    }
+    if (run.release_pending && settings_.release_at_ticks) {
+      changed.push_back(&run);  // its next release step rides this push
       continue;
     }
     if (run.release_pending) release_checkpoint(run);

@@ -32,23 +32,68 @@ agent::RunCheckpoint run_checkpoint(const CheckpointRequest& request) {
           .total = request.total};
 }
 
-// A batched answer with a part per run and the lease, when asked for; the
+std::vector<agent::RunCheckpoint> run_checkpoints(const std::vector<CheckpointRequest>& requests) {
+  std::vector<agent::RunCheckpoint> runs;
+  for (const auto& request : requests) runs.push_back(run_checkpoint(request));
+  return runs;
+}
+
+// How many parts of each kind a batched answer must hold.
+struct SaveAllParts {
+  std::size_t runs = 0;
+  bool lease = false;
+  std::size_t finals = 0;
+  bool index = false;
+  std::size_t deletions = 0;
+};
+
+SaveAllParts parts_of(const SaveAllRequest& request) {
+  return {.runs = request.runs.size(),
+          .lease = request.lease_until.has_value(),
+          .finals = request.finals.size(),
+          .index = !request.indexed.empty(),
+          .deletions = request.deletions.size()};
+}
+
+bool whole(const agent::SavedAll& reply, const SaveAllParts& parts) {
+  return reply.runs.size() == parts.runs && (!parts.lease || reply.lease) &&
+         reply.finals.size() == parts.finals && (!parts.index || reply.index) &&
+         reply.deletions.size() == parts.deletions;
+}
+
+std::vector<CheckpointResult> part_results(const std::vector<agent::PartResult>& parts) {
+  std::vector<CheckpointResult> results;
+  for (const auto& part : parts) results.push_back(part_result(part));
+  return results;
+}
+
+std::optional<CheckpointResult> part_result(const std::optional<agent::PartResult>& part) {
+  if (!part) return std::nullopt;
+  return part_result(*part);
+}
+
+// A batched answer with a part per run, release step and the lease; the
 // failure of the whole step is every part's.
-SaveAllResult save_all_result(const AgentReply<agent::SavedAll>& reply, std::size_t runs,
-                              bool lease) {
-  const bool whole = reply && reply->runs.size() == runs && (!lease || reply->lease);
-  if (!whole) {
+SaveAllResult save_all_result(const AgentReply<agent::SavedAll>& reply, const SaveAllParts& parts) {
+  if (!reply || !whole(*reply, parts)) {
     const Error failure = reply ? Error{.kind = Failure::other,
                                         .message = "the agent's answer lacks it",
                                         .candidates = {}}
                                 : reply.error();
-    return {.runs = std::vector<CheckpointResult>(runs, failure),
-            .lease = lease ? std::optional<CheckpointResult>(failure) : std::nullopt};
+    const auto optional_failure = [&](bool asked) {
+      return asked ? std::optional<CheckpointResult>(failure) : std::nullopt;
+    };
+    return {.runs = std::vector<CheckpointResult>(parts.runs, failure),
+            .lease = optional_failure(parts.lease),
+            .finals = std::vector<CheckpointResult>(parts.finals, failure),
+            .index = optional_failure(parts.index),
+            .deletions = std::vector<CheckpointResult>(parts.deletions, failure)};
   }
-  SaveAllResult result;
-  for (const auto& part : reply->runs) result.runs.push_back(part_result(part));
-  if (lease) result.lease = part_result(*reply->lease);
-  return result;
+  return {.runs = part_results(reply->runs),
+          .lease = part_result(reply->lease),
+          .finals = part_results(reply->finals),
+          .index = part_result(reply->index),
+          .deletions = part_results(reply->deletions)};
 }
 
 }  // namespace
@@ -98,19 +143,19 @@ void AgentCheckpoints::release(const std::vector<CheckpointRequest>& requests,
 
 void AgentCheckpoints::save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
                                 std::function<void(SaveAllResult)> done) {
-  agent::SaveAll call{.runs = {},
+  agent::SaveAll call{.runs = run_checkpoints(request.runs),
                       .lease_until = request.lease_until
                                          ? std::optional(epoch_seconds(*request.lease_until))
                                          : std::nullopt,
                       .release_lease = request.release_lease,
-                      .keep_objects = request.keep_objects};
-  for (const auto& run : request.runs) call.runs.push_back(run_checkpoint(run));
-  const bool lease = request.lease_until.has_value();
-  agent_.call(
-      call, deadline,
-      [done = std::move(done), runs = call.runs.size(), lease](AgentReply<agent::SavedAll> reply) {
-        done(save_all_result(reply, runs, lease));
-      });
+                      .keep_objects = request.keep_objects,
+                      .streamed = false,
+                      .finals = run_checkpoints(request.finals),
+                      .indexed = request.indexed,
+                      .deletions = run_checkpoints(request.deletions)};
+  agent_.call(call, deadline,
+              [done = std::move(done), parts = parts_of(request)](
+                  AgentReply<agent::SavedAll> reply) { done(save_all_result(reply, parts)); });
 }
 
 namespace {
@@ -162,7 +207,7 @@ class AgentSaveStream final : public SaveStream {
 
     void deliver() {
       if (!reply || !done) return;
-      std::exchange(done, {})(save_all_result(*reply, runs, lease));
+      std::exchange(done, {})(save_all_result(*reply, {.runs = runs, .lease = lease}));
     }
   };
 

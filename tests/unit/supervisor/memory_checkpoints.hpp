@@ -83,6 +83,8 @@ class MemoryCheckpoints final : public CheckpointPort {
     reply(next_answer(Step::save, request.run_id), deadline, std::move(done), result_of);
   }
 
+  // Each run, release step and the lease takes its next answer (release
+  // steps: Step::release's); a stall of any stalls the whole push.
   void save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
                 std::function<void(SaveAllResult)> done) override {
     batches_.push_back(request);
@@ -91,25 +93,42 @@ class MemoryCheckpoints final : public CheckpointPort {
       saves_.push_back(run);
       answers.push_back(next_answer(Step::save, run.run_id));
     }
-    const std::size_t runs = answers.size();
     const bool lease = request.lease_until.has_value();
     if (lease) answers.push_back(next_answer(Step::lease));
-    // One connection: a stall of any part stalls the whole push.
+    for (const auto& run : request.finals) {
+      release_steps_.push_back("final " + run.run_id);
+      answers.push_back(next_answer(Step::release, run.run_id));
+    }
+    if (!request.indexed.empty()) {
+      release_steps_.push_back("index " + std::to_string(request.indexed.size()));
+      answers.push_back(next_answer(Step::release));
+    }
+    for (const auto& run : request.deletions) {
+      release_steps_.push_back("delete " + run.run_id);
+      answers.push_back(next_answer(Step::release, run.run_id));
+    }
     const bool stalls = std::find(answers.begin(), answers.end(), Answer::stall) != answers.end();
     reply(stalls ? Answer::stall : Answer::land, deadline, std::move(done),
-          [answers, runs, lease](Answer whole) {
+          [answers, request, lease](Answer whole) {
             // A part that stalled takes the answer that ends the stall; a
             // push that failed as a whole fails every part.
-            auto part = [whole](Answer own) {
-              return own == Answer::stall || whole != Answer::land ? whole : own;
+            auto next = answers.begin();
+            auto part = [whole, &next] {
+              const Answer own = *next++;
+              return result_of(own == Answer::stall || whole != Answer::land ? whole : own);
             };
             SaveAllResult result;
-            for (std::size_t i = 0; i < runs; ++i)
-              result.runs.push_back(result_of(part(answers[i])));
-            if (lease) result.lease = result_of(part(answers.back()));
+            for (std::size_t i = 0; i < request.runs.size(); ++i) result.runs.push_back(part());
+            if (lease) result.lease = part();
+            for (std::size_t i = 0; i < request.finals.size(); ++i) result.finals.push_back(part());
+            if (!request.indexed.empty()) result.index = part();
+            for (std::size_t i = 0; i < request.deletions.size(); ++i)
+              result.deletions.push_back(part());
             return result;
           });
   }
+  // The release steps save_all() took, in order: "final <id>", "index <n>", "delete <id>".
+  const std::vector<std::string>& release_steps() const { return release_steps_; }
 
   // The runs are collected and pushed as one save_all() (batches() shows it);
   // streamed() lists each run when it was added.
@@ -196,6 +215,7 @@ class MemoryCheckpoints final : public CheckpointPort {
   };
 
   int streams_opened_ = 0;
+  std::vector<std::string> release_steps_;
   std::vector<std::string> streamed_;
   struct StalledCall {
     explicit StalledCall(boost::asio::io_context& io) : timer(io) {}

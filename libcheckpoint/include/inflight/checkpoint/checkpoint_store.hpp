@@ -35,14 +35,15 @@ class CheckpointStore {
   // save() of many runs, pushed over one connection with the lease's step,
   // when given; each run's outcome is its own (a taken branch fences that
   // run only).
+  // `release`: the steps of finished runs that ride this push (store_types.hpp).
   SaveAllReport save_all(const std::vector<SaveRequest>& runs,
-                         const std::optional<LeaseStep>& lease);
+                         const std::optional<LeaseStep>& lease, const ReleaseSteps& release = {});
   // save_all() in two steps, for runs that come one at a time (a shutdown
   // takes each run's snapshot as its child exits): a snapshot of each run
   // as it comes, then one push of them all. `snapshots` answer `runs` in order.
   SaveOutcome snapshot_to_save(const SaveRequest& run);
   SaveAllReport push_saved(const std::vector<SaveRequest>& runs, std::vector<SaveOutcome> snapshots,
-                           const std::optional<LeaseStep>& lease);
+                           const std::optional<LeaseStep>& lease, const ReleaseSteps& release);
   // The runs are over: a last commit of each carrying its final
   // run-params.json, their publication (with StoreConfig::publish), then
   // their branches are deleted, each step one push for all of them and each
@@ -103,6 +104,22 @@ class CheckpointStore {
   struct RestorePush;
 
   struct Publication;
+  // Where the release steps' ref updates sit in a push (release_steps.cpp).
+  struct ReleaseFinal;
+  struct ReleasePush;
+
+  ReleasePush add_release_steps(const ReleaseSteps& steps, std::vector<RefUpdate>& updates,
+                                SaveAllReport& report);
+  ReleaseFinal add_final(const SaveRequest& run, std::vector<RefUpdate>& updates,
+                         Result<std::optional<std::string>>& outcome);
+  std::optional<std::size_t> add_index(const std::vector<std::string>& finals,
+                                       std::vector<RefUpdate>& updates, SaveAllReport& report);
+  void judge_release_steps(const ReleaseSteps& steps, const ReleasePush& push,
+                           const std::vector<RefUpdate>& updates,
+                           const std::vector<RefResult>& results, SaveAllReport& report);
+  void judge_final(const ReleaseFinal& final, const std::vector<RefUpdate>& updates,
+                   const std::vector<RefResult>& results,
+                   Result<std::optional<std::string>>& outcome);
 
   Publication publication(const std::string& final_commit);
   std::optional<Error> publish_all(std::vector<Publication>& publications);

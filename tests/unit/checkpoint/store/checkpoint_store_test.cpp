@@ -483,6 +483,55 @@ TEST_F(CheckpointStoreTest, RunsReleasedTogetherShareOneIndexCommit) {
   EXPECT_TRUE(has_ref("refs/heads/inflight/pod-b/taken"));  // kept for an operator
 }
 
+// The release steps that ride serve's periodic pushes (README "Results
+// that outlive the pod"), each with a checkpoint of a running run and the
+// lease: the final state and the result, then the index entry, then the
+// deletion. A result another pod published first refuses the run.
+TEST_F(CheckpointStoreTest, ReleaseStepsRideThreeBatchedSavesOneStepEach) {
+  CheckpointStore first(config("a"));
+  ASSERT_TRUE(release_one(first, finished_run(temp_.path() / "runs-a", "taken", "succeeded"),
+                          "pod-a", info("taken", CheckpointReason::final)));
+  CheckpointStore store(config("b"));
+  const auto runs = temp_.path() / "runs-b";
+  const SaveRequest running{
+      .run_dir = make_run(runs, "live", 3), .origin_pod = "pod-b", .info = info("live")};
+  const SaveRequest done{.run_dir = finished_run(runs, "r1", "succeeded"),
+                         .origin_pod = "pod-b",
+                         .info = info("r1", CheckpointReason::final)};
+  SaveRequest taken{.run_dir = finished_run(runs, "taken", "failed"),
+                    .origin_pod = "pod-b",
+                    .info = info("taken", CheckpointReason::final)};
+  append_file(taken.run_dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  const LeaseStep lease{.lease = {.pod = "pod-b", .until = 1'800'000'000}, .release = false};
+
+  const auto finals = store.save_all({running}, lease, {.finals = {done, taken}});
+  ASSERT_EQ(finals.finals.size(), 2u);
+  ASSERT_TRUE(finals.finals[0]) << finals.finals[0].error().message;
+  ASSERT_TRUE(*finals.finals[0]);
+  EXPECT_EQ(finals.finals[1].error().kind, Failure::rejected);
+  EXPECT_TRUE(has_ref("refs/inflight-results/r1"));
+  EXPECT_TRUE(has_ref("refs/heads/inflight/pod-b/live"));
+  EXPECT_FALSE(finals.lease_error);
+  EXPECT_NE(git(remote(), "log -1 --format=%s refs/heads/inflight/pod-b/r1").find("(final)"),
+            std::string::npos);
+  EXPECT_EQ(git(remote(), "ls-tree -r --name-only refs/heads/inflight-index").find("runs/r1.json"),
+            std::string::npos);  // its entry rides the next push
+
+  const auto indexed = store.save_all({}, lease, {.indexed = {**finals.finals[0]}});
+  ASSERT_TRUE(indexed.index);
+  EXPECT_TRUE(*indexed.index) << indexed.index->error().message;
+  const auto entry =
+      parse_index_entry(git(remote(), "show refs/heads/inflight-index:runs/r1.json"));
+  ASSERT_TRUE(entry) << entry.error().message;
+  EXPECT_EQ(entry->final_status, "succeeded");
+
+  const auto deleted = store.save_all({}, lease, {.deletions = {done}});
+  ASSERT_EQ(deleted.deletions.size(), 1u);
+  EXPECT_TRUE(deleted.deletions[0]) << deleted.deletions[0].error().message;
+  EXPECT_FALSE(has_ref("refs/heads/inflight/pod-b/r1"));
+  EXPECT_TRUE(has_ref("refs/heads/inflight/pod-b/taken"));  // kept for an operator
+}
+
 TEST_F(CheckpointStoreTest, WithPublishOffTheBranchGoesAndNothingIsPublished) {
   auto off = config("a");
   off.publish = false;

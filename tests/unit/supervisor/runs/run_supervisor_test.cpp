@@ -114,6 +114,59 @@ TEST_F(RunSupervisorTest, AReleaseThatFailedIsTriedAgainByThePeriodicTick) {
                   .empty());  // a finished run is not checkpointed
 }
 
+// serve (release_at_ticks): a finished run makes no push of its own. Its
+// final state and result ride one periodic push, its index entry the next,
+// its branch deletion the one after; runs finishing together share each.
+TEST_F(RunSupervisorTest, ReleaseStepsRideThePeriodicPushesOneStepEach) {
+  auto with = settings();
+  with.publish = true;
+  with.release_at_ticks = true;
+  make_supervisor(with).finish_restore();
+  inflight::Run& first = submit(OrderedJson::object());
+  inflight::Run& second = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(first.status) && is_final(second.status); }));
+  EXPECT_TRUE(first.release_pending);
+  EXPECT_TRUE(store.releases().empty());
+
+  supervisor().start_periodic_checkpoints(milliseconds(10));
+  ASSERT_TRUE(wait_for([&] { return !first.release_pending && !second.release_pending; }));
+  EXPECT_EQ(store.release_steps(),
+            (std::vector<std::string>{"final " + first.id, "final " + second.id, "index 2",
+                                      "delete " + first.id, "delete " + second.id}));
+  EXPECT_TRUE(store.releases().empty());  // no release of its own
+  EXPECT_EQ(store.batches().size(), 3u);
+  EXPECT_EQ(store.batches()[1].indexed.size(), 2u);
+}
+
+TEST_F(RunSupervisorTest, AReleaseStepThatFailedIsTakenAgainByTheNextPush) {
+  auto with = settings();
+  with.publish = true;
+  with.release_at_ticks = true;
+  make_supervisor(with).finish_restore();
+  store.answer_next(Step::release, Answer::fail);
+  inflight::Run& run = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+
+  supervisor().start_periodic_checkpoints(milliseconds(10));
+  ASSERT_TRUE(wait_for([&] { return !run.release_pending; }));
+  EXPECT_EQ(store.release_steps(), (std::vector<std::string>{"final " + run.id, "final " + run.id,
+                                                             "index 1", "delete " + run.id}));
+  EXPECT_FALSE(run.fenced);
+}
+
+TEST_F(RunSupervisorTest, WithoutPublishingAFinishedRunsBranchGoesTheNextPush) {
+  auto with = settings();
+  with.release_at_ticks = true;
+  make_supervisor(with).finish_restore();
+  inflight::Run& run = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+
+  supervisor().start_periodic_checkpoints(milliseconds(10));
+  ASSERT_TRUE(wait_for([&] { return !run.release_pending; }));
+  EXPECT_EQ(store.release_steps(),
+            (std::vector<std::string>{"final " + run.id, "delete " + run.id}));
+}
+
 TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
   ready_supervisor();
   inflight::Run& run = submit(kSleeper);

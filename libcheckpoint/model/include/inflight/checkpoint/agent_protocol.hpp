@@ -193,8 +193,13 @@ INFLIGHT_AGENT_MESSAGE(Release, runs)
 struct SavedAll {
   std::vector<PartResult> runs;     // one per run asked for, in order
   std::optional<PartResult> lease;  // set when the lease was asked for
+  // The release steps' (SaveAll::finals, indexed, deletions): a final's
+  // commit is its final checkpoint, none when there was nothing to publish.
+  std::vector<PartResult> finals = {};
+  std::optional<PartResult> index = std::nullopt;  // set when entries were asked for
+  std::vector<PartResult> deletions = {};
 };
-INFLIGHT_AGENT_MESSAGE(SavedAll, runs, lease)
+INFLIGHT_AGENT_MESSAGE(SavedAll, runs, lease, finals, index, deletions)
 
 // Every run in one push, with the lease's renewal when `lease_until` is set,
 // or its release (checkpoint_store.hpp's LeaseStep) with `release_lease`.
@@ -214,8 +219,15 @@ struct SaveAll {
   bool release_lease = false;
   bool keep_objects = true;
   bool streamed = false;
+  // Finished runs' release steps in the same push (store_types.hpp's
+  // ReleaseSteps): final states with their results, the index entries of
+  // results that landed (their final commits), branches to delete.
+  std::vector<RunCheckpoint> finals = {};
+  std::vector<std::string> indexed = {};
+  std::vector<RunCheckpoint> deletions = {};
 };
-INFLIGHT_AGENT_MESSAGE(SaveAll, runs, lease_until, release_lease, keep_objects, streamed)
+INFLIGHT_AGENT_MESSAGE(SaveAll, runs, lease_until, release_lease, keep_objects, streamed, finals,
+                       indexed, deletions)
 
 struct SaveAllPart {
   std::optional<RunCheckpoint> run;

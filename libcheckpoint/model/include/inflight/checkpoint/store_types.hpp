@@ -267,6 +267,17 @@ struct LeaseStep {
   bool release = false;
 };
 
+// The steps of finished runs that ride a periodic batched save, each in a
+// later push than the one before it (README "Results that outlive the
+// pod"): a run's final state with its result ref (created only if absent),
+// then the index entries of results that landed, then the deletion of
+// branches whose results and entries landed.
+struct ReleaseSteps {
+  std::vector<SaveRequest> finals = {};
+  std::vector<std::string> indexed = {};  // final commits whose results landed
+  std::vector<SaveRequest> deletions = {};
+};
+
 // What a batched save did: each run's outcome, and the lease's renewal or release.
 struct SaveAllReport {
   std::vector<SaveOutcome> runs;
@@ -275,6 +286,11 @@ struct SaveAllReport {
   std::vector<std::string> rewritten;
   std::optional<std::string> lease_error;  // set when the lease was asked for and not renewed
                                            // (or not released)
+  // One per ReleaseSteps::finals: its final commit (none: over the restore
+  // limits, nothing to publish) once it and its result landed.
+  std::vector<Result<std::optional<std::string>>> finals = {};
+  std::optional<Result<void>> index = std::nullopt;  // when entries were asked for
+  std::vector<Result<void>> deletions = {};          // one per ReleaseSteps::deletions
 };
 
 }  // namespace inflight::checkpoint

@@ -47,6 +47,7 @@ class ShutdownPlan {
                           std::function<void()> then);
   std::optional<SystemClock::time_point> lease_release() const;
   void on_checkpointed(Run& run, const CheckpointResult& result);
+  void release_then_report(Run& run);
   void on_released(Run& run);
   void finish_when_idle();
   void finish(int exit_code);

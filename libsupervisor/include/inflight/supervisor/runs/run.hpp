@@ -64,6 +64,10 @@ struct CheckpointState {
   bool unnamed_left_out_logged = false;
 };
 
+// The step of a finished run's release that serve's next periodic push takes
+// (store_types.hpp's ReleaseSteps).
+enum class ReleaseStep { final_state, index, deletion };
+
 struct Run {
   Run(std::string id, std::filesystem::path dir, checkpoint::RunParams params,
       boost::asio::io_context& io)
@@ -92,9 +96,12 @@ struct Run {
   checkpoint::RecordCounter records;
   CheckpointState checkpoint;
   bool fenced = false;  // another instance owns the run: never touch it again
-  // The run is over but its branch is not yet deleted (the remote failed):
-  // retried by periodic ticks and at shutdown, which reports it.
+  // The run is over but its branch is not yet deleted: serve's periodic
+  // pushes take its release steps one after the other, a failed release is
+  // retried by periodic ticks, and shutdown releases it at once and reports it.
   bool release_pending = false;
+  ReleaseStep release_step = ReleaseStep::final_state;
+  std::optional<std::string> final_commit;  // once its final state and result landed
   // Store operations of this run, one at a time, so that a periodic push, the
   // shutdown push and the branch deletion never race each other.
   std::deque<std::function<void()>> store_ops;

@@ -44,6 +44,9 @@ struct SupervisorSettings {
   bool publish = false;
   // How long a finished run stays in the API and on disk (--keep-finished).
   Duration keep_finished{std::chrono::hours(24)};
+  // serve: a finished run's release steps ride the periodic pushes, one
+  // step a push; otherwise (and at shutdown) a release is sent at once.
+  bool release_at_ticks = false;
 };
 
 enum class Phase { restoring, ready, shutting_down };
@@ -195,6 +198,8 @@ class RunSupervisor {
   void send_batch(const std::shared_ptr<StoreBatch>& batch);
   void push_stream(const std::shared_ptr<StoreBatch>& batch);
   void answer_batch(const std::shared_ptr<StoreBatch>& batch, const SaveAllResult& result);
+  void add_release_step(StoreBatch& batch, SaveAllRequest& request, Run& run);
+  void release_step_done(Run& run, const CheckpointResult& result);
   void send_releases();
   void released(Run& run, const CheckpointResult& result);
   void fence(Run& run);

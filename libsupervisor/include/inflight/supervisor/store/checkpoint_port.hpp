@@ -52,12 +52,23 @@ struct SaveAllRequest {
   // Whether the cache keeps the pushed objects for the next save; a
   // shutdown's push does not need them (the next start fetches what it lacks).
   bool keep_objects = true;
+  // Finished runs' release steps in the same push (checkpoint::ReleaseSteps):
+  // final states with their results, the index entries of results that
+  // landed (their final commits), branches to delete.
+  std::vector<CheckpointRequest> finals = {};
+  std::vector<std::string> indexed = {};
+  std::vector<CheckpointRequest> deletions = {};
 };
 
 struct SaveAllResult {
   std::vector<CheckpointResult> runs;     // one per request, in order
   std::optional<CheckpointResult> lease;  // when the lease was asked for: landed once renewed
                                           // (or released)
+  // One per final (landed: its final commit, none when there was nothing to
+  // publish), the index when asked for, one per deletion.
+  std::vector<CheckpointResult> finals = {};
+  std::optional<CheckpointResult> index = std::nullopt;
+  std::vector<CheckpointResult> deletions = {};
 };
 
 // A shutdown's save_all() whose runs come one at a time: the store connects

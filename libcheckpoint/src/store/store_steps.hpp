@@ -1,0 +1,36 @@
+// The steps CheckpointStore takes in more than one file: a publication
+// (publish.cpp) and where the release steps of finished runs sit in a
+// periodic push (release_steps.cpp, made by checkpoint_store.cpp).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inflight/checkpoint/checkpoint_store.hpp"
+
+namespace inflight::checkpoint {
+
+// A run to publish: its result commit and its index file.
+struct CheckpointStore::Publication {
+  std::string run_id;
+  std::string result;
+  std::string entry;
+  bool result_landed = false;
+  std::optional<Error> failure;  // it stops here: another pod published the run id first
+};
+
+struct CheckpointStore::ReleaseFinal {
+  std::optional<std::size_t> branch;  // none: its final state was pushed before
+  std::optional<std::size_t> result;  // none: not published (--publish off, nothing final)
+  std::string run_id;
+};
+
+struct CheckpointStore::ReleasePush {
+  std::vector<ReleaseFinal> finals;
+  std::optional<std::size_t> index;
+  std::vector<std::size_t> deletions;
+};
+
+}  // namespace inflight::checkpoint
