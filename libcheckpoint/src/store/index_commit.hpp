@@ -20,4 +20,10 @@ using IndexFile = std::pair<std::string, std::string>;
 std::optional<std::string> write_index(CacheRepo& cache, const std::optional<std::string>& tip,
                                        const std::vector<IndexFile>& files);
 
+// The index `index` with each of `paths` as the index `base` holds it
+// (removed where `base` has none); nullopt when that changes nothing.
+std::optional<std::string> index_with_paths_of(CacheRepo& cache, const std::string& index,
+                                               const std::optional<std::string>& base,
+                                               const std::vector<std::string>& paths);
+
 }  // namespace inflight::checkpoint

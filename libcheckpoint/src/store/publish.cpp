@@ -90,6 +90,35 @@ std::optional<std::string> write_index(CacheRepo& cache, const std::optional<std
   return oid_hex(write_commit(cache, tree, parent.get(), subject));
 }
 
+std::optional<std::string> index_with_paths_of(CacheRepo& cache, const std::string& index,
+                                               const std::optional<std::string>& base,
+                                               const std::vector<std::string>& paths) {
+  git_repository* git = raw_repo(cache);
+  const CommitHandle parent = lookup_commit(git, index);
+  const TreeHandle base_tree = base ? tree_of(lookup_commit(git, *base).get()) : TreeHandle();
+  std::vector<TreeEntryHandle> kept;
+  std::vector<git_tree_update> updates;
+  for (const auto& path : paths) {
+    git_tree_entry* raw = nullptr;
+    const bool had = base_tree && git_tree_entry_bypath(&raw, base_tree.get(), path.c_str()) == 0;
+    if (!had) git_error_clear();
+    kept.emplace_back(raw);
+    updates.push_back({.action = had ? GIT_TREE_UPDATE_UPSERT : GIT_TREE_UPDATE_REMOVE,
+                       .id = had ? *git_tree_entry_id(raw) : git_oid{},
+                       .filemode = GIT_FILEMODE_BLOB,
+                       .path = path.c_str()});
+  }
+  const git_oid* from = git_commit_tree_id(parent.get());
+  git_oid tree;
+  git_check(git_tree_create_updated(&tree, git, lookup_tree(git, *from).get(), updates.size(),
+                                    updates.data()),
+            "put index entries back");
+  if (git_oid_equal(&tree, from)) return std::nullopt;
+  return oid_hex(write_commit(cache, tree, parent.get(),
+                              "inflight index: withdraw " + std::to_string(paths.size()) +
+                                  " entries of runs another pod holds"));
+}
+
 std::optional<std::string> CheckpointStore::index_tip() {
   try {
     return remote_.fetch(std::string(kIndexRef));

@@ -35,11 +35,21 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
                                                                 std::vector<RefUpdate>& updates,
                                                                 SaveAllReport& report) {
   ReleasePush push;
+  std::vector<IndexFile> entries;
   for (const auto& run : steps.finals) {
     report.finals.emplace_back(std::nullopt);
-    push.finals.push_back(add_final(run, updates, report.finals.back()));
+    push.finals.push_back(add_final(run, updates, report.finals.back(), entries));
   }
-  if (!steps.indexed.empty()) push.index = add_index(steps.indexed, updates, report);
+  for (const auto& final_commit : steps.indexed) {
+    try {
+      auto published = publication(final_commit);
+      entries.emplace_back(index_path(published.run_id), std::move(published.entry));
+    } catch (const std::exception& e) {
+      report.index = step_failure(Failure::other, e.what());
+    }
+  }
+  if (!entries.empty() && !report.index) report.index = Result<void>{};
+  if (!entries.empty()) add_index(entries, updates, push, *report.index);
   for (const auto& run : steps.deletions) {
     push.deletions.push_back(updates.size());
     updates.push_back(
@@ -54,7 +64,7 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
 // restore limits is neither: the branch goes as it is.
 CheckpointStore::ReleaseFinal CheckpointStore::add_final(
     const SaveRequest& run, std::vector<RefUpdate>& updates,
-    Result<std::optional<std::string>>& outcome) {
+    Result<std::optional<std::string>>& outcome, std::vector<IndexFile>& entries) {
   ReleaseFinal final{.branch = std::nullopt, .result = std::nullopt, .run_id = run.info.run_id};
   const auto ref = branch_ref({run.origin_pod, run.info.run_id});
   try {
@@ -70,9 +80,10 @@ CheckpointStore::ReleaseFinal CheckpointStore::add_final(
     }
     outcome = commit;
     if (!config_.publish || !commit) return final;
+    auto published = publication(*commit);
     final.result = updates.size();
-    updates.push_back(
-        {.ref = result_ref(run.info.run_id), .commit = publication(*commit).result, .from = ""});
+    updates.push_back({.ref = result_ref(run.info.run_id), .commit = published.result, .from = ""});
+    entries.emplace_back(index_path(run.info.run_id), std::move(published.entry));
   } catch (const GitError& e) {
     if (e.kind() == Failure::cache || e.network()) throw;
     if (e.kind() != Failure::over_limit) outcome = e.error();
@@ -83,27 +94,19 @@ CheckpointStore::ReleaseFinal CheckpointStore::add_final(
 }
 
 // One index commit with every entry, on the tip as it is now.
-std::optional<std::size_t> CheckpointStore::add_index(const std::vector<std::string>& finals,
-                                                      std::vector<RefUpdate>& updates,
-                                                      SaveAllReport& report) {
+void CheckpointStore::add_index(const std::vector<IndexFile>& entries,
+                                std::vector<RefUpdate>& updates, ReleasePush& push,
+                                Result<void>& outcome) {
   try {
-    std::vector<IndexFile> files;
-    for (const auto& final_commit : finals) {
-      auto publication_of = publication(final_commit);
-      files.emplace_back(index_path(publication_of.run_id), std::move(publication_of.entry));
-    }
-    const auto index = write_index(cache_, index_tip(), files);
-    report.index = Result<void>{};
-    if (!index) return std::nullopt;  // every entry is there already
+    push.index_base = index_tip();
+    const auto index = write_index(cache_, push.index_base, entries);
+    if (!index) return;  // every entry is there already
+    push.index = updates.size();
     updates.push_back({.ref = std::string(kIndexRef), .commit = *index, .from = {}});
-    return updates.size() - 1;
   } catch (const GitError& e) {
     if (e.kind() == Failure::cache || e.network()) throw;
-    report.index = e.error();
-  } catch (const std::exception& e) {
-    report.index = step_failure(Failure::other, e.what());
+    outcome = e.error();
   }
-  return std::nullopt;
 }
 
 void CheckpointStore::judge_release_steps(const ReleaseSteps& steps, const ReleasePush& push,
@@ -114,6 +117,8 @@ void CheckpointStore::judge_release_steps(const ReleaseSteps& steps, const Relea
     judge_final(push.finals[i], updates, results, report.finals[i]);
   if (push.index && results[*push.index].outcome != RefOutcome::updated)
     report.index = unlanded(updates[*push.index], results[*push.index]);
+  else if (push.index)
+    withdraw_entries(push, updates[*push.index].commit, report);
   for (std::size_t i = 0; i < push.deletions.size(); ++i) {
     const auto n = push.deletions[i];
     const auto& run = steps.deletions[i];
@@ -149,6 +154,27 @@ void CheckpointStore::judge_final(const ReleaseFinal& final, const std::vector<R
                                                                 "first (" +
                                                                 result.detail + ")")
                           : unlanded(updates[*final.result], result);
+}
+
+// An entry that landed with a run whose result or branch another instance
+// holds describes the wrong run dir: put back what the index held before
+// (the other pod's entry, or none), in a push of its own. Rare: the same run
+// id finished on two pods, or a run fenced as it finished.
+void CheckpointStore::withdraw_entries(const ReleasePush& push, const std::string& index,
+                                       SaveAllReport& report) {
+  std::vector<std::string> paths;
+  for (std::size_t i = 0; i < push.finals.size(); ++i)
+    if (report.finals[i].failed_with(Failure::rejected) && push.finals[i].result)
+      paths.push_back(index_path(push.finals[i].run_id));
+  if (paths.empty()) return;
+  const auto reverted = index_with_paths_of(cache_, index, push.index_base, paths);
+  if (!reverted) return;
+  const auto landed =
+      remote_.update({{.ref = std::string(kIndexRef), .commit = *reverted, .from = index}});
+  if (landed[0].outcome != RefOutcome::updated)
+    report.index =
+        step_failure(Failure::other, "withdrawing the index entries of runs another pod holds: " +
+                                         landed[0].detail);
 }
 
 }  // namespace inflight::checkpoint

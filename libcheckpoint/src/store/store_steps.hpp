@@ -30,6 +30,7 @@ struct CheckpointStore::ReleaseFinal {
 struct CheckpointStore::ReleasePush {
   std::vector<ReleaseFinal> finals;
   std::optional<std::size_t> index;
+  std::optional<std::string> index_base;  // the tip the index commit was made on
   std::vector<std::size_t> deletions;
 };
 

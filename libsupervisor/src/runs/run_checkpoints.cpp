@@ -125,10 +125,10 @@ void RunSupervisor::answer_batch(const std::shared_ptr<StoreBatch>& batch,
     store_op_done(run);
   }
   for (std::size_t i = 0; i < batch->finals.size(); ++i)
-    release_step_done(*batch->finals[i], result.finals[i]);
-  for (Run* run : batch->indexed) release_step_done(*run, *result.index);
+    release_step_done(*batch->finals[i], result.finals[i], result.index);
+  for (Run* run : batch->indexed) release_step_done(*run, *result.index, result.index);
   for (std::size_t i = 0; i < batch->deletions.size(); ++i)
-    release_step_done(*batch->deletions[i], result.deletions[i]);
+    release_step_done(*batch->deletions[i], result.deletions[i], std::nullopt);
   batch->step.done(result.lease);
 }
 
@@ -149,10 +149,12 @@ void RunSupervisor::add_release_step(StoreBatch& batch, SaveAllRequest& request,
   }
 }
 
-// A step that landed moves the run to the next, which the next push takes;
-// the deletion ends the release. One that did not is tried again next time,
-// unless another instance owns the run.
-void RunSupervisor::release_step_done(Run& run, const CheckpointResult& result) {
+// A step that landed moves the run to the next, which the next push takes:
+// the final state and the result ride with their index entry, the deletion
+// goes once both landed. A step that did not is tried again next time,
+// unless another instance owns the run. `index`: the push's index commit.
+void RunSupervisor::release_step_done(Run& run, const CheckpointResult& result,
+                                      const std::optional<CheckpointResult>& index) {
   if (run.release_step == ReleaseStep::deletion || result.failed_with(Failure::rejected))
     return released(run, result);
   if (!result) {
@@ -161,13 +163,12 @@ void RunSupervisor::release_step_done(Run& run, const CheckpointResult& result) 
               {{"run_id", run.id}, {"error", result.error().message}});
     return store_op_done(run);
   }
-  if (run.release_step == ReleaseStep::final_state) {
-    run.final_commit = result->commit;
-    const bool indexed = settings_.publish && run.final_commit;
-    run.release_step = indexed ? ReleaseStep::index : ReleaseStep::deletion;
-  } else {
-    run.release_step = ReleaseStep::deletion;
-  }
+  if (run.release_step == ReleaseStep::final_state) run.final_commit = result->commit;
+  const bool indexed = !settings_.publish || !run.final_commit || (index && *index);
+  if (!indexed && index)
+    log::warn("a finished run's index entry did not land; tried again next interval",
+              {{"run_id", run.id}, {"error", index->error().message}});
+  run.release_step = indexed ? ReleaseStep::deletion : ReleaseStep::index;
   last_landed_ = SystemClock::now();
   store_op_done(run);
 }

@@ -99,17 +99,18 @@ class MemoryCheckpoints final : public CheckpointPort {
       release_steps_.push_back("final " + run.run_id);
       answers.push_back(next_answer(Step::release, run.run_id));
     }
-    if (!request.indexed.empty()) {
+    // Entries ride with the finals too (checkpoint::ReleaseSteps).
+    const bool index = !request.indexed.empty() || !request.finals.empty();
+    if (!request.indexed.empty())
       release_steps_.push_back("index " + std::to_string(request.indexed.size()));
-      answers.push_back(next_answer(Step::release));
-    }
+    if (index) answers.push_back(next_answer(Step::release));
     for (const auto& run : request.deletions) {
       release_steps_.push_back("delete " + run.run_id);
       answers.push_back(next_answer(Step::release, run.run_id));
     }
     const bool stalls = std::find(answers.begin(), answers.end(), Answer::stall) != answers.end();
     reply(stalls ? Answer::stall : Answer::land, deadline, std::move(done),
-          [answers, request, lease](Answer whole) {
+          [answers, request, lease, index](Answer whole) {
             // A part that stalled takes the answer that ends the stall; a
             // push that failed as a whole fails every part.
             auto next = answers.begin();
@@ -121,7 +122,7 @@ class MemoryCheckpoints final : public CheckpointPort {
             for (std::size_t i = 0; i < request.runs.size(); ++i) result.runs.push_back(part());
             if (lease) result.lease = part();
             for (std::size_t i = 0; i < request.finals.size(); ++i) result.finals.push_back(part());
-            if (!request.indexed.empty()) result.index = part();
+            if (index) result.index = part();
             for (std::size_t i = 0; i < request.deletions.size(); ++i)
               result.deletions.push_back(part());
             return result;

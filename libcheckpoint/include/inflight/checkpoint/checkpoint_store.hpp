@@ -111,9 +111,11 @@ class CheckpointStore {
   ReleasePush add_release_steps(const ReleaseSteps& steps, std::vector<RefUpdate>& updates,
                                 SaveAllReport& report);
   ReleaseFinal add_final(const SaveRequest& run, std::vector<RefUpdate>& updates,
-                         Result<std::optional<std::string>>& outcome);
-  std::optional<std::size_t> add_index(const std::vector<std::string>& finals,
-                                       std::vector<RefUpdate>& updates, SaveAllReport& report);
+                         Result<std::optional<std::string>>& outcome,
+                         std::vector<std::pair<std::string, std::string>>& entries);
+  void add_index(const std::vector<std::pair<std::string, std::string>>& entries,
+                 std::vector<RefUpdate>& updates, ReleasePush& push, Result<void>& outcome);
+  void withdraw_entries(const ReleasePush& push, const std::string& index, SaveAllReport& report);
   void judge_release_steps(const ReleaseSteps& steps, const ReleasePush& push,
                            const std::vector<RefUpdate>& updates,
                            const std::vector<RefResult>& results, SaveAllReport& report);

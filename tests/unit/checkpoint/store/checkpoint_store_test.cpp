@@ -485,9 +485,10 @@ TEST_F(CheckpointStoreTest, RunsReleasedTogetherShareOneIndexCommit) {
 
 // The release steps that ride serve's periodic pushes (README "Results
 // that outlive the pod"), each with a checkpoint of a running run and the
-// lease: the final state and the result, then the index entry, then the
-// deletion. A result another pod published first refuses the run.
-TEST_F(CheckpointStoreTest, ReleaseStepsRideThreeBatchedSavesOneStepEach) {
+// lease: the final state, the result and the index entry, then the
+// deletion. A result another pod published first refuses the run, and its
+// entry is put back as it was; an entry is also written again on its own.
+TEST_F(CheckpointStoreTest, ReleaseStepsRideBatchedSaves) {
   CheckpointStore first(config("a"));
   ASSERT_TRUE(release_one(first, finished_run(temp_.path() / "runs-a", "taken", "succeeded"),
                           "pod-a", info("taken", CheckpointReason::final)));
@@ -514,16 +515,20 @@ TEST_F(CheckpointStoreTest, ReleaseStepsRideThreeBatchedSavesOneStepEach) {
   EXPECT_FALSE(finals.lease_error);
   EXPECT_NE(git(remote(), "log -1 --format=%s refs/heads/inflight/pod-b/r1").find("(final)"),
             std::string::npos);
-  EXPECT_EQ(git(remote(), "ls-tree -r --name-only refs/heads/inflight-index").find("runs/r1.json"),
-            std::string::npos);  // its entry rides the next push
-
-  const auto indexed = store.save_all({}, lease, {.indexed = {**finals.finals[0]}});
-  ASSERT_TRUE(indexed.index);
-  EXPECT_TRUE(*indexed.index) << indexed.index->error().message;
+  ASSERT_TRUE(finals.index);
+  EXPECT_TRUE(*finals.index) << finals.index->error().message;
   const auto entry =
       parse_index_entry(git(remote(), "show refs/heads/inflight-index:runs/r1.json"));
   ASSERT_TRUE(entry) << entry.error().message;
   EXPECT_EQ(entry->final_status, "succeeded");
+  const auto kept =
+      parse_index_entry(git(remote(), "show refs/heads/inflight-index:runs/taken.json"));
+  ASSERT_TRUE(kept) << kept.error().message;
+  EXPECT_EQ(kept->final_status, "succeeded");  // pod-a's, not this pod's "failed"
+
+  const auto indexed = store.save_all({}, lease, {.indexed = {**finals.finals[0]}});
+  ASSERT_TRUE(indexed.index);
+  EXPECT_TRUE(*indexed.index) << indexed.index->error().message;
 
   const auto deleted = store.save_all({}, lease, {.deletions = {done}});
   ASSERT_EQ(deleted.deletions.size(), 1u);

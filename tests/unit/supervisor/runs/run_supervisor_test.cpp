@@ -115,8 +115,8 @@ TEST_F(RunSupervisorTest, AReleaseThatFailedIsTriedAgainByThePeriodicTick) {
 }
 
 // serve (release_at_ticks): a finished run makes no push of its own. Its
-// final state and result ride one periodic push, its index entry the next,
-// its branch deletion the one after; runs finishing together share each.
+// final state, result and index entry ride one periodic push, its branch
+// deletion the next; runs finishing together share each.
 TEST_F(RunSupervisorTest, ReleaseStepsRideThePeriodicPushesOneStepEach) {
   auto with = settings();
   with.publish = true;
@@ -131,11 +131,30 @@ TEST_F(RunSupervisorTest, ReleaseStepsRideThePeriodicPushesOneStepEach) {
   supervisor().start_periodic_checkpoints(milliseconds(10));
   ASSERT_TRUE(wait_for([&] { return !first.release_pending && !second.release_pending; }));
   EXPECT_EQ(store.release_steps(),
-            (std::vector<std::string>{"final " + first.id, "final " + second.id, "index 2",
+            (std::vector<std::string>{"final " + first.id, "final " + second.id,
                                       "delete " + first.id, "delete " + second.id}));
   EXPECT_TRUE(store.releases().empty());  // no release of its own
-  EXPECT_EQ(store.batches().size(), 3u);
-  EXPECT_EQ(store.batches()[1].indexed.size(), 2u);
+  EXPECT_EQ(store.batches().size(), 2u);
+}
+
+// The index entry alone is tried again when only it did not land (another
+// pod moved the index); the deletion waits for it.
+TEST_F(RunSupervisorTest, AnIndexEntryThatDidNotLandIsTriedAgainBeforeTheDeletion) {
+  auto with = settings();
+  with.publish = true;
+  with.release_at_ticks = true;
+  make_supervisor(with).finish_restore();
+  store.answer_next(Step::release, Answer::land);  // the final state and result
+  store.answer_next(Step::release, Answer::fail);  // the index entry
+  inflight::Run& run = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+
+  supervisor().start_periodic_checkpoints(milliseconds(10));
+  ASSERT_TRUE(wait_for([&] { return !run.release_pending; }));
+  EXPECT_EQ(store.release_steps(),
+            (std::vector<std::string>{"final " + run.id, "index 1", "delete " + run.id}));
+  ASSERT_EQ(store.batches().size(), 3u);
+  EXPECT_EQ(store.batches()[1].indexed, std::vector<std::string>{*run.final_commit});
 }
 
 TEST_F(RunSupervisorTest, AReleaseStepThatFailedIsTakenAgainByTheNextPush) {
@@ -149,8 +168,8 @@ TEST_F(RunSupervisorTest, AReleaseStepThatFailedIsTakenAgainByTheNextPush) {
 
   supervisor().start_periodic_checkpoints(milliseconds(10));
   ASSERT_TRUE(wait_for([&] { return !run.release_pending; }));
-  EXPECT_EQ(store.release_steps(), (std::vector<std::string>{"final " + run.id, "final " + run.id,
-                                                             "index 1", "delete " + run.id}));
+  EXPECT_EQ(store.release_steps(),
+            (std::vector<std::string>{"final " + run.id, "final " + run.id, "delete " + run.id}));
   EXPECT_FALSE(run.fenced);
 }
 

@@ -65,7 +65,8 @@ struct CheckpointState {
 };
 
 // The step of a finished run's release that serve's next periodic push takes
-// (store_types.hpp's ReleaseSteps).
+// (store_types.hpp's ReleaseSteps): its final state with its result and
+// index entry, the entry again when only it failed, then the deletion.
 enum class ReleaseStep { final_state, index, deletion };
 
 struct Run {

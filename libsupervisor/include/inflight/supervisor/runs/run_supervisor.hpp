@@ -199,7 +199,8 @@ class RunSupervisor {
   void push_stream(const std::shared_ptr<StoreBatch>& batch);
   void answer_batch(const std::shared_ptr<StoreBatch>& batch, const SaveAllResult& result);
   void add_release_step(StoreBatch& batch, SaveAllRequest& request, Run& run);
-  void release_step_done(Run& run, const CheckpointResult& result);
+  void release_step_done(Run& run, const CheckpointResult& result,
+                         const std::optional<CheckpointResult>& index);
   void send_releases();
   void released(Run& run, const CheckpointResult& result);
   void fence(Run& run);
