@@ -1,6 +1,8 @@
 // The store side of runs: checkpoints one at a time per run, periodic
 // checkpoints of changed run dirs, branch release, and fencing.
 
+#include <algorithm>
+
 #include "inflight/core/log.hpp"
 #include "inflight/core/run_dir.hpp"
 #include "inflight/supervisor/runs/run_supervisor.hpp"
@@ -171,6 +173,7 @@ void RunSupervisor::release_step_done(Run& run, const CheckpointResult& result,
   run.release_step = indexed ? ReleaseStep::deletion : ReleaseStep::index;
   last_landed_ = SystemClock::now();
   store_op_done(run);
+  if (indexed) bring_tick_forward();
 }
 
 RunSupervisor::CheckpointStream RunSupervisor::open_checkpoint_stream(StoreStep step) {
@@ -228,7 +231,7 @@ void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {
 void RunSupervisor::release_checkpoint(Run& run) {
   if (!run.release_pending) run.release_step = ReleaseStep::final_state;
   run.release_pending = true;
-  if (settings_.release_at_ticks && phase_ != Phase::shutting_down) return;
+  if (settings_.release_at_ticks && phase_ != Phase::shutting_down) return bring_tick_forward();
   enqueue_store_op(run, [this, &run] {
     if (run.fenced || !run.release_pending) return store_op_done(run);
     releases_waiting_.push_back(&run);
@@ -361,12 +364,33 @@ void RunSupervisor::fence(Run& run) {
 
 void RunSupervisor::start_periodic_checkpoints(Duration interval, PodLease* lease) {
   if (interval <= Duration::zero()) return;
-  periodic_timer_.expires_after(interval);
-  periodic_timer_.async_wait([this, interval, lease](const boost::system::error_code& ec) {
-    if (ec || phase_ == Phase::shutting_down) return;
-    periodic_tick(lease);
-    start_periodic_checkpoints(interval, lease);
+  periodic_interval_ = interval;
+  periodic_lease_ = lease;
+  const bool releasing =
+      std::any_of(runs_.begin(), runs_.end(), [](const auto& run) { return run->release_pending; });
+  schedule_tick(releasing ? std::min(interval, kReleaseWindow) : interval);
+}
+
+// A tick whose timer was set again (bring_tick_forward) finds its
+// generation gone, even when its handler was already queued.
+void RunSupervisor::schedule_tick(Duration after) {
+  const auto generation = ++tick_generation_;
+  periodic_timer_.expires_after(after);
+  periodic_timer_.async_wait([this, generation](const boost::system::error_code& ec) {
+    if (ec || generation != tick_generation_ || phase_ == Phase::shutting_down) return;
+    periodic_tick(periodic_lease_);
+    schedule_tick(periodic_interval_);
   });
+}
+
+// A finished run's next release step rides a push within kReleaseWindow
+// rather than a whole interval: its result shows soon, and runs ending
+// within the window still share the push. Intervals that short are left as
+// they are.
+void RunSupervisor::bring_tick_forward() {
+  if (periodic_interval_ <= kReleaseWindow || phase_ == Phase::shutting_down) return;
+  if (periodic_timer_.expiry() - SteadyClock::now() <= kReleaseWindow) return;
+  schedule_tick(kReleaseWindow);
 }
 
 // One push for every run that changed since its last checkpoint and for the

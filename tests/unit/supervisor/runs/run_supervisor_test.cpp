@@ -173,6 +173,25 @@ TEST_F(RunSupervisorTest, AReleaseStepThatFailedIsTakenAgainByTheNextPush) {
   EXPECT_FALSE(run.fenced);
 }
 
+// With an interval longer than kReleaseWindow, a run's end brings the next
+// push forward, and so does a final state that landed: its release takes
+// two pushes within a few seconds, not two intervals.
+TEST_F(RunSupervisorTest, AFinishedRunBringsThePeriodicPushForward) {
+  auto with = settings();
+  with.publish = true;
+  with.release_at_ticks = true;
+  make_supervisor(with).finish_restore();
+  supervisor().start_periodic_checkpoints(std::chrono::hours(1));
+  inflight::Run& run = submit(OrderedJson::object());
+
+  ASSERT_TRUE(wait_for([&] { return store.release_steps().size() == 2 && !run.release_pending; },
+                       std::chrono::seconds(10)));
+  EXPECT_EQ(store.release_steps(),
+            (std::vector<std::string>{"final " + run.id, "delete " + run.id}));
+  EXPECT_EQ(store.batches().size(), 2u);
+  EXPECT_TRUE(is_final(run.status));
+}
+
 TEST_F(RunSupervisorTest, WithoutPublishingAFinishedRunsBranchGoesTheNextPush) {
   auto with = settings();
   with.release_at_ticks = true;

@@ -51,6 +51,10 @@ struct SupervisorSettings {
 
 enum class Phase { restoring, ready, shutting_down };
 
+// How soon a finished run's next release step is pushed when the periodic
+// interval is longer (README "Results that outlive the pod").
+inline constexpr Duration kReleaseWindow = std::chrono::seconds(2);
+
 // One store step for many runs (checkpoint_together).
 struct StoreStep {
   checkpoint::CheckpointReason reason;
@@ -205,6 +209,8 @@ class RunSupervisor {
   void released(Run& run, const CheckpointResult& result);
   void fence(Run& run);
   void periodic_tick(PodLease* lease);
+  void schedule_tick(Duration after);
+  void bring_tick_forward();
 
   boost::asio::io_context& io_;
   ChildReaper& reaper_;
@@ -229,6 +235,9 @@ class RunSupervisor {
   std::vector<Run*> releases_waiting_;
   bool release_sent_ = false;
   boost::asio::steady_timer periodic_timer_;
+  Duration periodic_interval_{};
+  PodLease* periodic_lease_ = nullptr;
+  std::uint64_t tick_generation_ = 0;
   DiskHealth disk_health_;
 };
 
