@@ -134,16 +134,10 @@ class TimedServe(BenchServe):
     """BenchServe whose log events carry the time they arrived ("_t",
     monotonic): serve's own timestamps are whole seconds."""
 
-    def _read(self):
-        for line in self.proc.stderr:
-            event = parse_log_line(line)
-            event["_t"] = time.monotonic()
-            with self.changed:
-                self.lines.append(line)
-                self._events.append(event)
-                self.changed.notify_all()
-        with self.changed:
-            self.changed.notify_all()
+    def _parsed(self, line):
+        event = parse_log_line(line)
+        event["_t"] = time.monotonic()
+        return event
 
 
 class Pod:

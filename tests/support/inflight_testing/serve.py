@@ -51,13 +51,17 @@ class Serve:
 
     def _read(self):
         for line in self.proc.stderr:
-            event = parse_log_line(line)
+            event = self._parsed(line)
             with self.changed:
                 self.lines.append(line)
                 self._events.append(event)
                 self.changed.notify_all()
         with self.changed:
             self.changed.notify_all()
+
+    def _parsed(self, line):
+        """One log line as the event kept; a subclass may add to it."""
+        return parse_log_line(line)
 
     def events(self):
         with self.changed:
