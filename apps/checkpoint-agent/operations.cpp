@@ -52,7 +52,8 @@ struct Context {
   bool keep_objects = true;
   // The next message on stdin, for an op whose parts follow its request;
   // throws when stdin ends first.
-  std::function<OrderedJson()> next_message;
+  std::function<OrderedJson()> next_message = {};
+  std::uint64_t max_file_bytes = 0;  // of a file read whole: the restore limit
 };
 
 ck::CheckpointInfo checkpoint_info(const agent::RunCheckpoint& run, const std::string& pod) {
@@ -426,7 +427,8 @@ agent::RunsListed list_runs(Context& c, const agent::ListRuns&) {
 
 agent::RunShown show_run(Context& c, const agent::ShowRun& call) {
   const auto run = ck::fetch_run(c.store.remote(), call.run_id);
-  const auto text = ck::read_file_at(c.store.cache(), run.commit, ck::kRunParamsFile);
+  const auto text =
+      ck::read_file_at(c.store.cache(), run.commit, ck::kRunParamsFile, ck::kMaxRunParamsBytes);
   auto params = text ? parse_bounded_json(*text, {.max_bytes = ck::kMaxRunParamsBytes})
                      : Result<OrderedJson>(OrderedJson());
   return {.where = run.where, .run_params = params ? std::move(*params) : OrderedJson()};
@@ -436,7 +438,7 @@ agent::RunShown show_run(Context& c, const agent::ShowRun& call) {
 // in its place is not followed.
 agent::RunLogWritten run_log(Context& c, const agent::WriteRunLog& call) {
   const auto run = ck::fetch_run(c.store.remote(), call.run_id);
-  const auto log = ck::read_file_at(c.store.cache(), run.commit, "console.log");
+  const auto log = ck::read_file_at(c.store.cache(), run.commit, "console.log", c.max_file_bytes);
   if (!log) return {.where = run.where, .found = false};
   const Fd file(::open(call.path.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC));
   if (!file) throw std::runtime_error("open " + call.path + ": " + std::strerror(errno));
@@ -543,7 +545,10 @@ OrderedJson perform(const OrderedJson& message) {
   const auto request = message.get<AgentRequest>();
   ck::GitLibrary library;
   ck::CheckpointStore store(store_config(request.store));
-  Context context{.store = store, .pod = request.pod, .next_message = next_message};
+  Context context{.store = store,
+                  .pod = request.pod,
+                  .next_message = next_message,
+                  .max_file_bytes = request.store.restore_max_bytes};
   OrderedJson answer;
   try {
     answer = op->second(context, request.call);

@@ -1,7 +1,6 @@
 // inflight: eval-run supervisor. Parses the command line and hands over to
 // the libraries; every fatal error is caught here, once.
 #include <CLI/CLI.hpp>
-#include <csignal>
 #include <iostream>
 #include <optional>
 
@@ -61,9 +60,6 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   // Before anything reads a secret: children run as the same user.
   inflight::forbid_inspection();
-  // A write to an agent that already exited (its pipe closed) must fail as
-  // a write, not end the supervisor; children get SIG_DFL back at spawn.
-  ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"inflight: keeps eval runs alive across pod restarts"};
   const std::string version = std::string("inflight ") + INFLIGHT_VERSION;
   app.set_version_flag("-V,--version", version);

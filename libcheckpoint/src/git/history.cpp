@@ -1,7 +1,10 @@
+#include <cstdint>
+
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
+#include "inflight/core/bounded_json.hpp"
 #include "snapshot/chunked_file.hpp"
 
 namespace inflight::checkpoint {
@@ -19,7 +22,18 @@ TreeEntryHandle entry_at(const git_tree* tree, const std::string& path) {
   return TreeEntryHandle(raw);
 }
 
-std::string blob_content(git_repository* repo, const git_oid& oid, const std::string& path) {
+[[noreturn]] void too_large(const std::string& path, std::uint64_t max_bytes) {
+  throw GitError(Failure::over_limit,
+                 printable(path) + " is larger than " + std::to_string(max_bytes) + " bytes");
+}
+
+// The header alone is read first: a blob is inflated whole.
+std::string blob_content(git_repository* repo, const git_oid& oid, const std::string& path,
+                         std::uint64_t max_bytes) {
+  std::size_t size = 0;
+  git_object_t type{};
+  git_check(git_odb_read_header(&size, &type, open_odb(repo).get(), &oid), "read " + path);
+  if (size > max_bytes) too_large(path, max_bytes);
   git_blob* raw = nullptr;
   git_check(git_blob_lookup(&raw, repo, &oid), "read " + path);
   const BlobHandle blob(raw);
@@ -27,28 +41,30 @@ std::string blob_content(git_repository* repo, const git_oid& oid, const std::st
                      static_cast<std::size_t>(git_blob_rawsize(blob.get())));
 }
 
-std::string chunked_content(git_repository* repo, const git_oid& oid, const std::string& shown) {
+std::string chunked_content(git_repository* repo, const git_oid& oid, const std::string& path,
+                            std::uint64_t max_bytes) {
   const TreeHandle chunks = lookup_tree(repo, oid);
   std::string content;
-  for_each_chunk(repo, chunks.get(), shown, [&](const void* data, std::size_t size) {
-    content.append(static_cast<const char*>(data), size);
-  });
+  for_each_chunk_id(repo, chunks.get(), path + std::string(kChunkSuffix),
+                    [&](const git_oid& chunk, const std::string&) {
+                      content += blob_content(repo, chunk, path, max_bytes - content.size());
+                    });
   return content;
 }
 
 }  // namespace
 
 std::optional<std::string> read_file_at(CacheRepo& repo, const std::string& commit,
-                                        const std::string& path) {
+                                        const std::string& path, std::uint64_t max_bytes) {
   git_repository* git = raw_repo(repo);
   const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
   if (const TreeEntryHandle entry = entry_at(tree.get(), path)) {
     if (git_tree_entry_type(entry.get()) != GIT_OBJECT_BLOB) return std::nullopt;
-    return blob_content(git, *git_tree_entry_id(entry.get()), path);
+    return blob_content(git, *git_tree_entry_id(entry.get()), path, max_bytes);
   }
   if (const TreeEntryHandle chunks = entry_at(tree.get(), path + std::string(kChunkSuffix))) {
     if (git_tree_entry_type(chunks.get()) != GIT_OBJECT_TREE) return std::nullopt;
-    return chunked_content(git, *git_tree_entry_id(chunks.get()), path + std::string(kChunkSuffix));
+    return chunked_content(git, *git_tree_entry_id(chunks.get()), path, max_bytes);
   }
   return std::nullopt;
 }

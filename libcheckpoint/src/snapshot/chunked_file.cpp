@@ -94,6 +94,9 @@ void for_each_chunk_id(git_repository* repo, const git_tree* chunks, const std::
   const std::size_t groups = git_tree_entrycount(chunks);
   const bool flat = groups == 0 ||
                     git_tree_entry_filemode(git_tree_entry_byindex(chunks, 0)) != GIT_FILEMODE_TREE;
+  // Group trees may be shared: the count, not the objects, bounds the work.
+  if (groups > (flat ? kMaxChunks : (kMaxChunks + kChunksPerGroup - 1) / kChunksPerGroup))
+    refuse(shown, "more than " + std::to_string(kMaxChunks) + " chunks");
   if (flat) return visit_blobs(chunks, shown, "", visit);  // an earlier release's layout
   for (std::size_t g = 0; g < groups; ++g) {
     const git_tree_entry* entry = numbered_entry(chunks, g, GIT_FILEMODE_TREE, shown);

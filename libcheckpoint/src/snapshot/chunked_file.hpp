@@ -20,7 +20,7 @@ namespace inflight::checkpoint {
 inline constexpr std::uint64_t kChunkSize = 32 * 1024;
 inline constexpr std::uint64_t kChunkThreshold = 64 * 1024;  // larger files are chunked
 inline constexpr std::size_t kChunksPerGroup = 256;          // 8 MiB of file per group tree
-inline constexpr std::size_t kMaxChunks = 1'000'000;         // six-digit names
+inline constexpr std::size_t kMaxChunks = 1'000'000;         // 32 GB; six-digit names
 inline constexpr std::string_view kChunkSuffix = ".inflight-chunks";
 
 std::string chunk_name(std::size_t index);

@@ -76,14 +76,17 @@ class TreeValidator {
   }
 
   void chunks(const git_tree* tree, const std::string& path) {
+    // An empty chunk adds work and no bytes: none is ever written.
     for_each_chunk_id(repo_, tree, path, [&](const git_oid& id, const std::string& chunk) {
-      blob(id, path + "/" + chunk);
+      if (blob(id, path + "/" + chunk) == 0) refuse(path + "/" + chunk, "empty chunk");
     });
   }
 
-  void blob(const git_oid& oid, const std::string& path) {
-    tally_.add_bytes(require_type(oid, GIT_OBJECT_BLOB, path));
+  std::size_t blob(const git_oid& oid, const std::string& path) {
+    const std::size_t size = require_type(oid, GIT_OBJECT_BLOB, path);
+    tally_.add_bytes(size);
     if (auto rule = tally_.over_limit()) refuse(path, *rule);
+    return size;
   }
 
   std::size_t require_type(const git_oid& oid, git_object_t type, const std::string& path) {

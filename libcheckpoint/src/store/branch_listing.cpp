@@ -68,7 +68,7 @@ Result<OrderedJson> run_params_at(CacheRepo& cache, const std::string& commit) {
   const auto problem = [](std::string message) {
     return Error{.kind = Failure::other, .message = std::move(message), .candidates = {}};
   };
-  const auto text = read_file_at(cache, commit, kRunParamsFile);
+  const auto text = read_file_at(cache, commit, kRunParamsFile, kMaxRunParamsBytes);
   if (!text) return problem("the checkpoint has no run-params.json");
   auto json = parse_bounded_json(*text, {.max_bytes = kMaxRunParamsBytes});
   if (!json) return problem("run-params.json: " + json.error().message);

@@ -108,7 +108,7 @@ SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
 bool CheckpointStore::checkpoint_of(const std::string& commit, const std::string& run_id) {
   if (parse_checkpoint_message(commit_summary(cache_, commit).message).run_id != run_id)
     return false;
-  const auto text = read_file_at(cache_, commit, kRunParamsFile);
+  const auto text = read_file_at(cache_, commit, kRunParamsFile, kMaxRunParamsBytes);
   try {
     return text && run_params_from_text(*text).run_id == run_id;
   } catch (const std::exception&) {

@@ -19,6 +19,7 @@
 #include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/checkpoint/index_entry.hpp"
 #include "snapshot/plain_tree.hpp"
+#include "snapshot/tree_validation.hpp"
 #include "store/index_commit.hpp"
 #include "store/store_steps.hpp"
 
@@ -129,8 +130,13 @@ std::optional<std::string> CheckpointStore::index_tip() {
 }
 
 // The result and the index entry of a finished run, made in the cache.
+// The final checkpoint may be a branch's another pod wrote: its tree is
+// checked within the restore limits before a byte of it is joined.
 CheckpointStore::Publication CheckpointStore::publication(const std::string& final_commit) {
-  const auto text = read_file_at(cache_, final_commit, kRunParamsFile);
+  git_repository* git = raw_repo(cache_);
+  validate_run_tree(git, tree_of(lookup_commit(git, final_commit).get()).get(),
+                    config_.restore_limits);
+  const auto text = read_file_at(cache_, final_commit, kRunParamsFile, kMaxRunParamsBytes);
   if (!text) throw std::runtime_error("the final checkpoint has no run-params.json");
   const auto params = run_params_from_text(*text);
   const auto message = parse_checkpoint_message(commit_summary(cache_, final_commit).message);
@@ -270,7 +276,7 @@ std::map<std::string, Result<void>> CheckpointStore::publish_before_prune(
       continue;
     try {
       const auto tip = remote_.fetch_listed(ref);
-      const auto text = read_file_at(cache_, tip, kRunParamsFile);
+      const auto text = read_file_at(cache_, tip, kRunParamsFile, kMaxRunParamsBytes);
       if (!text || !run_params_from_text(*text).final_status) continue;
       finals.push_back(tip);
       publishing.push_back(ref.ref);

@@ -25,8 +25,7 @@ Error unlanded(const RefUpdate& update, const RefResult& result) {
 
 // A branch whose update lost a race has another owner.
 Error branch_failure(const RefUpdate& update, const RefResult& result) {
-  if (result.outcome != RefOutcome::taken) return unlanded(update, result);
-  return step_failure(Failure::rejected, update.ref + ": " + result.detail);
+  return step_failure(failure_of(result.outcome), update.ref + ": " + result.detail);
 }
 
 }  // namespace
@@ -113,12 +112,12 @@ void CheckpointStore::judge_release_steps(const ReleaseSteps& steps, const Relea
                                           const std::vector<RefUpdate>& updates,
                                           const std::vector<RefResult>& results,
                                           SaveAllReport& report) {
+  std::vector<bool> standing;  // each final's result: landed with its final state
   for (std::size_t i = 0; i < push.finals.size(); ++i)
-    judge_final(push.finals[i], updates, results, report.finals[i]);
-  if (push.index && results[*push.index].outcome != RefOutcome::updated)
-    report.index = unlanded(updates[*push.index], results[*push.index]);
-  else if (push.index)
-    withdraw_entries(push, updates[*push.index].commit, report);
+    standing.push_back(judge_final(push.finals[i], updates, results, report.finals[i]));
+  const bool indexed = push.index && results[*push.index].outcome == RefOutcome::updated;
+  if (push.index && !indexed) report.index = unlanded(updates[*push.index], results[*push.index]);
+  take_back(push, updates, results, standing, indexed, report);
   for (std::size_t i = 0; i < push.deletions.size(); ++i) {
     const auto n = push.deletions[i];
     const auto& run = steps.deletions[i];
@@ -134,47 +133,73 @@ void CheckpointStore::judge_release_steps(const ReleaseSteps& steps, const Relea
 
 // The final state and the result each landed, or the result another pod
 // published holds the same run dir; a result of another run dir is refused.
-void CheckpointStore::judge_final(const ReleaseFinal& final, const std::vector<RefUpdate>& updates,
+// Whether the result stands: landed, with its final state.
+bool CheckpointStore::judge_final(const ReleaseFinal& final, const std::vector<RefUpdate>& updates,
                                   const std::vector<RefResult>& results,
                                   Result<std::optional<std::string>>& outcome) {
-  if (!outcome) return;
+  if (!outcome) return false;
   if (final.branch && results[*final.branch].outcome != RefOutcome::updated) {
     outcome = branch_failure(updates[*final.branch], results[*final.branch]);
-    return;
+    return false;
   }
-  if (!final.result) return;
+  if (!final.result) return false;
   const auto& result = results[*final.result];
-  if (result.outcome == RefOutcome::updated) return;
-  const auto same = result.outcome == RefOutcome::taken
-                        ? same_result(final.run_id, updates[*final.result].commit)
-                        : std::optional<bool>();
-  if (same == true) return;
+  if (result.outcome == RefOutcome::updated) return true;
+  std::optional<bool> same;
+  try {
+    if (result.outcome == RefOutcome::taken)
+      same = same_result(final.run_id, updates[*final.result].commit);
+  } catch (const GitError& e) {
+    // What this push landed stands; the comparison is made again next time.
+    outcome = step_failure(Failure::other, e.what());
+    return false;
+  }
+  if (same == true) return true;
   outcome = same == false ? step_failure(Failure::rejected, "run " + final.run_id +
                                                                 " was published by another pod "
                                                                 "first (" +
                                                                 result.detail + ")")
                           : unlanded(updates[*final.result], result);
+  return false;
 }
 
-// An entry that landed with a run whose result or branch another instance
-// holds describes the wrong run dir: put back what the index held before
-// (the other pod's entry, or none), in a push of its own. Rare: the same run
-// id finished on two pods, or a run fenced as it finished.
-void CheckpointStore::withdraw_entries(const ReleasePush& push, const std::string& index,
-                                       SaveAllReport& report) {
+// What this push published for a run that does not stand is taken back, in
+// a push of its own: a result it created for a run whose branch another
+// instance took, and each index entry whose result did not land (the entry
+// goes back to what the index held before: the other pod's, or none). Rare:
+// a run fenced as it finished, the same run id finished on two pods, a
+// result the server refused. What cannot be taken back is said in the
+// index's outcome.
+void CheckpointStore::take_back(const ReleasePush& push, const std::vector<RefUpdate>& updates,
+                                const std::vector<RefResult>& results,
+                                const std::vector<bool>& standing, bool indexed,
+                                SaveAllReport& report) {
+  std::vector<RefUpdate> undo;
   std::vector<std::string> paths;
-  for (std::size_t i = 0; i < push.finals.size(); ++i)
-    if (report.finals[i].failed_with(Failure::rejected) && push.finals[i].result)
-      paths.push_back(index_path(push.finals[i].run_id));
-  if (paths.empty()) return;
-  const auto reverted = index_with_paths_of(cache_, index, push.index_base, paths);
-  if (!reverted) return;
-  const auto landed =
-      remote_.update({{.ref = std::string(kIndexRef), .commit = *reverted, .from = index}});
-  if (landed[0].outcome != RefOutcome::updated)
-    report.index =
-        step_failure(Failure::other, "withdrawing the index entries of runs another pod holds: " +
-                                         landed[0].detail);
+  for (std::size_t i = 0; i < push.finals.size(); ++i) {
+    const auto& final = push.finals[i];
+    if (!final.result || standing[i]) continue;
+    if (indexed) paths.push_back(index_path(final.run_id));
+    const auto& created = updates[*final.result];
+    if (report.finals[i].failed_with(Failure::rejected) &&
+        results[*final.result].outcome == RefOutcome::updated)
+      undo.push_back({.ref = created.ref, .commit = "", .from = created.commit});
+  }
+  try {
+    if (!paths.empty())
+      if (const auto index = updates[*push.index].commit;
+          const auto reverted = index_with_paths_of(cache_, index, push.index_base, paths))
+        undo.push_back({.ref = std::string(kIndexRef), .commit = *reverted, .from = index});
+    if (undo.empty()) return;
+    for (const auto& result : remote_.update(undo))
+      if (result.outcome != RefOutcome::updated)
+        report.index = step_failure(Failure::other,
+                                    "taking back what was published for runs "
+                                    "that do not stand: " +
+                                        result.detail);
+  } catch (const GitError& e) {
+    report.index = step_failure(Failure::other, std::string("taking back: ") + e.what());
+  }
 }
 
 }  // namespace inflight::checkpoint

@@ -262,7 +262,7 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
                              "alone (`inflight resume " +
                              short_branch(branch.ref) + "` where that id is free)");
   const auto tip = remote_.fetch_listed(branch);
-  const auto text = read_file_at(cache_, tip, kRunParamsFile);
+  const auto text = read_file_at(cache_, tip, kRunParamsFile, kMaxRunParamsBytes);
   if (!text) throw std::runtime_error("the checkpoint has no run-params.json");
   auto params = run_params_from_text(*text);
   if (params.run_id != name->run_id || params.origin_pod != name->pod)

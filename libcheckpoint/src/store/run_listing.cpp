@@ -92,7 +92,7 @@ RunRow row_of_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& 
                      const std::set<std::string>& leased_pods) {
   const auto tip = remote.fetch_listed(branch);
   const auto commit = describe_commit(commit_summary(cache, tip));
-  const auto text = read_file_at(cache, tip, kRunParamsFile);
+  const auto text = read_file_at(cache, tip, kRunParamsFile, kMaxRunParamsBytes);
   if (!text) throw std::runtime_error("the checkpoint has no run-params.json");
   const auto params = run_params_from_text(*text);
   const auto spent = spent_budgets(params);

@@ -22,16 +22,16 @@ struct CheckpointStore::Publication {
 };
 
 struct CheckpointStore::ReleaseFinal {
-  std::optional<std::size_t> branch;  // none: its final state was pushed before
-  std::optional<std::size_t> result;  // none: not published (--publish off, nothing final)
-  std::string run_id;
+  std::optional<std::size_t> branch = std::nullopt;  // none: its final state was pushed before
+  std::optional<std::size_t> result = std::nullopt;  // none: not published (--publish off, …)
+  std::string run_id = {};
 };
 
 struct CheckpointStore::ReleasePush {
-  std::vector<ReleaseFinal> finals;
-  std::optional<std::size_t> index;
-  std::optional<std::string> index_base;  // the tip the index commit was made on
-  std::vector<std::size_t> deletions;
+  std::vector<ReleaseFinal> finals = {};
+  std::optional<std::size_t> index = std::nullopt;
+  std::optional<std::string> index_base = std::nullopt;  // the tip the index commit was made on
+  std::vector<std::size_t> deletions = {};
 };
 
 }  // namespace inflight::checkpoint

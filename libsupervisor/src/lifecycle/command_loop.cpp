@@ -8,6 +8,9 @@ namespace inflight {
 
 CommandLoop::CommandLoop() : signals_(io_, SIGTERM, SIGINT), reaper_(io_) {
   ChildReaper::become_subreaper();
+  // A write to an agent that already exited (its stdin closed) must fail as
+  // a write, not end the supervisor; children get SIG_DFL back at spawn.
+  ::signal(SIGPIPE, SIG_IGN);
 }
 
 void CommandLoop::on_signal(std::function<void(int signal)> handler) {

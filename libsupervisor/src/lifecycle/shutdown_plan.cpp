@@ -114,7 +114,7 @@ void ShutdownPlan::checkpoint_all() {
 }
 
 // Adds an interrupted run that had started to the stream, once; whether the
-// stream has it.
+// stream answers for it (a fenced or held run needs no push at all).
 bool ShutdownPlan::stream(Run& run) {
   if (!stream_ || run.status != RunStatus::interrupted || run.attempts() == 0) return false;
   if (run.fenced || run.held || !streamed_.insert(run.id).second) return true;

@@ -208,14 +208,18 @@ void RunSupervisor::close_stream(const CheckpointStream& batch,
   if (batch->waiting == 0) push_stream(batch);
 }
 
+// The stream leaves the batch here: its answer holds the batch, which must
+// not hold the stream back (a cycle that an agent killed at exit never
+// breaks). Dropped unpushed, it ends its agent, which pushes nothing.
 void RunSupervisor::push_stream(const std::shared_ptr<StoreBatch>& batch) {
+  const auto stream = std::move(batch->stream);
   const auto& step = batch->step;
   if (batch->sending.empty() && !step.lease_until) return step.done(std::nullopt);
-  batch->stream->push({.runs = {},
-                       .lease_until = step.lease_until,
-                       .release_lease = step.release_lease,
-                       .keep_objects = false},
-                      [this, batch](const SaveAllResult& result) { answer_batch(batch, result); });
+  stream->push({.runs = {},
+                .lease_until = step.lease_until,
+                .release_lease = step.release_lease,
+                .keep_objects = false},
+               [this, batch](const SaveAllResult& result) { answer_batch(batch, result); });
 }
 
 void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {

@@ -115,11 +115,13 @@ class CheckpointStore {
                          std::vector<std::pair<std::string, std::string>>& entries);
   void add_index(const std::vector<std::pair<std::string, std::string>>& entries,
                  std::vector<RefUpdate>& updates, ReleasePush& push, Result<void>& outcome);
-  void withdraw_entries(const ReleasePush& push, const std::string& index, SaveAllReport& report);
+  void take_back(const ReleasePush& push, const std::vector<RefUpdate>& updates,
+                 const std::vector<RefResult>& results, const std::vector<bool>& standing,
+                 bool indexed, SaveAllReport& report);
   void judge_release_steps(const ReleaseSteps& steps, const ReleasePush& push,
                            const std::vector<RefUpdate>& updates,
                            const std::vector<RefResult>& results, SaveAllReport& report);
-  void judge_final(const ReleaseFinal& final, const std::vector<RefUpdate>& updates,
+  bool judge_final(const ReleaseFinal& final, const std::vector<RefUpdate>& updates,
                    const std::vector<RefResult>& results,
                    Result<std::optional<std::string>>& outcome);
 

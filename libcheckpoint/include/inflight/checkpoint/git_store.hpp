@@ -154,9 +154,11 @@ class RemoteStore {
 void materialize(CacheRepo& repo, const std::string& commit, const std::filesystem::path& run_dir,
                  const TreeLimits& limits);
 
-// The contents of one file of a commit's run dir (e.g. run-params.json), if present.
+// The contents of one file of a commit's run dir (e.g. run-params.json), if
+// present; GitError(over_limit) past `max_bytes`, before more is read (the
+// commit may be a branch's, not yet validated).
 std::optional<std::string> read_file_at(CacheRepo& repo, const std::string& commit,
-                                        const std::string& path);
+                                        const std::string& path, std::uint64_t max_bytes);
 
 // One commit of the cache repo.
 CommitSummary commit_summary(CacheRepo& repo, const std::string& commit);

@@ -85,7 +85,7 @@ TEST_F(RemoteStoreTest, PushListFetchRemoveRoundTrip) {
   RemoteStore other(elsewhere, config(remote_path().string()));
   EXPECT_EQ(other.fetch(kRef), second);
   EXPECT_EQ(history(elsewhere, second).size(), 2u);
-  EXPECT_EQ(read_file_at(elsewhere, second, "index.jsonl"), "1\n2\n");
+  EXPECT_EQ(read_file_at(elsewhere, second, "index.jsonl", 1 << 30), "1\n2\n");
 
   store.remove(kRef);
   EXPECT_TRUE(store.list().empty());

@@ -153,8 +153,8 @@ TEST_F(MaterializeTest, ReassemblesChunkedFiles) {
       commit(tree({{"40000", "index.jsonl.inflight-chunks", tree({{"40000", "000000", group}})}}));
   materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
   EXPECT_EQ(read_file(run_dir() / "index.jsonl"), "hello world");
-  EXPECT_EQ(read_file_at(*repo_, c, "index.jsonl"), "hello world");
-  EXPECT_EQ(read_file_at(*repo_, c, "missing.json"), std::nullopt);
+  EXPECT_EQ(read_file_at(*repo_, c, "index.jsonl", 1 << 30), "hello world");
+  EXPECT_EQ(read_file_at(*repo_, c, "missing.json", 1 << 30), std::nullopt);
 }
 
 // Earlier releases put the chunk blobs straight into the chunk tree.
@@ -164,7 +164,7 @@ TEST_F(MaterializeTest, ReassemblesChunkedFilesOfTheFlatLayout) {
   const std::string c = commit(tree({{"40000", "index.jsonl.inflight-chunks", chunks}}));
   materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
   EXPECT_EQ(read_file(run_dir() / "index.jsonl"), "hello world");
-  EXPECT_EQ(read_file_at(*repo_, c, "index.jsonl"), "hello world");
+  EXPECT_EQ(read_file_at(*repo_, c, "index.jsonl", 1 << 30), "hello world");
 }
 
 // Chunk i must sit at i / 256 so that no two trees read as the same file.
@@ -191,6 +191,43 @@ TEST_F(MaterializeTest, RefusesAChunkGroupThatIsABlob) {
   const git_oid chunks = tree({{"40000", "000000", blob("not a tree")}});
   expect_refused(commit(tree({{"40000", "big.inflight-chunks", chunks}})), 1 << 20,
                  "big.inflight-chunks/000000");
+}
+
+// Group trees may all be one shared object: their count is bounded, not
+// only the bytes, and an empty chunk (work without bytes) is refused.
+TEST_F(MaterializeTest, RefusesMoreChunksThanTheLimitAndEmptyChunks) {
+  std::vector<TreeEntrySpec> full;
+  for (std::size_t i = 0; i < kChunksPerGroup; ++i)
+    full.push_back({"100644", chunk_name(i), blob("x")});
+  const git_oid group = tree(full);
+  std::vector<TreeEntrySpec> groups;
+  for (std::size_t g = 0; g <= kMaxChunks / kChunksPerGroup + 1; ++g)
+    groups.push_back({"40000", chunk_name(g), group});
+  expect_refused(commit(tree({{"40000", "big.inflight-chunks", tree(groups)}})), 1ull << 40,
+                 "more than 1000000 chunks");
+  const git_oid empty = tree({{"100644", "000000", blob("x")}, {"100644", "000001", blob("")}});
+  expect_refused(
+      commit(tree({{"40000", "big.inflight-chunks", tree({{"40000", "000000", empty}})}})), 1 << 20,
+      "empty chunk");
+}
+
+// A branch's file is read before its tree is validated (run-params.json):
+// the read stops at its limit instead of joining whatever the chunks hold.
+TEST_F(MaterializeTest, ReadingOneFileStopsAtItsLimit) {
+  const git_oid group =
+      tree({{"100644", "000000", blob("hello ")}, {"100644", "000001", blob("world")}});
+  const std::string c = commit(
+      tree({{"100644", "console.log", blob("0123456789")},
+            {"40000", "run-params.json.inflight-chunks", tree({{"40000", "000000", group}})}}));
+  for (const char* path : {"run-params.json", "console.log"}) {
+    try {
+      read_file_at(*repo_, c, path, 8);
+      ADD_FAILURE() << path << " read past its limit";
+    } catch (const GitError& error) {
+      EXPECT_EQ(error.kind(), Failure::over_limit) << error.what();
+    }
+  }
+  EXPECT_EQ(read_file_at(*repo_, c, "run-params.json", 11), "hello world");
 }
 
 TEST_F(MaterializeTest, RefusesAMisnamedChunkInAGroup) {

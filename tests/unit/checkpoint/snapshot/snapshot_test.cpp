@@ -53,7 +53,7 @@ TEST_F(SnapshotTest, CommitCarriesMessageTrailersAuthorAndParent) {
   EXPECT_GT(commits[0].time, 1'700'000'000);
   EXPECT_EQ(trimmed(git_cache("log -1 --format=%an/%ae/%cn/%ce " + *second)),
             "inflight/inflight@localhost/inflight/inflight@localhost");
-  EXPECT_EQ(read_file_at(*repo_, *second, "index.jsonl"), "{\"a\":1}\n{\"a\":2}\n");
+  EXPECT_EQ(read_file_at(*repo_, *second, "index.jsonl", 1 << 30), "{\"a\":1}\n{\"a\":2}\n");
 }
 
 TEST_F(SnapshotTest, ExcludeGlobsMatchBaseNameAndRelativePath) {
@@ -146,7 +146,7 @@ TEST_F(SnapshotTest, BigFileIsChunkedAndRoundTripsByteIdentical) {
     commit = snap(CheckpointReason::periodic, commit);
     ASSERT_TRUE(commit);
   }
-  EXPECT_EQ(read_file_at(*repo_, *commit, "index.jsonl"), content);
+  EXPECT_EQ(read_file_at(*repo_, *commit, "index.jsonl", 1 << 30), content);
   const fs::path restored = temp_.path() / "restored";
   materialize(*repo_, *commit, restored, {});
   EXPECT_EQ(read_file(restored / "index.jsonl"), content);
@@ -174,7 +174,7 @@ TEST_F(SnapshotTest, AppendingToABigFileWritesOnlyTheTail) {
   EXPECT_LE(RawRepo(cache_path()).object_count() - before, 6u);
   EXPECT_GE(RawRepo(cache_path()).object_count() - before, 5u);
   EXPECT_LT(snapshotter_->last_stats().bytes_read, 2 * 32 * 1024u);
-  EXPECT_EQ(read_file_at(*repo_, *second, "index.jsonl"),
+  EXPECT_EQ(read_file_at(*repo_, *second, "index.jsonl", 1 << 30),
             big_content(9 * 1024 * 1024 + 1000) + lines);
 }
 

@@ -537,6 +537,25 @@ TEST_F(CheckpointStoreTest, ReleaseStepsRideBatchedSaves) {
   EXPECT_TRUE(has_ref("refs/heads/inflight/pod-b/taken"));  // kept for an operator
 }
 
+// A run fenced as it finished: its final push finds the branch another
+// instance's, so the result this push created with it is taken back, and
+// its index entry with it; the owner's publish stays free.
+TEST_F(CheckpointStoreTest, AResultCreatedBesideATakenFinalBranchIsTakenBack) {
+  CheckpointStore owner(config("a"));
+  ASSERT_TRUE(owner.save(make_run(temp_.path() / "runs-a", "r1", 2), "pod-b", info("r1")));
+  CheckpointStore fenced(config("b"));
+  const SaveRequest done{.run_dir = finished_run(temp_.path() / "runs-b", "r1", "succeeded"),
+                         .origin_pod = "pod-b",
+                         .info = info("r1", CheckpointReason::final)};
+  const auto report = fenced.save_all({}, std::nullopt, {.finals = {done}});
+  ASSERT_EQ(report.finals.size(), 1u);
+  ASSERT_FALSE(report.finals[0]);
+  EXPECT_EQ(report.finals[0].error().kind, Failure::rejected);
+  EXPECT_FALSE(has_ref("refs/inflight-results/r1"));
+  EXPECT_EQ(git(remote(), "ls-tree -r --name-only refs/heads/inflight-index").find("runs/r1.json"),
+            std::string::npos);
+}
+
 TEST_F(CheckpointStoreTest, WithPublishOffTheBranchGoesAndNothingIsPublished) {
   auto off = config("a");
   off.publish = false;

@@ -196,7 +196,7 @@ struct SavedAll {
   // The release steps' (SaveAll::finals, indexed, deletions): a final's
   // commit is its final checkpoint, none when there was nothing to publish.
   std::vector<PartResult> finals = {};
-  std::optional<PartResult> index = std::nullopt;  // set when entries were asked for
+  std::optional<PartResult> index = std::nullopt;  // set when entries went (finals, indexed)
   std::vector<PartResult> deletions = {};
 };
 INFLIGHT_AGENT_MESSAGE(SavedAll, runs, lease, finals, index, deletions)
@@ -230,7 +230,7 @@ INFLIGHT_AGENT_MESSAGE(SaveAll, runs, lease_until, release_lease, keep_objects, 
                        indexed, deletions)
 
 struct SaveAllPart {
-  std::optional<RunCheckpoint> run;
+  std::optional<RunCheckpoint> run = std::nullopt;
   bool last = false;                        // with the lease step below
   std::optional<std::int64_t> lease_until;  // seconds since the epoch
   bool release_lease = false;

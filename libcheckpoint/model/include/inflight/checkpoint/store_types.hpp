@@ -267,11 +267,11 @@ struct LeaseStep {
   bool release = false;
 };
 
-// The steps of finished runs that ride a periodic batched save, each in a
-// later push than the one before it (README "Results that outlive the
-// pod"): a run's final state with its result ref (created only if absent),
-// then the index entries of results that landed, then the deletion of
-// branches whose results and entries landed.
+// The steps of finished runs that ride a periodic batched save (README
+// "Results that outlive the pod"): a run's final state with its result ref
+// (created only if absent) and its index entry, all in one push; the entry
+// alone again when only it did not land; then, in a later push, the
+// deletion of branches whose results and entries landed.
 struct ReleaseSteps {
   std::vector<SaveRequest> finals = {};
   std::vector<std::string> indexed = {};  // final commits whose results landed
@@ -289,7 +289,7 @@ struct SaveAllReport {
   // One per ReleaseSteps::finals: its final commit (none: over the restore
   // limits, nothing to publish) once it and its result landed.
   std::vector<Result<std::optional<std::string>>> finals = {};
-  std::optional<Result<void>> index = std::nullopt;  // when entries were asked for
+  std::optional<Result<void>> index = std::nullopt;  // when entries went (finals, indexed)
   std::vector<Result<void>> deletions = {};          // one per ReleaseSteps::deletions
 };
 

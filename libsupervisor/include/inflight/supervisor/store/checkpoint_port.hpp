@@ -65,7 +65,8 @@ struct SaveAllResult {
   std::optional<CheckpointResult> lease;  // when the lease was asked for: landed once renewed
                                           // (or released)
   // One per final (landed: its final commit, none when there was nothing to
-  // publish), the index when asked for, one per deletion.
+  // publish), the index commit's when entries went (with finals or indexed),
+  // one per deletion.
   std::vector<CheckpointResult> finals = {};
   std::optional<CheckpointResult> index = std::nullopt;
   std::vector<CheckpointResult> deletions = {};
