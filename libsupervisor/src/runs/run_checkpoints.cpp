@@ -79,6 +79,14 @@ struct RunSupervisor::StoreBatch {
   std::vector<Run*> finals = {};
   std::vector<Run*> indexed = {};
   std::vector<Run*> deletions = {};
+
+  // Counts `run` among those the push answers for, in order; its request.
+  CheckpointRequest send(Run& run) {
+    sending.push_back(&run);
+    auto request = checkpoint_request(run, step.reason);
+    records.push_back(request.records);
+    return request;
+  }
 };
 
 void RunSupervisor::checkpoint_together(const std::vector<Run*>& runs, StoreStep step) {
@@ -105,9 +113,7 @@ void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
     } else if (run->release_pending) {
       add_release_step(*batch, request, *run);
     } else {
-      batch->sending.push_back(run);
-      request.runs.push_back(checkpoint_request(*run, step.reason));
-      batch->records.push_back(request.runs.back().records);
+      request.runs.push_back(batch->send(*run));
     }
   }
   const bool releasing =
@@ -190,10 +196,7 @@ void RunSupervisor::add_to_stream(const CheckpointStream& batch, Run& run) {
       batch->step.each(run, fenced_result());
       store_op_done(run);
     } else {
-      auto request = checkpoint_request(run, batch->step.reason);
-      batch->sending.push_back(&run);
-      batch->records.push_back(request.records);
-      batch->stream->add(request);
+      batch->stream->add(batch->send(run));
     }
     if (batch->closing && batch->waiting == 0) push_stream(batch);
   });
