@@ -63,6 +63,23 @@ Error publish_failure(Failure kind, std::string message) {
   return {.kind = kind, .message = std::move(message), .candidates = {}};
 }
 
+// An index someone rewrote with `runs` as anything but a folder could never
+// take an entry again (a file cannot hold one): the next index commit drops
+// it, so that releases go on.
+git_oid without_spoilt_runs(git_repository* git, const git_oid& root) {
+  const TreeHandle tree = lookup_tree(git, root);
+  const git_tree_entry* runs = git_tree_entry_byname(tree.get(), "runs");
+  if (runs == nullptr || git_tree_entry_filemode(runs) == GIT_FILEMODE_TREE) return root;
+  const git_tree_update removal{.action = GIT_TREE_UPDATE_REMOVE,
+                                .id = git_oid{},
+                                .filemode = GIT_FILEMODE_UNREADABLE,
+                                .path = "runs"};
+  git_oid without;
+  git_check(git_tree_create_updated(&without, git, tree.get(), 1, &removal),
+            "drop the index's runs");
+  return without;
+}
+
 }  // namespace
 
 std::optional<std::string> write_index(CacheRepo& cache, const std::optional<std::string>& tip,
@@ -80,8 +97,9 @@ std::optional<std::string> write_index(CacheRepo& cache, const std::optional<std
                        .id = write_object(cache, text.data(), text.size(), GIT_OBJECT_BLOB),
                        .filemode = GIT_FILEMODE_BLOB,
                        .path = path.c_str()});
+  const git_oid start = without_spoilt_runs(git, base);
   git_oid tree;
-  git_check(git_tree_create_updated(&tree, git, lookup_tree(git, base).get(), updates.size(),
+  git_check(git_tree_create_updated(&tree, git, lookup_tree(git, start).get(), updates.size(),
                                     updates.data()),
             "update the index tree");
   if (git_oid_equal(&tree, &base)) return std::nullopt;

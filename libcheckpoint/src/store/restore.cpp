@@ -133,8 +133,7 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   if (request.lease_until) remote_.connect_ahead();
   // Results are listed, never downloaded: their ids are finished runs.
   const auto listing = remote_.list("refs/", RemoteStore::Tips::downloaded);
-  for (const auto& ref : listing)
-    if (auto run_id = parse_result_ref(ref.ref)) push.published.insert(std::move(*run_id));
+  push.published = published_run_ids(listing, report.problems);
   report.published = published_runs(listing, push.published, report.problems);
   LeaseBook leases(cache_, remote_, listing, request, report.problems);
   const auto branches = branches_to_restore(listing, request);

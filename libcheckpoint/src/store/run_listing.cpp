@@ -25,12 +25,12 @@ struct RefMap {
   std::optional<RemoteBranch> index;
 };
 
-RefMap map_refs(const std::vector<RemoteBranch>& refs) {
+RefMap map_refs(const std::vector<RemoteBranch>& refs, std::vector<std::string>& problems) {
   RefMap map;
+  map.published = published_run_ids(refs, problems);
   for (const auto& ref : refs) {
     if (parse_branch_ref(ref.ref)) map.branches.push_back(ref);
     if (auto pod = parse_lease_ref(ref.ref)) map.leased_pods.insert(std::move(*pod));
-    if (auto run_id = parse_result_ref(ref.ref)) map.published.insert(std::move(*run_id));
     if (ref.ref == kIndexRef) map.index = ref;
   }
   return map;
@@ -112,6 +112,19 @@ RunRow row_of_branch(CacheRepo& cache, RemoteStore& remote, const RemoteBranch& 
 
 }  // namespace
 
+std::set<std::string> published_run_ids(const std::vector<RemoteBranch>& refs,
+                                        std::vector<std::string>& problems) {
+  std::set<std::string> ids;
+  for (const auto& ref : refs) {
+    if (!ref.ref.starts_with(kResultPrefix)) continue;
+    if (auto run_id = parse_result_ref(ref.ref))
+      ids.insert(std::move(*run_id));
+    else
+      problems.push_back(printable(ref.ref) + ": not a run id; left alone");
+  }
+  return ids;
+}
+
 std::vector<IndexEntry> read_index(CacheRepo& cache, const std::string& tip,
                                    std::vector<std::string>& problems) {
   git_repository* git = raw_repo(cache);
@@ -133,7 +146,7 @@ std::vector<IndexEntry> read_index(CacheRepo& cache, const std::string& tip,
 
 RunListing list_runs(CacheRepo& cache, RemoteStore& remote) {
   RunListing listing;
-  const auto refs = map_refs(remote.list("refs/", RemoteStore::Tips::downloaded));
+  const auto refs = map_refs(remote.list("refs/", RemoteStore::Tips::downloaded), listing.problems);
   if (refs.index)
     for (const auto& entry : read_index(cache, remote.fetch_listed(*refs.index), listing.problems))
       listing.runs.push_back(row_of(entry));
@@ -228,7 +241,7 @@ std::optional<std::string> index_without(CacheRepo& cache, const std::string& ti
 RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneRequest& request,
                           std::int64_t now) {
   RunPruneReport report;
-  const auto refs = map_refs(remote.list("refs/"));
+  const auto refs = map_refs(remote.list("refs/"), report.problems);
   std::vector<IndexEntry> entries;
   std::string tip;
   if (refs.index) {

@@ -28,7 +28,7 @@ namespace inflight {
 // or a failure at the call's deadline, as the real port gives.
 // `land_leaving_out`: landed, with kLeftOutByFake left out of it;
 // `over_limit`: the run dir holds more than a restore takes.
-enum class Answer { land, land_leaving_out, fenced, fail, disk_failed, over_limit, stall };
+enum class Answer { land, land_leaving_out, fenced, refused, fail, disk_failed, over_limit, stall };
 
 inline const checkpoint::LeftOut kLeftOutByFake{
     .named = {{.path = "out/pipe", .rule = "FIFO"}, {.path = "out/link", .rule = "symbolic link"}},
@@ -248,6 +248,8 @@ class MemoryCheckpoints final : public CheckpointPort {
         return Landed{.commit = "c0mm17" + std::to_string(++commits), .left_out = kLeftOutByFake};
       case Answer::fenced:
         return failed(Failure::rejected, "another instance owns the run");
+      case Answer::refused:
+        return failed(Failure::refused, "pre-receive hook declined");
       case Answer::disk_failed:
         return failed(Failure::cache, "the cache repo cannot be written");
       case Answer::over_limit:

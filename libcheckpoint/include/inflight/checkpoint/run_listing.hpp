@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,11 @@ struct RunListing {
 // the pod that wrote the tip holds a lease; waiting: none does). A run id
 // with a result is published, whatever branches it still has.
 RunListing list_runs(CacheRepo& cache, RemoteStore& remote);
+
+// The run ids with a result ref in `refs`: finished runs. A ref under the
+// results prefix whose name is no run id is a problem, left alone.
+std::set<std::string> published_run_ids(const std::vector<RemoteBranch>& refs,
+                                        std::vector<std::string>& problems);
 
 // Every entry of `runs/` in the index commit `tip`; a bad file is a problem
 // of its own.

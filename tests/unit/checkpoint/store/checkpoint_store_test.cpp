@@ -483,6 +483,45 @@ TEST_F(CheckpointStoreTest, RunsReleasedTogetherShareOneIndexCommit) {
   EXPECT_TRUE(has_ref("refs/heads/inflight/pod-b/taken"));  // kept for an operator
 }
 
+// An index branch someone rewrote so that `runs` is a file: the next index
+// commit drops that file, a fast-forward, and the entry lands.
+TEST_F(CheckpointStoreTest, AnIndexRewrittenWithRunsAsAFileTakesEntriesAgain) {
+  CheckpointStore first(config("a"));
+  ASSERT_TRUE(release_one(first, finished_run(temp_.path() / "runs-a", "r0", "succeeded"), "pod-a",
+                          info("r0", CheckpointReason::final)));
+  const auto blob = trimmed(
+      run("printf 'not a folder' | git -C '" + remote().string() + "' hash-object -w --stdin"));
+  const auto tree = trimmed(run("printf '100644 blob " + blob + "\\truns\\n' | git -C '" +
+                                remote().string() + "' mktree"));
+  const auto rewritten =
+      trimmed(git(remote(), "commit-tree -m rewritten " + tree + " -p refs/heads/inflight-index"));
+  git(remote(), "update-ref refs/heads/inflight-index " + rewritten);
+
+  CheckpointStore store(config("b"));
+  const auto released = release_one(store, finished_run(temp_.path() / "runs-b", "r1", "failed"),
+                                    "pod-b", info("r1", CheckpointReason::final));
+  ASSERT_TRUE(released) << released.error().message;
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight-index^")), rewritten);
+  const auto entry =
+      parse_index_entry(git(remote(), "show refs/heads/inflight-index:runs/r1.json"));
+  ASSERT_TRUE(entry) << entry.error().message;
+  EXPECT_EQ(entry->final_status, "failed");
+  EXPECT_FALSE(has_ref("refs/heads/inflight/pod-b/r1"));
+}
+
+// A result ref whose name is no run id is named, not taken for a run.
+TEST_F(CheckpointStoreTest, AResultRefNamedNoRunIdIsAProblemLeftAlone) {
+  CheckpointStore first(config("a"));
+  ASSERT_TRUE(release_one(first, finished_run(temp_.path() / "runs-a", "r0", "succeeded"), "pod-a",
+                          info("r0", CheckpointReason::final)));
+  git(remote(), "update-ref refs/inflight-results/_hostile refs/inflight-results/r0");
+  const auto report = restore(CheckpointStore(config("b")), temp_.path() / "runs-b", "pod-b");
+  ASSERT_EQ(report.published.size(), 1u);
+  EXPECT_EQ(report.published.front().run_id, "r0");
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_EQ(report.problems.front(), "refs/inflight-results/_hostile: not a run id; left alone");
+}
+
 // The release steps that ride serve's periodic pushes (README "Results
 // that outlive the pod"), each with a checkpoint of a running run and the
 // lease: the final state, the result and the index entry, then the

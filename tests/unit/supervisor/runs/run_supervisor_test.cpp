@@ -326,6 +326,36 @@ TEST_F(RunSupervisorTest, PeriodicTicksPushChangedRunsWithTheLeaseInOnePush) {
   EXPECT_TRUE(store.lease_holds().empty());  // the pushes renew it
 }
 
+// A push the results repo's rules refuse is no other owner: the run goes on,
+// and its push is tried again after 0, 1, 3, 7 skipped ticks, so that a
+// declining hook is not hammered; a landed push ends the backoff.
+TEST_F(RunSupervisorTest, ARefusedRunIsPushedAgainAtDoublingTickIntervals) {
+  ready_supervisor();
+  inflight::Run& run = submit(kSleeper);
+  ASSERT_TRUE(wait_for([&] { return started(run); }));
+  store.answer_saves_of(run.id, Answer::refused);
+  supervisor().start_periodic_checkpoints(milliseconds(10), &lease);
+  const auto ticks_with_run = [&] {
+    std::vector<std::size_t> ticks;
+    for (std::size_t i = 0; i < store.batches().size(); ++i)
+      if (!store.batches()[i].runs.empty()) ticks.push_back(i);
+    return ticks;
+  };
+  ASSERT_TRUE(wait_for([&] { return supervisor().checkpoint_pushes().failed >= 4; }));
+  const auto ticks = ticks_with_run();
+  ASSERT_GE(ticks.size(), 4u);
+  EXPECT_EQ(std::vector<std::size_t>(ticks.begin(), ticks.begin() + 4),
+            (std::vector<std::size_t>{0, 1, 3, 7}));
+  EXPECT_EQ(run.status, RunStatus::running);
+  EXPECT_FALSE(run.fenced);
+  EXPECT_EQ(run.checkpoint.error, "pre-receive hook declined");
+  EXPECT_EQ(supervisor().checkpoint_pushes().fenced, 0u);
+
+  store.answer_saves_of(run.id, Answer::land);
+  ASSERT_TRUE(wait_for([&] { return run.checkpoint.last_commit.has_value(); }));
+  EXPECT_FALSE(run.checkpoint.error.has_value());
+}
+
 TEST_F(RunSupervisorTest, ADiskThatCannotCheckpointRefusesSubmitsUntilACheckPasses) {
   ready_supervisor();
   inflight::Run& run = submit(kSleeper);
