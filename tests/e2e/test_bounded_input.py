@@ -1,9 +1,11 @@
 """Nothing from outside takes serve down: deep JSON, floods of connections and
 submits, descriptor exhaustion, a full runs volume. Each test checks that serve
 still answers and that what it holds is not lost."""
+import itertools
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import subprocess
@@ -95,6 +97,34 @@ def test_slow_clients_never_take_the_probes_or_the_api_away(serve_factory):
     assert serve.post("/api/eval/run", {"tests": 1}, timeout=5).status == 202
     for s in slow:
         s.close()
+
+
+def test_a_request_sent_too_slowly_is_closed_at_its_read_deadline(serve_factory):
+    """A request must arrive whole within 10 s however slowly it comes: one
+    header byte a second does not keep the connection longer. serve closes it
+    without an answer (no 408), and /healthz answers all along."""
+    serve = serve_factory()
+    serve.wait_ready()
+    slow = socket.create_connection(("127.0.0.1", serve.port))
+    opened = time.monotonic()
+    slow.sendall(b"GET /api/eval/runs HTTP/1.1\r\n")
+    header = itertools.cycle(b"X-Slow: 1\r\n")  # never the blank line that ends the headers
+    answer, probes = None, []
+    while answer is None and time.monotonic() - opened < 20:
+        # The client's cadence: a byte a second, listening for the server between them.
+        if select.select([slow], [], [], 1)[0]:
+            try:
+                answer = slow.recv(1024)
+            except ConnectionResetError:
+                answer = b""
+            continue
+        probes.append(serve.get("/healthz", timeout=2).status)
+        slow.send(bytes([next(header)]))
+    closed_after = time.monotonic() - opened
+    slow.close()
+    assert answer == b"", f"after {closed_after:.1f} s: {answer!r}"
+    assert 9 <= closed_after <= 15, f"closed after {closed_after:.1f} s"
+    assert len(probes) >= 8 and set(probes) == {200}, probes
 
 
 def rss_kib(pid):

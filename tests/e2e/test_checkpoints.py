@@ -185,6 +185,8 @@ def test_a_hook_that_declines_every_push_costs_no_run(serve_factory, tmp_path, g
         assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 31)]
         params = run_params(workdir / ".inflight" / "runs" / run_id)
         assert [a["outcome"] for a in params["attempts"]] == ["interrupted", "succeeded"]
+    again.signal(signal.SIGTERM)
+    assert again.wait_exit(timeout=30) == 0, "".join(again.lines)
 
 
 def test_a_hook_that_declines_one_ref_of_a_batched_push_holds_back_that_run_only(
@@ -202,7 +204,12 @@ def test_a_hook_that_declines_one_ref_of_a_batched_push_holds_back_that_run_only
     wait_for(lambda: "refs/heads/inflight/pod-a/accepted" in branches(git_daemon.bare), 30,
              "the accepted run's checkpoint")
     assert "refs/heads/inflight/pod-a/declined" not in branches(git_daemon.bare)
-    assert serve.get("/api/eval/status/declined").json()["status"] == "running"
+    declined = wait_for(lambda: (s := serve.status("declined"))["checkpoint"]["error"] and s, 10,
+                        "the declined run's checkpoint error")
+    assert declined["status"] == "running", declined
+    assert "the server refused it: hook declined" in declined["checkpoint"]["error"], declined
+    assert serve.status("accepted")["checkpoint"]["error"] is None
+    wait_for(lambda: pushes(serve).get("failed", 0) >= 1, 10, "the refusal counted as failed")
     hook.unlink()
     wait_for(lambda: "refs/heads/inflight/pod-a/declined" in branches(git_daemon.bare), 30,
              "the declined run's checkpoint once the hook is gone")
@@ -265,9 +272,20 @@ def test_a_branch_force_pushed_to_a_foreign_commit_mid_run_costs_nothing(
     empty_tree = git(git_daemon.bare, "hash-object", "-t", "tree", "-w", "/dev/null").strip()
     foreign = git(git_daemon.bare, "commit-tree", empty_tree, "-m", "cleanup by hand").strip()
     git(git_daemon.bare, "update-ref", ref, foreign)
-    serve.wait_log(lambda e: "was rewritten" in e.get("msg", ""), 30)
-    wait_for(lambda: git(git_daemon.bare, "rev-parse", f"{ref}^2").strip() == foreign, 30,
-             "a checkpoint on top of the foreign commit")
+    rewritten = serve.wait_log(lambda e: "was rewritten" in e.get("msg", ""), 30)
+    assert rewritten["level"] == "error" and rewritten["branch"] == ref, rewritten
+
+    def below_foreign():
+        """The first parent of the checkpoint whose second is the foreign commit."""
+        for line in git(git_daemon.bare, "log", "--first-parent", "--format=%P", ref).split("\n"):
+            parents = line.split()
+            if parents[1:] == [foreign]:
+                return parents[0]
+
+    below = wait_for(below_foreign, 30, "a checkpoint on top of the foreign commit")
+    # History read along first parents stays this run's.
+    assert json.loads(show(git_daemon.bare, below, "run-params.json"))["run_id"] == run_id
+    assert foreign not in git(git_daemon.bare, "rev-list", "--first-parent", ref)
     assert serve.get(f"/api/eval/status/{run_id}").json()["status"] == "running"
     serve.signal(signal.SIGTERM)
     assert serve.wait_exit(timeout=30) == 0
@@ -418,6 +436,7 @@ def test_rejected_push_fences_the_old_owner(serve_factory, tmp_path, git_daemon)
     owner.proc.send_signal(signal.SIGCONT)
     owner.wait_log(lambda e: e.get("run_id") == run_id and "another instance" in e.get("msg", ""), 20)
     assert owner.wait_status(run_id, "interrupted")["status"] == "interrupted"
+    assert pushes(owner).get("fenced", 0) >= 1, "a lost race counts as fenced"
     claimed_tip = branches(git_daemon.bare)[ref]
     owner.signal(signal.SIGTERM)
     assert owner.wait_exit(timeout=30) == 0

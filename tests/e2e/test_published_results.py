@@ -4,11 +4,13 @@ refs/inflight-results/<run-id>, with one entry in the inflight-index branch,
 before its checkpoint branch is deleted; a run that was published never runs
 again; a final branch an earlier release left is published by the next start."""
 import json
+import os
 import signal
 import subprocess
 
 from inflight_testing.git_servers import branches, git
-from conftest import DEMO, INFLIGHT
+from inflight_testing.waiting import wait_for
+from conftest import DEMO, INFLIGHT, PYTHON, write_config
 from test_finished_runs import refuse_deletions
 from test_operator_commands import checkpoints
 from test_resume_command import resume
@@ -55,6 +57,24 @@ def wait_branch_deleted(serve, run_id):
                    e.get("run_id") == run_id, 60)
 
 
+def run_dir(workdir, run_id):
+    return workdir / ".inflight" / "runs" / run_id
+
+
+def tree(repo, ref):
+    return git(repo, "ls-tree", "-r", "--name-only", ref).split()
+
+
+def chunked(bare, branch, name):
+    """Whether the branch exists and its tip holds `name` as chunks."""
+    return branch in refs(bare, branch) and any(
+        entry.startswith(f"{name}.inflight-chunks/") for entry in tree(bare, branch))
+
+
+def params_at(repo, ref):
+    return json.loads(git(repo, "show", f"{ref}:run-params.json"))
+
+
 def test_a_finished_run_is_published_as_plain_files_and_its_branch_deleted(
         serve_factory, tmp_path, git_daemon):
     # 800 records are over 64 KiB: the checkpoints chunk index.jsonl.
@@ -82,11 +102,33 @@ def test_a_finished_run_is_published_as_plain_files_and_its_branch_deleted(
     assert "\ninflight_results_published_total 1\n" in serve.get("/metrics").body
 
 
+def test_a_cancelled_run_is_published_as_cancelled(serve_factory, tmp_path, git_daemon):
+    serve = start(serve_factory, tmp_path / "pod-a", git_daemon)
+    run_id = serve.submit(tests=1000, test_ms=20)
+    wait_for(lambda: serve.status(run_id)["progress"]["records"] >= 2, 30, "two records")
+    assert serve.post(f"/api/eval/run/{run_id}/stop").status == 200
+    wait_branch_deleted(serve, run_id)
+    assert serve.status(run_id)["status"] == "cancelled"
+    assert not branches(git_daemon.bare)
+    ref = result_of(git_daemon, run_id)
+    assert refs(git_daemon.bare, "refs/inflight-results/") == {ref}
+    assert params_at(git_daemon.bare, ref)["final_status"] == "cancelled"
+    entry = index_entry(git_daemon, run_id)
+    assert entry["final_status"] == "cancelled" and entry["result"] == ref
+    assert [a["outcome"] for a in entry["attempts"]] == ["cancelled"]
+    assert 2 <= entry["records"] < 1000 and entry["total"] == 1000
+
+
 def test_an_interrupted_run_finished_on_another_pod_is_published_whole(
         serve_factory, tmp_path, http_git):
     pod_a = start(serve_factory, tmp_path / "pod-a", http_git)
     run_id = pod_a.submit(tests=300, test_ms=20)
-    pod_a.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and e.get("run_id") == run_id, 30)
+    # A file over 64 KiB, which pod-a's checkpoints chunk and pod-b restores.
+    artifact = os.urandom(200 * 1024)
+    (tmp_path / "artifact.bin").write_bytes(artifact)
+    os.replace(tmp_path / "artifact.bin", run_dir(tmp_path / "pod-a", run_id) / "artifact.bin")
+    branch = f"refs/heads/inflight/pod-a/{run_id}"
+    wait_for(lambda: chunked(http_git.bare, branch, "artifact.bin"), 30, "artifact.bin chunked")
     pod_a.signal(signal.SIGTERM)
     assert pod_a.wait_exit(timeout=30) == 0, "".join(pod_a.lines)
 
@@ -95,6 +137,8 @@ def test_an_interrupted_run_finished_on_another_pod_is_published_whole(
     wait_branch_deleted(pod_b, run_id)
     clone, ref = fetched_result(http_git, tmp_path, run_id)
     assert_every_record_once(git(clone, "show", f"{ref}:index.jsonl"), 300)
+    assert not [name for name in tree(clone, ref) if "inflight-chunks" in name], tree(clone, ref)
+    assert git(clone, "show", f"{ref}:artifact.bin", binary=True) == artifact
     entry = index_entry(http_git, run_id)
     assert entry["records"] == 300 and entry["total"] == 300
     assert [a["pod"] for a in entry["attempts"]] == ["pod-a", "pod-b"]
@@ -115,6 +159,58 @@ def test_two_pods_publishing_ten_runs_each_at_once_lose_none(serve_factory, tmp_
     assert sorted(listed) == sorted(f"{i}.json" for i in ids)
 
 
+# A child that ends when the test lets it: a file `go` in its run dir.
+GATED_CHILD = ("import os, sys, time\n"
+               "out = sys.argv[1]\n"
+               "while not os.path.exists(os.path.join(out, 'go')):\n"
+               "    time.sleep(0.01)\n"
+               "open(os.path.join(out, 'index.jsonl'), 'a').write('done' + chr(10))\n")
+
+
+def test_the_same_run_id_finished_on_two_pods_keeps_the_first(serve_factory, tmp_path, git_daemon):
+    """Both pods accept the id before either published it; pod-a finishes
+    first. pod-b's result is refused, its index entry taken back, and its
+    branch kept for an operator."""
+    config = write_config(tmp_path / "config.json", {
+        "argv": [PYTHON, "-c", GATED_CHILD, "{output_dir}"], "progress_file": "index.jsonl"})
+    pods = {name: start(serve_factory, tmp_path / name, git_daemon, "--config", config, pod=name)
+            for name in ("pod-a", "pod-b")}
+    run_id = "same-run"
+    for pod in pods.values():
+        pod.submit(id=run_id)
+        pod.wait_log(lambda e: e.get("msg") == "attempt started" and e.get("run_id") == run_id, 30)
+
+    (run_dir(tmp_path / "pod-a", run_id) / "go").touch()
+    wait_branch_deleted(pods["pod-a"], run_id)
+    ref = result_of(git_daemon, run_id)
+    first = git(git_daemon.bare, "rev-parse", ref)
+
+    pod_b = pods["pod-b"]
+    (run_dir(tmp_path / "pod-b", run_id) / "go").touch()
+    branch = f"inflight/pod-b/{run_id}"
+    pod_b.wait_log(lambda e: e.get("msg") == "the release of a finished run lost to another "
+                   "instance; its branch is kept for an operator" and e.get("run_id") == run_id
+                   and e.get("branch") == branch
+                   and "was published by another pod first" in e.get("error", ""), 30)
+    assert pod_b.status(run_id)["status"] == "succeeded"
+    assert "\ninflight_results_published_total 0\n" in pod_b.get("/metrics").body
+    pod_b.signal(signal.SIGTERM)
+    pod_b.wait_exit(timeout=30)
+
+    assert refs(git_daemon.bare, "refs/inflight-results/") == {ref}
+    assert git(git_daemon.bare, "rev-parse", ref) == first
+    published = params_at(git_daemon.bare, ref)
+    assert published["origin_pod"] == "pod-a"
+    assert [a["pod"] for a in published["attempts"]] == ["pod-a"]
+    entry = index_entry(git_daemon, run_id)
+    assert entry["pod"] == "pod-a" and [a["pod"] for a in entry["attempts"]] == ["pod-a"]
+    # pod-b's branch stays, with its final state, even past pod-b's shutdown.
+    assert list(branches(git_daemon.bare)) == [f"refs/heads/{branch}"]
+    kept = params_at(git_daemon.bare, f"refs/heads/{branch}")
+    assert kept["final_status"] == "succeeded"
+    assert [a["pod"] for a in kept["attempts"]] == ["pod-b"]
+
+
 def test_with_publish_off_nothing_is_published(serve_factory, tmp_path, git_daemon):
     serve = start(serve_factory, tmp_path / "pod-a", git_daemon, "--publish", "off")
     run_id = serve.submit(tests=3, test_ms=1)
@@ -126,8 +222,10 @@ def test_with_publish_off_nothing_is_published(serve_factory, tmp_path, git_daem
 def test_a_final_branch_left_unpublished_is_published_then_deleted_by_the_next_start(
         serve_factory, tmp_path, git_daemon):
     """What an earlier release left: a branch whose tip holds the final state,
-    no result. The next start publishes it and deletes the branch; the run
-    does not run again."""
+    no result. Its pod's lease stayed (the hook refused that deletion too):
+    the next start leaves the branch to it until it saw the lease unchanged
+    for its term, then publishes it and deletes the branch; the run does not
+    run again."""
     run_id = final_branch_left_unpublished(serve_factory, tmp_path / "old", git_daemon)
     assert not refs(git_daemon.bare, "refs/inflight-results/")
 
@@ -142,7 +240,8 @@ def final_branch_left_unpublished(serve_factory, workdir, server):
     """The final branch an earlier release (or --publish off with a refused
     deletion) leaves: its tip holds the final state; there is no result."""
     refuse_deletions(server.bare)
-    old = start(serve_factory, workdir, server, "--publish", "off")
+    old = start(serve_factory, workdir, server, "--publish", "off", "--grace-period", "3s",
+                "--flush-window", "1s")
     run_id = old.submit(tests=4, test_ms=1)
     old.wait_log(lambda e: "not deleted; will retry" in e.get("msg", ""), 60)
     old.signal(signal.SIGTERM)
@@ -157,6 +256,37 @@ def refuse_results(bare):
                     "  case $ref in refs/inflight-results/*) echo 'results refused' >&2; exit 1;;"
                     " esac\ndone\nexit 0\n")
     hook.chmod(0o755)
+
+
+def test_a_result_refused_in_serve_leaves_the_final_branch_and_the_next_start_publishes_it(
+        serve_factory, tmp_path, git_daemon):
+    refuse_results(git_daemon.bare)
+    old = start(serve_factory, tmp_path / "pod-a", git_daemon)
+    run_id = old.submit(tests=3, test_ms=1)
+    old.wait_log(lambda e: e.get("msg") == "a release step of a finished run did not land; "
+                 "tried again next interval" and e.get("run_id") == run_id, 30)
+    old.signal(signal.SIGTERM)
+    assert old.wait_exit(timeout=30) == 1
+    branch = f"refs/heads/inflight/pod-a/{run_id}"
+    assert list(branches(git_daemon.bare)) == [branch]
+    final = params_at(git_daemon.bare, branch)
+    assert final["final_status"] == "succeeded"
+    assert not refs(git_daemon.bare, "refs/inflight-results/")
+    assert not refs(git_daemon.bare, "refs/heads/inflight-index")
+
+    # A new pod, on an empty disk, publishes it from the branch alone.
+    (git_daemon.bare / "hooks" / "pre-receive").unlink()
+    new = start(serve_factory, tmp_path / "pod-b", git_daemon, pod="pod-b")
+    new.wait_log(lambda e: e.get("msg") == "checkpoint branch of a finished run deleted" and
+                 e.get("branch") == f"inflight/pod-a/{run_id}", 30)
+    assert not branches(git_daemon.bare)
+    ref = result_of(git_daemon, run_id)
+    assert refs(git_daemon.bare, "refs/inflight-results/") == {ref}
+    assert params_at(git_daemon.bare, ref) == final
+    entry = index_entry(git_daemon, run_id)
+    assert entry["final_status"] == "succeeded" and entry["records"] == 3
+    assert entry["pod"] == "pod-a" and entry["result"] == ref
+    assert not any(e.get("msg") == "attempt started" for e in new.events())
 
 
 def test_checkpoints_prune_publishes_a_finished_runs_branch_before_deleting_it(
@@ -236,7 +366,9 @@ def test_a_published_run_whose_branch_stayed_is_never_run_again(
     # A pod on an empty disk publishes nothing new and starts nothing.
     index_before = git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index")
     fresh = start(serve_factory, tmp_path / "fresh", git_daemon, pod="pod-b")
-    fresh.wait_log(lambda e: "hook declined" in e.get("error", ""), 30)
+    # pod-a's lease stayed (its deletion was refused too): its branch is its own.
+    fresh.wait_log(lambda e: e.get("msg") == "run held by another live instance; left to it"
+                   and e.get("run_id") == run_id, 30)
     assert fresh.get(f"/api/eval/status/{run_id}").status == 404
     assert git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index") == index_before
 
@@ -311,6 +443,21 @@ def test_progress_reads_as_records_of_the_templates_total(serve_factory, tmp_pat
     metrics = serve.get("/metrics").body
     assert f'inflight_run_records_expected{{run_id="{run_id}"}} 50' in metrics
     assert f'inflight_run_records{{run_id="{run_id}"}}' in metrics
+
+
+def test_a_progress_total_given_as_a_number_reads_the_same(serve_factory, tmp_path):
+    config = write_config(tmp_path / "config.json", {
+        "argv": [str(DEMO), "--output", "{output_dir}", "--tests", "50", "--test-ms", "200"],
+        "progress_file": "index.jsonl", "progress_total": 50})
+    serve = serve_factory("--config", config)
+    serve.wait_ready()
+    run_id = serve.submit()
+    status = serve.wait_status(run_id, "running")
+    assert status["progress"]["total"] == 50
+    listed = serve.get("/api/eval/runs").json()["runs"]
+    assert [(r["id"], r["progress"]["total"]) for r in listed] == [(run_id, 50)]
+    metrics = serve.get("/metrics").body
+    assert f'inflight_run_records_expected{{run_id="{run_id}"}} 50' in metrics
 
 
 def test_a_progress_total_that_names_no_integer_param_stops_serve(tmp_path):

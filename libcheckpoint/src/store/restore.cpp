@@ -268,7 +268,14 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
     throw std::runtime_error("run-params.json names run " + params.origin_pod + "/" +
                              params.run_id + ", not this branch's");
   const auto local = local_copy(*name, request);
-  if (params.final_status) return publish_finished(branch, tip, push, report);
+  if (params.final_status) {
+    // Its own pod releases it at its next push: left to it while its lease
+    // lives, so that pods do not race it for the same release. (A pod gives
+    // its lease up at exit when only such branches are left.)
+    if (auto owner = live_owner(branch, tip, request, leases, report))
+      return report.left.push_back(std::move(*owner));
+    return publish_finished(branch, tip, push, report);
+  }
   if (local == LocalCopy::finished)
     return publish_finished(branch, push_local_final(branch, tip, request), push, report);
   taken.insert(name->run_id);

@@ -139,9 +139,11 @@ void ServeCommand::on_signal(int signal) {
 
 // A shutdown that left a run unpushed keeps the lease: only this disk knows
 // that run's last state, and a restart here finds it still its own.
+// Otherwise the lease goes, even when a finished run's branch stayed: live
+// pods leave such a branch to its pod while its lease lives.
 void ServeCommand::on_shutdown_done(int code) {
-  if (code != 0 || plan_.lease_released()) return exit(code);
-  lease_.give_up(shutdown_started_ + settings_.grace_period, [this] { exit(0); });
+  if (plan_.keeps_lease() || plan_.lease_released()) return exit(code);
+  lease_.give_up(shutdown_started_ + settings_.grace_period, [this, code] { exit(code); });
 }
 
 void ServeCommand::exit(int code) {

@@ -43,6 +43,7 @@ void ShutdownPlan::begin() {
   grace_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stage_ == Stage::done) return;
     log::error("grace period over before every checkpoint landed");
+    keeps_lease_ = true;
     finish(1);
   });
   supervisor_.on_child_exit([this](Run& run) { on_child_exit(run); });
@@ -54,6 +55,7 @@ void ShutdownPlan::begin() {
   if (restored_ && supervisor_.live_children() > 0)
     stream_ = supervisor_.open_checkpoint_stream(
         shutdown_step(std::nullopt, [this] { std::exchange(after_stream_, {})(); }));
+  if (restored_) release_rounds();
   if (supervisor_.live_children() == 0) return end_flush();
   flush_timer_.expires_after(std::min(flush_window_, pushes_time(grace_period_)));
   flush_timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -101,9 +103,11 @@ void ShutdownPlan::checkpoint_all() {
       continue;
     }
     if (!run.release_pending && run.store_ops.empty()) continue;
+    if (run.release_pending && rounds_release(run)) continue;
     ++in_flight_;
     supervisor_.when_store_idle(run, [this, &run] { release_then_report(run); });
   }
+  release_rounds();
   // One push for all; runs that had started hold paid-for work: they go first.
   auto finish = [this] { finish_when_idle(); };
   auto then = unstarted.empty() ? std::function<void()>(finish) : [this, unstarted, finish] {
@@ -167,8 +171,64 @@ StoreStep ShutdownPlan::shutdown_step(std::optional<SystemClock::time_point> rel
 void ShutdownPlan::on_checkpointed(Run& run, const CheckpointResult& result) {
   if (stage_ == Stage::done || result) return;
   all_landed_ = false;
+  keeps_lease_ = true;
   log::error("checkpoint not pushed; the run stays on local disk",
              {{"run_id", run.id}, {"error", result.error().message}});
+}
+
+// In serve, finished runs release in steps that ride its pushes: at shutdown
+// the steps left go at once, every run in each push (the final states,
+// results and index entries, then the deletions), so that a shutdown with
+// ten finished runs is two pushes, not forty.
+bool ShutdownPlan::rounds_release(const Run& run) const {
+  return supervisor_.settings().release_at_ticks && !run.fenced;
+}
+
+void ShutdownPlan::release_rounds() {
+  if (!rounds_started_) release_round(0);
+}
+
+void ShutdownPlan::release_round(int round) {
+  constexpr int kRounds = 4;  // final state, index entry again, deletion, one more try
+  std::vector<Run*> pending;
+  bool deletions_only = true;
+  for (const auto& owned : supervisor_.runs())
+    if (owned->release_pending && rounds_release(*owned)) {
+      pending.push_back(owned.get());
+      deletions_only = deletions_only && owned->release_step == ReleaseStep::deletion;
+    }
+  if (round == 0 && pending.empty()) return;
+  rounds_started_ = true;
+  if (pending.empty() || round == kRounds) return rounds_over(pending);
+  // The deletions may take the lease with them: nothing is left on this disk.
+  const auto release =
+      deletions_only && stage_ == Stage::checkpointing ? lease_release() : std::nullopt;
+  ++in_flight_;
+  supervisor_.checkpoint_together(pending,
+                                  {.reason = checkpoint::CheckpointReason::final,
+                                   .deadline = deadline_,
+                                   .lease_until = release,
+                                   .release_lease = release.has_value(),
+                                   .keep_objects = false,
+                                   .each = [](Run&, const CheckpointResult&) {},
+                                   .done =
+                                       [this, round](const std::optional<CheckpointResult>& lease) {
+                                         if (stage_ == Stage::done) return;
+                                         --in_flight_;
+                                         if (lease && *lease) lease_released_ = true;
+                                         release_round(round + 1);
+                                       }});
+}
+
+void ShutdownPlan::rounds_over(const std::vector<Run*>& pending) {
+  for (Run* run : pending) {
+    all_landed_ = false;
+    // Only a final state that did not land lives on this disk alone.
+    if (!run->final_commit) keeps_lease_ = true;
+    log::error("the branch of a finished run is not deleted; its final state stays on local disk",
+               {{"run_id", run->id}});
+  }
+  if (stage_ == Stage::checkpointing) finish_when_idle();
 }
 
 // What a periodic push left of a finished run's release (or a release that
@@ -184,6 +244,7 @@ void ShutdownPlan::on_released(Run& run) {
   --in_flight_;
   if (run.release_pending) {
     all_landed_ = false;
+    keeps_lease_ = keeps_lease_ || !run.final_commit;
     log::error("the branch of a finished run is not deleted; its final state stays on local disk",
                {{"run_id", run.id}});
   }

@@ -110,7 +110,7 @@ void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
     if (run->fenced) {
       if (!run->release_pending) step.each(*run, fenced_result());
       store_op_done(*run);
-    } else if (run->release_pending) {
+    } else if (run->release_pending && !saves_final_alone(*run)) {
       add_release_step(*batch, request, *run);
     } else {
       request.runs.push_back(batch->send(*run));
@@ -129,6 +129,7 @@ void RunSupervisor::answer_batch(const std::shared_ptr<StoreBatch>& batch,
   for (std::size_t i = 0; i < batch->sending.size(); ++i) {
     Run& run = *batch->sending[i];
     record_checkpoint(run, result.runs[i], batch->records[i]);
+    if (run.release_pending && result.runs[i]) run.final_commit = result.runs[i]->commit;
     batch->step.each(run, result.runs[i]);
     store_op_done(run);
   }
@@ -138,6 +139,15 @@ void RunSupervisor::answer_batch(const std::shared_ptr<StoreBatch>& batch,
   for (std::size_t i = 0; i < batch->deletions.size(); ++i)
     release_step_done(*batch->deletions[i], result.deletions[i], std::nullopt);
   batch->step.done(result.lease);
+}
+
+// A finished run whose release step the server's rules refused saves its
+// final state as a plain checkpoint first: a hook that declines results
+// would decline the final state with them, and the next start would run the
+// run again from an older checkpoint.
+bool RunSupervisor::saves_final_alone(const Run& run) {
+  return run.checkpoint.refusals > 0 && run.release_step == ReleaseStep::final_state &&
+         !run.final_commit;
 }
 
 void RunSupervisor::add_release_step(StoreBatch& batch, SaveAllRequest& request, Run& run) {
@@ -167,15 +177,19 @@ void RunSupervisor::release_step_done(Run& run, const CheckpointResult& result,
     return released(run, result);
   if (!result) {
     disk_health_.report(result);
+    if (result.failed_with(Failure::refused)) back_off(run.checkpoint);
     log::warn("a release step of a finished run did not land; tried again next interval",
               {{"run_id", run.id}, {"error", result.error().message}});
     return store_op_done(run);
   }
   if (run.release_step == ReleaseStep::final_state) run.final_commit = result->commit;
   const bool indexed = !settings_.publish || !run.final_commit || (index && *index);
-  if (!indexed && index)
+  run.checkpoint.refusals = 0;
+  if (!indexed && index) {
+    if (index->failed_with(Failure::refused)) back_off(run.checkpoint);
     log::warn("a finished run's index entry did not land; tried again next interval",
               {{"run_id", run.id}, {"error", index->error().message}});
+  }
   run.release_step = indexed ? ReleaseStep::deletion : ReleaseStep::index;
   last_landed_ = SystemClock::now();
   store_op_done(run);
@@ -265,10 +279,11 @@ void RunSupervisor::send_releases() {
 void RunSupervisor::released(Run& run, const CheckpointResult& result) {
   disk_health_.report(result);
   const bool fenced = result.failed_with(Failure::rejected);
-  if (fenced) fence(run);
+  if (fenced) fence(run, result.error());
   run.release_pending = !result && !fenced;
   results_published_ += result && settings_.publish;
   if (result) last_landed_ = SystemClock::now();
+  if (result.failed_with(Failure::refused)) back_off(run.checkpoint);
   if (result)
     log::info("checkpoint branch deleted", {{"run_id", run.id}});
   else if (run.release_pending)
@@ -304,13 +319,8 @@ void RunSupervisor::record_checkpoint_failure(Run& run, const Error& error) {
   ++(error.kind == Failure::rejected ? checkpoint_pushes_.fenced : checkpoint_pushes_.failed);
   run.checkpoint.error = error.message;
   if (!run.checkpoint.failing_since) run.checkpoint.failing_since = iso8601_utc(SystemClock::now());
-  if (error.kind == Failure::rejected) return fence(run);
-  if (error.kind == Failure::refused) {
-    constexpr int kMaxTicksSkipped = 15;
-    auto& state = run.checkpoint;
-    state.ticks_to_skip = std::min((1 << std::min(state.refusals, 4)) - 1, kMaxTicksSkipped);
-    ++state.refusals;
-  }
+  if (error.kind == Failure::rejected) return fence(run, error);
+  if (error.kind == Failure::refused) back_off(run.checkpoint);
   const nlohmann::json fields{
       {"run_id", run.id}, {"reason", to_string(error.kind)}, {"error", error.message}};
   // No retry mends a run dir over the limits: only the child or an operator can.
@@ -323,6 +333,14 @@ void RunSupervisor::record_checkpoint_failure(Run& run, const Error& error) {
         fields);
   else
     log::warn("checkpoint not pushed", fields);
+}
+
+// A push the server's rules refused is tried again after doubling waits, so
+// that a declining hook is not asked every tick.
+void RunSupervisor::back_off(CheckpointState& state) {
+  constexpr int kMaxTicksSkipped = 15;
+  state.ticks_to_skip = std::min((1 << std::min(state.refusals, 4)) - 1, kMaxTicksSkipped);
+  ++state.refusals;
 }
 
 // Each entry the run's checkpoints leave out is logged the first time, naming
@@ -349,19 +367,33 @@ void RunSupervisor::log_left_out(Run& run, const checkpoint::LeftOut& left_out) 
 }
 
 // A rejected fast-forward means another instance claimed the run: it owns the
-// branch now, and this instance must not write to the run again.
-void RunSupervisor::fence(Run& run) {
+// branch now, and this instance must not write to the run again. For a
+// finished run it may also be a result another pod published first (the
+// same run id finished twice): its branch is kept for an operator.
+void RunSupervisor::fence(Run& run, const Error& error) {
   if (run.fenced) return;
   run.fenced = true;
   ++run_events_.fenced;
-  log::error("another instance owns this run (its checkpoint push was rejected); stopping it here",
-             {{"run_id", run.id}, {"branch", run.checkpoint.branch}});
+  const nlohmann::json fields{
+      {"run_id", run.id}, {"branch", run.checkpoint.branch}, {"error", error.message}};
+  if (is_final(run.status))
+    log::error(
+        "the release of a finished run lost to another instance; its branch is kept for an "
+        "operator",
+        fields);
+  else
+    log::error(
+        "another instance owns this run (its checkpoint push was rejected); stopping it here",
+        fields);
   std::erase(queue_, &run);
   // This disk's copy is stale from now on: no later start here resumes it,
   // even once the owner finished the run and deleted its branch. A running
   // child's exit writes the mark with its attempt's end.
-  run.params.handed_over = "fenced at " + iso8601_utc(SystemClock::now()) +
-                           ": another instance's push replaced this pod's";
+  run.params.handed_over =
+      is_final(run.status)
+          ? "release lost at " + iso8601_utc(SystemClock::now()) + ": " + error.message
+          : "fenced at " + iso8601_utc(SystemClock::now()) +
+                ": another instance's push replaced this pod's";
   if (!run.process) {
     if (!is_final(run.status)) run.status = RunStatus::interrupted;
     return write_params(run);
@@ -405,6 +437,7 @@ void RunSupervisor::bring_tick_forward() {
 void RunSupervisor::periodic_tick(PodLease* lease) {
   remove_expired_runs();
   std::vector<Run*> changed;
+  std::vector<Run*> refused;
   auto signatures = std::make_shared<std::map<const Run*, std::uint64_t>>();
   for (auto& owned : runs_) {
     Run& run = *owned;
@@ -414,7 +447,10 @@ void RunSupervisor::periodic_tick(PodLease* lease) {
       continue;
     }
     if (run.release_pending && settings_.release_at_ticks) {
-      changed.push_back(&run);  // its next release step rides this push
+      // Its next release step rides this push; once the server's rules
+      // refused one (a hook that declines results declines the whole push,
+      // the lease and other runs' checkpoints with it), in a push of its own.
+      (run.checkpoint.refusals > 0 ? refused : changed).push_back(&run);
       continue;
     }
     if (run.release_pending) release_checkpoint(run);
@@ -439,6 +475,14 @@ void RunSupervisor::periodic_tick(PodLease* lease) {
                                     [lease](const std::optional<CheckpointResult>& renewed) {
                                       if (renewed) lease->renewed(*renewed);
                                     }});
+  if (!refused.empty())
+    checkpoint_together(refused, {.reason = checkpoint::CheckpointReason::final,
+                                  .deadline = SteadyClock::now() + settings_.network_timeout,
+                                  .lease_until = std::nullopt,
+                                  .release_lease = false,
+                                  .keep_objects = true,
+                                  .each = [](Run&, const CheckpointResult&) {},
+                                  .done = [](const std::optional<CheckpointResult>&) {}});
 }
 
 }  // namespace inflight

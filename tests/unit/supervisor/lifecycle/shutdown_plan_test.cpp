@@ -219,5 +219,65 @@ TEST_F(ShutdownPlanTest, AFinishedRunsBranchThatSurvivesExitsOne) {
   EXPECT_TRUE(run.release_pending);
 }
 
+// serve: the release steps a finished run has left go at once, every run in
+// each push: final states with their results and index entries, then the
+// deletions, which take the lease with them.
+TEST_F(ShutdownPlanTest, FinishedRunsReleaseInTwoPushesTheLastTakingTheLease) {
+  auto with = settings();
+  with.publish = true;
+  with.release_at_ticks = true;
+  make_supervisor(with).finish_restore();
+  inflight::Run& first = submit(OrderedJson::object());
+  inflight::Run& second = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(first.status) && is_final(second.status); }));
+
+  make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(store.release_steps(),
+            (std::vector<std::string>{"final " + first.id, "final " + second.id,
+                                      "delete " + first.id, "delete " + second.id}));
+  ASSERT_EQ(store.batches().size(), 2u);
+  EXPECT_FALSE(store.batches()[0].release_lease);
+  EXPECT_TRUE(store.batches()[1].release_lease);
+  EXPECT_TRUE(plan->lease_released());
+  EXPECT_TRUE(store.releases().empty());  // no release of its own
+}
+
+// A deletion that never lands exits 1, but the final state is in the
+// results repo: nothing is on this disk alone, so the lease goes.
+TEST_F(ShutdownPlanTest, ABranchWhoseDeletionFailedExitsOneAndGivesTheLeaseUp) {
+  auto with = settings();
+  with.release_at_ticks = true;
+  make_supervisor(with).finish_restore();
+  inflight::Run& run = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+  store.answer_next(Step::release, Answer::land);  // the final state
+  store.answer(Step::release, Answer::fail);       // every deletion
+
+  make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_TRUE(run.release_pending);
+  EXPECT_FALSE(plan->keeps_lease());
+}
+
+// A final state that never lands lives on this disk alone: the lease stays.
+TEST_F(ShutdownPlanTest, AFinalStateThatDidNotLandKeepsTheLease) {
+  auto with = settings();
+  with.release_at_ticks = true;
+  make_supervisor(with).finish_restore();
+  inflight::Run& run = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+  store.answer(Step::release, Answer::fail);
+
+  make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_EQ(run.release_step, ReleaseStep::final_state);
+  EXPECT_TRUE(plan->keeps_lease());
+  EXPECT_FALSE(plan->lease_released());
+}
+
 }  // namespace
 }  // namespace inflight

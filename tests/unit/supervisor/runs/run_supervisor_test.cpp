@@ -176,6 +176,37 @@ TEST_F(RunSupervisorTest, AReleaseStepThatFailedIsTakenAgainByTheNextPush) {
 // With an interval longer than kReleaseWindow, a run's end brings the next
 // push forward, and so does a final state that landed: its release takes
 // two pushes within a few seconds, not two intervals.
+// A hook that declines results declines the whole push it rides: once a
+// release step was refused, the run goes in a push of its own, its final
+// state first as a plain checkpoint (without its result), so that the lease
+// and the running runs' checkpoints land meanwhile.
+TEST_F(RunSupervisorTest, ARunWhoseReleaseStepWasRefusedIsReleasedInPushesOfItsOwn) {
+  auto with = settings();
+  with.publish = true;
+  with.release_at_ticks = true;
+  make_supervisor(with).finish_restore();
+  inflight::Run& run = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+  store.answer_next(Step::release, Answer::refused);  // its final state with the result
+
+  supervisor().start_periodic_checkpoints(milliseconds(10), &lease);
+  ASSERT_TRUE(wait_for([&] { return !run.release_pending; }));
+  const auto& batches = store.batches();
+  EXPECT_EQ(batches[0].finals.size(), 1u);
+  const auto alone = std::find_if(batches.begin() + 1, batches.end(),
+                                  [](const auto& batch) { return !batch.runs.empty(); });
+  ASSERT_NE(alone, batches.end());
+  EXPECT_EQ(alone->runs.at(0).run_id, run.id);
+  EXPECT_EQ(alone->runs.at(0).reason, checkpoint::CheckpointReason::final);
+  EXPECT_FALSE(alone->lease_until.has_value());
+  EXPECT_TRUE(std::any_of(batches.begin() + 1, alone, [](const auto& batch) {
+    return batch.lease_until.has_value() && batch.finals.empty();
+  }));  // the lease went on its own meanwhile
+  EXPECT_TRUE(run.final_commit.has_value());
+  EXPECT_EQ(store.release_steps(),
+            (std::vector<std::string>{"final " + run.id, "final " + run.id, "delete " + run.id}));
+}
+
 TEST_F(RunSupervisorTest, AFinishedRunBringsThePeriodicPushForward) {
   auto with = settings();
   with.publish = true;

@@ -32,6 +32,11 @@ class ShutdownPlan {
   void restore_finished();
   // Whether the last push released the lease: no separate step needed.
   bool lease_released() const { return lease_released_; }
+  // Whether some run's last state may be on this disk alone (its push did
+  // not land, or the grace period ended first): the lease is then kept, so
+  // that a restart here finds that run still its own. A finished run whose
+  // final state landed and only its deletion failed keeps nothing back.
+  bool keeps_lease() const { return keeps_lease_; }
 
  private:
   enum class Stage { idle, flushing, killing, awaiting_restore, checkpointing, done };
@@ -47,6 +52,10 @@ class ShutdownPlan {
                           std::function<void()> then);
   std::optional<SystemClock::time_point> lease_release() const;
   void on_checkpointed(Run& run, const CheckpointResult& result);
+  bool rounds_release(const Run& run) const;
+  void release_rounds();
+  void release_round(int round);
+  void rounds_over(const std::vector<Run*>& pending);
   void release_then_report(Run& run);
   void on_released(Run& run);
   void finish_when_idle();
@@ -66,6 +75,8 @@ class ShutdownPlan {
   bool all_landed_ = true;
   bool restored_ = true;
   bool lease_released_ = false;
+  bool keeps_lease_ = false;
+  bool rounds_started_ = false;
   RunSupervisor::CheckpointStream stream_;  // the runs that had started
   std::set<std::string> streamed_;          // their ids, once added
   std::function<void()> after_stream_;

@@ -207,7 +207,9 @@ class RunSupervisor {
                          const std::optional<CheckpointResult>& index);
   void send_releases();
   void released(Run& run, const CheckpointResult& result);
-  void fence(Run& run);
+  void fence(Run& run, const Error& error);
+  static void back_off(CheckpointState& state);
+  static bool saves_final_alone(const Run& run);
   void periodic_tick(PodLease* lease);
   void schedule_tick(Duration after);
   void bring_tick_forward();
