@@ -189,6 +189,37 @@ def test_a_hook_that_declines_every_push_costs_no_run(serve_factory, tmp_path, g
     assert again.wait_exit(timeout=30) == 0, "".join(again.lines)
 
 
+def test_a_claim_the_server_refused_is_not_lost_and_lands_once_the_rule_is_gone(
+        serve_factory, tmp_path, git_daemon):
+    """A claim refused by the server's rules is not another pod's: the run is
+    not started, nothing is marked stale, and a later look claims it once
+    the hook is gone; every test runs once."""
+    serve, _, _ = pod_a(serve_factory, tmp_path, git_daemon, "100ms")
+    run_id = serve.submit(tests=30, test_ms=100)
+    serve.wait_log(lambda e: e.get("msg") == "checkpoint pushed", 30)
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit(timeout=30) == 0
+
+    decline_every_push(git_daemon.bare)
+    workdir = tmp_path / "pod-b"
+    workdir.mkdir()
+    pod_b = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url,
+                          "--checkpoint-interval", "100ms", workdir=workdir)
+    refused = pod_b.wait_log(lambda e: "hook declined" in e.get("error", "") and
+                             run_id in e.get("error", ""), 30)
+    assert refused["msg"] == "checkpoint not restored", refused
+    assert pod_b.get(f"/api/eval/status/{run_id}").status == 404
+    assert not any(e.get("msg") == "attempt started" for e in pod_b.events())
+    assert not any("another instance" in e.get("msg", "") for e in pod_b.events())
+
+    decline_every_push(git_daemon.bare, decline=False)
+    pod_b.wait_log(lambda e: e.get("msg") == "run restored" and e.get("run_id") == run_id, 30)
+    pod_b.wait_status(run_id, "succeeded", timeout=60)
+    run_dir = workdir / ".inflight" / "runs" / run_id
+    assert sorted(index_ids(run_dir)) == [f"t{n:03d}" for n in range(1, 31)]
+    assert [a["outcome"] for a in run_params(run_dir)["attempts"]] == ["interrupted", "succeeded"]
+
+
 def test_a_hook_that_declines_one_ref_of_a_batched_push_holds_back_that_run_only(
         serve_factory, tmp_path, git_daemon):
     # The update hook judges each ref of a push on its own (a per-branch rule).

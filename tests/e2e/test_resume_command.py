@@ -85,3 +85,34 @@ def test_resume_of_an_unknown_run_exits_4_and_an_unreachable_remote_exits_3(tmp_
     assert r.returncode == 3, r.stderr
     assert subprocess.run([str(INFLIGHT), "resume", "bad/../id"], cwd=tmp_path,
                           capture_output=True).returncode == 2
+
+
+def test_resume_leaves_a_run_whose_pod_holds_its_lease_unless_take_over(
+        serve_factory, tmp_path, git_daemon):
+    """A one-shot command cannot watch a lease for a term: a lease present
+    holds the run, and resume exits 1 naming its pod; --take-over takes it
+    (here only materialised) and fences that pod's copy."""
+    workdir = tmp_path / "pod-a"
+    workdir.mkdir()
+    pod_a = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--checkpoint-interval", "100ms", workdir=workdir)
+    pod_a.wait_ready()
+    run_id = pod_a.submit(tests=200, test_ms=50)
+    pod_a.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and e.get("run_id") == run_id, 30)
+    ops = tmp_path / "ops"
+    ops.mkdir()
+
+    r = resume(ops, git_daemon, run_id)
+    assert r.returncode == 1, r.stderr
+    left = [line for line in r.stderr.splitlines() if "holds this run" in line]
+    assert left and '"pod":"pod-a"' in left[0], r.stderr
+    assert not (ops / ".inflight" / "runs" / run_id).exists()
+    assert pod_a.status(run_id)["status"] == "running"
+
+    r = resume(ops, git_daemon, run_id, "--take-over", "--restore-only")
+    assert r.returncode == 0, r.stderr
+    assert (ops / ".inflight" / "runs" / run_id / "run-params.json").exists()
+    pod_a.wait_log(lambda e: e.get("run_id") == run_id and
+                   "another instance owns this run" in e.get("msg", ""), 30)
+    pod_a.signal(signal.SIGTERM)
+    assert pod_a.wait_exit(timeout=30) == 0

@@ -99,6 +99,15 @@ def test_a_bad_index_file_is_skipped_and_prune_deletes_a_result(serve_factory, t
     assert sorted(rows) == sorted([kept, pruned])
     assert "bogus.json" in stderr
 
+    # --older-than 1d: both finished seconds ago, nothing to delete.
+    r = runs(operator, git_daemon, "prune", "--older-than", "1d")
+    assert r.returncode == 0 and "deleted" not in r.stdout, r.stdout + r.stderr
+    # --dry-run names what it would delete and deletes nothing.
+    r = runs(operator, git_daemon, "prune", "--older-than", "0s", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.split()) == sorted(["would", "delete", kept, "would", "delete", pruned])
+    assert len(git(git_daemon.bare, "for-each-ref", "refs/inflight-results/").splitlines()) == 2
+
     r = runs(operator, git_daemon, "prune", "--run-id", pruned)
     assert r.returncode == 0, r.stderr
     assert f"deleted {pruned}" in r.stdout
