@@ -70,6 +70,16 @@ class SupervisorFixture : public ::testing::Test {
   }
   // The supervisor, made with `settings()` on first use unless made here.
   RunSupervisor& supervisor() { return supervisor_ ? *supervisor_ : make_supervisor(settings()); }
+  // A supervisor as serve makes it, restored: a finished run's release steps
+  // ride the periodic pushes.
+  RunSupervisor& serve_supervisor(bool publish) {
+    auto with = settings();
+    with.publish = publish;
+    with.release_at_ticks = true;
+    auto& made = make_supervisor(with);
+    made.finish_restore();
+    return made;
+  }
   RunSupervisor& make_supervisor(SupervisorSettings with) {
     supervisor_ = std::make_unique<RunSupervisor>(io, reaper, store, std::move(with), templates);
     return *supervisor_;

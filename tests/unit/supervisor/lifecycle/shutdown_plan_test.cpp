@@ -223,10 +223,7 @@ TEST_F(ShutdownPlanTest, AFinishedRunsBranchThatSurvivesExitsOne) {
 // each push: final states with their results and index entries, then the
 // deletions, which take the lease with them.
 TEST_F(ShutdownPlanTest, FinishedRunsReleaseInTwoPushesTheLastTakingTheLease) {
-  auto with = settings();
-  with.publish = true;
-  with.release_at_ticks = true;
-  make_supervisor(with).finish_restore();
+  serve_supervisor(true);
   inflight::Run& first = submit(OrderedJson::object());
   inflight::Run& second = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return is_final(first.status) && is_final(second.status); }));
@@ -247,9 +244,7 @@ TEST_F(ShutdownPlanTest, FinishedRunsReleaseInTwoPushesTheLastTakingTheLease) {
 // A deletion that never lands exits 1, but the final state is in the
 // results repo: nothing is on this disk alone, so the lease goes.
 TEST_F(ShutdownPlanTest, ABranchWhoseDeletionFailedExitsOneAndGivesTheLeaseUp) {
-  auto with = settings();
-  with.release_at_ticks = true;
-  make_supervisor(with).finish_restore();
+  serve_supervisor(false);
   inflight::Run& run = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
   store.answer_next(Step::release, Answer::land);  // the final state
@@ -264,9 +259,7 @@ TEST_F(ShutdownPlanTest, ABranchWhoseDeletionFailedExitsOneAndGivesTheLeaseUp) {
 
 // A final state that never lands lives on this disk alone: the lease stays.
 TEST_F(ShutdownPlanTest, AFinalStateThatDidNotLandKeepsTheLease) {
-  auto with = settings();
-  with.release_at_ticks = true;
-  make_supervisor(with).finish_restore();
+  serve_supervisor(false);
   inflight::Run& run = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
   store.answer(Step::release, Answer::fail);

@@ -118,10 +118,7 @@ TEST_F(RunSupervisorTest, AReleaseThatFailedIsTriedAgainByThePeriodicTick) {
 // final state, result and index entry ride one periodic push, its branch
 // deletion the next; runs finishing together share each.
 TEST_F(RunSupervisorTest, ReleaseStepsRideThePeriodicPushesOneStepEach) {
-  auto with = settings();
-  with.publish = true;
-  with.release_at_ticks = true;
-  make_supervisor(with).finish_restore();
+  serve_supervisor(true);
   inflight::Run& first = submit(OrderedJson::object());
   inflight::Run& second = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return is_final(first.status) && is_final(second.status); }));
@@ -140,10 +137,7 @@ TEST_F(RunSupervisorTest, ReleaseStepsRideThePeriodicPushesOneStepEach) {
 // The index entry alone is tried again when only it did not land (another
 // pod moved the index); the deletion waits for it.
 TEST_F(RunSupervisorTest, AnIndexEntryThatDidNotLandIsTriedAgainBeforeTheDeletion) {
-  auto with = settings();
-  with.publish = true;
-  with.release_at_ticks = true;
-  make_supervisor(with).finish_restore();
+  serve_supervisor(true);
   store.answer_next(Step::release, Answer::land);  // the final state and result
   store.answer_next(Step::release, Answer::fail);  // the index entry
   inflight::Run& run = submit(OrderedJson::object());
@@ -158,10 +152,7 @@ TEST_F(RunSupervisorTest, AnIndexEntryThatDidNotLandIsTriedAgainBeforeTheDeletio
 }
 
 TEST_F(RunSupervisorTest, AReleaseStepThatFailedIsTakenAgainByTheNextPush) {
-  auto with = settings();
-  with.publish = true;
-  with.release_at_ticks = true;
-  make_supervisor(with).finish_restore();
+  serve_supervisor(true);
   store.answer_next(Step::release, Answer::fail);
   inflight::Run& run = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
@@ -181,10 +172,7 @@ TEST_F(RunSupervisorTest, AReleaseStepThatFailedIsTakenAgainByTheNextPush) {
 // state first as a plain checkpoint (without its result), so that the lease
 // and the running runs' checkpoints land meanwhile.
 TEST_F(RunSupervisorTest, ARunWhoseReleaseStepWasRefusedIsReleasedInPushesOfItsOwn) {
-  auto with = settings();
-  with.publish = true;
-  with.release_at_ticks = true;
-  make_supervisor(with).finish_restore();
+  serve_supervisor(true);
   inflight::Run& run = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
   store.answer_next(Step::release, Answer::refused);  // its final state with the result
@@ -208,10 +196,7 @@ TEST_F(RunSupervisorTest, ARunWhoseReleaseStepWasRefusedIsReleasedInPushesOfItsO
 }
 
 TEST_F(RunSupervisorTest, AFinishedRunBringsThePeriodicPushForward) {
-  auto with = settings();
-  with.publish = true;
-  with.release_at_ticks = true;
-  make_supervisor(with).finish_restore();
+  serve_supervisor(true);
   supervisor().start_periodic_checkpoints(std::chrono::hours(1));
   inflight::Run& run = submit(OrderedJson::object());
 
@@ -224,9 +209,7 @@ TEST_F(RunSupervisorTest, AFinishedRunBringsThePeriodicPushForward) {
 }
 
 TEST_F(RunSupervisorTest, WithoutPublishingAFinishedRunsBranchGoesTheNextPush) {
-  auto with = settings();
-  with.release_at_ticks = true;
-  make_supervisor(with).finish_restore();
+  serve_supervisor(false);
   inflight::Run& run = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
 
