@@ -185,50 +185,65 @@ bool ShutdownPlan::rounds_release(const Run& run) const {
 }
 
 void ShutdownPlan::release_rounds() {
-  if (!rounds_started_) release_round(0);
+  if (!releasing_) release_round(0);
 }
 
+// A run whose release step the server's rules refused goes in a push of its
+// own (a hook that declines results declines every ref of the push), and
+// only the others' deletions may take the lease.
 void ShutdownPlan::release_round(int round) {
   constexpr int kRounds = 4;  // final state, index entry again, deletion, one more try
-  std::vector<Run*> pending;
-  bool deletions_only = true;
+  std::vector<Run*> pending, refused;
   for (const auto& owned : supervisor_.runs())
-    if (owned->release_pending && rounds_release(*owned)) {
-      pending.push_back(owned.get());
-      deletions_only = deletions_only && owned->release_step == ReleaseStep::deletion;
-    }
-  if (round == 0 && pending.empty()) return;
-  rounds_started_ = true;
-  if (pending.empty() || round == kRounds) return rounds_over(pending);
+    if (owned->release_pending && rounds_release(*owned))
+      (owned->checkpoint.refusals > 0 ? refused : pending).push_back(owned.get());
+  if (round == 0 && pending.empty() && refused.empty()) return;
+  releasing_ = round < kRounds && !(pending.empty() && refused.empty());
+  if (!releasing_) {
+    pending.insert(pending.end(), refused.begin(), refused.end());
+    return rounds_over(pending);
+  }
+  const bool deletions_only =
+      refused.empty() && std::all_of(pending.begin(), pending.end(), [](Run* run) {
+        return run->release_step == ReleaseStep::deletion;
+      });
   // The deletions may take the lease with them: nothing is left on this disk.
   const auto release =
       deletions_only && stage_ == Stage::checkpointing ? lease_release() : std::nullopt;
-  ++in_flight_;
-  supervisor_.checkpoint_together(pending,
-                                  {.reason = checkpoint::CheckpointReason::final,
-                                   .deadline = deadline_,
-                                   .lease_until = release,
-                                   .release_lease = release.has_value(),
-                                   .keep_objects = false,
-                                   .each = [](Run&, const CheckpointResult&) {},
-                                   .done =
-                                       [this, round](const std::optional<CheckpointResult>& lease) {
-                                         if (stage_ == Stage::done) return;
-                                         --in_flight_;
-                                         if (lease && *lease) lease_released_ = true;
-                                         release_round(round + 1);
-                                       }});
+  auto left = std::make_shared<int>(0);
+  for (auto* runs : {&pending, &refused}) {
+    if (runs->empty()) continue;
+    ++*left;
+    ++in_flight_;
+    supervisor_.checkpoint_together(
+        *runs, {.reason = checkpoint::CheckpointReason::final,
+                .deadline = deadline_,
+                .lease_until = runs == &pending ? release : std::nullopt,
+                .release_lease = runs == &pending && release.has_value(),
+                .keep_objects = true,  // the next round builds on this one's commits
+                .each = [](Run&, const CheckpointResult&) {},
+                .done =
+                    [this, round, left](const std::optional<CheckpointResult>& lease) {
+                      if (stage_ == Stage::done) return;
+                      --in_flight_;
+                      if (lease && *lease) lease_released_ = true;
+                      if (--*left == 0) release_round(round + 1);
+                    }});
+  }
 }
 
+// Rounds that end during the flush are started again by checkpoint_all,
+// for the runs a cancel finished since; what is left after that is reported.
 void ShutdownPlan::rounds_over(const std::vector<Run*>& pending) {
+  if (stage_ != Stage::checkpointing) return;
   for (Run* run : pending) {
     all_landed_ = false;
     // Only a final state that did not land lives on this disk alone.
-    if (!run->final_commit) keeps_lease_ = true;
+    if (!run->final_landed) keeps_lease_ = true;
     log::error("the branch of a finished run is not deleted; its final state stays on local disk",
                {{"run_id", run->id}});
   }
-  if (stage_ == Stage::checkpointing) finish_when_idle();
+  finish_when_idle();
 }
 
 // What a periodic push left of a finished run's release (or a release that
@@ -244,7 +259,7 @@ void ShutdownPlan::on_released(Run& run) {
   --in_flight_;
   if (run.release_pending) {
     all_landed_ = false;
-    keeps_lease_ = keeps_lease_ || !run.final_commit;
+    keeps_lease_ = keeps_lease_ || !run.final_landed;
     log::error("the branch of a finished run is not deleted; its final state stays on local disk",
                {{"run_id", run.id}});
   }

@@ -107,6 +107,12 @@ void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
                          .release_lease = step.release_lease,
                          .keep_objects = step.keep_objects};
   for (Run* run : batch->runs) {
+    // A release push whose run was released meanwhile (by a push under way
+    // when the shutdown began) has nothing left to send for it.
+    if (step.reason == checkpoint::CheckpointReason::final && !run->release_pending) {
+      store_op_done(*run);
+      continue;
+    }
     if (run->fenced) {
       if (!run->release_pending) step.each(*run, fenced_result());
       store_op_done(*run);
@@ -128,8 +134,14 @@ void RunSupervisor::answer_batch(const std::shared_ptr<StoreBatch>& batch,
                                  const SaveAllResult& result) {
   for (std::size_t i = 0; i < batch->sending.size(); ++i) {
     Run& run = *batch->sending[i];
+    const int refusals = run.checkpoint.refusals;
     record_checkpoint(run, result.runs[i], batch->records[i]);
-    if (run.release_pending && result.runs[i]) run.final_commit = result.runs[i]->commit;
+    // A finished run's final state, saved alone: its release steps stay in
+    // pushes of their own until one of them lands.
+    if (run.release_pending && result.runs[i]) {
+      run.checkpoint.refusals = refusals;
+      run.final_landed = true;
+    }
     batch->step.each(run, result.runs[i]);
     store_op_done(run);
   }
@@ -147,7 +159,7 @@ void RunSupervisor::answer_batch(const std::shared_ptr<StoreBatch>& batch,
 // run again from an older checkpoint.
 bool RunSupervisor::saves_final_alone(const Run& run) {
   return run.checkpoint.refusals > 0 && run.release_step == ReleaseStep::final_state &&
-         !run.final_commit;
+         !run.final_landed;
 }
 
 void RunSupervisor::add_release_step(StoreBatch& batch, SaveAllRequest& request, Run& run) {
@@ -183,6 +195,7 @@ void RunSupervisor::release_step_done(Run& run, const CheckpointResult& result,
     return store_op_done(run);
   }
   if (run.release_step == ReleaseStep::final_state) run.final_commit = result->commit;
+  run.final_landed = true;
   const bool indexed = !settings_.publish || !run.final_commit || (index && *index);
   run.checkpoint.refusals = 0;
   if (!indexed && index) {
@@ -247,12 +260,15 @@ void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {
 }
 
 // A release holds its run's store queue until its batch is answered. With
-// release_at_ticks, its steps ride the periodic pushes instead, until a
-// shutdown sends what is left at once.
+// release_at_ticks, its steps ride the periodic pushes instead, and a
+// shutdown's release rounds send what is left (ShutdownPlan).
 void RunSupervisor::release_checkpoint(Run& run) {
   if (!run.release_pending) run.release_step = ReleaseStep::final_state;
   run.release_pending = true;
-  if (settings_.release_at_ticks && phase_ != Phase::shutting_down) return bring_tick_forward();
+  if (settings_.release_at_ticks) {
+    if (phase_ != Phase::shutting_down) bring_tick_forward();
+    return;
+  }
   enqueue_store_op(run, [this, &run] {
     if (run.fenced || !run.release_pending) return store_op_done(run);
     releases_waiting_.push_back(&run);
@@ -374,6 +390,7 @@ void RunSupervisor::fence(Run& run, const Error& error) {
   if (run.fenced) return;
   run.fenced = true;
   ++run_events_.fenced;
+  if (is_final(run.status)) run.release_pending = false;  // nothing of it is ours to release
   const nlohmann::json fields{
       {"run_id", run.id}, {"branch", run.checkpoint.branch}, {"error", error.message}};
   if (is_final(run.status))

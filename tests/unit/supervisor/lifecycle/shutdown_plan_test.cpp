@@ -236,9 +236,62 @@ TEST_F(ShutdownPlanTest, FinishedRunsReleaseInTwoPushesTheLastTakingTheLease) {
                                       "delete " + first.id, "delete " + second.id}));
   ASSERT_EQ(store.batches().size(), 2u);
   EXPECT_FALSE(store.batches()[0].release_lease);
+  EXPECT_TRUE(store.batches()[0].keep_objects);  // the next round builds on them
   EXPECT_TRUE(store.batches()[1].release_lease);
   EXPECT_TRUE(plan->lease_released());
   EXPECT_TRUE(store.releases().empty());  // no release of its own
+}
+
+// A run cancelled while the others flush finishes during the shutdown: the
+// release rounds take it too, and the shutdown waits for it.
+TEST_F(ShutdownPlanTest, ARunCancelledDuringTheFlushIsReleasedBeforeTheExit) {
+  serve_supervisor(true);
+  inflight::Run& done = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(done.status); }));
+  inflight::Run& cancelled = submit(kStubborn);
+  inflight::Run& flushing = submit(kSleeper);
+  ASSERT_TRUE(wait_for([&] { return started(cancelled) && started(flushing); }));
+  supervisor().stop(cancelled);  // it ignores SIGTERM: killed at the flush window's end
+
+  make_plan(seconds(60), milliseconds(300)).on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(cancelled.status, RunStatus::cancelled);
+  EXPECT_FALSE(cancelled.release_pending);
+  EXPECT_FALSE(done.release_pending);
+  const auto& steps = store.release_steps();
+  EXPECT_NE(std::find(steps.begin(), steps.end(), "delete " + cancelled.id), steps.end());
+  EXPECT_TRUE(store.releases().empty());
+}
+
+// A run whose release step the server's rules refused goes in a push of its
+// own in each round: a hook declining its result declines nothing else.
+TEST_F(ShutdownPlanTest, ARefusedReleaseGoesInPushesOfItsOwnAtShutdown) {
+  serve_supervisor(true);
+  inflight::Run& refused = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(refused.status); }));
+  refused.checkpoint.refusals = 1;  // a periodic push saw its result refused
+  inflight::Run& other = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(other.status); }));
+
+  make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
+  ASSERT_TRUE(wait_for_exit());
+  EXPECT_EQ(exit_code, 0);
+  for (const auto& batch : store.batches()) {
+    const bool has_refused =
+        std::any_of(batch.runs.begin(), batch.runs.end(),
+                    [&](const auto& run) { return run.run_id == refused.id; }) ||
+        std::any_of(batch.finals.begin(), batch.finals.end(),
+                    [&](const auto& run) { return run.run_id == refused.id; });
+    const bool has_other = std::any_of(batch.finals.begin(), batch.finals.end(),
+                                       [&](const auto& run) { return run.run_id == other.id; });
+    EXPECT_FALSE(has_refused && has_other);
+    EXPECT_FALSE(has_refused && batch.lease_until.has_value());
+  }
+  EXPECT_EQ(store.saved_runs(checkpoint::CheckpointReason::final),
+            std::vector<std::string>{refused.id});  // its final state alone first
+  EXPECT_FALSE(refused.release_pending);
+  EXPECT_FALSE(other.release_pending);
 }
 
 // A deletion that never lands exits 1, but the final state is in the

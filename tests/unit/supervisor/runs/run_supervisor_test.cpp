@@ -193,6 +193,12 @@ TEST_F(RunSupervisorTest, ARunWhoseReleaseStepWasRefusedIsReleasedInPushesOfItsO
   EXPECT_TRUE(run.final_commit.has_value());
   EXPECT_EQ(store.release_steps(),
             (std::vector<std::string>{"final " + run.id, "final " + run.id, "delete " + run.id}));
+  // Its result went alone too, after the final state: the plain save's
+  // landing did not end the refusal's backoff.
+  const auto result = std::find_if(alone + 1, batches.end(),
+                                   [](const auto& batch) { return !batch.finals.empty(); });
+  ASSERT_NE(result, batches.end());
+  EXPECT_FALSE(result->lease_until.has_value());
 }
 
 TEST_F(RunSupervisorTest, AFinishedRunBringsThePeriodicPushForward) {

@@ -76,7 +76,7 @@ class ShutdownPlan {
   bool restored_ = true;
   bool lease_released_ = false;
   bool keeps_lease_ = false;
-  bool rounds_started_ = false;
+  bool releasing_ = false;                  // a release round is under way
   RunSupervisor::CheckpointStream stream_;  // the runs that had started
   std::set<std::string> streamed_;          // their ids, once added
   std::function<void()> after_stream_;

@@ -102,7 +102,8 @@ struct Run {
   // retried by periodic ticks, and shutdown releases it at once and reports it.
   bool release_pending = false;
   ReleaseStep release_step = ReleaseStep::final_state;
-  std::optional<std::string> final_commit;  // once its final state landed
+  std::optional<std::string> final_commit;  // once its final state and result landed
+  bool final_landed = false;  // its final state is on its branch: nothing is on this disk alone
   // Store operations of this run, one at a time, so that a periodic push, the
   // shutdown push and the branch deletion never race each other.
   std::deque<std::function<void()>> store_ops;
