@@ -107,14 +107,16 @@ void ShutdownPlan::checkpoint_all() {
     ++in_flight_;
     supervisor_.when_store_idle(run, [this, &run] { release_then_report(run); });
   }
-  release_rounds();
   // One push for all; runs that had started hold paid-for work: they go first.
   auto finish = [this] { finish_when_idle(); };
   auto then = unstarted.empty() ? std::function<void()>(finish) : [this, unstarted, finish] {
     checkpoint_batch(unstarted, true, finish);
   };
-  if (stream_) return close_stream(unstarted.empty(), then);
-  checkpoint_batch(started, unstarted.empty(), then);
+  if (stream_)
+    close_stream(unstarted.empty(), then);
+  else
+    checkpoint_batch(started, unstarted.empty(), then);
+  release_rounds();
 }
 
 // Adds an interrupted run that had started to the stream, once; whether the
@@ -127,23 +129,30 @@ bool ShutdownPlan::stream(Run& run) {
 }
 
 void ShutdownPlan::close_stream(bool last, std::function<void()> then) {
-  const auto release = last ? lease_release() : std::nullopt;
+  const auto release = last ? lease_release({}) : std::nullopt;
   ++in_flight_;
   after_stream_ = std::move(then);
   supervisor_.close_stream(stream_, release, release.has_value());
 }
 
-// The lease rides the last push when nothing else is under way and every
-// earlier push landed: a shutdown is then one connection. Otherwise it is
-// given up after everything landed, or kept (serve.cpp).
-std::optional<SystemClock::time_point> ShutdownPlan::lease_release() const {
+// The lease rides the last push when nothing else is under way, every
+// earlier push landed, and no finished run is left to release but the
+// deletions that push carries (their final states landed): a shutdown is
+// then one connection. Otherwise it is given up after everything landed, or
+// kept (serve.cpp).
+std::optional<SystemClock::time_point> ShutdownPlan::lease_release(
+    const std::vector<Run*>& deleting) const {
   if (lease_ == nullptr || !all_landed_ || in_flight_ > 0) return std::nullopt;
+  for (const auto& owned : supervisor_.runs())
+    if (owned->release_pending && rounds_release(*owned) &&
+        std::find(deleting.begin(), deleting.end(), owned.get()) == deleting.end())
+      return std::nullopt;
   return lease_->release();
 }
 
 void ShutdownPlan::checkpoint_batch(const std::vector<Run*>& runs, bool last,
                                     std::function<void()> then) {
-  const auto release = last ? lease_release() : std::nullopt;
+  const auto release = last ? lease_release({}) : std::nullopt;
   ++in_flight_;
   supervisor_.checkpoint_together(runs, shutdown_step(release, std::move(then)));
 }
@@ -185,64 +194,79 @@ bool ShutdownPlan::rounds_release(const Run& run) const {
 }
 
 void ShutdownPlan::release_rounds() {
-  if (!releasing_) release_round(0);
+  if (releasing_) {
+    again_ = true;  // runs finished since join a chain of rounds from the start
+    return;
+  }
+  release_round(0);
 }
 
-// A run whose release step the server's rules refused goes in a push of its
-// own (a hook that declines results declines every ref of the push), and
-// only the others' deletions may take the lease.
+// What each push of a round carries: every finished run together, but one
+// whose release step the server's rules refused alone (a hook that declines
+// its result declines every ref of the push it rides).
+std::vector<std::vector<Run*>> ShutdownPlan::release_groups() const {
+  std::vector<std::vector<Run*>> groups(1);
+  for (const auto& owned : supervisor_.runs()) {
+    if (!owned->release_pending || !rounds_release(*owned)) continue;
+    if (owned->checkpoint.refusals > 0)
+      groups.push_back({owned.get()});
+    else
+      groups.front().push_back(owned.get());
+  }
+  if (groups.front().empty()) groups.erase(groups.begin());
+  return groups;
+}
+
 void ShutdownPlan::release_round(int round) {
   constexpr int kRounds = 4;  // final state, index entry again, deletion, one more try
-  std::vector<Run*> pending, refused;
-  for (const auto& owned : supervisor_.runs())
-    if (owned->release_pending && rounds_release(*owned))
-      (owned->checkpoint.refusals > 0 ? refused : pending).push_back(owned.get());
-  if (round == 0 && pending.empty() && refused.empty()) return;
-  releasing_ = round < kRounds && !(pending.empty() && refused.empty());
-  if (!releasing_) {
-    pending.insert(pending.end(), refused.begin(), refused.end());
-    return rounds_over(pending);
+  const auto groups = release_groups();
+  if (round == 0 && groups.empty()) return;
+  if (groups.empty() || round == kRounds) {
+    releasing_ = false;
+    if (std::exchange(again_, false) && !groups.empty()) return release_round(0);
+    return rounds_over(groups);
   }
-  const bool deletions_only =
-      refused.empty() && std::all_of(pending.begin(), pending.end(), [](Run* run) {
-        return run->release_step == ReleaseStep::deletion;
-      });
-  // The deletions may take the lease with them: nothing is left on this disk.
+  releasing_ = true;
+  auto left = std::make_shared<std::size_t>(groups.size());
+  for (const auto& runs : groups) push_round(runs, round, left);
+}
+
+void ShutdownPlan::push_round(const std::vector<Run*>& runs, int round,
+                              const std::shared_ptr<std::size_t>& left) {
+  const bool deleting = std::all_of(runs.begin(), runs.end(), [](const Run* run) {
+    return run->release_step == ReleaseStep::deletion && run->checkpoint.refusals == 0;
+  });
   const auto release =
-      deletions_only && stage_ == Stage::checkpointing ? lease_release() : std::nullopt;
-  auto left = std::make_shared<int>(0);
-  for (auto* runs : {&pending, &refused}) {
-    if (runs->empty()) continue;
-    ++*left;
-    ++in_flight_;
-    supervisor_.checkpoint_together(
-        *runs, {.reason = checkpoint::CheckpointReason::final,
-                .deadline = deadline_,
-                .lease_until = runs == &pending ? release : std::nullopt,
-                .release_lease = runs == &pending && release.has_value(),
-                .keep_objects = true,  // the next round builds on this one's commits
-                .each = [](Run&, const CheckpointResult&) {},
-                .done =
-                    [this, round, left](const std::optional<CheckpointResult>& lease) {
-                      if (stage_ == Stage::done) return;
-                      --in_flight_;
-                      if (lease && *lease) lease_released_ = true;
-                      if (--*left == 0) release_round(round + 1);
-                    }});
-  }
+      deleting && stage_ == Stage::checkpointing ? lease_release(runs) : std::nullopt;
+  ++in_flight_;
+  supervisor_.checkpoint_together(
+      runs, {.reason = checkpoint::CheckpointReason::final,
+             .deadline = deadline_,
+             .lease_until = release,
+             .release_lease = release.has_value(),
+             .keep_objects = true,  // the next round builds on this one's commits
+             .each = [](Run&, const CheckpointResult&) {},
+             .done =
+                 [this, round, left](const std::optional<CheckpointResult>& lease) {
+                   if (stage_ == Stage::done) return;
+                   --in_flight_;
+                   if (lease && *lease) lease_released_ = true;
+                   if (--*left == 0) release_round(round + 1);
+                 }});
 }
 
 // Rounds that end during the flush are started again by checkpoint_all,
 // for the runs a cancel finished since; what is left after that is reported.
-void ShutdownPlan::rounds_over(const std::vector<Run*>& pending) {
+void ShutdownPlan::rounds_over(const std::vector<std::vector<Run*>>& left) {
   if (stage_ != Stage::checkpointing) return;
-  for (Run* run : pending) {
-    all_landed_ = false;
-    // Only a final state that did not land lives on this disk alone.
-    if (!run->final_landed) keeps_lease_ = true;
-    log::error("the branch of a finished run is not deleted; its final state stays on local disk",
-               {{"run_id", run->id}});
-  }
+  for (const auto& runs : left)
+    for (Run* run : runs) {
+      all_landed_ = false;
+      // Only a final state that did not land lives on this disk alone.
+      if (!run->final_landed) keeps_lease_ = true;
+      log::error("the branch of a finished run is not deleted; its final state stays on local disk",
+                 {{"run_id", run->id}});
+    }
   finish_when_idle();
 }
 

@@ -194,8 +194,10 @@ void RunSupervisor::release_step_done(Run& run, const CheckpointResult& result,
               {{"run_id", run.id}, {"error", result.error().message}});
     return store_op_done(run);
   }
-  if (run.release_step == ReleaseStep::final_state) run.final_commit = result->commit;
-  run.final_landed = true;
+  if (run.release_step == ReleaseStep::final_state) {
+    run.final_commit = result->commit;
+    run.final_landed = result->commit.has_value();  // none: over the limits, not pushed
+  }
   const bool indexed = !settings_.publish || !run.final_commit || (index && *index);
   run.checkpoint.refusals = 0;
   if (!indexed && index) {
@@ -492,14 +494,15 @@ void RunSupervisor::periodic_tick(PodLease* lease) {
                                     [lease](const std::optional<CheckpointResult>& renewed) {
                                       if (renewed) lease->renewed(*renewed);
                                     }});
-  if (!refused.empty())
-    checkpoint_together(refused, {.reason = checkpoint::CheckpointReason::final,
-                                  .deadline = SteadyClock::now() + settings_.network_timeout,
-                                  .lease_until = std::nullopt,
-                                  .release_lease = false,
-                                  .keep_objects = true,
-                                  .each = [](Run&, const CheckpointResult&) {},
-                                  .done = [](const std::optional<CheckpointResult>&) {}});
+  // Each alone: one run's refusal must not hold another's release back.
+  for (Run* run : refused)
+    checkpoint_together({run}, {.reason = checkpoint::CheckpointReason::final,
+                                .deadline = SteadyClock::now() + settings_.network_timeout,
+                                .lease_until = std::nullopt,
+                                .release_lease = false,
+                                .keep_objects = true,
+                                .each = [](Run&, const CheckpointResult&) {},
+                                .done = [](const std::optional<CheckpointResult>&) {}});
 }
 
 }  // namespace inflight

@@ -262,6 +262,9 @@ TEST_F(ShutdownPlanTest, ARunCancelledDuringTheFlushIsReleasedBeforeTheExit) {
   const auto& steps = store.release_steps();
   EXPECT_NE(std::find(steps.begin(), steps.end(), "delete " + cancelled.id), steps.end());
   EXPECT_TRUE(store.releases().empty());
+  // The lease goes with the last push only, after the interrupted run's.
+  const auto& batches = store.batches();
+  for (std::size_t i = 0; i + 1 < batches.size(); ++i) EXPECT_FALSE(batches[i].release_lease) << i;
 }
 
 // A run whose release step the server's rules refused goes in a push of its
@@ -271,8 +274,10 @@ TEST_F(ShutdownPlanTest, ARefusedReleaseGoesInPushesOfItsOwnAtShutdown) {
   inflight::Run& refused = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return is_final(refused.status); }));
   refused.checkpoint.refusals = 1;  // a periodic push saw its result refused
+  inflight::Run& also_refused = submit(OrderedJson::object());
   inflight::Run& other = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(other.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(also_refused.status) && is_final(other.status); }));
+  also_refused.checkpoint.refusals = 1;
 
   make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
   ASSERT_TRUE(wait_for_exit());
@@ -285,11 +290,18 @@ TEST_F(ShutdownPlanTest, ARefusedReleaseGoesInPushesOfItsOwnAtShutdown) {
                     [&](const auto& run) { return run.run_id == refused.id; });
     const bool has_other = std::any_of(batch.finals.begin(), batch.finals.end(),
                                        [&](const auto& run) { return run.run_id == other.id; });
+    const bool has_also_refused =
+        std::any_of(batch.runs.begin(), batch.runs.end(),
+                    [&](const auto& run) { return run.run_id == also_refused.id; });
     EXPECT_FALSE(has_refused && has_other);
+    EXPECT_FALSE(has_refused && has_also_refused);  // each refused run alone
     EXPECT_FALSE(has_refused && batch.lease_until.has_value());
   }
-  EXPECT_EQ(store.saved_runs(checkpoint::CheckpointReason::final),
-            std::vector<std::string>{refused.id});  // its final state alone first
+  auto saved_alone = store.saved_runs(checkpoint::CheckpointReason::final);
+  std::sort(saved_alone.begin(), saved_alone.end());
+  auto expected = std::vector<std::string>{refused.id, also_refused.id};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(saved_alone, expected);  // their final states alone first
   EXPECT_FALSE(refused.release_pending);
   EXPECT_FALSE(other.release_pending);
 }

@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -50,12 +51,15 @@ class ShutdownPlan {
   void checkpoint_batch(const std::vector<Run*>& runs, bool last, std::function<void()> then);
   StoreStep shutdown_step(std::optional<SystemClock::time_point> release,
                           std::function<void()> then);
-  std::optional<SystemClock::time_point> lease_release() const;
+  std::optional<SystemClock::time_point> lease_release(const std::vector<Run*>& deleting) const;
   void on_checkpointed(Run& run, const CheckpointResult& result);
   bool rounds_release(const Run& run) const;
   void release_rounds();
+  std::vector<std::vector<Run*>> release_groups() const;
   void release_round(int round);
-  void rounds_over(const std::vector<Run*>& pending);
+  void push_round(const std::vector<Run*>& runs, int round,
+                  const std::shared_ptr<std::size_t>& left);
+  void rounds_over(const std::vector<std::vector<Run*>>& left);
   void release_then_report(Run& run);
   void on_released(Run& run);
   void finish_when_idle();
@@ -77,6 +81,7 @@ class ShutdownPlan {
   bool lease_released_ = false;
   bool keeps_lease_ = false;
   bool releasing_ = false;                  // a release round is under way
+  bool again_ = false;                      // … and runs finished since it began
   RunSupervisor::CheckpointStream stream_;  // the runs that had started
   std::set<std::string> streamed_;          // their ids, once added
   std::function<void()> after_stream_;
