@@ -107,16 +107,16 @@ void ShutdownPlan::checkpoint_all() {
     ++in_flight_;
     supervisor_.when_store_idle(run, [this, &run] { release_then_report(run); });
   }
+  ++in_flight_;  // no release round may take the lease before the runs below are pushed
+  release_rounds();
+  --in_flight_;
   // One push for all; runs that had started hold paid-for work: they go first.
   auto finish = [this] { finish_when_idle(); };
   auto then = unstarted.empty() ? std::function<void()>(finish) : [this, unstarted, finish] {
     checkpoint_batch(unstarted, true, finish);
   };
-  if (stream_)
-    close_stream(unstarted.empty(), then);
-  else
-    checkpoint_batch(started, unstarted.empty(), then);
-  release_rounds();
+  if (stream_) return close_stream(unstarted.empty(), then);
+  checkpoint_batch(started, unstarted.empty(), then);
 }
 
 // Adds an interrupted run that had started to the stream, once; whether the

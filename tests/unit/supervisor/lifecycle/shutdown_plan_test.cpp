@@ -306,6 +306,25 @@ TEST_F(ShutdownPlanTest, ARefusedReleaseGoesInPushesOfItsOwnAtShutdown) {
   EXPECT_FALSE(other.release_pending);
 }
 
+// A restore under way at the signal holds the rounds back too; they go
+// once it is over, and the exit waits for them.
+TEST_F(ShutdownPlanTest, FinishedRunsAreReleasedAfterARestoreUnderWay) {
+  serve_supervisor(true);
+  inflight::Run& run = submit(OrderedJson::object());
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+  auto& plan = make_plan(seconds(60), seconds(30));
+  plan.restore_started();
+  plan.on_signal(SIGTERM);
+  EXPECT_TRUE(store.batches().empty());
+
+  plan.restore_finished();
+  ASSERT_TRUE(wait_for_exit());
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_FALSE(run.release_pending);
+  EXPECT_EQ(store.release_steps(),
+            (std::vector<std::string>{"final " + run.id, "delete " + run.id}));
+}
+
 // A deletion that never lands exits 1, but the final state is in the
 // results repo: nothing is on this disk alone, so the lease goes.
 TEST_F(ShutdownPlanTest, ABranchWhoseDeletionFailedExitsOneAndGivesTheLeaseUp) {
