@@ -17,6 +17,11 @@ branches into a fresh repo, timed from spawn to exit.
 Repetitions alternate which goes first (default 3; --reps); medians are
 reported, with the connections the proxy saw. Goal: serve/git <= 2 for
 N = 100 (issue 10). No pass/fail assertion.
+
+--cold drops the kernel's page, dentry and inode caches (`sync`, then
+/proc/sys/vm/drop_caches; root only) right before each timed restore and
+each timed fetch: the disk as a node finds it when the host reclaimed its
+page cache, where every new directory entry costs a read of the disk.
 """
 import argparse
 import os
@@ -52,8 +57,17 @@ def fresh_copy(template, daemon, name):
     return name
 
 
-def serve_restore(daemon, proxy, template, n, name):
+def drop_caches(cold):
+    if not cold:
+        return
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def serve_restore(daemon, proxy, template, n, name, cold):
     repo = fresh_copy(template, daemon, name)
+    drop_caches(cold)
     before = proxy.connections
     t0 = time.monotonic()
     serve = BenchServe(["--results-repo", daemon.url(repo, proxy.port), "--checkpoint-interval", "0",
@@ -70,10 +84,11 @@ def serve_restore(daemon, proxy, template, n, name):
         serve.cleanup()
 
 
-def git_fetch(daemon, proxy, template, n, tmp, name):
+def git_fetch(daemon, proxy, template, n, tmp, name, cold):
     repo = fresh_copy(template, daemon, name)
     work = os.path.join(tmp, f"{name}-fetch")
     git(None, "init", "-q", "--bare", work)
+    drop_caches(cold)
     before = proxy.connections
     t0 = time.monotonic()
     git(work, "fetch", "-q", daemon.url(repo, proxy.port),
@@ -89,15 +104,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--cold", action="store_true",
+                    help="drop the kernel's caches before each timed step (root)")
     args = ap.parse_args()
     with gitbench.workspace("inflight-bench-restore-", proxy_delay=DELAY_S) as (tmp, daemon, proxy):
         n = args.runs
         template = make_branches(daemon, n)
         print(f"restore_latency: {n} branches, git daemon behind a proxy adding "
-              f"{DELAY_S * 1000:.0f} ms each way, {args.reps} repetitions, medians")
+              f"{DELAY_S * 1000:.0f} ms each way, {args.reps} repetitions, medians"
+              + (", caches dropped before each step" if args.cold else ""))
         ours, theirs = gitbench.alternate(
-            args.reps, lambda rep: serve_restore(daemon, proxy, template, n, f"s{rep}.git"),
-            lambda rep: git_fetch(daemon, proxy, template, n, tmp, f"g{rep}.git"))
+            args.reps,
+            lambda rep: serve_restore(daemon, proxy, template, n, f"s{rep}.git", args.cold),
+            lambda rep: git_fetch(daemon, proxy, template, n, tmp, f"g{rep}.git", args.cold))
         a, b = (statistics.median(took for took, _ in x) for x in (ours, theirs))
         print(f"  serve spawn->ready {a * 1000:7.0f} ms ({ours[-1][1]} connections, "
               f"lease and claims included) | git fetch of {n} branches {b * 1000:6.0f} ms "

@@ -11,8 +11,8 @@
 
 namespace inflight::checkpoint {
 
-CacheLock::CacheLock(const std::filesystem::path& cache, Mode mode) {
-  const auto path = cache / "inflight-refs.lock";
+CacheLock::CacheLock(const std::filesystem::path& cache, Mode mode, std::string_view file) {
+  const auto path = cache / file;
   fd_ = Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd_) throw GitError(Failure::cache, "open " + path.string() + ": " + std::strerror(errno));
   const int operation = mode == Mode::exclusive ? LOCK_EX : LOCK_SH;

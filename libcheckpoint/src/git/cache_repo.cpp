@@ -14,6 +14,7 @@
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
 #include "git/oid_text.hpp"
+#include "git/packed_refs.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/git_store.hpp"
 #include "inflight/core/run_dir.hpp"
@@ -173,27 +174,33 @@ CacheRepo::CacheRepo(const fs::path& path) {
   skip_delta_search(impl_->repo.get());
 }
 
-namespace {
-
-void set_ref(git_repository* repo, const std::string& ref, const git_oid& commit) {
-  git_reference* raw = nullptr;
-  git_check(git_reference_create(&raw, repo, ref.c_str(), &commit, /*force=*/1, nullptr),
-            "point " + ref + " at " + oid_hex(commit));
-  git_reference_free(raw);
+void CacheRepo::remember_pushed(const std::string& ref, const std::string& commit) {
+  impl_->pending_refs.emplace_back(ref, parse_oid(commit));
 }
 
-}  // namespace
-
-void CacheRepo::set_ref_when_kept(const std::string& ref, const std::string& commit) {
-  const git_oid oid = parse_oid(commit);
-  if (has_commit(impl_->new_commits, oid))
-    impl_->pending_refs.emplace_back(ref, oid);
-  else
-    set_ref(impl_->repo.get(), ref, oid);
+void CacheRepo::keep_pushed() {
+  // A record waits for persist() when its commit, or an earlier record of
+  // its ref, still does: one ref's records keep their order.
+  std::vector<std::pair<std::string, git_oid>> now, later;
+  for (auto& record : impl_->pending_refs) {
+    const bool waits = has_commit(impl_->new_commits, record.second) ||
+                       std::any_of(later.begin(), later.end(), [&](const auto& waiting) {
+                         return waiting.first == record.first;
+                       });
+    (waits ? later : now).push_back(std::move(record));
+  }
+  impl_->pending_refs = std::move(later);
+  try {
+    pack_refs(impl_->path, now, kLocalPrefix);
+  } catch (const GitError&) {
+    impl_->pending_refs.insert(impl_->pending_refs.begin(), now.begin(), now.end());
+    throw;
+  }
 }
 
-std::optional<std::string> CacheRepo::ref_target(const std::string& ref) {
-  for (auto it = impl_->pending_refs.rbegin(); it != impl_->pending_refs.rend(); ++it)
+std::optional<std::string> CacheRepo::pushed_tip(const std::string& ref) {
+  const auto& pending = impl_->pending_refs;
+  for (auto it = pending.rbegin(); it != pending.rend(); ++it)
     if (it->first == ref) return oid_hex(it->second);
   git_oid oid;
   if (git_reference_name_to_id(&oid, impl_->repo.get(), ref.c_str()) != 0) {
@@ -204,7 +211,7 @@ std::optional<std::string> CacheRepo::ref_target(const std::string& ref) {
 }
 
 void CacheRepo::persist() {
-  if (impl_->new_commits.empty()) return;
+  if (impl_->new_commits.empty()) return keep_pushed();
   git_buf pack = GIT_BUF_INIT;
   const BufContents owned(&pack);
   try {
@@ -215,12 +222,7 @@ void CacheRepo::persist() {
   }
   git_mempack_reset(impl_->memory);
   impl_->new_commits.clear();
-  try {
-    for (const auto& [ref, commit] : impl_->pending_refs) set_ref(impl_->repo.get(), ref, commit);
-  } catch (const GitError& e) {
-    cache_failure(impl_->path, "cannot keep a ref", e.what());
-  }
-  impl_->pending_refs.clear();
+  keep_pushed();
 }
 
 bool CacheRepo::contains(const std::string& oid) {

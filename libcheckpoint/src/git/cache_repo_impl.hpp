@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string_view>
 #include <vector>
 
 #include "git/git_handle.hpp"
@@ -10,12 +11,17 @@
 
 namespace inflight::checkpoint {
 
+// Where the cache keeps the tip last pushed to each remote ref (the remote
+// ref's name under refs/heads/ or refs/ follows): CacheRepo::remember_pushed.
+inline constexpr std::string_view kLocalPrefix = "refs/inflight-local/";
+
 struct CacheRepo::Impl {
   std::filesystem::path path;
   RepositoryHandle repo;
   git_odb_backend* memory = nullptr;  // new objects until persist(); owned by the repo's odb
   std::vector<git_oid> new_commits;   // in `memory`: what persist() packs
-  std::vector<std::pair<std::string, git_oid>> pending_refs;  // set by persist()
+  // remember_pushed()'s records, until keep_pushed() or persist() packs them.
+  std::vector<std::pair<std::string, git_oid>> pending_refs;
 };
 
 // Opens the bare repository at `path`, creating it and its parents if absent

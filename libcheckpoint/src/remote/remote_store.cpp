@@ -21,7 +21,6 @@ namespace inflight::checkpoint {
 namespace {
 
 constexpr std::string_view kFetchedPrefix = "refs/inflight-fetched/";
-constexpr std::string_view kLocalPrefix = "refs/inflight-local/";
 
 // The CA bundle is a process-wide libgit2 setting; set it before the first
 // connection and again only if another store names another file.
@@ -149,10 +148,19 @@ struct RemoteStore::Impl {
         rc == GIT_ENOTFOUND || (error != nullptr && error->klass == GIT_ERROR_REFERENCE);
     return location.local_path && raced && attempt < kWriteTries;
   }
-  // The ref is at the update's commit: the next save builds on it.
+  // The ref is at the update's commit: the next save builds on it. A
+  // deletion leaves the record (a result pruned is never published again).
   void landed(const RefUpdate& u) {
     if (!u.commit.empty())
-      repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(u.ref), u.commit);
+      repo.remember_pushed(std::string(kLocalPrefix) + short_name(u.ref), u.commit);
+  }
+  // What landed stands if the cache cannot record it now: persist() tries
+  // again, and the agent reports it if that fails too.
+  void keep_pushed() {
+    try {
+      repo.keep_pushed();
+    } catch (const GitError&) {
+    }
   }
 };
 
@@ -320,7 +328,7 @@ std::string RemoteStore::fetch_listed(const RemoteBranch& branch) {
 }
 
 std::optional<std::string> RemoteStore::last_pushed(const std::string& ref) {
-  return impl_->repo.ref_target(std::string(kLocalPrefix) + short_name(ref));
+  return impl_->repo.pushed_tip(std::string(kLocalPrefix) + short_name(ref));
 }
 
 void RemoteStore::push(const std::string& ref, const std::string& oid) {
@@ -330,7 +338,8 @@ void RemoteStore::push(const std::string& ref, const std::string& oid) {
   // No '+': the push is fast-forward only, so a moved tip fences us out.
   impl_->push_refspec(sources.add(ref, parse_oid(oid)) + ":" + ref, "push " + ref + " to",
                       sources.git());
-  impl_->repo.set_ref_when_kept(std::string(kLocalPrefix) + short_name(ref), oid);
+  impl_->landed({.ref = ref, .commit = oid, .from = {}});
+  impl_->keep_pushed();
 }
 
 namespace {
@@ -455,6 +464,7 @@ std::vector<RefResult> RemoteStore::update(const std::vector<RefUpdate>& updates
     }
     sends = impl_->judge(*connection, updates, again, results);
   }
+  impl_->keep_pushed();
   return results;
 }
 

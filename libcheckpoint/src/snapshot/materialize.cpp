@@ -6,8 +6,12 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <future>
+#include <span>
+#include <vector>
 
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
@@ -43,7 +47,10 @@ Fd make_dir_at(int parent, const std::string& name, const std::string& path) {
 
 class TreeWriter {
  public:
-  explicit TreeWriter(git_repository* repo) : repo_(repo) {}
+  // `on_disk`: every object is on disk, so that another handle of the
+  // repository, on another thread, may read them.
+  TreeWriter(git_repository* repo, bool on_disk)
+      : repo_(repo), disk_path_(on_disk ? git_repository_path(repo) : "") {}
 
   void directory(int dir, const git_tree* tree, const std::string& prefix) {
     for (std::size_t i = 0; i < git_tree_entrycount(tree); ++i) {
@@ -78,11 +85,59 @@ class TreeWriter {
   void chunked_file(int dir, const std::string& name, const std::string& path,
                     const git_tree_entry* entry) {
     const TreeHandle chunks = lookup_tree(repo_, *git_tree_entry_id(entry));
+    std::vector<git_oid> ids;
+    for_each_chunk_id(repo_, chunks.get(), path + std::string(kChunkSuffix),
+                      [&](const git_oid& id, const std::string&) { ids.push_back(id); });
     const Fd file = create_file(dir, name, path, false);
-    for_each_chunk(repo_, chunks.get(), path + std::string(kChunkSuffix),
-                   [&](const void* data, std::size_t size) {
-                     write_all(file.get(), {static_cast<const char*>(data), size}, path);
-                   });
+    write_chunks(file.get(), ids, path);
+  }
+
+  // The download's indexer inflated every chunk once already; a big file's
+  // second inflate is shared by two threads, each writing its half at its
+  // offset through a repository handle of its own.
+  void write_chunks(int fd, std::span<const git_oid> ids, const std::string& path) {
+    if (disk_path_.empty() || ids.size() < 2 * kChunksPerGroup)
+      return write_at(repo_, fd, ids, 0, path, nullptr);
+    const auto first = ids.first(ids.size() / 2);
+    const auto offset = static_cast<off_t>(bytes_of(first, path));
+    std::atomic<bool> failed = false;  // the other half stops early
+    auto second = std::async(std::launch::async, [&] {
+      const RepositoryHandle other = open_bare(disk_path_);
+      write_at(other.get(), fd, ids.subspan(first.size()), offset, path, &failed);
+    });
+    try {
+      write_at(repo_, fd, first, 0, path, nullptr);
+    } catch (...) {
+      failed = true;
+      throw;  // the future waits for its thread
+    }
+    second.get();
+  }
+
+  std::uint64_t bytes_of(std::span<const git_oid> ids, const std::string& path) {
+    const OdbHandle odb = open_odb(repo_);
+    std::uint64_t bytes = 0;
+    for (const auto& id : ids) {
+      std::size_t size = 0;
+      git_object_t type{};
+      git_check(git_odb_read_header(&size, &type, odb.get(), &id), "read a chunk of " + path);
+      bytes += size;
+    }
+    return bytes;
+  }
+
+  static void write_at(git_repository* repo, int fd, std::span<const git_oid> ids, off_t offset,
+                       const std::string& path, const std::atomic<bool>* stop) {
+    for (const auto& id : ids) {
+      if (stop != nullptr && *stop) return;
+      git_blob* raw = nullptr;
+      git_check(git_blob_lookup(&raw, repo, &id), "read a chunk of " + path);
+      const BlobHandle blob(raw);
+      const auto size = static_cast<std::size_t>(git_blob_rawsize(blob.get()));
+      write_all_at(fd, {static_cast<const char*>(git_blob_rawcontent(blob.get())), size}, offset,
+                   path);
+      offset += static_cast<off_t>(size);
+    }
   }
 
   // Replaces any existing entry, so a planted symlink is never written through.
@@ -98,6 +153,7 @@ class TreeWriter {
   }
 
   git_repository* repo_;
+  const std::filesystem::path disk_path_;  // empty: objects may be in memory
 };
 
 Fd open_run_dir(const std::filesystem::path& run_dir) {
@@ -111,17 +167,26 @@ Fd open_run_dir(const std::filesystem::path& run_dir) {
 
 }  // namespace
 
+namespace {
+
+void write_run_dir(git_repository* git, const std::string& commit,
+                   const std::filesystem::path& run_dir, const TreeLimits& limits, bool on_disk) {
+  const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
+  validate_run_tree(git, tree.get(), limits);
+  const Fd dir = open_run_dir(run_dir);
+  TreeWriter(git, on_disk).directory(dir.get(), tree.get(), "");
+}
+
+}  // namespace
+
 void materialize(CacheRepo& repo, const std::string& commit, const std::filesystem::path& run_dir,
                  const TreeLimits& limits) {
-  materialize_tree(raw_repo(repo), commit, run_dir, limits);
+  write_run_dir(raw_repo(repo), commit, run_dir, limits, /*on_disk=*/false);
 }
 
 void materialize_tree(git_repository* git, const std::string& commit,
                       const std::filesystem::path& run_dir, const TreeLimits& limits) {
-  const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
-  validate_run_tree(git, tree.get(), limits);
-  const Fd dir = open_run_dir(run_dir);
-  TreeWriter(git).directory(dir.get(), tree.get(), "");
+  write_run_dir(git, commit, run_dir, limits, /*on_disk=*/true);
 }
 
 }  // namespace inflight::checkpoint

@@ -1,4 +1,6 @@
-// materialize() on any handle of the cache, for writers on other threads.
+// materialize() on any handle of the cache, for writers on other threads:
+// every object it reads is on disk (a big file is written by two threads,
+// the second with a handle of its own).
 #pragma once
 
 #include <git2.h>

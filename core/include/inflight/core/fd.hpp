@@ -41,5 +41,8 @@ class Fd {
 // The one way inflight writes a buffer to a descriptor: short writes and
 // EINTR are retried; a failure throws std::system_error naming `what`.
 void write_all(int fd, std::string_view data, const std::string& what);
+// The same at `offset` (pwrite: the descriptor's position stays), so that
+// threads may write parts of one file.
+void write_all_at(int fd, std::string_view data, off_t offset, const std::string& what);
 
 }  // namespace inflight

@@ -50,12 +50,15 @@ class CacheRepo {
   void persist();
   // Whether the object `oid` (hex) is in the cache, in memory or on disk.
   bool contains(const std::string& oid);
-  // Points `ref` at `commit` once the commit is on disk: now, or when
-  // persist() writes it. No ref of the cache ever names an object that is
-  // only in memory: another process would find it dangling.
-  void set_ref_when_kept(const std::string& ref, const std::string& commit);
-  // The commit `ref` names, as set_ref_when_kept() left it.
-  std::optional<std::string> ref_target(const std::string& ref);
+  // Points the cache's `ref` at `commit` (the tip a push left on the
+  // remote, for the next save to build on) once the commit is on disk:
+  // keep_pushed() packs every such ref in one write, persist() those whose
+  // commits it writes. No ref of the cache ever names an object that is only
+  // in memory: another process would find it dangling.
+  void remember_pushed(const std::string& ref, const std::string& commit);
+  void keep_pushed();
+  // The commit `ref` names, as remember_pushed() left it (in any agent).
+  std::optional<std::string> pushed_tip(const std::string& ref);
   struct Impl;
   Impl& impl();
 

@@ -1,6 +1,11 @@
+#include "snapshot/materialize.hpp"
+
 #include <sys/stat.h>
 
+#include <utility>
+
 #include "checkpoint/checkpoint_test_support.hpp"
+#include "git/cache_repo_impl.hpp"
 #include "snapshot/chunked_file.hpp"
 
 namespace inflight::checkpoint::testing {
@@ -165,6 +170,27 @@ TEST_F(MaterializeTest, ReassemblesChunkedFilesOfTheFlatLayout) {
   materialize(*repo_, c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
   EXPECT_EQ(read_file(run_dir() / "index.jsonl"), "hello world");
   EXPECT_EQ(read_file_at(*repo_, c, "index.jsonl", 1 << 30), "hello world");
+}
+
+// A file of two groups or more is written by two threads, the second half
+// at the offset the first half's chunk sizes (which vary) add up to.
+TEST_F(MaterializeTest, ABigChunkedFileIsWrittenInOrderByTwoThreads) {
+  std::string whole;
+  std::vector<git_oid> groups;
+  std::vector<TreeEntrySpec> group;
+  for (std::size_t i = 0; i < 2 * kChunksPerGroup + 3; ++i) {
+    const std::string chunk = "chunk " + std::to_string(i) + std::string(i % 7, '.') + "\n";
+    whole += chunk;
+    group.push_back({"100644", chunk_name(group.size()), blob(chunk)});
+    if (group.size() == kChunksPerGroup) groups.push_back(tree(std::exchange(group, {})));
+  }
+  groups.push_back(tree(group));
+  std::vector<TreeEntrySpec> top;
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    top.push_back({"40000", chunk_name(g), groups[g]});
+  const std::string c = commit(tree({{"40000", "index.jsonl.inflight-chunks", tree(top)}}));
+  materialize_tree(raw_repo(*repo_), c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
+  EXPECT_EQ(read_file(run_dir() / "index.jsonl"), whole);
 }
 
 // Chunk i must sit at i / 256 so that no two trees read as the same file.

@@ -211,6 +211,32 @@ TEST_F(CheckpointStoreTest, RestoreClaimsEveryRunInOnePush) {
   }
 }
 
+// A restore records each claim's tip for the next save in the cache's one
+// packed-refs file, not a loose ref file per run (a directory entry each,
+// costly on a slow disk).
+TEST_F(CheckpointStoreTest, ClaimedTipsArePackedInOneFileForTheNextAgent) {
+  for (const auto* id : {"r1", "r2"})
+    CheckpointStore(config("a"))
+        .save(make_run(temp_.path() / "runs-a", id, 1), "pod-a",
+              info(id, CheckpointReason::shutdown));
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  RestoreReport report;
+  {
+    CheckpointStore store(config("b"));
+    report = restore(std::move(store), runs_b, "pod-b");
+    store.persist();
+  }
+  ASSERT_EQ(report.claimed.size(), 2u);
+  const auto cache = config("b").cache_dir;
+  EXPECT_FALSE(fs::exists(cache / "refs" / "inflight-local"));
+  EXPECT_EQ(trimmed(git(cache, "for-each-ref --format=%(refname) refs/inflight-local")),
+            "refs/inflight-local/inflight/pod-a/r1\nrefs/inflight-local/inflight/pod-a/r2");
+  CheckpointStore next(config("b"));
+  for (const auto& run : report.claimed)
+    EXPECT_EQ(next.remote().last_pushed(run.branch), run.claim);
+}
+
 // Between reading a branch and pushing the claims, another pod claimed the
 // run, or its owner finished it and deleted the branch: the claim is lost,
 // nothing is written over it or recreated, and nothing lands on disk.
