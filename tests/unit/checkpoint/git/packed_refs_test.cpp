@@ -44,6 +44,7 @@ TEST(PackedRefsFormat, NamesTheLineThatIsNotTheFormat) {
 // libgit2 reads what pack_refs wrote; refs of others stay; a loose ref an
 // earlier build left under the prefix is folded in and its file goes.
 TEST(PackRefs, LibgitReadsThemAndLooseOnesAreFoldedIn) {
+  const GitLibrary library;
   const TempDir dir;
   const auto repo_path = dir.path() / "cache.git";
   const auto repo = open_or_init_bare(repo_path);

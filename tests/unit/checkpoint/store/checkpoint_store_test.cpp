@@ -230,7 +230,7 @@ TEST_F(CheckpointStoreTest, ClaimedTipsArePackedInOneFileForTheNextAgent) {
   ASSERT_EQ(report.claimed.size(), 2u);
   const auto cache = config("b").cache_dir;
   EXPECT_FALSE(fs::exists(cache / "refs" / "inflight-local"));
-  EXPECT_EQ(trimmed(git(cache, "for-each-ref --format=%(refname) refs/inflight-local")),
+  EXPECT_EQ(trimmed(git(cache, "for-each-ref '--format=%(refname)' refs/inflight-local")),
             "refs/inflight-local/inflight/pod-a/r1\nrefs/inflight-local/inflight/pod-a/r2");
   CheckpointStore next(config("b"));
   for (const auto& run : report.claimed)
