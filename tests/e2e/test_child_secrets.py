@@ -16,6 +16,7 @@ import subprocess
 import pytest
 
 from conftest import CHILDREN, INFLIGHT, PYTHON, write_config
+from inflight_testing.git_servers import git
 from inflight_testing.waiting import wait_for
 
 BASE = {"PATH", "HOME", "USER", "LANG", "TZ", "TMPDIR"}
@@ -145,8 +146,14 @@ def test_no_child_finds_a_secret(how, serve_factory, http_git, tmp_path):
     expected |= {"SPY_SHARED": "shared", "SPY_PLAIN": f"plain-{run_id}"}
     assert own == expected
 
-    # The git token (from its file in the third case) pushed the spy's checkpoints.
-    assert serve.logged("checkpoint pushed") and not serve.logged("checkpoint not pushed")
+    # The git token (from its file in the third case) pushed the spy's run: a
+    # checkpoint, or once it ended its result (a restore slowed down by a
+    # sanitizer can leave the short run no periodic tick of its own).
+    def pushed():
+        refs = git(http_git.bare, "for-each-ref", "--format=%(refname)").split()
+        return [ref for ref in refs if ref.endswith("/" + run_id)]
+    wait_for(pushed, 60, "the spy's run in the results repo")
+    assert not serve.logged("checkpoint not pushed")
 
     # The other template still gets its own secret, resolved after serve hid it.
     r = serve.post("/api/eval/run", {"child": "other"}, headers=auth)
