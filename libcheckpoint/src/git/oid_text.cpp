@@ -13,6 +13,11 @@ git_oid parse_oid(const std::string& hex) {
   return oid;
 }
 
+bool is_oid_hex(std::string_view text) {
+  return text.size() == GIT_OID_HEXSZ &&
+         text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 std::string oid_hex(const git_oid& oid) {
   char text[GIT_OID_HEXSZ + 1];
   git_oid_tostr(text, sizeof text, &oid);

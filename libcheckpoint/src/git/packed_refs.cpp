@@ -19,11 +19,6 @@ namespace {
 
 constexpr std::string_view kHeader = "# pack-refs with: peeled fully-peeled sorted \n";
 
-bool is_hex_oid(std::string_view text) {
-  return text.size() == GIT_OID_HEXSZ &&
-         text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
-
 [[noreturn]] void cache_failure(const fs::path& path, const std::string& what) {
   throw GitError(Failure::cache, path.string() + ": " + what);
 }
@@ -51,7 +46,7 @@ std::vector<std::pair<std::string, std::string>> loose_refs(const fs::path& repo
     if (!it->is_regular_file(ec)) continue;
     auto oid = read_or_empty(it->path());
     if (oid.ends_with('\n')) oid.pop_back();
-    if (is_hex_oid(oid))
+    if (is_oid_hex(oid))
       found.emplace_back(fs::relative(it->path(), repo).generic_string(), std::move(oid));
   }
   return found;
@@ -72,12 +67,12 @@ PackedRefs parse_packed_refs(std::string_view text) {
     };
     if (number == 1 && line.starts_with('#')) continue;
     if (line.starts_with('^')) {
-      if (last == nullptr || !is_hex_oid(line.substr(1))) bad();
+      if (last == nullptr || !is_oid_hex(line.substr(1))) bad();
       last->peeled = line.substr(1);
       continue;
     }
     const auto space = line.find(' ');
-    if (space == std::string_view::npos || !is_hex_oid(line.substr(0, space)) ||
+    if (space == std::string_view::npos || !is_oid_hex(line.substr(0, space)) ||
         !line.substr(space + 1).starts_with("refs/"))
       bad();
     last = &(refs[std::string(line.substr(space + 1))] =

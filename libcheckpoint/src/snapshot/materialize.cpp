@@ -165,10 +165,6 @@ Fd open_run_dir(const std::filesystem::path& run_dir) {
   return dir;
 }
 
-}  // namespace
-
-namespace {
-
 void write_run_dir(git_repository* git, const std::string& commit,
                    const std::filesystem::path& run_dir, const TreeLimits& limits, bool on_disk) {
   const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
