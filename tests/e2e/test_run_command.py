@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from inflight_testing.git_servers import branches, free_port, git
+from inflight_testing.git_servers import REPO_NAME, GitDaemon, branches, free_port, git
+from inflight_testing.procfs import descendants_of
 from inflight_testing.run_dirs import index_ids
 from inflight_testing.waiting import wait_for
 from conftest import DEMO, INFLIGHT, write_config
@@ -212,6 +213,67 @@ def test_take_over_takes_a_live_run_at_once_and_fences_its_holder(tmp_path, git_
     assert holder.wait() == 75, holder.log.read_text()[-3000:]  # fenced: not its run any more
     assert sorted(published_records(git_daemon, "suite-0")) == \
         [f"t{n:03d}" for n in range(1, 61)]
+
+
+# Run by upload-pack in place of `git pack-objects`: once armed, the first
+# fetch moves pod-a's branch to a new commit on top, as the holder's periodic
+# checkpoint landing between the taker's listing and its claim would.
+HOLDER_CHECKPOINTS_MID_FETCH = """#!/bin/sh
+if rm "$0.armed" 2>/dev/null; then
+  ref=refs/heads/inflight/pod-a/suite-0
+  tip=$(git rev-parse "$ref")
+  moved=$(git log -1 --format=%B "$tip" | git commit-tree -p "$tip" "$tip^{tree}")
+  git update-ref "$ref" "$moved" "$tip"
+fi
+exec "$@"
+"""
+
+
+def test_a_take_over_that_loses_its_claim_to_the_holders_checkpoint_claims_again_at_once(
+        tmp_path):
+    hook = tmp_path / "pack-objects-hook"
+    hook.write_text(HOLDER_CHECKPOINTS_MID_FETCH)
+    hook.chmod(0o755)
+    config = tmp_path / "gitconfig"
+    config.write_text(f"[uploadpack]\n\tpackObjectsHook = {hook}\n")
+    daemon = GitDaemon(tmp_path / "daemon", env={"GIT_CONFIG_GLOBAL": str(config)})
+    try:
+        bare, url = daemon.new_repo(REPO_NAME)
+
+        class Server:
+            flags = ()
+        server = Server()
+        server.url, server.bare = url, bare
+        holder = RunProcess(tmp_path, server, "pod-a", *demo_command(tests=60, test_ms=100))
+        wait_for(lambda: branches(bare) and holder.records() >= 3, 30, "a checkpoint")
+        # Paused with its child (a node frozen): its lease stays, and only the
+        # hook moves its branch.
+        paused = [holder.proc.pid, *descendants_of(holder.proc.pid)]
+        for pid in paused:
+            os.kill(pid, signal.SIGSTOP)
+        before = branches(bare)["refs/heads/inflight/pod-a/suite-0"]
+        (tmp_path / "pack-objects-hook.armed").touch()
+        taker = RunProcess(tmp_path, server, "pod-b", "--take-over",
+                           *demo_command(tests=60, test_ms=100))
+        assert taker.wait() == 0, taker.log.read_text()[-3000:]
+        assert not (tmp_path / "pack-objects-hook.armed").exists()  # the race took place
+        assert taker.logged("run claimed by another instance; left to it")
+        assert taker.logged("the take-over lost a race with the holder's checkpoint; "
+                            "claiming its new tip")
+        assert not taker.logged("another instance holds this run; waiting for its lease or "
+                                "claim to end (--take-over takes it at once)")
+        for pid in reversed(paused):
+            os.kill(pid, signal.SIGCONT)
+        # Fenced: its next checkpoint finds the branch released and the run
+        # published, and does not create the branch again.
+        assert holder.wait() == 75, holder.log.read_text()[-3000:]
+        assert "refs/heads/inflight/pod-a/suite-0" not in branches(bare)
+        assert sorted(published_records(server, "suite-0")) == \
+            [f"t{n:03d}" for n in range(1, 61)]
+        claimed = git(bare, "rev-list", "--first-parent", "refs/inflight-results/suite-0")
+        assert before in claimed.split()
+    finally:
+        daemon.stop()
 
 
 def test_a_results_repo_unreachable_at_start_exits_3_and_starts_nothing(tmp_path):

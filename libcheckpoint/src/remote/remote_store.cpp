@@ -406,6 +406,10 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
                                                          : "it moved"};
       continue;
     }
+    if (tip == tips.end() && u.result && tips.contains(*u.result)) {
+      results[i] = {RefOutcome::taken, "it is gone, and the run is published (" + *u.result + ")"};
+      continue;
+    }
     if (u.commit.empty()) {  // a deletion; a ref already gone is deleted
       if (tip != tips.end()) sends.push_back({.update = i, .refspec = ":" + u.ref});
       continue;

@@ -73,9 +73,7 @@ SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& commit = report.runs[i].commit;
     if (!commit) continue;
-    updates.push_back({.ref = branch_ref({runs[i].origin_pod, runs[i].info.run_id}),
-                       .commit = *commit,
-                       .from = {}});
+    updates.push_back(checkpoint_update(runs[i], *commit));
     pushed.push_back(i);
   }
   const auto steps = add_release_steps(release, updates, report);
@@ -100,6 +98,16 @@ SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
   report.lease_error = lease->release ? undo_release(results.back(), report, lease->lease)
                                       : renew_taken_lease(results.back(), lease->lease);
   return report;
+}
+
+// A run's checkpoint, fast-forward only; once this cache pushed its branch,
+// a branch gone while the run's result is there was released by the pod
+// that took and finished the run (RefUpdate::result).
+RefUpdate CheckpointStore::checkpoint_update(const SaveRequest& run, const std::string& commit) {
+  auto ref = branch_ref({run.origin_pod, run.info.run_id});
+  auto result =
+      remote_.last_pushed(ref) ? std::optional(result_ref(run.info.run_id)) : std::nullopt;
+  return {.ref = std::move(ref), .commit = commit, .from = {}, .result = std::move(result)};
 }
 
 // Whether `commit` is a checkpoint of run `run_id`: its message and its
@@ -261,7 +269,7 @@ std::vector<std::optional<std::string>> CheckpointStore::push_final_states(
       const auto commit = snapshot(run.run_dir, run.origin_pod, run.info);
       finals[i] = commit ? commit : remote_.last_pushed(ref);
       if (!commit) continue;
-      updates.push_back({.ref = ref, .commit = *commit, .from = {}});
+      updates.push_back(checkpoint_update(run, *commit));
       pushed.push_back(i);
     } catch (const GitError& e) {
       if (e.kind() == Failure::cache) throw;

@@ -72,7 +72,7 @@ CheckpointStore::ReleaseFinal CheckpointStore::add_final(
       commit = snapshot(run.run_dir, run.origin_pod, run.info);
       if (commit) {
         final.branch = updates.size();
-        updates.push_back({.ref = ref, .commit = *commit, .from = {}});
+        updates.push_back(checkpoint_update(run, *commit));
       } else {
         commit = remote_.last_pushed(ref);
       }

@@ -251,11 +251,13 @@ def start_bare_repo(workdir, file_url=False):
 
 class GitDaemon:
     """`git daemon` exporting every bare repo under `base`, receive-pack on,
-    listening on `listen` (0.0.0.0 to be reached from containers too)."""
+    listening on `listen` (0.0.0.0 to be reached from containers too);
+    `env` adds to its git_env(), e.g. a GIT_CONFIG_GLOBAL of a test's own."""
 
-    def __init__(self, base, listen="127.0.0.1"):
+    def __init__(self, base, listen="127.0.0.1", env=None):
         self.base = Path(base)
         self.listen = listen
+        self.env = env
         self.base.mkdir(parents=True, exist_ok=True)
         self.port, self.process = start_on_free_port(self._start)
         self.log = self.process.log
@@ -265,7 +267,7 @@ class GitDaemon:
             ["git", "daemon", "--verbose", "--reuseaddr", "--export-all",
              "--enable=receive-pack", f"--base-path={self.base}", f"--listen={self.listen}",
              f"--port={port}", f"--pid-file={self.base / 'daemon.pid'}", str(self.base)],
-            self.base / "daemon.log", env=git_env())
+            self.base / "daemon.log", env=git_env(self.env))
         # --verbose makes the daemon print this once its sockets are bound.
         process.wait_ready(lambda: "Ready to rumble" in process.output(), "git daemon")
         return port, process

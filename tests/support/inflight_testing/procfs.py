@@ -42,6 +42,18 @@ def children_of(ppid):
     return sorted(pid for pid, fields in _processes() if int(fields[1]) == ppid)
 
 
+def descendants_of(pid):
+    """Pids of every process below `pid`, parents before their children."""
+    parents = {p: int(fields[1]) for p, fields in _processes()}
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop(0)
+        below = sorted(p for p, ppid in parents.items() if ppid == parent)
+        found += below
+        todo += below
+    return found
+
+
 def zombies_of(ppid):
     """Zombie processes whose parent is `ppid`."""
     return [pid for pid, fields in _processes() if fields[0] == "Z" and int(fields[1]) == ppid]

@@ -142,6 +142,7 @@ class CheckpointStore {
                                const RestoreRequest& request);
   std::optional<std::string> snapshot(const std::filesystem::path& run_dir,
                                       const std::string& origin_pod, const CheckpointInfo& info);
+  RefUpdate checkpoint_update(const SaveRequest& run, const std::string& commit);
   bool checkpoint_of(const std::string& commit, const std::string& run_id);
   void build_on_rewritten(const std::vector<SaveRequest>& runs,
                           const std::vector<std::size_t>& pushed, std::vector<RefUpdate>& updates,

@@ -861,6 +861,33 @@ TEST_F(CheckpointStoreTest, SaveAllPushesEachRunOnItsOwnMerits) {
   EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r2")), claimed);
 }
 
+// A pod paused while another took its run, finished and released it finds
+// the branch gone and the result there: its save is taken, and the branch is
+// not created again. Without a result (pruned by hand), the save lands.
+TEST_F(CheckpointStoreTest, ASaveToABranchReleasedByAnotherPodIsTakenNotCreatedAgain) {
+  const auto runs = temp_.path() / "runs-a";
+  CheckpointStore store(config("a"));
+  for (const auto* id : {"r1", "r2"})
+    store.save(make_run(runs, id, 1), "pod-a", info(id, CheckpointReason::periodic));
+  const auto tip = trimmed(git(remote(), "rev-parse refs/heads/inflight/pod-a/r1"));
+  git(remote(), "update-ref " + result_ref("r1") + " " + tip);
+  for (const auto* id : {"r1", "r2"}) git(remote(), "update-ref -d " + branch_ref({"pod-a", id}));
+  for (const auto* id : {"r1", "r2"})
+    append_file(runs / id / "index.jsonl", "{\"test_id\":\"t9\"}\n");
+
+  const auto report =
+      store.save_all({{.run_dir = runs / "r1", .origin_pod = "pod-a", .info = info("r1")},
+                      {.run_dir = runs / "r2", .origin_pod = "pod-a", .info = info("r2")}},
+                     std::nullopt);
+  ASSERT_EQ(report.runs.size(), 2u);
+  EXPECT_EQ(report.runs[0].ref, RefOutcome::taken);
+  ASSERT_TRUE(report.runs[0].error);
+  EXPECT_NE(report.runs[0].error->find("the run is published"), std::string::npos);
+  EXPECT_FALSE(has_ref(branch_ref({"pod-a", "r1"})));
+  EXPECT_EQ(report.runs[1].ref, RefOutcome::updated);
+  EXPECT_TRUE(has_ref(branch_ref({"pod-a", "r2"})));
+}
+
 // A restart under the same name on a fresh disk finds the lease's tip
 // written by another cache; the batch renews it on that tip.
 TEST_F(CheckpointStoreTest, SaveAllRenewsALeaseAnotherCacheWrote) {

@@ -71,6 +71,11 @@ struct RefUpdate {
   // taken; empty: no ref, so that the update only creates one. Without it, a
   // fast-forward of whatever tip there is.
   std::optional<std::string> from;
+  // A run branch's result ref, for a branch this cache pushed before: with
+  // that ref there, the branch gone means the pod that took and finished the
+  // run released it. Taken, never created again by a pod that was paused or
+  // cut off meanwhile.
+  std::optional<std::string> result = std::nullopt;
 };
 
 enum class RefOutcome {
