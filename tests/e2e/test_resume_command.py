@@ -94,8 +94,10 @@ def test_resume_leaves_a_run_whose_pod_holds_its_lease_unless_take_over(
     (here only materialised) and fences that pod's copy."""
     workdir = tmp_path / "pod-a"
     workdir.mkdir()
+    # Checkpoints at 1 s: a take-over's claim seldom races one (it claims the
+    # new tip at once when it does; test_run_command forces that race).
     pod_a = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-                          "--checkpoint-interval", "100ms", workdir=workdir)
+                          "--checkpoint-interval", "1s", workdir=workdir)
     pod_a.wait_ready()
     run_id = pod_a.submit(tests=200, test_ms=50)
     pod_a.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and e.get("run_id") == run_id, 30)

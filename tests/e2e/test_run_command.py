@@ -229,51 +229,94 @@ exec "$@"
 """
 
 
-def test_a_take_over_that_loses_its_claim_to_the_holders_checkpoint_claims_again_at_once(
-        tmp_path):
-    hook = tmp_path / "pack-objects-hook"
-    hook.write_text(HOLDER_CHECKPOINTS_MID_FETCH)
-    hook.chmod(0o755)
-    config = tmp_path / "gitconfig"
-    config.write_text(f"[uploadpack]\n\tpackObjectsHook = {hook}\n")
-    daemon = GitDaemon(tmp_path / "daemon", env={"GIT_CONFIG_GLOBAL": str(config)})
-    try:
-        bare, url = daemon.new_repo(REPO_NAME)
+class RacingServer:
+    """A git daemon whose upload-pack runs HOLDER_CHECKPOINTS_MID_FETCH;
+    arm() makes the next fetch move pod-a's branch."""
 
-        class Server:
-            flags = ()
-        server = Server()
-        server.url, server.bare = url, bare
-        holder = RunProcess(tmp_path, server, "pod-a", *demo_command(tests=60, test_ms=100))
-        wait_for(lambda: branches(bare) and holder.records() >= 3, 30, "a checkpoint")
-        # Paused with its child (a node frozen): its lease stays, and only the
-        # hook moves its branch.
-        paused = [holder.proc.pid, *descendants_of(holder.proc.pid)]
-        for pid in paused:
-            os.kill(pid, signal.SIGSTOP)
-        before = branches(bare)["refs/heads/inflight/pod-a/suite-0"]
-        (tmp_path / "pack-objects-hook.armed").touch()
-        taker = RunProcess(tmp_path, server, "pod-b", "--take-over",
-                           *demo_command(tests=60, test_ms=100))
-        assert taker.wait() == 0, taker.log.read_text()[-3000:]
-        assert not (tmp_path / "pack-objects-hook.armed").exists()  # the race took place
-        assert taker.logged("run claimed by another instance; left to it")
-        assert taker.logged("the take-over lost a race with the holder's checkpoint; "
-                            "claiming its new tip")
-        assert not taker.logged("another instance holds this run; waiting for its lease or "
-                                "claim to end (--take-over takes it at once)")
-        for pid in reversed(paused):
-            os.kill(pid, signal.SIGCONT)
-        # Fenced: its next checkpoint finds the branch released and the run
-        # published, and does not create the branch again.
-        assert holder.wait() == 75, holder.log.read_text()[-3000:]
-        assert "refs/heads/inflight/pod-a/suite-0" not in branches(bare)
-        assert sorted(published_records(server, "suite-0")) == \
-            [f"t{n:03d}" for n in range(1, 61)]
-        claimed = git(bare, "rev-list", "--first-parent", "refs/inflight-results/suite-0")
-        assert before in claimed.split()
-    finally:
-        daemon.stop()
+    flags = ()
+
+    def __init__(self, tmp_path):
+        hook = tmp_path / "pack-objects-hook"
+        hook.write_text(HOLDER_CHECKPOINTS_MID_FETCH)
+        hook.chmod(0o755)
+        self.armed = tmp_path / "pack-objects-hook.armed"
+        config = tmp_path / "gitconfig"
+        config.write_text(f"[uploadpack]\n\tpackObjectsHook = {hook}\n")
+        self.daemon = GitDaemon(tmp_path / "daemon", env={"GIT_CONFIG_GLOBAL": str(config)})
+        self.bare, self.url = self.daemon.new_repo(REPO_NAME)
+
+    def arm(self):
+        self.armed.touch()
+
+
+@pytest.fixture
+def racing_server(tmp_path):
+    server = RacingServer(tmp_path)
+    yield server
+    server.daemon.stop()
+
+
+def paused_holder(tmp_path, server):
+    """pod-a running the run, then paused with its child (a node frozen): its
+    lease stays, and only the hook moves its branch. Returns it and what to
+    resume with SIGCONT."""
+    holder = RunProcess(tmp_path, server, "pod-a", *demo_command(tests=60, test_ms=100))
+    wait_for(lambda: branches(server.bare) and holder.records() >= 3, 30, "a checkpoint")
+    paused = [holder.proc.pid, *descendants_of(holder.proc.pid)]
+    for pid in paused:
+        os.kill(pid, signal.SIGSTOP)
+    return holder, paused
+
+
+def resume_paused(holder, paused):
+    for pid in reversed(paused):
+        os.kill(pid, signal.SIGCONT)
+    return holder.wait()
+
+
+RACE_LOST = "the take-over lost a race with the holder's checkpoint; claiming its new tip"
+
+
+def test_a_take_over_that_loses_its_claim_to_the_holders_checkpoint_claims_again_at_once(
+        tmp_path, racing_server):
+    server = racing_server
+    holder, paused = paused_holder(tmp_path, server)
+    before = branches(server.bare)["refs/heads/inflight/pod-a/suite-0"]
+    server.arm()
+    taker = RunProcess(tmp_path, server, "pod-b", "--take-over",
+                       *demo_command(tests=60, test_ms=100))
+    assert taker.wait() == 0, taker.log.read_text()[-3000:]
+    assert not server.armed.exists()  # the race took place
+    assert taker.logged("run claimed by another instance; left to it")
+    assert taker.logged(RACE_LOST)
+    assert not taker.logged("another instance holds this run; waiting for its lease or "
+                            "claim to end (--take-over takes it at once)")
+    # Fenced: its next checkpoint finds the branch released and the run
+    # published, and does not create the branch again.
+    assert resume_paused(holder, paused) == 75, holder.log.read_text()[-3000:]
+    assert "refs/heads/inflight/pod-a/suite-0" not in branches(server.bare)
+    assert sorted(published_records(server, "suite-0")) == \
+        [f"t{n:03d}" for n in range(1, 61)]
+    claimed = git(server.bare, "rev-list", "--first-parent", "refs/inflight-results/suite-0")
+    assert before in claimed.split()
+
+
+def test_resume_take_over_that_loses_its_claim_claims_again_at_once(tmp_path, racing_server):
+    server = racing_server
+    holder, paused = paused_holder(tmp_path, server)
+    server.arm()
+    ops = tmp_path / "ops"
+    ops.mkdir()
+    r = subprocess.run([str(INFLIGHT), "resume", "--log-format", "json", "--pod-name", "ops",
+                        "--results-repo", server.url, "--take-over", "--restore-only", "suite-0"],
+                       cwd=ops, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert not server.armed.exists()  # the race took place
+    assert RACE_LOST in r.stderr
+    assert (ops / ".inflight" / "runs" / "suite-0" / "run-params.json").exists()
+    tip = branches(server.bare)["refs/heads/inflight/pod-a/suite-0"]
+    assert "Inflight-Pod: ops" in git(server.bare, "log", "-1", "--format=%B", tip)
+    assert resume_paused(holder, paused) == 75, holder.log.read_text()[-3000:]  # fenced
 
 
 def test_a_results_repo_unreachable_at_start_exits_3_and_starts_nothing(tmp_path):

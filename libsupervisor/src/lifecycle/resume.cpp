@@ -67,6 +67,14 @@ class ResumeCommand {
   }
 
   int run() {
+    restore();
+    loop_.on_signal([this](int signal) { on_signal(signal); });
+    loop_.run();
+    return exit_code_;
+  }
+
+ private:
+  void restore() {
     checkpoints_.restore({.local = local_run(runs_dir_, name_),
                           .only = target_,
                           .skip = {},
@@ -74,13 +82,16 @@ class ResumeCommand {
                           .take_over = flags_.take_over},
                          SteadyClock::now() + settings_.store.git_timeout,
                          [this](RestoreResult result) { restored(std::move(result)); });
-    loop_.on_signal([this](int signal) { on_signal(signal); });
-    loop_.run();
-    return exit_code_;
   }
 
- private:
   void restored(RestoreResult result) {
+    // The holder's checkpoint landed between the listing and the claim: a
+    // take-over claims the new tip at once.
+    if (flags_.take_over && result.claims_lost > 0 && !result.failure) {
+      log::info("the take-over lost a race with the holder's checkpoint; claiming its new tip",
+                {{"run_id", name_.run_id}});
+      return restore();
+    }
     if (const auto code = refusal(result)) return finish(*code);
     if (!flags_.restore_only) return start(std::move(result.runs.front()));
     prepare_for_resume(result.runs.front(), settings_.children, settings_.store.pod_name);
