@@ -163,7 +163,9 @@ def test_a_hook_that_declines_every_push_costs_no_run(serve_factory, tmp_path, g
     and the next start (hook gone) finishes each run once."""
     decline_every_push(git_daemon.bare)
     serve, workdir, args = pod_a(serve_factory, tmp_path, git_daemon, "100ms")
-    ids = [serve.submit(tests=30, test_ms=100) for _ in range(2)]
+    # 6 s each: the refused pushes back off (doubling intervals), and four of
+    # them must fail while the runs still run, under ASan on a loaded machine too.
+    ids = [serve.submit(tests=60, test_ms=100) for _ in range(2)]
     serve.wait_log(lambda e: "refused by the results repo's rules" in e.get("msg", ""), 30)
     wait_for(lambda: pushes(serve).get("failed", 0) >= 4, 30, "several refused pushes")
     for run_id in ids:
@@ -182,7 +184,7 @@ def test_a_hook_that_declines_every_push_costs_no_run(serve_factory, tmp_path, g
     for run_id in ids:
         again.wait_status(run_id, "succeeded", timeout=60)
         recorded = index_ids(workdir / ".inflight" / "runs" / run_id)
-        assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 31)]
+        assert sorted(recorded) == [f"t{n:03d}" for n in range(1, 61)]
         params = run_params(workdir / ".inflight" / "runs" / run_id)
         assert [a["outcome"] for a in params["attempts"]] == ["interrupted", "succeeded"]
     again.signal(signal.SIGTERM)
