@@ -90,7 +90,7 @@ class OneRunCommand {
       supervisor_.start_periodic_checkpoints(settings_.checkpoint_interval, &lease_);
     else if (first)
       lease_.keep();
-    if (what_.take_over && result.claims_lost > 0 && !result.failure) return take_again();
+    if (claim_again(result, what_.take_over, what_.id)) return look();
     // A later look that failed (a network blip while waiting) looks again.
     if (!result.left.empty() || result.failure) return wait_for_holder(result);
     if (!result.runs.empty()) return start(std::move(result.runs));
@@ -126,15 +126,6 @@ class OneRunCommand {
       return kExitUsage;
     }
     return std::nullopt;
-  }
-
-  // The holder's checkpoint landed between this look's listing and its
-  // claim: the take-over claims the new tip at once, since waiting would
-  // leave the run to the holder it means to take it from.
-  void take_again() {
-    log::info("the take-over lost a race with the holder's checkpoint; claiming its new tip",
-              {{"run_id", what_.id}});
-    look();
   }
 
   // Another instance's lease or claim holds the run: looked at again once

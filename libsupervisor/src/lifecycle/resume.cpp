@@ -85,13 +85,7 @@ class ResumeCommand {
   }
 
   void restored(RestoreResult result) {
-    // The holder's checkpoint landed between the listing and the claim: a
-    // take-over claims the new tip at once.
-    if (flags_.take_over && result.claims_lost > 0 && !result.failure) {
-      log::info("the take-over lost a race with the holder's checkpoint; claiming its new tip",
-                {{"run_id", name_.run_id}});
-      return restore();
-    }
+    if (claim_again(result, flags_.take_over, name_.run_id)) return restore();
     if (const auto code = refusal(result)) return finish(*code);
     if (!flags_.restore_only) return start(std::move(result.runs.front()));
     prepare_for_resume(result.runs.front(), settings_.children, settings_.store.pod_name);
@@ -198,6 +192,13 @@ class ResumeCommand {
 };
 
 }  // namespace
+
+bool claim_again(const RestoreResult& result, bool take_over, const std::string& run_id) {
+  if (!take_over || result.claims_lost == 0 || result.failure) return false;
+  log::info("the take-over lost a race with the holder's checkpoint; claiming its new tip",
+            {{"run_id", run_id}});
+  return true;
+}
 
 SupervisorSettings foreground_supervision(const ResumeSettings& s, const fs::path& runs_dir,
                                           Containment containment) {

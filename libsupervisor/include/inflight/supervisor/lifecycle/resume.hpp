@@ -5,6 +5,7 @@
 
 #include "inflight/supervisor/config/settings.hpp"
 #include "inflight/supervisor/runs/run_supervisor.hpp"
+#include "inflight/supervisor/store/checkpoint_port.hpp"
 
 namespace inflight {
 
@@ -21,6 +22,11 @@ struct ResumeFlags {
 SupervisorSettings foreground_supervision(const ResumeSettings& settings,
                                           const std::filesystem::path& runs_dir,
                                           Containment containment);
+
+// Whether a take-over's restore lost its claim to the holder's checkpoint,
+// landed between the listing and the claim, and should claim the new tip at
+// once (logged): waiting would leave the run to the holder it means to take.
+bool claim_again(const RestoreResult& result, bool take_over, const std::string& run_id);
 
 // `inflight resume RUN_ID|BRANCH`: restores one run exactly as serve does on
 // start, runs its next attempt in the foreground with its output streamed,
