@@ -28,6 +28,28 @@ constexpr std::size_t kTailBytes = 256;
   throw std::system_error(errno, std::generic_category(), what);
 }
 
+// memchr is vectorised; std::count over chars is not at -O2, and took four
+// times as long over a 200 MB progress file at restore.
+std::uint64_t newlines_in(std::string_view text) {
+  std::uint64_t lines = 0;
+  const char* const end = text.data() + text.size();
+  for (const char* at = text.data();; ++lines) {
+    at = static_cast<const char*>(std::memchr(at, '\n', static_cast<std::size_t>(end - at)));
+    if (at == nullptr) return lines;
+    ++at;
+  }
+}
+
+// The last kTailBytes of what was counted, without copying a whole block.
+void keep_tail(std::string& tail, std::string_view block) {
+  if (block.size() >= kTailBytes) {
+    tail.assign(block.substr(block.size() - kTailBytes));
+    return;
+  }
+  tail.append(block);
+  if (tail.size() > kTailBytes) tail.erase(0, tail.size() - kTailBytes);
+}
+
 }  // namespace
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view content,
@@ -131,10 +153,10 @@ std::uint64_t RecordCounter::count(const std::filesystem::path& run_dir,
   while (scanned_ < st.st_size) {
     const ssize_t n = ::pread(fd.get(), block.data(), block.size(), scanned_);
     if (n <= 0) break;
-    lines_ += static_cast<std::uint64_t>(std::count(block.data(), block.data() + n, '\n'));
+    const std::string_view read(block.data(), static_cast<std::size_t>(n));
+    lines_ += newlines_in(read);
     scanned_ += n;
-    tail_.append(block.data(), static_cast<std::size_t>(n));
-    if (tail_.size() > kTailBytes) tail_.erase(0, tail_.size() - kTailBytes);
+    keep_tail(tail_, read);
   }
   return lines_;
 }
