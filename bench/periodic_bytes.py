@@ -12,9 +12,11 @@ cache dir; append 50 records (~100 bytes each) to index.jsonl; save #2
 `inflight-checkpoint-agent` as serve does. Measured: the client->server bytes
 of save #2 (the git:// request line, ref update command and pack). The
 pushed branch is checked: save #2's parent is save #1, and its tree equals
-the run dir (chunks reassembled). Then a restore by another pod (a fresh
+the run dir (chunks reassembled). Then restores by another pod (a fresh
 agent, empty cache and runs dir: list, fetch, claim, write the run dir),
-timed from spawn to exit, and the restored file checked byte for byte.
+timed from spawn to exit, each restored file checked byte for byte; --reps
+of them (default 5) alternated with the baseline's fetches, medians compared
+(a fetch of 200 MB on this machine varies by a third from one to the next).
 
 Baseline, same run, through the same proxy to a fresh bare repo: the git CLI
 pushing an identical run dir (init, add, commit, push), then the same 50
@@ -33,6 +35,8 @@ import argparse
 import filecmp
 import os
 import random
+import shutil
+import statistics
 import sys
 import time
 
@@ -133,25 +137,40 @@ def git_fetch(tmp, name, url):
     git(None, "init", "-q", "--bare", fetched)
     t0 = time.monotonic()
     git(fetched, "fetch", "-q", url, f"{BRANCH}:{BRANCH}")
-    return time.monotonic() - t0
+    took = time.monotonic() - t0
+    shutil.rmtree(fetched)
+    return took
 
 
-def restores(tmp, url, gurl, run_dir):
-    """Seconds of: inflight's restore, `git fetch` of the same branch, `git fetch`
-    of the git CLI's branch."""
-    runs = os.path.join(tmp, "restored")
-    took, result = gitbench.agent_restore(runs, os.path.join(tmp, "cache-b.git"), url)
+def restore(tmp, url, run_dir, rep):
+    """Seconds of one restore by another pod, checked byte for byte."""
+    runs, cache = os.path.join(tmp, f"restored{rep}"), os.path.join(tmp, f"cache-b{rep}.git")
+    took, result = gitbench.agent_restore(runs, cache, url)
     claimed = [c.get("run_id") for c in result["answer"].get("claimed", [])]
     same = filecmp.cmp(os.path.join(runs, "r1", "index.jsonl"),
                        os.path.join(run_dir, "index.jsonl"), shallow=False)
-    print(f"  check restore: claimed {claimed}; index.jsonl "
-          f"{'identical' if same else 'DIFFERS'}")
+    print(f"  check restore {rep}: claimed {claimed}; index.jsonl "
+          f"{'identical' if same else 'DIFFERS'}; {took * 1000:.0f} ms")
     if claimed != ["r1"] or not same:
         raise RuntimeError(f"restore did not take the run whole: {result}")
-    return took, git_fetch(tmp, "fetched.git", url), git_fetch(tmp, "fetched-cli.git", gurl)
+    shutil.rmtree(runs)
+    shutil.rmtree(cache)
+    return took
 
 
-def measure(mb):
+def restores(tmp, url, gurl, run_dir, reps):
+    """Median seconds of: inflight's restore and `git fetch` of the same branch,
+    alternated; `git fetch` of the git CLI's branch, once."""
+    ours, theirs = gitbench.alternate(
+        reps, lambda rep: restore(tmp, url, run_dir, rep),
+        lambda rep: git_fetch(tmp, f"fetched{rep}.git", url))
+    print(f"  restores {', '.join(f'{t * 1000:.0f}' for t in ours)} ms; git fetches "
+          f"{', '.join(f'{t * 1000:.0f}' for t in theirs)} ms")
+    return (statistics.median(ours), statistics.median(theirs),
+            git_fetch(tmp, "fetched-cli.git", gurl))
+
+
+def measure(mb, reps):
     with gitbench.workspace("inflight-bench-bytes-", proxy_delay=0) as (tmp, daemon, proxy):
         run_dir, git_dir = os.path.join(tmp, "run"), os.path.join(tmp, "run-git")
         records = make_progress_dir(run_dir, mb * 1_000_000)
@@ -163,7 +182,7 @@ def measure(mb):
                                                                   records)
         gappended, gup1, gup2, gurl = git_cli_pushes(tmp, daemon, proxy, git_dir, records)
         assert gappended == appended
-        restore_s, fetch_s, cli_fetch_s = restores(tmp, url, gurl, run_dir)
+        restore_s, fetch_s, cli_fetch_s = restores(tmp, url, gurl, run_dir, reps)
 
         goal = 2 * appended + 64 * 1024
         print(f"  appended: {APPEND_LINES} records, {appended} bytes")
@@ -174,7 +193,8 @@ def measure(mb):
         print(f"  git CLI push of the append:       {gup2} bytes sent")
         print(f"  goal: sent <= 2 x appended + 64 KiB = {goal} bytes -> "
               f"{'met' if up2 <= goal else 'MISSED'}")
-        print(f"  restore by another pod {restore_s * 1000:.0f} ms | git fetch of that branch "
+        print(f"  restore by another pod (median of {reps}) {restore_s * 1000:.0f} ms | git fetch "
+              f"of that branch (median) "
               f"{fetch_s * 1000:.0f} ms | git fetch of the git CLI's branch (context) "
               f"{cli_fetch_s * 1000:.0f} ms")
         print(f"RATIO {mb} MB inflight sent/appended = {up2 / appended:.2f}")
@@ -186,8 +206,11 @@ def measure(mb):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, nargs="+", default=[5, 200])
-    for mb in ap.parse_args().mb:
-        measure(mb)
+    ap.add_argument("--reps", type=int, default=5,
+                    help="restores and `git fetch`es, alternated; medians compared")
+    args = ap.parse_args()
+    for mb in args.mb:
+        measure(mb, args.reps)
     return 0
 
 
