@@ -6,13 +6,6 @@
 
 namespace inflight {
 
-namespace {
-
-// A look just after a record's term ends, not just before: terms are whole
-// seconds.
-
-}  // namespace
-
 Restoration::Restoration(boost::asio::io_context& io, RunSupervisor& supervisor,
                          CheckpointPort& store, ShutdownPlan& plan, PodLease& lease,
                          const ServeSettings& settings,
