@@ -28,18 +28,6 @@ constexpr std::size_t kTailBytes = 256;
   throw std::system_error(errno, std::generic_category(), what);
 }
 
-// memchr is vectorised; std::count over chars is not at -O2, and took four
-// times as long over a 200 MB progress file at restore.
-std::uint64_t newlines_in(std::string_view text) {
-  std::uint64_t lines = 0;
-  const char* const end = text.data() + text.size();
-  for (const char* at = text.data();; ++lines) {
-    at = static_cast<const char*>(std::memchr(at, '\n', static_cast<std::size_t>(end - at)));
-    if (at == nullptr) return lines;
-    ++at;
-  }
-}
-
 // The last kTailBytes of what was counted, without copying a whole block.
 void keep_tail(std::string& tail, std::string_view block) {
   if (block.size() >= kTailBytes) {
@@ -51,6 +39,18 @@ void keep_tail(std::string& tail, std::string_view block) {
 }
 
 }  // namespace
+
+// memchr is vectorised; std::count over chars is not at -O2, and took four
+// times as long over a 200 MB progress file at restore.
+std::uint64_t complete_lines(std::string_view text) {
+  std::uint64_t lines = 0;
+  for (std::size_t at = 0; at < text.size(); ++lines) {
+    const void* newline = std::memchr(text.data() + at, '\n', text.size() - at);
+    if (newline == nullptr) break;
+    at = static_cast<std::size_t>(static_cast<const char*>(newline) - text.data()) + 1;
+  }
+  return lines;
+}
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view content,
                            Durability durability) {
@@ -154,7 +154,7 @@ std::uint64_t RecordCounter::count(const std::filesystem::path& run_dir,
     const ssize_t n = ::pread(fd.get(), block.data(), block.size(), scanned_);
     if (n <= 0) break;
     const std::string_view read(block.data(), static_cast<std::size_t>(n));
-    lines_ += newlines_in(read);
+    lines_ += complete_lines(read);
     scanned_ += n;
     keep_tail(tail_, read);
   }

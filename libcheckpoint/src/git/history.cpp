@@ -1,3 +1,5 @@
+// What a commit of the cache holds: one file of its run dir, the records of
+// its progress file, and the first-parent history the listing shows.
 #include <cstdint>
 
 #include "git/cache_repo_impl.hpp"
@@ -5,6 +7,7 @@
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/core/bounded_json.hpp"
+#include "inflight/core/run_dir.hpp"
 #include "snapshot/chunked_file.hpp"
 
 namespace inflight::checkpoint {
@@ -67,6 +70,22 @@ std::optional<std::string> read_file_at(CacheRepo& repo, const std::string& comm
     return chunked_content(git, *git_tree_entry_id(chunks.get()), path, max_bytes);
   }
   return std::nullopt;
+}
+
+std::optional<std::uint64_t> lines_of_blob_at(CacheRepo& repo, const std::string& commit,
+                                              const std::string& path) {
+  git_repository* git = raw_repo(repo);
+  const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
+  if (const TreeEntryHandle entry = entry_at(tree.get(), path)) {
+    if (git_tree_entry_type(entry.get()) != GIT_OBJECT_BLOB) return 0;
+    git_blob* raw = nullptr;
+    git_check(git_blob_lookup(&raw, git, git_tree_entry_id(entry.get())), "read " + path);
+    const BlobHandle blob(raw);
+    return complete_lines({static_cast<const char*>(git_blob_rawcontent(blob.get())),
+                           static_cast<std::size_t>(git_blob_rawsize(blob.get()))});
+  }
+  if (entry_at(tree.get(), path + std::string(kChunkSuffix))) return std::nullopt;
+  return 0;
 }
 
 CommitSummary commit_summary(CacheRepo& repo, const std::string& oid) {

@@ -1,12 +1,14 @@
 // Restore: which runs of the results repo this instance takes, and taking
 // them. One connection lists the branches and downloads their tips; every
 // branch is judged on its own; one push carries every claim, every deletion
-// and the lease, and each ref's outcome settles its own run.
+// and the lease, while writer threads materialise the claimed copies, and
+// each ref's outcome settles its own run.
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
 
+#include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
@@ -15,6 +17,7 @@
 #include "inflight/core/bounded_json.hpp"
 #include "inflight/core/run_dir.hpp"
 #include "snapshot/run_dir_writers.hpp"
+#include "snapshot/tree_validation.hpp"
 
 namespace inflight::checkpoint {
 
@@ -52,13 +55,15 @@ CheckpointInfo final_info(const fs::path& dir, const RunParams& params,
 }  // namespace
 
 struct CheckpointStore::RestorePush {
-  // A branch copy a writer is materialising, to be claimed once written.
+  // A branch copy a writer is materialising while the claim is pushed; moved
+  // in once both are done.
   struct WrittenCopy {
     RemoteBranch branch;
     std::string tip;
     RunParams params;
     fs::path staging;
-    std::future<std::uint64_t> records;  // of the progress file, once written
+    std::shared_future<std::uint64_t> written;  // the records the writer counted, if asked
+    std::optional<std::uint64_t> records;       // known before the write: one blob
     std::optional<std::uint64_t> total;
   };
 
@@ -473,9 +478,11 @@ std::optional<LeftRun> CheckpointStore::live_owner(const RemoteBranch& branch,
   return std::nullopt;
 }
 
-// The branch copy is materialised beside the run dir (by a writer thread)
-// and moved in only once the claim landed, so a lost claim or a hostile tree
-// leaves nothing behind. The local copy is claimed as it is.
+// The branch copy is materialised beside the run dir (by a writer thread,
+// while the claim is pushed) and moved in only once the claim landed, so a
+// lost claim or a hostile tree leaves nothing behind. The tree is validated
+// before the claim: a claim on a hostile branch would be made again by every
+// later look. The local copy is claimed as it is.
 void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
                             const RunVerdict& verdict, bool branch_wins,
                             const RestoreRequest& request, RestorePush& push,
@@ -484,14 +491,21 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
   auto staging = request.runs_dir / (".restore-" + params.run_id);
   fs::remove_all(staging);  // left by a restore that stopped half-way
   if (branch_wins) {
+    validate_run_tree(raw_repo(cache_), tree_of(lookup_commit(raw_repo(cache_), tip).get()).get(),
+                      config_.restore_limits);
     push.staging.push_back(staging);
-    auto records = push.writers.write(
-        tip, staging, [verdict](const fs::path& written) { return records_of(written, verdict); });
+    const auto records = verdict.progress_file.empty()
+                             ? std::optional<std::uint64_t>(0)
+                             : lines_of_blob_at(cache_, tip, verdict.progress_file);
+    auto written = push.writers.write(tip, staging, [verdict, records](const fs::path& dir) {
+      return records ? 0 : records_of(dir, verdict);
+    });
     push.written.push_back({.branch = branch,
                             .tip = tip,
                             .params = std::move(params),
                             .staging = std::move(staging),
-                            .records = std::move(records),
+                            .written = written.share(),
+                            .records = records,
                             .total = verdict.progress_total});
     return;
   }
@@ -501,18 +515,19 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
   add_claim(branch, tip, std::move(params), {}, std::move(commit), request, push, report);
 }
 
-// The branch copies, as their writers finish them: each claimed on its own
-// tree; one that could not be written (a hostile tree, the disk) fails alone
-// (~RestorePush removes what it left).
+// Each branch copy claimed on its own tree; a chunked progress file's
+// records are counted by its writer first. One that cannot be claimed fails
+// alone (~RestorePush removes what it left).
 void CheckpointStore::claim_written(const RestoreRequest& request, RestorePush& push,
                                     RestoreReport& report) {
   for (auto& written : push.written) {
     try {
+      const auto records = written.records ? *written.records : written.written.get();
       auto commit = commit_on_own_tree(
-          cache_, written.tip,
-          claim_info(written.params, request.pod, written.records.get(), written.total));
-      add_claim(written.branch, written.tip, std::move(written.params), written.staging,
-                std::move(commit), request, push, report);
+          cache_, written.tip, claim_info(written.params, request.pod, records, written.total));
+      add_claim(written.branch, written.tip, std::move(written.params),
+                StagedCopy{written.staging, written.written}, std::move(commit), request, push,
+                report);
     } catch (const std::exception& e) {
       report.problems.push_back(printable(written.branch.ref) + ": " + e.what());
     }
@@ -521,15 +536,18 @@ void CheckpointStore::claim_written(const RestoreRequest& request, RestorePush& 
 }
 
 // A claim that does not land means another instance took the run first.
-// `staging`, when set, holds the branch copy that replaces the run dir.
+// `staged`, when set, is the branch copy that replaces the run dir once its
+// writer is done. A copy the disk could not take after its claim landed is a
+// problem of its run alone: the claim is this pod's, so its next look takes
+// the run again.
 void CheckpointStore::add_claim(const RemoteBranch& branch, const std::string& tip,
-                                RunParams params, const std::optional<fs::path>& staging,
+                                RunParams params, const std::optional<StagedCopy>& staged,
                                 std::string commit, const RestoreRequest& request,
                                 RestorePush& push, RestoreReport& report) {
   const auto dir = request.runs_dir / params.run_id;
   const auto name = *parse_branch_ref(branch.ref);
   push.add({.ref = branch.ref, .commit = commit, .from = tip},
-           [this, &request, &report, name, dir, staging, commit, branch,
+           [this, &request, &report, name, dir, staged, commit, branch,
             params = std::move(params)](const RefResult& result) mutable {
              if (result.outcome != RefOutcome::updated) {
                // Unwritten by a local results repo, the run is still on its
@@ -540,9 +558,10 @@ void CheckpointStore::add_claim(const RemoteBranch& branch, const std::string& t
                }
                return report.problems.push_back(printable(branch.ref) + ": " + result.detail);
              }
-             if (staging) {
+             if (staged) {
+               staged->written.get();
                fs::remove_all(dir);
-               fs::rename(*staging, dir);
+               fs::rename(staged->dir, dir);
              } else if (auto local = read_run_params(dir)) {
                params = std::move(*local);
              }

@@ -40,6 +40,9 @@ std::uint64_t repair_torn_line(const std::filesystem::path& run_dir,
 // without reading any file's content.
 std::uint64_t stat_signature(const std::filesystem::path& run_dir);
 
+// Complete lines (records) of a progress file's content: its newlines.
+std::uint64_t complete_lines(std::string_view text);
+
 // Counts complete lines of the progress file, reading only what was appended
 // since the last call. Tools also rewrite the file in place (agentv: same
 // inode, truncated, longer lines), so a rewrite is told by more than the

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <optional>
 #include <set>
@@ -102,6 +103,11 @@ class CheckpointStore {
   // The ref updates a restore pushes at its end, each with what follows
   // from its outcome (restore.cpp).
   struct RestorePush;
+  // A branch copy beside its run dir and the writer materialising it.
+  struct StagedCopy {
+    std::filesystem::path dir;
+    std::shared_future<std::uint64_t> written;
+  };
 
   struct Publication;
   // Where the release steps' ref updates sit in a push (release_steps.cpp).
@@ -181,7 +187,7 @@ class CheckpointStore {
              RestorePush& push, RestoreReport& report);
   void claim_written(const RestoreRequest& request, RestorePush& push, RestoreReport& report);
   void add_claim(const RemoteBranch& branch, const std::string& tip, RunParams params,
-                 const std::optional<std::filesystem::path>& staging, std::string commit,
+                 const std::optional<StagedCopy>& staged, std::string commit,
                  const RestoreRequest& request, RestorePush& push, RestoreReport& report);
   void push_restore(RestorePush& push, RestoreReport& report);
 

@@ -163,6 +163,12 @@ void materialize(CacheRepo& repo, const std::string& commit, const std::filesyst
 std::optional<std::string> read_file_at(CacheRepo& repo, const std::string& commit,
                                         const std::string& path, std::uint64_t max_bytes);
 
+// The complete lines of one file of a commit's run dir, read from the cache
+// when the file is one blob (0 when there is no such file, as a run dir
+// without it counts); nullopt when it is chunked, too large to read twice.
+std::optional<std::uint64_t> lines_of_blob_at(CacheRepo& repo, const std::string& commit,
+                                              const std::string& path);
+
 // One commit of the cache repo.
 CommitSummary commit_summary(CacheRepo& repo, const std::string& commit);
 

@@ -340,6 +340,56 @@ TEST_F(CheckpointStoreTest, RestoreClaimsAndMaterialisesOnAnEmptyDisk) {
             git(remote(), "rev-parse " + ref + "~1^{tree}"));
 }
 
+// A claim counts the records of the copy it takes: a progress file of one
+// blob from the cache before the copy is written (the claim is pushed while
+// the writers work), a chunked one by its writer.
+TEST_F(CheckpointStoreTest, AClaimCarriesTheRecordsOfAProgressFileOfOneBlobOrOfChunks) {
+  const auto runs_a = temp_.path() / "runs-a";
+  std::string lines;
+  for (int i = 0; i < 5000; ++i) lines += "{\"test_id\":\"t" + std::to_string(100000 + i) + "\"}\n";
+  ASSERT_GT(lines.size(), 64u * 1024) << "not chunked in checkpoints";
+  for (const auto* id : {"small", "large"}) {
+    const auto dir = make_run(runs_a, id, 1);
+    if (std::string(id) == "large") write_file(dir / "index.jsonl", lines);
+    CheckpointStore(config("a")).save(dir, "pod-a", info(id));
+  }
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
+  EXPECT_TRUE(report.problems.empty()) << report.problems.front();
+  ASSERT_EQ(report.claimed.size(), 2u);
+  for (const auto& [id, records] : {std::pair{"small", "2"}, std::pair{"large", "5000"}}) {
+    const auto message = git(remote(), "log -1 --format=%B " + branch_ref({"pod-a", id}));
+    EXPECT_NE(message.find("Inflight-Pod: pod-b"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string("Inflight-Records: ") + records + "\n"), std::string::npos)
+        << message;
+    EXPECT_EQ(read_file(runs_b / id / "index.jsonl"), read_file(runs_a / id / "index.jsonl"));
+  }
+}
+
+// A tree that breaks the rules is refused before it is claimed, even with a
+// good run-params.json: its claim would stand while nothing could be written,
+// and every later look would claim it again.
+TEST_F(CheckpointStoreTest, AHostileTreeIsRefusedBeforeItIsClaimed) {
+  CheckpointStore(config("a"))
+      .save(make_run(temp_.path() / "runs-a", "r1", 1), "pod-a", info("r1"));
+  const auto ref = branch_ref({"pod-a", "r1"});
+  const auto repo = remote().string();
+  const auto blob = trimmed(run("printf /etc/passwd | git -C " + repo + " hash-object -w --stdin"));
+  const auto tree = trimmed(run("(git -C " + repo + " ls-tree " + ref + "; printf '120000 blob " +
+                                blob + "\\tlink\\n') | git -C " + repo + " mktree"));
+  const auto commit = trimmed(git(remote(), "commit-tree " + tree + " -p " + ref + " -m hostile"));
+  git(remote(), "update-ref " + ref + " " + commit);
+  const auto runs_b = temp_.path() / "runs-b";
+  fs::create_directories(runs_b);
+  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
+  EXPECT_TRUE(report.claimed.empty());
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].find("link"), std::string::npos) << report.problems[0];
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse " + ref)), commit) << "the hostile tip was claimed";
+  EXPECT_TRUE(fs::is_empty(runs_b));
+}
+
 TEST_F(CheckpointStoreTest, LocalCopyWithMoreAttemptsWinsButTheBranchIsStillClaimed) {
   const auto dir = make_run(temp_.path() / "runs-a", "r1", 1);
   CheckpointStore(config("a")).save(dir, "pod-a", info("r1"));
