@@ -39,6 +39,7 @@ std::optional<std::string> name_refusal(std::string_view name) {
   if (name.find('/') != std::string_view::npos) return "name contains '/'";
   if (equals_ignoring_case(name, ".git")) return "'.git' component";
   if (!is_valid_utf8(name)) return "name is not UTF-8";
+  if (name.size() > kMaxNameBytes) return "name longer than 255 bytes";
   return std::nullopt;
 }
 

@@ -52,7 +52,8 @@ class TreeValidator {
       const std::string path = prefix + git_tree_entry_name(entry);
       tally_.add_entry();
       if (auto rule = tally_.over_limit()) refuse(path, *rule);
-      check_name(git_tree_entry_name(entry), path);
+      // The name written, not the entry's: a chunk tree's name is its file's
+      // with an ASCII suffix, and may be longer than a file name.
       const std::string target = target_name(entry);
       check_name(target, path);
       if (!targets.insert(target).second) refuse(path, "two entries write the same file");

@@ -516,13 +516,20 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
 }
 
 // Each branch copy claimed on its own tree; a chunked progress file's
-// records are counted by its writer first. One that cannot be claimed fails
-// alone (~RestorePush removes what it left).
+// records are counted by its writer first. One that cannot be claimed, or
+// whose writer failed already (the disk), fails alone (~RestorePush removes
+// what it left).
 void CheckpointStore::claim_written(const RestoreRequest& request, RestorePush& push,
                                     RestoreReport& report) {
   for (auto& written : push.written) {
     try {
-      const auto records = written.records ? *written.records : written.written.get();
+      const bool done =
+          written.written.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      if (!written.records || done) {
+        const auto counted = written.written.get();  // throws what the writer threw
+        written.records = written.records.value_or(counted);
+      }
+      const auto records = *written.records;
       auto commit = commit_on_own_tree(
           cache_, written.tip, claim_info(written.params, request.pod, records, written.total));
       add_claim(written.branch, written.tip, std::move(written.params),

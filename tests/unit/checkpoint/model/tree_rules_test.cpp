@@ -17,6 +17,8 @@ TEST(TreeRules, NamesARestoreRefusesAreRefused) {
   EXPECT_EQ(name_refusal(".GiT"), "'.git' component");
   EXPECT_EQ(name_refusal("bad\xff.txt"), "name is not UTF-8");
   EXPECT_EQ(name_refusal("\xc3"), "name is not UTF-8");  // a truncated sequence
+  EXPECT_EQ(name_refusal(std::string(256, 'n')), "name longer than 255 bytes");
+  EXPECT_EQ(name_refusal(std::string(255, 'n')), std::nullopt);
 }
 
 TEST(TreeRules, OrdinaryNamesPass) {

@@ -77,6 +77,25 @@ TEST_F(MaterializeTest, RefusesANameThatIsNotUtf8) {
                  1 << 20, "name is not UTF-8");
 }
 
+// No file system here holds the name: refused before anything is written
+// (or claimed), not failed half-way through the write.
+TEST_F(MaterializeTest, RefusesANameLongerThanAFileSystemHolds) {
+  expect_refused(commit(tree({{"100644", std::string(256, 'n'), blob("x")}})), 1 << 20,
+                 "name longer than 255 bytes");
+}
+
+// A chunk tree's entry is longer than its file's name, which alone counts.
+TEST_F(MaterializeTest, AChunkedFileMayHaveTheLongestName) {
+  const std::string name(kMaxNameBytes, 'n');
+  const git_oid group =
+      tree({{"100644", "000000", blob("long ")}, {"100644", "000001", blob("name")}});
+  materialize(*repo_,
+              commit(tree({{"40000", name + std::string(kChunkSuffix),
+                            tree({{"40000", "000000", group}})}})),
+              run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
+  EXPECT_EQ(read_file(run_dir() / name), "long name");
+}
+
 TEST_F(MaterializeTest, RefusesMoreFilesThanTheLimitCountingDirectories) {
   const git_oid x = blob("x");
   const std::string c =

@@ -368,26 +368,34 @@ TEST_F(CheckpointStoreTest, AClaimCarriesTheRecordsOfAProgressFileOfOneBlobOrOfC
 }
 
 // A tree that breaks the rules is refused before it is claimed, even with a
-// good run-params.json: its claim would stand while nothing could be written,
-// and every later look would claim it again.
+// good run-params.json: a claim of a copy that cannot be written would stand,
+// and every later look would claim it again. A name no file system holds is
+// such a tree too.
 TEST_F(CheckpointStoreTest, AHostileTreeIsRefusedBeforeItIsClaimed) {
-  CheckpointStore(config("a"))
-      .save(make_run(temp_.path() / "runs-a", "r1", 1), "pod-a", info("r1"));
-  const auto ref = branch_ref({"pod-a", "r1"});
   const auto repo = remote().string();
-  const auto blob = trimmed(run("printf /etc/passwd | git -C " + repo + " hash-object -w --stdin"));
-  const auto tree = trimmed(run("(git -C " + repo + " ls-tree " + ref + "; printf '120000 blob " +
-                                blob + "\\tlink\\n') | git -C " + repo + " mktree"));
-  const auto commit = trimmed(git(remote(), "commit-tree " + tree + " -p " + ref + " -m hostile"));
-  git(remote(), "update-ref " + ref + " " + commit);
-  const auto runs_b = temp_.path() / "runs-b";
-  fs::create_directories(runs_b);
-  const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
-  EXPECT_TRUE(report.claimed.empty());
-  ASSERT_EQ(report.problems.size(), 1u);
-  EXPECT_NE(report.problems[0].find("link"), std::string::npos) << report.problems[0];
-  EXPECT_EQ(trimmed(git(remote(), "rev-parse " + ref)), commit) << "the hostile tip was claimed";
-  EXPECT_TRUE(fs::is_empty(runs_b));
+  for (const std::string& entry : {std::string("120000 link"), "100644 " + std::string(256, 'n')}) {
+    const auto id = entry.starts_with("120000") ? "linked" : "named";
+    CheckpointStore(config("a")).save(make_run(temp_.path() / "runs-a", id, 1), "pod-a", info(id));
+    const auto ref = branch_ref({"pod-a", id});
+    const auto blob = trimmed(run("printf x | git -C " + repo + " hash-object -w --stdin"));
+    const auto mode = entry.substr(0, 6), name = entry.substr(7);
+    const auto tree =
+        trimmed(run("(git -C " + repo + " ls-tree " + ref + "; printf '" + mode + " blob " + blob +
+                    "\\t" + name + "\\n') | git -C " + repo + " mktree"));
+    const auto commit = trimmed(git(remote(), "commit-tree " + tree + " -p " + ref + " -m bad"));
+    git(remote(), "update-ref " + ref + " " + commit);
+    const auto runs_b = temp_.path() / ("runs-b-" + std::string(id));
+    fs::create_directories(runs_b);
+    const auto report = restore(CheckpointStore(config("b")), runs_b, "pod-b");
+    EXPECT_TRUE(report.claimed.empty()) << id;
+    ASSERT_EQ(report.problems.size(), 1u) << id;
+    EXPECT_NE(report.problems[0].find(entry.starts_with("120000") ? "symbolic link" : "longer"),
+              std::string::npos)
+        << report.problems[0];
+    EXPECT_EQ(trimmed(git(remote(), "rev-parse " + ref)), commit) << id << " was claimed";
+    EXPECT_TRUE(fs::is_empty(runs_b)) << id;
+    git(remote(), "update-ref -d " + ref);  // out of the next restore's way
+  }
 }
 
 TEST_F(CheckpointStoreTest, LocalCopyWithMoreAttemptsWinsButTheBranchIsStillClaimed) {

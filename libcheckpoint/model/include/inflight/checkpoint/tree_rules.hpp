@@ -32,8 +32,11 @@ enum class EntryKind { file, directory, symlink, gitlink, fifo, socket, device, 
 // The kind lstat's st_mode describes.
 EntryKind entry_kind_of_mode(mode_t mode);
 
+// The longest name a Linux file system holds (NAME_MAX).
+inline constexpr std::size_t kMaxNameBytes = 255;
+
 // Why an entry may not have this name (empty, '.', '..', a '/', '.git' in
-// any case, not UTF-8), or nullopt when it may.
+// any case, not UTF-8, longer than kMaxNameBytes), or nullopt when it may.
 std::optional<std::string> name_refusal(std::string_view name);
 // Why an entry of this kind cannot be kept; nullopt for files and directories.
 std::optional<std::string> kind_refusal(EntryKind kind);
