@@ -262,15 +262,25 @@ def paused_holder(tmp_path, server):
     resume with SIGCONT."""
     holder = RunProcess(tmp_path, server, "pod-a", *demo_command(tests=60, test_ms=100))
     wait_for(lambda: branches(server.bare) and holder.records() >= 3, 30, "a checkpoint")
-    paused = [holder.proc.pid, *descendants_of(holder.proc.pid)]
-    for pid in paused:
-        os.kill(pid, signal.SIGSTOP)
+    # The holder first, so that it starts nothing more; then what it started
+    # that is still there (a checkpoint agent may have exited meanwhile).
+    os.kill(holder.proc.pid, signal.SIGSTOP)
+    paused = [holder.proc.pid]
+    for pid in descendants_of(holder.proc.pid):
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            paused.append(pid)
+        except ProcessLookupError:
+            pass
     return holder, paused
 
 
 def resume_paused(holder, paused):
     for pid in reversed(paused):
-        os.kill(pid, signal.SIGCONT)
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:  # killed meanwhile, with its run
+            pass
     return holder.wait()
 
 
