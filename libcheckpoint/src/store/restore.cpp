@@ -61,9 +61,8 @@ struct CheckpointStore::RestorePush {
     RemoteBranch branch;
     std::string tip;
     RunParams params;
-    fs::path staging;
-    std::shared_future<std::uint64_t> written;  // the records the writer counted, if asked
-    std::optional<std::uint64_t> records;       // known before the write: one blob
+    StagedCopy staged;                     // its future: the records it counted, if asked
+    std::optional<std::uint64_t> records;  // known before the write: one blob
     std::optional<std::uint64_t> total;
   };
 
@@ -503,8 +502,7 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
     push.written.push_back({.branch = branch,
                             .tip = tip,
                             .params = std::move(params),
-                            .staging = std::move(staging),
-                            .written = written.share(),
+                            .staged = {std::move(staging), written.share()},
                             .records = records,
                             .total = verdict.progress_total});
     return;
@@ -523,18 +521,15 @@ void CheckpointStore::claim_written(const RestoreRequest& request, RestorePush& 
                                     RestoreReport& report) {
   for (auto& written : push.written) {
     try {
-      const bool done =
-          written.written.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-      if (!written.records || done) {
-        const auto counted = written.written.get();  // throws what the writer threw
-        written.records = written.records.value_or(counted);
-      }
-      const auto records = *written.records;
+      const auto& writer = written.staged.written;
+      const bool ask_writer =
+          !written.records || writer.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      const auto counted = ask_writer ? writer.get() : 0;  // throws what the writer threw
+      const auto records = written.records.value_or(counted);
       auto commit = commit_on_own_tree(
           cache_, written.tip, claim_info(written.params, request.pod, records, written.total));
-      add_claim(written.branch, written.tip, std::move(written.params),
-                StagedCopy{written.staging, written.written}, std::move(commit), request, push,
-                report);
+      add_claim(written.branch, written.tip, std::move(written.params), written.staged,
+                std::move(commit), request, push, report);
     } catch (const std::exception& e) {
       report.problems.push_back(printable(written.branch.ref) + ": " + e.what());
     }
