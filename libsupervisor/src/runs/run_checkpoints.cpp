@@ -75,6 +75,9 @@ struct RunSupervisor::StoreBatch {
   bool closing = false;
   std::vector<Run*> sending = {};
   std::vector<std::uint64_t> records = {};
+  // Whether each was a finished run's final state when sent: a save sent
+  // before its run ended may be answered after, and holds no final state.
+  std::vector<bool> finished = {};
   // Finished runs whose release step rides the push, by step.
   std::vector<Run*> finals = {};
   std::vector<Run*> indexed = {};
@@ -83,6 +86,7 @@ struct RunSupervisor::StoreBatch {
   // Counts `run` among those the push answers for, in order; its request.
   CheckpointRequest send(Run& run) {
     sending.push_back(&run);
+    finished.push_back(run.release_pending);
     auto request = checkpoint_request(run, step.reason);
     records.push_back(request.records);
     return request;
@@ -138,7 +142,7 @@ void RunSupervisor::answer_batch(const std::shared_ptr<StoreBatch>& batch,
     record_checkpoint(run, result.runs[i], batch->records[i]);
     // A finished run's final state, saved alone: its release steps stay in
     // pushes of their own until one of them lands.
-    if (run.release_pending && result.runs[i]) {
+    if (batch->finished[i] && result.runs[i]) {
       run.checkpoint.refusals = refusals;
       run.final_landed = true;
     }

@@ -201,6 +201,33 @@ TEST_F(RunSupervisorTest, ARunWhoseReleaseStepWasRefusedIsReleasedInPushesOfItsO
   EXPECT_FALSE(result->lease_until.has_value());
 }
 
+// A periodic save sent while the run was running and answered after it
+// ended holds no final state: the final state still goes alone once its
+// release was refused, as a final checkpoint (whose records are counted
+// from the finished run, not from the periodic save's earlier count).
+TEST_F(RunSupervisorTest, APeriodicSaveAnsweredAfterTheRunEndedIsNotItsFinalState) {
+  serve_supervisor(true);
+  inflight::Run& run = submit(kSleeper);
+  ASSERT_TRUE(wait_for([&] { return std::filesystem::exists(run.dir / "started"); }));
+  store.answer_next(Step::save, Answer::stall);
+  supervisor().start_periodic_checkpoints(milliseconds(10), &lease);
+  ASSERT_TRUE(wait_for([&] { return store.stalled() == 1; }));
+  supervisor().stop(run);
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status) && run.release_pending; }));
+
+  store.answer_next(Step::release, Answer::refused);  // its final state with the result
+  store.finish_stalled(Answer::land);
+  ASSERT_TRUE(wait_for([&] { return !run.release_pending; }));
+  const auto& batches = store.batches();
+  const auto alone = std::find_if(batches.begin() + 1, batches.end(), [&](const auto& batch) {
+    return !batch.runs.empty() && batch.runs.at(0).run_id == run.id &&
+           batch.runs.at(0).reason == checkpoint::CheckpointReason::final;
+  });
+  EXPECT_NE(alone, batches.end());
+  EXPECT_EQ(store.release_steps(),
+            (std::vector<std::string>{"final " + run.id, "final " + run.id, "delete " + run.id}));
+}
+
 TEST_F(RunSupervisorTest, AFinishedRunBringsThePeriodicPushForward) {
   serve_supervisor(true);
   supervisor().start_periodic_checkpoints(std::chrono::hours(1));
