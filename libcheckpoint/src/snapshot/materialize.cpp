@@ -48,9 +48,15 @@ Fd make_dir_at(int parent, const std::string& name, const std::string& path) {
 class TreeWriter {
  public:
   // `on_disk`: every object is on disk, so that another handle of the
-  // repository, on another thread, may read them.
-  TreeWriter(git_repository* repo, bool on_disk)
-      : repo_(repo), disk_path_(on_disk ? git_repository_path(repo) : "") {}
+  // repository, on another thread, may read them. `counted`: the path whose
+  // complete lines lines() says, counted as written (a restore's progress
+  // file, which would otherwise be read again to be counted).
+  TreeWriter(git_repository* repo, bool on_disk, const std::string& counted)
+      : repo_(repo),
+        disk_path_(on_disk ? git_repository_path(repo) : ""),
+        counted_(std::filesystem::path(counted).lexically_normal().generic_string()) {}
+
+  std::uint64_t lines() const { return lines_; }
 
   void directory(int dir, const git_tree* tree, const std::string& prefix) {
     for (std::size_t i = 0; i < git_tree_entrycount(tree); ++i) {
@@ -75,11 +81,11 @@ class TreeWriter {
     git_check(git_blob_lookup(&raw, repo_, git_tree_entry_id(entry)), "read " + path);
     const BlobHandle blob(raw);
     const bool executable = git_tree_entry_filemode(entry) == GIT_FILEMODE_BLOB_EXECUTABLE;
+    const std::string_view content(static_cast<const char*>(git_blob_rawcontent(blob.get())),
+                                   static_cast<std::size_t>(git_blob_rawsize(blob.get())));
     const Fd file = create_file(dir, name, path, executable);
-    write_all(file.get(),
-              {static_cast<const char*>(git_blob_rawcontent(blob.get())),
-               static_cast<std::size_t>(git_blob_rawsize(blob.get()))},
-              path);
+    write_all(file.get(), content, path);
+    if (path == counted_) lines_ = complete_lines(content);
   }
 
   void chunked_file(int dir, const std::string& name, const std::string& path,
@@ -89,13 +95,14 @@ class TreeWriter {
     for_each_chunk_id(repo_, chunks.get(), path + std::string(kChunkSuffix),
                       [&](const git_oid& id, const std::string&) { ids.push_back(id); });
     const Fd file = create_file(dir, name, path, false);
-    write_chunks(file.get(), ids, path);
+    const auto lines = write_chunks(file.get(), ids, path);
+    if (path == counted_) lines_ = lines;
   }
 
   // The download's indexer inflated every chunk once already; a big file's
   // second inflate is shared by two threads, each writing its half at its
-  // offset through a repository handle of its own.
-  void write_chunks(int fd, std::span<const git_oid> ids, const std::string& path) {
+  // offset through a repository handle of its own. Returns the lines written.
+  std::uint64_t write_chunks(int fd, std::span<const git_oid> ids, const std::string& path) {
     if (disk_path_.empty() || ids.size() < 2 * kChunksPerGroup)
       return write_at(repo_, fd, ids, 0, path, nullptr);
     const auto first = ids.first(ids.size() / 2);
@@ -103,15 +110,16 @@ class TreeWriter {
     std::atomic<bool> failed = false;  // the other half stops early
     auto second = std::async(std::launch::async, [&] {
       const RepositoryHandle other = open_bare(disk_path_);
-      write_at(other.get(), fd, ids.subspan(first.size()), offset, path, &failed);
+      return write_at(other.get(), fd, ids.subspan(first.size()), offset, path, &failed);
     });
+    std::uint64_t lines = 0;
     try {
-      write_at(repo_, fd, first, 0, path, nullptr);
+      lines = write_at(repo_, fd, first, 0, path, nullptr);
     } catch (...) {
       failed = true;
       throw;  // the future waits for its thread
     }
-    second.get();
+    return lines + second.get();
   }
 
   std::uint64_t bytes_of(std::span<const git_oid> ids, const std::string& path) {
@@ -126,18 +134,24 @@ class TreeWriter {
     return bytes;
   }
 
-  static void write_at(git_repository* repo, int fd, std::span<const git_oid> ids, off_t offset,
-                       const std::string& path, const std::atomic<bool>* stop) {
+  // The complete lines of the chunks written (a line split across two
+  // chunks counts once, at its newline): counted while in the cache.
+  static std::uint64_t write_at(git_repository* repo, int fd, std::span<const git_oid> ids,
+                                off_t offset, const std::string& path,
+                                const std::atomic<bool>* stop) {
+    std::uint64_t lines = 0;
     for (const auto& id : ids) {
-      if (stop != nullptr && *stop) return;
+      if (stop != nullptr && *stop) return lines;
       git_blob* raw = nullptr;
       git_check(git_blob_lookup(&raw, repo, &id), "read a chunk of " + path);
       const BlobHandle blob(raw);
-      const auto size = static_cast<std::size_t>(git_blob_rawsize(blob.get()));
-      write_all_at(fd, {static_cast<const char*>(git_blob_rawcontent(blob.get())), size}, offset,
-                   path);
-      offset += static_cast<off_t>(size);
+      const std::string_view chunk(static_cast<const char*>(git_blob_rawcontent(blob.get())),
+                                   static_cast<std::size_t>(git_blob_rawsize(blob.get())));
+      write_all_at(fd, chunk, offset, path);
+      lines += complete_lines(chunk);
+      offset += static_cast<off_t>(chunk.size());
     }
+    return lines;
   }
 
   // Replaces any existing entry, so a planted symlink is never written through.
@@ -154,6 +168,8 @@ class TreeWriter {
 
   git_repository* repo_;
   const std::filesystem::path disk_path_;  // empty: objects may be in memory
+  const std::string counted_;
+  std::uint64_t lines_ = 0;
 };
 
 Fd open_run_dir(const std::filesystem::path& run_dir) {
@@ -165,24 +181,28 @@ Fd open_run_dir(const std::filesystem::path& run_dir) {
   return dir;
 }
 
-void write_run_dir(git_repository* git, const std::string& commit,
-                   const std::filesystem::path& run_dir, const TreeLimits& limits, bool on_disk) {
+std::uint64_t write_run_dir(git_repository* git, const std::string& commit,
+                            const std::filesystem::path& run_dir, const TreeLimits& limits,
+                            bool on_disk, const std::string& counted) {
   const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
   validate_run_tree(git, tree.get(), limits);
   const Fd dir = open_run_dir(run_dir);
-  TreeWriter(git, on_disk).directory(dir.get(), tree.get(), "");
+  TreeWriter writer(git, on_disk, counted);
+  writer.directory(dir.get(), tree.get(), "");
+  return writer.lines();
 }
 
 }  // namespace
 
 void materialize(CacheRepo& repo, const std::string& commit, const std::filesystem::path& run_dir,
                  const TreeLimits& limits) {
-  write_run_dir(raw_repo(repo), commit, run_dir, limits, /*on_disk=*/false);
+  write_run_dir(raw_repo(repo), commit, run_dir, limits, /*on_disk=*/false, "");
 }
 
-void materialize_tree(git_repository* git, const std::string& commit,
-                      const std::filesystem::path& run_dir, const TreeLimits& limits) {
-  write_run_dir(git, commit, run_dir, limits, /*on_disk=*/true);
+std::uint64_t materialize_tree(git_repository* git, const std::string& commit,
+                               const std::filesystem::path& run_dir, const TreeLimits& limits,
+                               const std::string& counted) {
+  return write_run_dir(git, commit, run_dir, limits, /*on_disk=*/true, counted);
 }
 
 }  // namespace inflight::checkpoint

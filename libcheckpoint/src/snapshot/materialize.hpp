@@ -5,6 +5,7 @@
 
 #include <git2.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -12,7 +13,10 @@
 
 namespace inflight::checkpoint {
 
-void materialize_tree(git_repository* git, const std::string& commit,
-                      const std::filesystem::path& run_dir, const TreeLimits& limits);
+// Returns the complete lines of the file at `counted` (a path in the run
+// dir; none when empty), counted as it was written: 0 when there is none.
+std::uint64_t materialize_tree(git_repository* git, const std::string& commit,
+                               const std::filesystem::path& run_dir, const TreeLimits& limits,
+                               const std::string& counted);
 
 }  // namespace inflight::checkpoint

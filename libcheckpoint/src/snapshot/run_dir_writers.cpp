@@ -21,12 +21,11 @@ void RunDirWriters::stop() {
 }
 
 std::future<std::uint64_t> RunDirWriters::write(std::string commit, std::filesystem::path run_dir,
-                                                Then then) {
+                                                std::string counted) {
   Job job([this, commit = std::move(commit), run_dir = std::move(run_dir),
-           then = std::move(then)](RepositoryHandle& cache) {
+           counted = std::move(counted)](RepositoryHandle& cache) {
     if (!cache) cache = open_bare(cache_path_);
-    materialize_tree(cache.get(), commit, run_dir, limits_);
-    return then(run_dir);
+    return materialize_tree(cache.get(), commit, run_dir, limits_, counted);
   });
   auto done = job.get_future();
   {

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
-#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -23,17 +22,15 @@ namespace inflight::checkpoint {
 
 class RunDirWriters {
  public:
-  // What runs on the writer once the dir is written (it counts the records).
-  using Then = std::function<std::uint64_t(const std::filesystem::path& run_dir)>;
-
   RunDirWriters(std::filesystem::path cache_path, TreeLimits limits);
   ~RunDirWriters() { stop(); }
   RunDirWriters(const RunDirWriters&) = delete;
   RunDirWriters& operator=(const RunDirWriters&) = delete;
 
-  // materialize() of `commit` into `run_dir`, then `then(run_dir)`, on a
-  // writer; a failure of either is the future's.
-  std::future<std::uint64_t> write(std::string commit, std::filesystem::path run_dir, Then then);
+  // materialize_tree() of `commit` into `run_dir` on a writer: the complete
+  // lines of its file `counted` (none when empty), or its failure.
+  std::future<std::uint64_t> write(std::string commit, std::filesystem::path run_dir,
+                                   std::string counted);
   // Jobs not started are dropped (their futures break); those under way end.
   void stop();
 

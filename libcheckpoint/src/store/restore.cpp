@@ -496,9 +496,7 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
     const auto records = verdict.progress_file.empty()
                              ? std::optional<std::uint64_t>(0)
                              : lines_of_blob_at(cache_, tip, verdict.progress_file);
-    auto written = push.writers.write(tip, staging, [verdict, records](const fs::path& dir) {
-      return records ? 0 : records_of(dir, verdict);
-    });
+    auto written = push.writers.write(tip, staging, records ? "" : verdict.progress_file);
     push.written.push_back({.branch = branch,
                             .tip = tip,
                             .params = std::move(params),

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "checkpoint/checkpoint_test_support.hpp"
@@ -192,13 +193,15 @@ TEST_F(MaterializeTest, ReassemblesChunkedFilesOfTheFlatLayout) {
 }
 
 // A file of two groups or more is written by two threads, the second half
-// at the offset the first half's chunk sizes (which vary) add up to.
+// at the offset the first half's chunk sizes (which vary) add up to; its
+// lines are counted as written, a line split across chunks once.
 TEST_F(MaterializeTest, ABigChunkedFileIsWrittenInOrderByTwoThreads) {
   std::string whole;
   std::vector<git_oid> groups;
   std::vector<TreeEntrySpec> group;
   for (std::size_t i = 0; i < 2 * kChunksPerGroup + 3; ++i) {
-    const std::string chunk = "chunk " + std::to_string(i) + std::string(i % 7, '.') + "\n";
+    const std::string chunk =
+        "chunk " + std::to_string(i) + std::string(i % 7, '.') + (i % 3 == 0 ? "" : "\n");
     whole += chunk;
     group.push_back({"100644", chunk_name(group.size()), blob(chunk)});
     if (group.size() == kChunksPerGroup) groups.push_back(tree(std::exchange(group, {})));
@@ -208,8 +211,20 @@ TEST_F(MaterializeTest, ABigChunkedFileIsWrittenInOrderByTwoThreads) {
   for (std::size_t g = 0; g < groups.size(); ++g)
     top.push_back({"40000", chunk_name(g), groups[g]});
   const std::string c = commit(tree({{"40000", "index.jsonl.inflight-chunks", tree(top)}}));
-  materialize_tree(raw_repo(*repo_), c, run_dir(), {.max_bytes = 1 << 20, .max_files = 1000});
+  const auto lines = materialize_tree(raw_repo(*repo_), c, run_dir(),
+                                      {.max_bytes = 1 << 20, .max_files = 1000}, "index.jsonl");
   EXPECT_EQ(read_file(run_dir() / "index.jsonl"), whole);
+  EXPECT_EQ(lines, static_cast<std::uint64_t>(std::count(whole.begin(), whole.end(), '\n')));
+}
+
+TEST_F(MaterializeTest, CountsTheLinesOfTheFileAskedForAsItIsWritten) {
+  const git_oid out = tree({{"100644", "p.jsonl", blob("a\nb\nc")}});
+  const std::string c = commit(tree({{"40000", "out", out}, {"100644", "x", blob("\n\n\n")}}));
+  const TreeLimits limits{.max_bytes = 1 << 20, .max_files = 1000};
+  EXPECT_EQ(materialize_tree(raw_repo(*repo_), c, run_dir(), limits, "out/p.jsonl"), 2u);
+  EXPECT_EQ(materialize_tree(raw_repo(*repo_), c, run_dir(), limits, "./out//p.jsonl"), 2u);
+  EXPECT_EQ(materialize_tree(raw_repo(*repo_), c, run_dir(), limits, "missing.jsonl"), 0u);
+  EXPECT_EQ(materialize_tree(raw_repo(*repo_), c, run_dir(), limits, ""), 0u);
 }
 
 // Chunk i must sit at i / 256 so that no two trees read as the same file.
