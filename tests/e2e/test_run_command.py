@@ -216,10 +216,11 @@ def test_take_over_takes_a_live_run_at_once_and_fences_its_holder(tmp_path, git_
 
 
 # Run by upload-pack in place of `git pack-objects`: once armed, the first
-# fetch moves pod-a's branch to a new commit on top, as the holder's periodic
-# checkpoint landing between the taker's listing and its claim would.
+# fetch (with `.always`, every fetch) moves pod-a's branch to a new commit on
+# top, as the holder's periodic checkpoint landing between the taker's
+# listing and its claim would.
 HOLDER_CHECKPOINTS_MID_FETCH = """#!/bin/sh
-if rm "$0.armed" 2>/dev/null; then
+if rm "$0.armed" 2>/dev/null || [ -e "$0.always" ]; then
   ref=refs/heads/inflight/pod-a/suite-0
   tip=$(git rev-parse "$ref")
   moved=$(git log -1 --format=%B "$tip" | git commit-tree -p "$tip" "$tip^{tree}")
@@ -231,7 +232,7 @@ exec "$@"
 
 class RacingServer:
     """A git daemon whose upload-pack runs HOLDER_CHECKPOINTS_MID_FETCH;
-    arm() makes the next fetch move pod-a's branch."""
+    arm() makes the next fetch move pod-a's branch, arm(always=True) each."""
 
     flags = ()
 
@@ -245,8 +246,8 @@ class RacingServer:
         self.daemon = GitDaemon(tmp_path / "daemon", env={"GIT_CONFIG_GLOBAL": str(config)})
         self.bare, self.url = self.daemon.new_repo(REPO_NAME)
 
-    def arm(self):
-        self.armed.touch()
+    def arm(self, always=False):
+        (self.armed.with_suffix(".always") if always else self.armed).touch()
 
 
 @pytest.fixture
@@ -327,6 +328,28 @@ def test_resume_take_over_that_loses_its_claim_claims_again_at_once(tmp_path, ra
     tip = branches(server.bare)["refs/heads/inflight/pod-a/suite-0"]
     assert "Inflight-Pod: ops" in git(server.bare, "log", "-1", "--format=%B", tip)
     assert resume_paused(holder, paused) == 75, holder.log.read_text()[-3000:]  # fenced
+
+
+def test_resume_take_over_against_a_holder_that_wins_every_race_gives_up_after_five(
+        tmp_path, racing_server):
+    server = racing_server
+    holder, paused = paused_holder(tmp_path, server)
+    server.arm(always=True)
+    ops = tmp_path / "ops"
+    ops.mkdir()
+    r = subprocess.run([str(INFLIGHT), "resume", "--log-format", "json", "--pod-name", "ops",
+                        "--results-repo", server.url, "--take-over", "--restore-only", "suite-0"],
+                       cwd=ops, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.count(RACE_LOST) == 5, r.stderr
+    assert "the take-over lost every race with the holder's checkpoints; racing no more" \
+        in r.stderr
+    assert "another instance claimed this run first; left to it" in r.stderr
+    assert not (ops / ".inflight" / "runs" / "suite-0").exists()
+    tip = branches(server.bare)["refs/heads/inflight/pod-a/suite-0"]
+    assert "Inflight-Pod: ops" not in git(server.bare, "log", "-1", "--format=%B", tip)
+    # Its branch moved under it (by the hook): the holder stops as fenced.
+    assert resume_paused(holder, paused) == 75, holder.log.read_text()[-3000:]
 
 
 def test_a_results_repo_unreachable_at_start_exits_3_and_starts_nothing(tmp_path):

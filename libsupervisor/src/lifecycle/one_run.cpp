@@ -57,7 +57,8 @@ class OneRunCommand {
         plan_(loop_.io(), supervisor_, &lease_, s.grace_period, s.flush_window,
               [this](int code) { shut_down(code); }),
         timer_(loop_.io()),
-        watch_(terms_.period) {}
+        watch_(terms_.period),
+        races_(what.take_over) {}
 
   int run() {
     loop_.on_signal([this](int signal) { on_signal(signal); });
@@ -90,7 +91,7 @@ class OneRunCommand {
       supervisor_.start_periodic_checkpoints(settings_.checkpoint_interval, &lease_);
     else if (first)
       lease_.keep();
-    if (claim_again(result, what_.take_over, what_.id)) return look();
+    if (races_.claim_again(result, what_.id)) return look();
     // A later look that failed (a network blip while waiting) looks again.
     if (!result.left.empty() || result.failure) return wait_for_holder(result);
     if (!result.runs.empty()) return start(std::move(result.runs));
@@ -249,6 +250,7 @@ class OneRunCommand {
   ShutdownPlan plan_;
   boost::asio::steady_timer timer_;
   RecordWatch watch_;
+  TakeOverRaces races_;
   bool first_look_ = true;
   bool waiting_logged_ = false;
   bool shutting_down_ = false;

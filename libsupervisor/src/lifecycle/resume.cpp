@@ -60,6 +60,7 @@ class ResumeCommand {
         name_(name),
         target_(target),
         flags_(flags),
+        races_(flags.take_over),
         runs_dir_(runs_dir),
         checkpoints_(loop_.io(), loop_.reaper(), s.store, runs_dir, s.children) {
     // Before any work: a command that runs a child must be able to contain it.
@@ -85,7 +86,7 @@ class ResumeCommand {
   }
 
   void restored(RestoreResult result) {
-    if (claim_again(result, flags_.take_over, name_.run_id)) return restore();
+    if (races_.claim_again(result, name_.run_id)) return restore();
     if (const auto code = refusal(result)) return finish(*code);
     if (!flags_.restore_only) return start(std::move(result.runs.front()));
     prepare_for_resume(result.runs.front(), settings_.children, settings_.store.pod_name);
@@ -126,6 +127,10 @@ class ResumeCommand {
       log::error("this instance cannot run the run; its checkpoint is kept",
                  {{"run_id", run_id}, {"reason", result.held.front().reason}});
       return kExitUsage;
+    }
+    if (result.claims_lost > 0) {
+      log::error("another instance claimed this run first; left to it", {{"run_id", run_id}});
+      return kExitFailure;
     }
     if (!result.left.empty() && !result.left.front().pod.empty()) {
       log::error(
@@ -182,6 +187,7 @@ class ResumeCommand {
   const checkpoint::BranchName name_;
   const std::string target_;
   const ResumeFlags flags_;
+  TakeOverRaces races_;
   const fs::path runs_dir_;
   CommandLoop loop_;
   AgentCheckpoints checkpoints_;
@@ -193,8 +199,13 @@ class ResumeCommand {
 
 }  // namespace
 
-bool claim_again(const RestoreResult& result, bool take_over, const std::string& run_id) {
-  if (!take_over || result.claims_lost == 0 || result.failure) return false;
+bool TakeOverRaces::claim_again(const RestoreResult& result, const std::string& run_id) {
+  if (!take_over_ || result.claims_lost == 0 || result.failure || lost_ > kMaxRaces) return false;
+  if (++lost_ > kMaxRaces) {
+    log::error("the take-over lost every race with the holder's checkpoints; racing no more",
+               {{"run_id", run_id}, {"races", kMaxRaces}});
+    return false;
+  }
   log::info("the take-over lost a race with the holder's checkpoint; claiming its new tip",
             {{"run_id", run_id}});
   return true;

@@ -23,10 +23,24 @@ SupervisorSettings foreground_supervision(const ResumeSettings& settings,
                                           const std::filesystem::path& runs_dir,
                                           Containment containment);
 
-// Whether a take-over's restore lost its claim to the holder's checkpoint,
-// landed between the listing and the claim, and should claim the new tip at
-// once (logged): waiting would leave the run to the holder it means to take.
-bool claim_again(const RestoreResult& result, bool take_over, const std::string& run_id);
+// A take-over's claims lost to the holder's checkpoints, each landed between
+// the listing and the claim. Waiting would leave the run to the holder it
+// means to take, so a lost claim is made again at once; but a holder whose
+// checkpoints land faster than a claim (a short interval, a slow link) wins
+// every race, and after kMaxRaces the command treats the run as it would
+// without --take-over.
+class TakeOverRaces {
+ public:
+  static constexpr int kMaxRaces = 5;
+
+  explicit TakeOverRaces(bool take_over) : take_over_(take_over) {}
+  // Whether to claim the new tip at once (logged, as is the giving up).
+  bool claim_again(const RestoreResult& result, const std::string& run_id);
+
+ private:
+  bool take_over_;
+  int lost_ = 0;
+};
 
 // `inflight resume RUN_ID|BRANCH`: restores one run exactly as serve does on
 // start, runs its next attempt in the foreground with its output streamed,
