@@ -312,15 +312,21 @@ def test_a_take_over_that_loses_its_claim_to_the_holders_checkpoint_claims_again
     assert before in claimed.split()
 
 
+def resume_taking_over(tmp_path, server):
+    """`inflight resume --take-over --restore-only` by pod "ops": its dir and result."""
+    ops = tmp_path / "ops"
+    ops.mkdir()
+    return ops, subprocess.run(
+        [str(INFLIGHT), "resume", "--log-format", "json", "--pod-name", "ops", "--results-repo",
+         server.url, "--take-over", "--restore-only", "suite-0"],
+        cwd=ops, capture_output=True, text=True, timeout=60)
+
+
 def test_resume_take_over_that_loses_its_claim_claims_again_at_once(tmp_path, racing_server):
     server = racing_server
     holder, paused = paused_holder(tmp_path, server)
     server.arm()
-    ops = tmp_path / "ops"
-    ops.mkdir()
-    r = subprocess.run([str(INFLIGHT), "resume", "--log-format", "json", "--pod-name", "ops",
-                        "--results-repo", server.url, "--take-over", "--restore-only", "suite-0"],
-                       cwd=ops, capture_output=True, text=True, timeout=60)
+    ops, r = resume_taking_over(tmp_path, server)
     assert r.returncode == 0, r.stderr
     assert not server.armed.exists()  # the race took place
     assert RACE_LOST in r.stderr
@@ -335,11 +341,7 @@ def test_resume_take_over_against_a_holder_that_wins_every_race_gives_up_after_f
     server = racing_server
     holder, paused = paused_holder(tmp_path, server)
     server.arm(always=True)
-    ops = tmp_path / "ops"
-    ops.mkdir()
-    r = subprocess.run([str(INFLIGHT), "resume", "--log-format", "json", "--pod-name", "ops",
-                        "--results-repo", server.url, "--take-over", "--restore-only", "suite-0"],
-                       cwd=ops, capture_output=True, text=True, timeout=60)
+    ops, r = resume_taking_over(tmp_path, server)
     assert r.returncode == 1, r.stderr
     assert r.stderr.count(RACE_LOST) == 5, r.stderr
     assert "the take-over lost every race with the holder's checkpoints; racing no more" \
