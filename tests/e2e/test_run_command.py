@@ -354,6 +354,27 @@ def test_resume_take_over_against_a_holder_that_wins_every_race_gives_up_after_f
     assert resume_paused(holder, paused) == 75, holder.log.read_text()[-3000:]
 
 
+def test_run_take_over_against_a_holder_that_wins_every_race_waits_and_says_why(
+        tmp_path, racing_server):
+    server = racing_server
+    holder, paused = paused_holder(tmp_path, server)
+    server.arm(always=True)
+    taker = RunProcess(tmp_path, server, "pod-b", "--take-over",
+                       *demo_command(tests=60, test_ms=100))
+    wait_for(lambda: taker.logged(
+        "another instance holds this run; waiting for its lease or claim to end "
+        "(the take-over gave up racing its checkpoints)"), 60, "the taker to wait")
+    assert sum(e.get("msg") == RACE_LOST for e in taker.events()) == 5
+    assert taker.logged(
+        "the take-over lost every race with the holder's checkpoints; racing no more")
+    assert not taker.logged("another instance holds this run; waiting for its lease or "
+                            "claim to end (--take-over takes it at once)")
+    assert taker.records() == 0
+    taker.proc.terminate()
+    taker.wait()
+    assert resume_paused(holder, paused) == 75, holder.log.read_text()[-3000:]  # fenced
+
+
 def test_a_results_repo_unreachable_at_start_exits_3_and_starts_nothing(tmp_path):
     class Nowhere:  # nothing listens on that port
         url = f"git://127.0.0.1:{free_port()}/results.git"

@@ -136,10 +136,12 @@ class OneRunCommand {
     const auto now = SteadyClock::now();
     watch_.saw(result.watched, now);
     if (!waiting_logged_ && !result.left.empty()) {
-      log::info(
-          "another instance holds this run; waiting for its lease or claim to end "
-          "(--take-over takes it at once)",
-          {{"run_id", what_.id}, {"pod", result.left.front().pod}});
+      log::info(races_.gave_up()
+                    ? "another instance holds this run; waiting for its lease or claim to end "
+                      "(the take-over gave up racing its checkpoints)"
+                    : "another instance holds this run; waiting for its lease or claim to end "
+                      "(--take-over takes it at once)",
+                {{"run_id", what_.id}, {"pod", result.left.front().pod}});
       waiting_logged_ = true;
     }
     auto delay = terms_.period;

@@ -18,13 +18,16 @@ TEST(TakeOverRaces, ALostClaimIsMadeAgainUpToTheBoundThenNoMore) {
   TakeOverRaces races(true);
   for (int i = 0; i < TakeOverRaces::kMaxRaces; ++i)
     EXPECT_TRUE(races.claim_again(lost_claim(), "r1")) << "race " << i;
+  EXPECT_FALSE(races.gave_up());
   EXPECT_FALSE(races.claim_again(lost_claim(), "r1"));
+  EXPECT_TRUE(races.gave_up());                         // what `inflight run`'s waiting line says
   EXPECT_FALSE(races.claim_again(lost_claim(), "r1"));  // and stays so
 }
 
 TEST(TakeOverRaces, NoRaceWithoutTakeOverOrALostClaimOrAfterAFailedLook) {
   TakeOverRaces without(false);
   EXPECT_FALSE(without.claim_again(lost_claim(), "r1"));
+  EXPECT_FALSE(without.gave_up());
 
   TakeOverRaces races(true);
   EXPECT_FALSE(races.claim_again(RestoreResult{}, "r1"));

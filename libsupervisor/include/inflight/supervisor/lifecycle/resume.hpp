@@ -36,6 +36,7 @@ class TakeOverRaces {
   explicit TakeOverRaces(bool take_over) : take_over_(take_over) {}
   // Whether to claim the new tip at once (logged, as is the giving up).
   bool claim_again(const RestoreResult& result, const std::string& run_id);
+  bool gave_up() const { return lost_ > kMaxRaces; }
 
  private:
   bool take_over_;
