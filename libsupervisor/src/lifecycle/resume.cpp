@@ -200,7 +200,7 @@ class ResumeCommand {
 }  // namespace
 
 bool TakeOverRaces::claim_again(const RestoreResult& result, const std::string& run_id) {
-  if (!take_over_ || result.claims_lost == 0 || result.failure || lost_ > kMaxRaces) return false;
+  if (!take_over_ || result.claims_lost == 0 || result.failure || gave_up()) return false;
   if (++lost_ > kMaxRaces) {
     log::error("the take-over lost every race with the holder's checkpoints; racing no more",
                {{"run_id", run_id}, {"races", kMaxRaces}});
