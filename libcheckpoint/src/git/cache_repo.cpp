@@ -14,6 +14,7 @@
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
 #include "git/oid_text.hpp"
+#include "git/pack_writer.hpp"
 #include "git/packed_refs.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/git_store.hpp"
@@ -162,6 +163,7 @@ CacheRepo::CacheRepo(const fs::path& path) {
   try {
     auto repo = open_or_init_bare(path);
     git_odb_backend* memory = hold_new_objects_in_memory(repo.get());
+    add_pack_writer(repo.get());
     impl_ = std::make_unique<Impl>(Impl{.path = path,
                                         .repo = std::move(repo),
                                         .memory = memory,

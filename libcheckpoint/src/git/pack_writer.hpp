@@ -1,0 +1,15 @@
+// An object-database backend that only writes packs: it indexes each pack
+// itself as it arrives (whole_object_index.hpp) and hands the packs that
+// index gives up on, from their first byte, to the backend libgit2 would
+// have used without it, the packed one. Fetches and the cache's own packs
+// both go through it.
+#pragma once
+
+#include <git2.h>
+
+namespace inflight::checkpoint {
+
+// Adds the writer to `repo`'s object database, which owns it from then on.
+void add_pack_writer(git_repository* repo);
+
+}  // namespace inflight::checkpoint

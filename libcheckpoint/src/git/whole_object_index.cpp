@@ -1,0 +1,386 @@
+#include "git/whole_object_index.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <stdexcept>
+#include <string_view>
+
+namespace inflight::checkpoint {
+
+namespace {
+
+// Object types of the pack format: 1-4 whole, then deltas against an earlier
+// object of the pack (6) and against one named by id (7, left to libgit2).
+constexpr std::array<std::string_view, 5> kTypeNames = {"", "commit", "tree", "blob", "tag"};
+constexpr int kOffsetDelta = 6;
+constexpr std::size_t kPackHeaderSize = 12;
+// Seven continuation bytes carry sizes up to 2^53: more is not an object of ours.
+constexpr std::size_t kMaxObjectHeader = 8;
+// Offsets past this need the index's table of 64-bit offsets: left to libgit2.
+constexpr std::uint64_t kMaxOffset = 0x7fffffff;
+constexpr std::size_t kInflateBuffer = 64 << 10;
+// Offsets of a base below 2^31 take five bytes.
+constexpr std::size_t kMaxBaseOffset = 5;
+// git's own default for pack.depth, and a bound on the bytes one delta's
+// chain holds at once.
+constexpr int kMaxDeltaDepth = 50;
+constexpr std::uint64_t kMaxChainBytes = 256 << 20;
+
+std::uint32_t big_endian(const unsigned char* at) {
+  return std::uint32_t{at[0]} << 24 | std::uint32_t{at[1]} << 16 | std::uint32_t{at[2]} << 8 |
+         at[3];
+}
+
+void put_big_endian(std::string& out, std::uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(value >> shift));
+}
+
+std::span<const unsigned char> bytes_of(std::string_view text) {
+  return {reinterpret_cast<const unsigned char*>(text.data()), text.size()};
+}
+
+std::string object_header(int type, std::uint64_t size) {
+  const std::string header = std::string(kTypeNames.at(type)) + " " + std::to_string(size);
+  return {header.c_str(), header.size() + 1};
+}
+
+[[noreturn]] void not_a_delta() {
+  throw std::runtime_error("a delta that does not apply");
+}
+
+// A delta's sizes: little-endian varints.
+std::uint64_t delta_size(std::string_view delta, std::size_t& at) {
+  std::uint64_t size = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (at == delta.size()) not_a_delta();
+    const auto c = static_cast<unsigned char>(delta[at++]);
+    size |= std::uint64_t{c & 0x7fu} << shift;
+    if ((c & 0x80) == 0) return size;
+  }
+  not_a_delta();
+}
+
+// git's delta format: the sizes of base and result, then copies from the
+// base and inserted bytes.
+std::string apply_delta(std::string_view base, std::string_view delta) {
+  std::size_t at = 0;
+  if (delta_size(delta, at) != base.size()) not_a_delta();
+  const std::uint64_t size = delta_size(delta, at);
+  if (size > kMaxChainBytes) not_a_delta();
+  std::string out;
+  out.reserve(size);
+  while (at < delta.size()) {
+    const auto op = static_cast<unsigned char>(delta[at++]);
+    if (op & 0x80) {
+      std::uint64_t from = 0, length = 0;
+      for (int bit = 0; bit < 7; ++bit) {
+        if ((op & (1 << bit)) == 0) continue;
+        if (at == delta.size()) not_a_delta();
+        const auto c = static_cast<unsigned char>(delta[at++]);
+        (bit < 4 ? from : length) |= std::uint64_t{c} << (8 * (bit < 4 ? bit : bit - 4));
+      }
+      if (length == 0) length = 0x10000;
+      if (from > base.size() || length > base.size() - from) not_a_delta();
+      out.append(base.substr(from, length));
+    } else if (op != 0 && op <= delta.size() - at) {
+      out.append(delta.substr(at, op));
+      at += op;
+    } else {
+      not_a_delta();
+    }
+    if (out.size() > size) not_a_delta();
+  }
+  if (out.size() != size) not_a_delta();
+  return out;
+}
+
+}  // namespace
+
+Sha1::Sha1() : context_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+  if (!context_ || EVP_DigestInit_ex(context_.get(), EVP_sha1(), nullptr) != 1)
+    throw std::runtime_error("libcrypto cannot start a SHA-1");
+}
+
+void Sha1::update(std::span<const unsigned char> bytes) {
+  if (EVP_DigestUpdate(context_.get(), bytes.data(), bytes.size()) != 1)
+    throw std::runtime_error("libcrypto's SHA-1 failed");
+}
+
+Sha1Digest Sha1::finish() {
+  Sha1Digest digest{};
+  unsigned int size = 0;
+  if (EVP_DigestFinal_ex(context_.get(), digest.data(), &size) != 1 || size != digest.size() ||
+      EVP_DigestInit_ex(context_.get(), EVP_sha1(), nullptr) != 1)
+    throw std::runtime_error("libcrypto's SHA-1 failed");
+  return digest;
+}
+
+WholeObjectIndex::WholeObjectIndex() : inflated_(kInflateBuffer) {}
+
+WholeObjectIndex::~WholeObjectIndex() {
+  if (inflating_) inflateEnd(&zlib_);
+}
+
+WholeObjectIndex::State WholeObjectIndex::read(std::span<const unsigned char> bytes) {
+  try {
+    while (!bytes.empty() && state_ == State::reading) {
+      switch (part_) {
+        case Part::pack_header:
+          bytes = bytes.subspan(read_pack_header(bytes));
+          break;
+        case Part::object_header:
+          bytes = bytes.subspan(read_object_header(bytes));
+          break;
+        case Part::base_offset:
+          bytes = bytes.subspan(read_base_offset(bytes));
+          break;
+        case Part::object_data:
+          bytes = bytes.subspan(read_object_data(bytes));
+          break;
+        case Part::trailer:
+          bytes = bytes.subspan(read_trailer(bytes));
+          break;
+      }
+    }
+  } catch (const std::exception&) {
+    give_up();  // out of memory or libcrypto: libgit2 indexes it
+  }
+  if (!bytes.empty() && state_ == State::indexed) give_up();  // bytes past the trailer
+  return state_;
+}
+
+// "PACK", version 2 or 3, and the number of objects.
+std::size_t WholeObjectIndex::read_pack_header(std::span<const unsigned char> bytes) {
+  const std::size_t used = std::min(kPackHeaderSize - pending_.size(), bytes.size());
+  pending_.insert(pending_.end(), bytes.begin(), bytes.begin() + used);
+  pack_sha_.update(bytes.first(used));
+  offset_ += used;
+  if (pending_.size() < kPackHeaderSize) return used;
+  const std::uint32_t version = big_endian(&pending_[4]);
+  count_ = big_endian(&pending_[8]);
+  const bool pack = std::equal(pending_.begin(), pending_.begin() + 4, "PACK");
+  pending_.clear();
+  // An empty pack is left to libgit2 too: there is nothing to gain.
+  if (!pack || (version != 2 && version != 3) || count_ == 0) give_up();
+  part_ = Part::object_header;
+  return used;
+}
+
+// The type in 3 bits and the inflated size as a little-endian varint.
+std::size_t WholeObjectIndex::read_object_header(std::span<const unsigned char> bytes) {
+  if (pending_.empty()) object_.offset = static_cast<std::uint32_t>(offset_);
+  if (offset_ > kMaxOffset) {
+    give_up();
+    return 0;
+  }
+  std::size_t used = 0;
+  bool more = true;
+  while (more && used < bytes.size() && pending_.size() < kMaxObjectHeader) {
+    pending_.push_back(bytes[used++]);
+    more = (pending_.back() & 0x80) != 0;
+  }
+  pack_sha_.update(bytes.first(used));
+  offset_ += used;
+  if (more) {
+    if (pending_.size() == kMaxObjectHeader) give_up();
+    return used;
+  }
+  const int type = (pending_[0] >> 4) & 7;
+  std::uint64_t size = pending_[0] & 15;
+  for (std::size_t i = 1; i < pending_.size(); ++i)
+    size |= std::uint64_t{pending_[i] & 0x7fu} << (4 + 7 * (i - 1));
+  object_.crc =
+      static_cast<std::uint32_t>(crc32(0, pending_.data(), static_cast<uInt>(pending_.size())));
+  pending_.clear();
+  object_.type = type;
+  object_.size = size;
+  if (type == kOffsetDelta) {
+    part_ = Part::base_offset;
+  } else if (type >= 1 && type < static_cast<int>(kTypeNames.size())) {
+    object_sha_.update(bytes_of(object_header(type, size)));
+    start_inflating();
+  } else {
+    give_up();
+  }
+  return used;
+}
+
+// How far back the delta's base starts: a big-endian varint, each
+// continuation adding one (git's offset encoding). The base must be an
+// object read already.
+std::size_t WholeObjectIndex::read_base_offset(std::span<const unsigned char> bytes) {
+  std::size_t used = 0;
+  bool more = true;
+  while (more && used < bytes.size() && pending_.size() < kMaxBaseOffset) {
+    pending_.push_back(bytes[used++]);
+    more = (pending_.back() & 0x80) != 0;
+  }
+  object_.crc =
+      static_cast<std::uint32_t>(crc32(object_.crc, bytes.data(), static_cast<uInt>(used)));
+  pack_sha_.update(bytes.first(used));
+  offset_ += used;
+  if (more) {
+    if (pending_.size() == kMaxBaseOffset) give_up();
+    return used;
+  }
+  std::uint64_t back = pending_[0] & 0x7fu;
+  for (std::size_t i = 1; i < pending_.size(); ++i)
+    back = ((back + 1) << 7) | (pending_[i] & 0x7fu);
+  pending_.clear();
+  if (back == 0 || back > object_.offset || find(object_.offset - back) == nullptr)
+    return give_up(), used;
+  object_.base = static_cast<std::uint32_t>(object_.offset - back);
+  start_inflating();
+  return used;
+}
+
+void WholeObjectIndex::start_inflating() {
+  zlib_ = z_stream{};
+  if (inflateInit(&zlib_) != Z_OK) return give_up();
+  inflating_ = true;
+  object_.data = static_cast<std::uint32_t>(offset_);
+  part_ = Part::object_data;
+}
+
+const WholeObjectIndex::Entry* WholeObjectIndex::find(std::uint64_t offset) const {
+  const auto it = std::lower_bound(entries_.begin(), entries_.end(), offset,
+                                   [](const Entry& e, std::uint64_t at) { return e.offset < at; });
+  return it != entries_.end() && it->offset == offset ? &*it : nullptr;
+}
+
+// The object's zlib stream, which must inflate to exactly its header's size.
+std::size_t WholeObjectIndex::read_object_data(std::span<const unsigned char> bytes) {
+  zlib_.next_in = const_cast<unsigned char*>(bytes.data());
+  zlib_.avail_in = static_cast<uInt>(std::min<std::size_t>(bytes.size(), UINT_MAX));
+  const std::size_t offered = zlib_.avail_in;
+  int rc = Z_OK;
+  do {
+    zlib_.next_out = inflated_.data();
+    zlib_.avail_out = static_cast<uInt>(inflated_.size());
+    rc = inflate(&zlib_, Z_NO_FLUSH);
+    if (zlib_.total_out > object_.size) rc = Z_DATA_ERROR;
+    if (object_.type != kOffsetDelta)
+      object_sha_.update(std::span(inflated_).first(inflated_.size() - zlib_.avail_out));
+  } while (rc == Z_OK && (zlib_.avail_in > 0 || zlib_.avail_out == 0));
+  const std::size_t used = offered - zlib_.avail_in;
+  object_.crc =
+      static_cast<std::uint32_t>(crc32(object_.crc, bytes.data(), static_cast<uInt>(used)));
+  pack_sha_.update(bytes.first(used));
+  offset_ += used;
+  if (rc == Z_STREAM_END && zlib_.total_out == object_.size) {
+    end_object();
+  } else if (rc != Z_OK && !(rc == Z_BUF_ERROR && zlib_.avail_in == 0)) {
+    give_up();
+  }
+  return used;
+}
+
+void WholeObjectIndex::end_object() {
+  inflateEnd(&zlib_);
+  inflating_ = false;
+  if (object_.type != kOffsetDelta) object_.id = object_sha_.finish();  // a delta's once resolved
+  entries_.push_back(object_);
+  part_ = entries_.size() == count_ ? Part::trailer : Part::object_header;
+}
+
+// The SHA-1 of every byte before it.
+std::size_t WholeObjectIndex::read_trailer(std::span<const unsigned char> bytes) {
+  const std::size_t used = std::min(checksum_.size() - pending_.size(), bytes.size());
+  pending_.insert(pending_.end(), bytes.begin(), bytes.begin() + used);
+  offset_ += used;
+  if (pending_.size() < checksum_.size()) return used;
+  checksum_ = pack_sha_.finish();
+  if (std::equal(checksum_.begin(), checksum_.end(), pending_.begin()))
+    state_ = State::indexed;
+  else
+    give_up();
+  return used;
+}
+
+WholeObjectIndex::State WholeObjectIndex::resolve_deltas(const PackFile& pack) {
+  try {
+    for (auto& entry : entries_) {
+      if (state_ != State::indexed) break;
+      if (entry.type != kOffsetDelta) continue;
+      std::uint64_t held = 0;
+      const Content content = content_of(entry, pack, 0, held);
+      object_sha_.update(bytes_of(object_header(content.type, content.bytes.size())));
+      object_sha_.update(bytes_of(content.bytes));
+      entry.id = object_sha_.finish();
+    }
+  } catch (const std::exception&) {
+    give_up();
+  }
+  return state_;
+}
+
+// An object's type and bytes: inflated from the pack, and through its chain
+// of deltas, which holds `held` bytes.
+WholeObjectIndex::Content WholeObjectIndex::content_of(const Entry& entry, const PackFile& pack,
+                                                       int depth, std::uint64_t& held) const {
+  held += entry.size;
+  if (depth > kMaxDeltaDepth || held > kMaxChainBytes)
+    throw std::runtime_error("a delta chain too long");
+  std::string bytes = inflate_at(entry, pack);
+  if (entry.type != kOffsetDelta) return {entry.type, std::move(bytes)};
+  const Content base = content_of(*find(entry.base), pack, depth + 1, held);
+  return {base.type, apply_delta(base.bytes, bytes)};
+}
+
+std::string WholeObjectIndex::inflate_at(const Entry& entry, const PackFile& pack) const {
+  std::string out(entry.size + 1, '\0');  // a byte more, so that a longer stream shows
+  std::vector<unsigned char> in(std::min<std::uint64_t>(kInflateBuffer, offset_ - entry.data));
+  z_stream zlib{};
+  if (inflateInit(&zlib) != Z_OK) throw std::runtime_error("zlib");
+  zlib.next_out = reinterpret_cast<unsigned char*>(out.data());
+  zlib.avail_out = static_cast<uInt>(out.size());
+  int rc = Z_OK;
+  for (std::uint64_t at = entry.data; rc == Z_OK && at < offset_; at += in.size()) {
+    const auto piece = std::span(in).first(std::min<std::uint64_t>(in.size(), offset_ - at));
+    pack(at, piece);
+    zlib.next_in = piece.data();
+    zlib.avail_in = static_cast<uInt>(piece.size());
+    rc = inflate(&zlib, Z_NO_FLUSH);
+  }
+  const bool whole = rc == Z_STREAM_END && zlib.total_out == entry.size;
+  inflateEnd(&zlib);
+  if (!whole) throw std::runtime_error("an object that does not inflate again");
+  out.resize(entry.size);
+  return out;
+}
+
+void WholeObjectIndex::give_up() {
+  state_ = State::given_up;
+  if (inflating_) inflateEnd(&zlib_);
+  inflating_ = false;
+  entries_ = {};
+}
+
+std::optional<std::string> WholeObjectIndex::index_file() const {
+  auto entries = entries_;
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.id < b.id; });
+  if (std::adjacent_find(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+        return a.id == b.id;
+      }) != entries.end())
+    return std::nullopt;
+  std::string index = "\377tOc";
+  put_big_endian(index, 2);
+  auto first_bytes = entries.begin();
+  for (int byte = 0; byte < 256; ++byte) {
+    first_bytes =
+        std::find_if(first_bytes, entries.end(), [byte](const Entry& e) { return e.id[0] > byte; });
+    put_big_endian(index, static_cast<std::uint32_t>(first_bytes - entries.begin()));
+  }
+  for (const auto& e : entries) index.append(e.id.begin(), e.id.end());
+  for (const auto& e : entries) put_big_endian(index, e.crc);
+  for (const auto& e : entries) put_big_endian(index, e.offset);
+  index.append(checksum_.begin(), checksum_.end());
+  Sha1 sha;
+  sha.update(bytes_of(index));
+  const Sha1Digest own = sha.finish();
+  index.append(own.begin(), own.end());
+  return index;
+}
+
+}  // namespace inflight::checkpoint
