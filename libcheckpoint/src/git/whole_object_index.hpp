@@ -4,11 +4,11 @@
 // whole object is inflated once and hashed with libcrypto's SHA-1, which
 // uses the CPU's SHA instructions, where libgit2's indexer (built with
 // collision detection) spent half of a 200 MB restore's CPU (README
-// "Restore"); deltas are applied once the pack is whole, reading their
+// "Checkpoints in git"); deltas are applied once the pack is whole, reading their
 // bases back from its file. The pack is untrusted: whatever this does not
 // index (a thin pack's deltas against objects outside it, anything
-// malformed, a pack past 2 GiB, a delta chain past 50 or an object past 256
-// MiB) it gives up at once, and the caller hands the whole pack to
+// malformed, a pack past 2 GiB, a delta chain past 50 objects or 256 MiB)
+// it gives up at once, and the caller hands the whole pack to
 // libgit2's indexer, whose verdict stands.
 //
 // The writer of git's pack index, version 2 (git's gitformat-pack), is here

@@ -1,0 +1,170 @@
+// Our own indexing of a download's pack: the index libgit2 would write for
+// what it takes, and a clean give-up on everything else a server may send.
+#include "git/whole_object_index.hpp"
+
+#include <git2.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "checkpoint/git/test_pack.hpp"
+#include "inflight/checkpoint/git_store.hpp"
+#include "temp_dir.hpp"
+
+namespace inflight::checkpoint {
+namespace {
+
+using State = WholeObjectIndex::State;
+using Bytes = std::vector<unsigned char>;
+
+std::string libgit2_index_of(const Bytes& pack) {
+  const TempDir dir;
+  git_indexer* raw = nullptr;
+  git_indexer_options options = GIT_INDEXER_OPTIONS_INIT;
+  EXPECT_EQ(git_indexer_new(&raw, dir.path().c_str(), 0, nullptr, &options), 0);
+  git_indexer_progress stats{};
+  EXPECT_EQ(git_indexer_append(raw, pack.data(), pack.size(), &stats), 0);
+  EXPECT_EQ(git_indexer_commit(raw, &stats), 0);
+  const std::string name = git_indexer_name(raw);
+  git_indexer_free(raw);
+  std::ifstream file(dir.path() / ("pack-" + name + ".idx"), std::ios::binary);
+  return {std::istreambuf_iterator<char>(file), {}};
+}
+
+// Reads `pack` in pieces of `piece` bytes, then resolves its deltas.
+State index(WholeObjectIndex& index, const Bytes& pack, std::size_t piece) {
+  for (std::size_t at = 0; at < pack.size(); at += piece)
+    index.read(std::span(pack).subspan(at, std::min(piece, pack.size() - at)));
+  if (index.state() != State::indexed) return index.state();
+  return index.resolve_deltas([&pack](std::uint64_t at, std::span<unsigned char> out) {
+    ASSERT_LE(at + out.size(), pack.size());
+    std::memcpy(out.data(), pack.data() + at, out.size());
+  });
+}
+
+State index(const Bytes& pack) {
+  WholeObjectIndex i;
+  return index(i, pack, pack.size());
+}
+
+// A commit, a tree, an empty blob, a 200 KB blob, and a chain of two deltas.
+TestPack sample_pack() {
+  TestPack pack;
+  const std::string big(200'000, 'x');
+  pack.whole(kBlobType, "");
+  const auto base = pack.whole(kBlobType, "hello world");
+  const auto first = pack.offset_delta(base, TestPack::delta(11, 11, 0, 6, "there"));
+  pack.offset_delta(first, TestPack::delta(11, 8, 6, 5, "!!!"));
+  pack.whole(kBlobType, big);
+  pack.whole(2, std::string("100644 a\0", 9) + std::string(20, '\1'));
+  pack.whole(1,
+             "tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor a <a> 0 +0000\n"
+             "committer a <a> 0 +0000\n\nm\n");
+  return pack;
+}
+
+TEST(WholeObjectIndex, WritesTheIndexLibgit2WritesInAnyPieces) {
+  const GitLibrary library;
+  const Bytes pack = sample_pack().bytes();
+  const std::string expected = libgit2_index_of(pack);
+  ASSERT_FALSE(expected.empty());
+  for (const std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, pack.size()}) {
+    WholeObjectIndex ours;
+    ASSERT_EQ(index(ours, pack, piece), State::indexed) << piece;
+    EXPECT_EQ(ours.objects_read(), 7u);
+    EXPECT_EQ(ours.index_file(), expected) << "pieces of " << piece;
+  }
+}
+
+TEST(WholeObjectIndex, TakesVersionThreePacks) {
+  EXPECT_EQ(index(sample_pack().bytes(3)), State::indexed);
+}
+
+TEST(WholeObjectIndex, WaitsForTheRestOfATruncatedPack) {
+  Bytes pack = sample_pack().bytes();
+  pack.pop_back();
+  EXPECT_EQ(index(pack), State::reading);
+}
+
+TEST(WholeObjectIndex, GivesUpOnWhatIsNotAPackOfItsOwn) {
+  const std::string hello = TestPack::compressed("hello");
+  struct Case {
+    const char* what;
+    Bytes pack;
+  };
+  std::vector<Case> cases;
+  const auto add = [&cases](const char* what, const TestPack& pack, std::uint32_t version = 2) {
+    cases.push_back({what, pack.bytes(version)});
+  };
+  add("version 4", sample_pack(), 4);
+  add("no objects", TestPack{});
+  {
+    TestPack p;
+    p.ref_delta(Sha1Digest{}, TestPack::delta(5, 5, 0, 5, ""));
+    add("a delta against an object outside the pack", p);
+  }
+  {
+    TestPack p;
+    p.whole(kBlobType, "hello");
+    p.offset_delta(13, TestPack::delta(5, 5, 0, 5, ""));
+    add("a delta whose base is not an object's start", p);
+  }
+  for (const int type : {0, 5}) {
+    TestPack p;
+    p.object(type, 5, "", hello);
+    add("an object of no type", p);
+  }
+  {
+    TestPack p;
+    p.object(kBlobType, 4, "", hello);
+    add("a stream longer than its header says", p);
+  }
+  {
+    TestPack p;
+    p.object(kBlobType, 6, "", hello);
+    p.whole(kBlobType, "next");
+    add("a stream shorter than its header says", p);
+  }
+  {
+    TestPack p;
+    std::string broken = hello;
+    broken[3] = static_cast<char>(broken[3] ^ 0xff);
+    p.object(kBlobType, 5, "", broken);
+    add("a stream that is not zlib's", p);
+  }
+  cases.push_back({"not a pack", Bytes(40, 'x')});
+  cases.push_back({"a wrong trailer", sample_pack().bytes()});
+  cases.back().pack.back() ^= 1;
+  cases.push_back({"a byte past the trailer", sample_pack().bytes()});
+  cases.back().pack.push_back(0);
+  for (const auto& c : cases) {
+    WholeObjectIndex ours;
+    EXPECT_EQ(index(ours, c.pack, 3), State::given_up) << c.what;
+    EXPECT_EQ(ours.objects_read(), 0u) << c.what << ": what it read is dropped";
+  }
+}
+
+TEST(WholeObjectIndex, GivesUpOnADeltaThatDoesNotApply) {
+  for (const auto& delta : {TestPack::delta(6, 5, 0, 5, ""), TestPack::delta(5, 5, 1, 5, ""),
+                            TestPack::delta(5, 4, 0, 5, ""), TestPack::delta(5, 6, 0, 5, "")}) {
+    TestPack pack;
+    const auto base = pack.whole(kBlobType, "hello");
+    pack.offset_delta(base, delta);
+    EXPECT_EQ(index(pack.bytes()), State::given_up);
+  }
+}
+
+TEST(WholeObjectIndex, AppliesChainsOfFiftyDeltasAndNoLonger) {
+  for (const int length : {50, 51}) {
+    TestPack pack;
+    auto last = pack.whole(kBlobType, "hello");
+    for (int i = 0; i < length; ++i)
+      last = pack.offset_delta(last, TestPack::delta(5, 5, 0, 5, ""));
+    EXPECT_EQ(index(pack.bytes()), length == 50 ? State::indexed : State::given_up) << length;
+  }
+}
+
+}  // namespace
+}  // namespace inflight::checkpoint
