@@ -149,6 +149,22 @@ WholeObjectIndex::State WholeObjectIndex::read(std::span<const unsigned char> by
   return state_;
 }
 
+// Takes a varint's bytes (each but the last with its top bit set) into
+// pending_, as far as `bytes` and `max` go; gives up at `max` unended.
+std::size_t WholeObjectIndex::take_varint(std::span<const unsigned char> bytes, std::size_t max) {
+  std::size_t used = 0;
+  while (used < bytes.size() && (pending_.empty() || (pending_.back() & 0x80) != 0)) {
+    if (pending_.size() == max) {
+      give_up();
+      break;
+    }
+    pending_.push_back(bytes[used++]);
+  }
+  pack_sha_.update(bytes.first(used));
+  offset_ += used;
+  return used;
+}
+
 // "PACK", version 2 or 3, and the number of objects.
 std::size_t WholeObjectIndex::read_pack_header(std::span<const unsigned char> bytes) {
   const std::size_t used = std::min(kPackHeaderSize - pending_.size(), bytes.size());
@@ -173,18 +189,8 @@ std::size_t WholeObjectIndex::read_object_header(std::span<const unsigned char> 
     give_up();
     return 0;
   }
-  std::size_t used = 0;
-  bool more = true;
-  while (more && used < bytes.size() && pending_.size() < kMaxObjectHeader) {
-    pending_.push_back(bytes[used++]);
-    more = (pending_.back() & 0x80) != 0;
-  }
-  pack_sha_.update(bytes.first(used));
-  offset_ += used;
-  if (more) {
-    if (pending_.size() == kMaxObjectHeader) give_up();
-    return used;
-  }
+  const std::size_t used = take_varint(bytes, kMaxObjectHeader);
+  if (pending_.back() & 0x80) return used;
   const int type = (pending_[0] >> 4) & 7;
   std::uint64_t size = pending_[0] & 15;
   for (std::size_t i = 1; i < pending_.size(); ++i)
@@ -209,20 +215,10 @@ std::size_t WholeObjectIndex::read_object_header(std::span<const unsigned char> 
 // continuation adding one (git's offset encoding). The base must be an
 // object read already.
 std::size_t WholeObjectIndex::read_base_offset(std::span<const unsigned char> bytes) {
-  std::size_t used = 0;
-  bool more = true;
-  while (more && used < bytes.size() && pending_.size() < kMaxBaseOffset) {
-    pending_.push_back(bytes[used++]);
-    more = (pending_.back() & 0x80) != 0;
-  }
+  const std::size_t used = take_varint(bytes, kMaxBaseOffset);
   object_.crc =
       static_cast<std::uint32_t>(crc32(object_.crc, bytes.data(), static_cast<uInt>(used)));
-  pack_sha_.update(bytes.first(used));
-  offset_ += used;
-  if (more) {
-    if (pending_.size() == kMaxBaseOffset) give_up();
-    return used;
-  }
+  if (pending_.back() & 0x80) return used;
   std::uint64_t back = pending_[0] & 0x7fu;
   for (std::size_t i = 1; i < pending_.size(); ++i)
     back = ((back + 1) << 7) | (pending_[i] & 0x7fu);

@@ -83,6 +83,7 @@ class WholeObjectIndex {
     std::string bytes;
   };
 
+  std::size_t take_varint(std::span<const unsigned char> bytes, std::size_t max);
   std::size_t read_pack_header(std::span<const unsigned char> bytes);
   std::size_t read_object_header(std::span<const unsigned char> bytes);
   std::size_t read_object_data(std::span<const unsigned char> bytes);
