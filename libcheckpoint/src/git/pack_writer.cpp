@@ -17,8 +17,8 @@
 
 #include "git/git_error.hpp"
 #include "git/oid_text.hpp"
+#include "git/pack_indexer.hpp"
 #include "git/repo_objects.hpp"
-#include "git/whole_object_index.hpp"
 
 namespace inflight::checkpoint {
 
@@ -93,7 +93,7 @@ struct Writepack {
   void* payload;
   fs::path pack_dir;
   std::optional<PackDirFile> pack;  // while the index reads it
-  WholeObjectIndex index;
+  PackIndexer index;
   git_odb_writepack* handed_to = nullptr;  // libgit2's, once the index gave up
 };
 
@@ -143,7 +143,7 @@ int append(git_odb_writepack* base, const void* data, std::size_t size,
     } catch (const std::system_error&) {
       return hand_over(w, bytes, stats);  // libgit2 writes its own file, or fails as it would
     }
-    if (w.index.read(bytes) == WholeObjectIndex::State::given_up) return hand_over(w, {}, stats);
+    if (w.index.read(bytes) == PackIndexer::State::given_up) return hand_over(w, {}, stats);
     stats->total_objects = w.index.objects();
     stats->received_objects = w.index.objects_read();
     stats->received_bytes += size;
@@ -172,11 +172,10 @@ int commit(git_odb_writepack* base, git_indexer_progress* stats) {
       const auto read_back = [&w](std::uint64_t at, std::span<unsigned char> out) {
         w.pack->read_at(at, out);
       };
-      const auto index =
-          w.index.state() == WholeObjectIndex::State::indexed &&
-                  w.index.resolve_deltas(read_back) == WholeObjectIndex::State::indexed
-              ? w.index.index_file()
-              : std::nullopt;
+      const auto index = w.index.state() == PackIndexer::State::indexed &&
+                                 w.index.resolve_deltas(read_back) == PackIndexer::State::indexed
+                             ? w.index.index_file()
+                             : std::nullopt;
       if (index) {
         keep(w, *index);
         stats->indexed_objects = stats->received_objects = w.index.objects();

@@ -1,5 +1,5 @@
 // An object-database backend that only writes packs: it indexes each pack
-// itself as it arrives (whole_object_index.hpp) and hands the packs that
+// itself as it arrives (pack_indexer.hpp) and hands the packs that
 // index gives up on, from their first byte, to the backend libgit2 would
 // have used without it, the packed one. Fetches and the cache's own packs
 // both go through it.

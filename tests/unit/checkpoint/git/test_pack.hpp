@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "git/whole_object_index.hpp"
+#include "git/pack_indexer.hpp"
 
 namespace inflight::checkpoint {
 

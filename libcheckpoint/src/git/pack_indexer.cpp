@@ -1,4 +1,4 @@
-#include "git/whole_object_index.hpp"
+#include "git/pack_indexer.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -115,13 +115,13 @@ Sha1Digest Sha1::finish() {
   return digest;
 }
 
-WholeObjectIndex::WholeObjectIndex() : inflated_(kInflateBuffer) {}
+PackIndexer::PackIndexer() : inflated_(kInflateBuffer) {}
 
-WholeObjectIndex::~WholeObjectIndex() {
+PackIndexer::~PackIndexer() {
   if (inflating_) inflateEnd(&zlib_);
 }
 
-WholeObjectIndex::State WholeObjectIndex::read(std::span<const unsigned char> bytes) {
+PackIndexer::State PackIndexer::read(std::span<const unsigned char> bytes) {
   try {
     while (!bytes.empty() && state_ == State::reading) {
       switch (part_) {
@@ -151,7 +151,7 @@ WholeObjectIndex::State WholeObjectIndex::read(std::span<const unsigned char> by
 
 // Takes a varint's bytes (each but the last with its top bit set) into
 // pending_, as far as `bytes` and `max` go; gives up at `max` unended.
-std::size_t WholeObjectIndex::take_varint(std::span<const unsigned char> bytes, std::size_t max) {
+std::size_t PackIndexer::take_varint(std::span<const unsigned char> bytes, std::size_t max) {
   std::size_t used = 0;
   while (used < bytes.size() && (pending_.empty() || (pending_.back() & 0x80) != 0)) {
     if (pending_.size() == max) {
@@ -166,7 +166,7 @@ std::size_t WholeObjectIndex::take_varint(std::span<const unsigned char> bytes, 
 }
 
 // "PACK", version 2 or 3, and the number of objects.
-std::size_t WholeObjectIndex::read_pack_header(std::span<const unsigned char> bytes) {
+std::size_t PackIndexer::read_pack_header(std::span<const unsigned char> bytes) {
   const std::size_t used = std::min(kPackHeaderSize - pending_.size(), bytes.size());
   pending_.insert(pending_.end(), bytes.begin(), bytes.begin() + used);
   pack_sha_.update(bytes.first(used));
@@ -183,7 +183,7 @@ std::size_t WholeObjectIndex::read_pack_header(std::span<const unsigned char> by
 }
 
 // The type in 3 bits and the inflated size as a little-endian varint.
-std::size_t WholeObjectIndex::read_object_header(std::span<const unsigned char> bytes) {
+std::size_t PackIndexer::read_object_header(std::span<const unsigned char> bytes) {
   if (pending_.empty()) object_.offset = static_cast<std::uint32_t>(offset_);
   if (offset_ > kMaxOffset) {
     give_up();
@@ -214,7 +214,7 @@ std::size_t WholeObjectIndex::read_object_header(std::span<const unsigned char> 
 // How far back the delta's base starts: a big-endian varint, each
 // continuation adding one (git's offset encoding). The base must be an
 // object read already.
-std::size_t WholeObjectIndex::read_base_offset(std::span<const unsigned char> bytes) {
+std::size_t PackIndexer::read_base_offset(std::span<const unsigned char> bytes) {
   const std::size_t used = take_varint(bytes, kMaxBaseOffset);
   object_.crc =
       static_cast<std::uint32_t>(crc32(object_.crc, bytes.data(), static_cast<uInt>(used)));
@@ -230,7 +230,7 @@ std::size_t WholeObjectIndex::read_base_offset(std::span<const unsigned char> by
   return used;
 }
 
-void WholeObjectIndex::start_inflating() {
+void PackIndexer::start_inflating() {
   zlib_ = z_stream{};
   if (inflateInit(&zlib_) != Z_OK) return give_up();
   inflating_ = true;
@@ -238,14 +238,14 @@ void WholeObjectIndex::start_inflating() {
   part_ = Part::object_data;
 }
 
-const WholeObjectIndex::Entry* WholeObjectIndex::find(std::uint64_t offset) const {
+const PackIndexer::Entry* PackIndexer::find(std::uint64_t offset) const {
   const auto it = std::lower_bound(entries_.begin(), entries_.end(), offset,
                                    [](const Entry& e, std::uint64_t at) { return e.offset < at; });
   return it != entries_.end() && it->offset == offset ? &*it : nullptr;
 }
 
 // The object's zlib stream, which must inflate to exactly its header's size.
-std::size_t WholeObjectIndex::read_object_data(std::span<const unsigned char> bytes) {
+std::size_t PackIndexer::read_object_data(std::span<const unsigned char> bytes) {
   zlib_.next_in = const_cast<unsigned char*>(bytes.data());
   zlib_.avail_in = static_cast<uInt>(std::min<std::size_t>(bytes.size(), UINT_MAX));
   const std::size_t offered = zlib_.avail_in;
@@ -271,7 +271,7 @@ std::size_t WholeObjectIndex::read_object_data(std::span<const unsigned char> by
   return used;
 }
 
-void WholeObjectIndex::end_object() {
+void PackIndexer::end_object() {
   inflateEnd(&zlib_);
   inflating_ = false;
   if (object_.type != kOffsetDelta) object_.id = object_sha_.finish();  // a delta's once resolved
@@ -280,7 +280,7 @@ void WholeObjectIndex::end_object() {
 }
 
 // The SHA-1 of every byte before it.
-std::size_t WholeObjectIndex::read_trailer(std::span<const unsigned char> bytes) {
+std::size_t PackIndexer::read_trailer(std::span<const unsigned char> bytes) {
   const std::size_t used = std::min(checksum_.size() - pending_.size(), bytes.size());
   pending_.insert(pending_.end(), bytes.begin(), bytes.begin() + used);
   offset_ += used;
@@ -293,7 +293,7 @@ std::size_t WholeObjectIndex::read_trailer(std::span<const unsigned char> bytes)
   return used;
 }
 
-WholeObjectIndex::State WholeObjectIndex::resolve_deltas(const PackFile& pack) {
+PackIndexer::State PackIndexer::resolve_deltas(const PackFile& pack) {
   try {
     for (auto& entry : entries_) {
       if (state_ != State::indexed) break;
@@ -312,8 +312,8 @@ WholeObjectIndex::State WholeObjectIndex::resolve_deltas(const PackFile& pack) {
 
 // An object's type and bytes: inflated from the pack, and through its chain
 // of deltas, which holds `held` bytes.
-WholeObjectIndex::Content WholeObjectIndex::content_of(const Entry& entry, const PackFile& pack,
-                                                       int depth, std::uint64_t& held) const {
+PackIndexer::Content PackIndexer::content_of(const Entry& entry, const PackFile& pack, int depth,
+                                             std::uint64_t& held) const {
   held += entry.size;
   if (depth > kMaxDeltaDepth || held > kMaxChainBytes)
     throw std::runtime_error("a delta chain too long");
@@ -323,7 +323,7 @@ WholeObjectIndex::Content WholeObjectIndex::content_of(const Entry& entry, const
   return {base.type, apply_delta(base.bytes, bytes)};
 }
 
-std::string WholeObjectIndex::inflate_at(const Entry& entry, const PackFile& pack) const {
+std::string PackIndexer::inflate_at(const Entry& entry, const PackFile& pack) const {
   std::string out(entry.size + 1, '\0');  // a byte more, so that a longer stream shows
   std::vector<unsigned char> in(std::min<std::uint64_t>(kInflateBuffer, offset_ - entry.data));
   z_stream zlib{};
@@ -345,14 +345,14 @@ std::string WholeObjectIndex::inflate_at(const Entry& entry, const PackFile& pac
   return out;
 }
 
-void WholeObjectIndex::give_up() {
+void PackIndexer::give_up() {
   state_ = State::given_up;
   if (inflating_) inflateEnd(&zlib_);
   inflating_ = false;
   entries_ = {};
 }
 
-std::optional<std::string> WholeObjectIndex::index_file() const {
+std::optional<std::string> PackIndexer::index_file() const {
   auto entries = entries_;
   std::sort(entries.begin(), entries.end(),
             [](const Entry& a, const Entry& b) { return a.id < b.id; });

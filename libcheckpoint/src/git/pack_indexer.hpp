@@ -43,14 +43,14 @@ class Sha1 {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context_;
 };
 
-class WholeObjectIndex {
+class PackIndexer {
  public:
   enum class State { reading, indexed, given_up };
 
-  WholeObjectIndex();
-  ~WholeObjectIndex();
-  WholeObjectIndex(const WholeObjectIndex&) = delete;
-  WholeObjectIndex& operator=(const WholeObjectIndex&) = delete;
+  PackIndexer();
+  ~PackIndexer();
+  PackIndexer(const PackIndexer&) = delete;
+  PackIndexer& operator=(const PackIndexer&) = delete;
 
   // The next bytes of the pack; `indexed` once its trailer checked out.
   State read(std::span<const unsigned char> bytes);

@@ -1,6 +1,6 @@
 // Our own indexing of a download's pack: the index libgit2 would write for
 // what it takes, and a clean give-up on everything else a server may send.
-#include "git/whole_object_index.hpp"
+#include "git/pack_indexer.hpp"
 
 #include <git2.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 namespace inflight::checkpoint {
 namespace {
 
-using State = WholeObjectIndex::State;
+using State = PackIndexer::State;
 using Bytes = std::vector<unsigned char>;
 
 std::string libgit2_index_of(const Bytes& pack) {
@@ -34,7 +34,7 @@ std::string libgit2_index_of(const Bytes& pack) {
 }
 
 // Reads `pack` in pieces of `piece` bytes, then resolves its deltas.
-State index(WholeObjectIndex& index, const Bytes& pack, std::size_t piece) {
+State index(PackIndexer& index, const Bytes& pack, std::size_t piece) {
   for (std::size_t at = 0; at < pack.size(); at += piece)
     index.read(std::span(pack).subspan(at, std::min(piece, pack.size() - at)));
   if (index.state() != State::indexed) return index.state();
@@ -45,7 +45,7 @@ State index(WholeObjectIndex& index, const Bytes& pack, std::size_t piece) {
 }
 
 State index(const Bytes& pack) {
-  WholeObjectIndex i;
+  PackIndexer i;
   return index(i, pack, pack.size());
 }
 
@@ -65,30 +65,30 @@ TestPack sample_pack() {
   return pack;
 }
 
-TEST(WholeObjectIndex, WritesTheIndexLibgit2WritesInAnyPieces) {
+TEST(PackIndexer, WritesTheIndexLibgit2WritesInAnyPieces) {
   const GitLibrary library;
   const Bytes pack = sample_pack().bytes();
   const std::string expected = libgit2_index_of(pack);
   ASSERT_FALSE(expected.empty());
   for (const std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, pack.size()}) {
-    WholeObjectIndex ours;
+    PackIndexer ours;
     ASSERT_EQ(index(ours, pack, piece), State::indexed) << piece;
     EXPECT_EQ(ours.objects_read(), 7u);
     EXPECT_EQ(ours.index_file(), expected) << "pieces of " << piece;
   }
 }
 
-TEST(WholeObjectIndex, TakesVersionThreePacks) {
+TEST(PackIndexer, TakesVersionThreePacks) {
   EXPECT_EQ(index(sample_pack().bytes(3)), State::indexed);
 }
 
-TEST(WholeObjectIndex, WaitsForTheRestOfATruncatedPack) {
+TEST(PackIndexer, WaitsForTheRestOfATruncatedPack) {
   Bytes pack = sample_pack().bytes();
   pack.pop_back();
   EXPECT_EQ(index(pack), State::reading);
 }
 
-TEST(WholeObjectIndex, GivesUpOnWhatIsNotAPackOfItsOwn) {
+TEST(PackIndexer, GivesUpOnWhatIsNotAPackOfItsOwn) {
   const std::string hello = TestPack::compressed("hello");
   struct Case {
     const char* what;
@@ -140,13 +140,13 @@ TEST(WholeObjectIndex, GivesUpOnWhatIsNotAPackOfItsOwn) {
   cases.push_back({"a byte past the trailer", sample_pack().bytes()});
   cases.back().pack.push_back(0);
   for (const auto& c : cases) {
-    WholeObjectIndex ours;
+    PackIndexer ours;
     EXPECT_EQ(index(ours, c.pack, 3), State::given_up) << c.what;
     EXPECT_EQ(ours.objects_read(), 0u) << c.what << ": what it read is dropped";
   }
 }
 
-TEST(WholeObjectIndex, GivesUpOnADeltaThatDoesNotApply) {
+TEST(PackIndexer, GivesUpOnADeltaThatDoesNotApply) {
   for (const auto& delta : {TestPack::delta(6, 5, 0, 5, ""), TestPack::delta(5, 5, 1, 5, ""),
                             TestPack::delta(5, 4, 0, 5, ""), TestPack::delta(5, 6, 0, 5, "")}) {
     TestPack pack;
@@ -156,7 +156,7 @@ TEST(WholeObjectIndex, GivesUpOnADeltaThatDoesNotApply) {
   }
 }
 
-TEST(WholeObjectIndex, AppliesChainsOfFiftyDeltasAndNoLonger) {
+TEST(PackIndexer, AppliesChainsOfFiftyDeltasAndNoLonger) {
   for (const int length : {50, 51}) {
     TestPack pack;
     auto last = pack.whole(kBlobType, "hello");
