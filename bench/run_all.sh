@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds inflight + inflight-demo-eval (RelWithDebInfo, build-bench/) if needed
 # and runs every benchmark in bench/. Each prints its figures and RATIO lines;
-# none asserts absolute timings. Takes ~3 min (cpu_ticks measures for 60 s,
+# none asserts absolute timings. Takes ~5 min (cpu_ticks measures for 60 s,
 # thousand_runs holds 200 children and 1,000 runs).
 # The checkpoint benchmarks need the git CLI (git daemon) on PATH. The scripts
 # import the test support package tests/support/inflight_testing, put on
@@ -24,7 +24,8 @@ if [[ ! -f "$build/build.ninja" ]]; then
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS=-Wno-error=format-truncation
 fi
-if ! ninja -C "$build" -j1 inflight inflight-demo-eval tick_nochange_bench; then
+if ! ninja -C "$build" -j1 inflight inflight-demo-eval tick_nochange_bench \
+  pack_index_bench; then
   if [[ -x "$build/bin/inflight" && -x "$build/bin/inflight-demo-eval" ]]; then
     echo "run_all.sh: build failed; benchmarking the binaries already in $build/bin" >&2
   else
@@ -38,7 +39,7 @@ cd "$work"  # serve is started from temp cwds; keep this one out of the repo
 status=0
 for b in idle_rss idle_connections cpu_ticks shutdown_latency checkpoint_push periodic_bytes \
   pushes_per_interval rollout_pushes shutdown_push_latency restore_latency first_push_latency \
-  periodic_save_cpu runs_list publish_latency; do
+  periodic_save_cpu runs_list publish_latency pack_index; do
   echo "== $b"
   /usr/bin/python3 "$repo/bench/$b.py" || { echo "$b: FAILED (exit $?)"; status=1; }
   echo

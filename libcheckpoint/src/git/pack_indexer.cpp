@@ -21,10 +21,11 @@ constexpr std::uint64_t kMaxOffset = 0x7fffffff;
 constexpr std::size_t kInflateBuffer = 64 << 10;
 // Offsets of a base below 2^31 take five bytes.
 constexpr std::size_t kMaxBaseOffset = 5;
-// git's own default for pack.depth, and a bound on the bytes one delta's
-// chain holds at once.
+// git's own default for pack.depth; the largest object, delta or result a
+// delta is applied with; the bases kept for the deltas after them.
 constexpr int kMaxDeltaDepth = 50;
-constexpr std::uint64_t kMaxChainBytes = 256 << 20;
+constexpr std::uint64_t kMaxObjectBytes = 256 << 20;
+constexpr std::uint64_t kMaxKeptBases = 64 << 20;
 
 std::uint32_t big_endian(const unsigned char* at) {
   return std::uint32_t{at[0]} << 24 | std::uint32_t{at[1]} << 16 | std::uint32_t{at[2]} << 8 |
@@ -66,7 +67,7 @@ std::string apply_delta(std::string_view base, std::string_view delta) {
   std::size_t at = 0;
   if (delta_size(delta, at) != base.size()) not_a_delta();
   const std::uint64_t size = delta_size(delta, at);
-  if (size > kMaxChainBytes) not_a_delta();
+  if (size > kMaxObjectBytes) not_a_delta();
   std::string out;
   out.reserve(size);
   while (at < delta.size()) {
@@ -223,8 +224,9 @@ std::size_t PackIndexer::read_base_offset(std::span<const unsigned char> bytes) 
   for (std::size_t i = 1; i < pending_.size(); ++i)
     back = ((back + 1) << 7) | (pending_[i] & 0x7fu);
   pending_.clear();
-  if (back == 0 || back > object_.offset || find(object_.offset - back) == nullptr)
-    return give_up(), used;
+  Entry* base = back == 0 || back > object_.offset ? nullptr : find(object_.offset - back);
+  if (base == nullptr) return give_up(), used;
+  base->a_base = true;
   object_.base = static_cast<std::uint32_t>(object_.offset - back);
   start_inflating();
   return used;
@@ -275,6 +277,8 @@ void PackIndexer::end_object() {
   inflateEnd(&zlib_);
   inflating_ = false;
   if (object_.type != kOffsetDelta) object_.id = object_sha_.finish();  // a delta's once resolved
+  object_.end = static_cast<std::uint32_t>(offset_);
+  object_.a_base = false;
   entries_.push_back(object_);
   part_ = entries_.size() == count_ ? Part::trailer : Part::object_header;
 }
@@ -295,13 +299,13 @@ std::size_t PackIndexer::read_trailer(std::span<const unsigned char> bytes) {
 
 PackIndexer::State PackIndexer::resolve_deltas(const PackFile& pack) {
   try {
+    Bases bases;
     for (auto& entry : entries_) {
       if (state_ != State::indexed) break;
       if (entry.type != kOffsetDelta) continue;
-      std::uint64_t held = 0;
-      const Content content = content_of(entry, pack, 0, held);
-      object_sha_.update(bytes_of(object_header(content.type, content.bytes.size())));
-      object_sha_.update(bytes_of(content.bytes));
+      const auto content = content_of(entry, pack, 0, bases);
+      object_sha_.update(bytes_of(object_header(content->type, content->bytes.size())));
+      object_sha_.update(bytes_of(content->bytes));
       entry.id = object_sha_.finish();
     }
   } catch (const std::exception&) {
@@ -311,28 +315,50 @@ PackIndexer::State PackIndexer::resolve_deltas(const PackFile& pack) {
 }
 
 // An object's type and bytes: inflated from the pack, and through its chain
-// of deltas, which holds `held` bytes.
-PackIndexer::Content PackIndexer::content_of(const Entry& entry, const PackFile& pack, int depth,
-                                             std::uint64_t& held) const {
-  held += entry.size;
-  if (depth > kMaxDeltaDepth || held > kMaxChainBytes)
-    throw std::runtime_error("a delta chain too long");
-  std::string bytes = inflate_at(entry, pack);
-  if (entry.type != kOffsetDelta) return {entry.type, std::move(bytes)};
-  const Content base = content_of(*find(entry.base), pack, depth + 1, held);
-  return {base.type, apply_delta(base.bytes, bytes)};
+// of deltas. Nothing is held while the base is made, so a chain holds at
+// most a base, a delta and its result at once, besides `bases`.
+std::shared_ptr<const PackIndexer::Content> PackIndexer::content_of(const Entry& entry,
+                                                                    const PackFile& pack, int depth,
+                                                                    Bases& bases) const {
+  if (const auto kept = bases.kept.find(entry.offset); kept != bases.kept.end())
+    return kept->second;
+  if (depth > kMaxDeltaDepth) throw std::runtime_error("a delta chain too long");
+  std::shared_ptr<const Content> made;
+  if (entry.type != kOffsetDelta) {
+    made = std::make_shared<const Content>(Content{entry.type, inflate_at(entry, pack)});
+  } else {
+    const auto base = content_of(*find(entry.base), pack, depth + 1, bases);
+    made = std::make_shared<const Content>(
+        Content{base->type, apply_delta(base->bytes, inflate_at(entry, pack))});
+  }
+  if (entry.a_base) bases.keep(entry.offset, made);
+  return made;
 }
 
+void PackIndexer::Bases::keep(std::uint32_t offset, std::shared_ptr<const Content> content) {
+  if (content->bytes.size() > kMaxKeptBases) return;
+  bytes += content->bytes.size();
+  kept.emplace(offset, std::move(content));
+  order.push_back(offset);
+  while (bytes > kMaxKeptBases) {
+    bytes -= kept.at(order.front())->bytes.size();
+    kept.erase(order.front());
+    order.pop_front();
+  }
+}
+
+// The object's zlib stream, from the pack's bytes between its offsets.
 std::string PackIndexer::inflate_at(const Entry& entry, const PackFile& pack) const {
+  if (entry.size > kMaxObjectBytes) throw std::runtime_error("an object too large to apply");
   std::string out(entry.size + 1, '\0');  // a byte more, so that a longer stream shows
-  std::vector<unsigned char> in(std::min<std::uint64_t>(kInflateBuffer, offset_ - entry.data));
+  std::vector<unsigned char> in(std::min<std::uint64_t>(kInflateBuffer, entry.end - entry.data));
   z_stream zlib{};
   if (inflateInit(&zlib) != Z_OK) throw std::runtime_error("zlib");
   zlib.next_out = reinterpret_cast<unsigned char*>(out.data());
   zlib.avail_out = static_cast<uInt>(out.size());
   int rc = Z_OK;
-  for (std::uint64_t at = entry.data; rc == Z_OK && at < offset_; at += in.size()) {
-    const auto piece = std::span(in).first(std::min<std::uint64_t>(in.size(), offset_ - at));
+  for (std::uint64_t at = entry.data; rc == Z_OK && at < entry.end; at += in.size()) {
+    const auto piece = std::span(in).first(std::min<std::uint64_t>(in.size(), entry.end - at));
     pack(at, piece);
     zlib.next_in = piece.data();
     zlib.avail_in = static_cast<uInt>(piece.size());

@@ -1,13 +1,14 @@
 // Indexes a pack as a download receives it, for the common case of a
 // restore: whole objects (checkpoints are pushed without deltas) and deltas
-// against objects of the same pack (a server's own, between commits). Each
+// against objects of the same pack (a server's own: between commits, and
+// between chunks it holds loose or repacked). Each
 // whole object is inflated once and hashed with libcrypto's SHA-1, which
 // uses the CPU's SHA instructions, where libgit2's indexer (built with
 // collision detection) spent half of a 200 MB restore's CPU (README
 // "Checkpoints in git"); deltas are applied once the pack is whole, reading their
 // bases back from its file. The pack is untrusted: whatever this does not
 // index (a thin pack's deltas against objects outside it, anything
-// malformed, a pack past 2 GiB, a delta chain past 50 objects or 256 MiB)
+// malformed, a pack past 2 GiB, a delta chain past 50, an object past 256 MiB)
 // it gives up at once, and the caller hands the whole pack to
 // libgit2's indexer, whose verdict stands.
 //
@@ -21,11 +22,14 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace inflight::checkpoint {
@@ -76,11 +80,22 @@ class PackIndexer {
     int type;            // 1-4, or 6 for a delta against the object at `base`
     std::uint32_t base;  // an offset
     std::uint32_t data;  // the offset of its zlib stream
+    std::uint32_t end;   // and of the next object
     std::uint64_t size;  // inflated
+    bool a_base;         // of a delta
   };
   struct Content {
     int type;
     std::string bytes;
+  };
+  // The bases made while deltas are applied, by offset, so that each is
+  // inflated or made once while they fit in a bound; the oldest go first.
+  struct Bases {
+    void keep(std::uint32_t offset, std::shared_ptr<const Content> content);
+
+    std::unordered_map<std::uint32_t, std::shared_ptr<const Content>> kept;
+    std::deque<std::uint32_t> order;
+    std::uint64_t bytes = 0;
   };
 
   std::size_t take_varint(std::span<const unsigned char> bytes, std::size_t max);
@@ -91,8 +106,11 @@ class PackIndexer {
   std::size_t read_base_offset(std::span<const unsigned char> bytes);
   void start_inflating();
   const Entry* find(std::uint64_t offset) const;
-  Content content_of(const Entry& entry, const PackFile& pack, int depth,
-                     std::uint64_t& held) const;
+  Entry* find(std::uint64_t offset) {
+    return const_cast<Entry*>(std::as_const(*this).find(offset));
+  }
+  std::shared_ptr<const Content> content_of(const Entry& entry, const PackFile& pack, int depth,
+                                            Bases& bases) const;
   std::string inflate_at(const Entry& entry, const PackFile& pack) const;
   void end_object();
   void give_up();

@@ -68,17 +68,33 @@ class TestPack {
     return out;
   }
 
-  // A delta of `base_size` bytes' base: a copy of [from, from + length) then `insert`.
-  static std::string delta(std::size_t base_size, std::size_t result_size, std::uint8_t from,
-                           std::uint8_t length, std::string_view insert) {
+  // A delta from a base of `base_size` bytes to `result_size`: the sizes, then `ops`.
+  static std::string delta(std::size_t base_size, std::size_t result_size, std::string_view ops) {
     std::string d;
     for (std::size_t size : {base_size, result_size}) {
       for (; size >= 0x80; size >>= 7) d.push_back(static_cast<char>(0x80 | (size & 0x7f)));
       d.push_back(static_cast<char>(size));
     }
-    d += {static_cast<char>(0x91), static_cast<char>(from), static_cast<char>(length)};
-    if (!insert.empty()) d += static_cast<char>(insert.size()) + std::string(insert);
-    return d;
+    return d + std::string(ops);
+  }
+  // A copy of [from, from + length) of the base, then `insert`.
+  static std::string delta(std::size_t base_size, std::size_t result_size, std::uint32_t from,
+                           std::uint32_t length, std::string_view insert) {
+    return delta(base_size, result_size, copy(from, length) + inserted(insert));
+  }
+  // Delta ops: the offset's and the length's bytes that are not zero.
+  static std::string copy(std::uint32_t from, std::uint32_t length) {
+    std::string op(1, '\x80');
+    for (int i = 0; i < 7; ++i) {
+      const auto byte = static_cast<char>((i < 4 ? from >> 8 * i : length >> 8 * (i - 4)) & 0xff);
+      if (byte == 0) continue;
+      op[0] = static_cast<char>(op[0] | 1 << i);
+      op += byte;
+    }
+    return op;
+  }
+  static std::string inserted(std::string_view text) {
+    return text.empty() ? "" : static_cast<char>(text.size()) + std::string(text);
   }
 
  private:
