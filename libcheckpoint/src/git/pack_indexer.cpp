@@ -21,11 +21,18 @@ constexpr std::uint64_t kMaxOffset = 0x7fffffff;
 constexpr std::size_t kInflateBuffer = 64 << 10;
 // Offsets of a base below 2^31 take five bytes.
 constexpr std::size_t kMaxBaseOffset = 5;
-// git's own default for pack.depth; the largest object, delta or result a
-// delta is applied with; the bases kept for the deltas after them.
+// git's own default for pack.depth, met only where bases were dropped.
 constexpr int kMaxDeltaDepth = 50;
-constexpr std::uint64_t kMaxObjectBytes = 256 << 20;
+// The largest base, delta or result applied: checkpoints hold files of up
+// to 64 KiB and 32 KiB chunks, and trees of up to a few hundred KiB.
+constexpr std::uint64_t kMaxObjectBytes = 16 << 20;
+// The bases kept for the deltas after them.
 constexpr std::uint64_t kMaxKeptBases = 64 << 20;
+// Applying a pack's deltas may make its objects again (a base dropped from
+// those kept), up to this many times what making each once costs.
+constexpr std::uint64_t kWorkPerObjectMade = 4;
+// A delta's two sizes, as varints.
+constexpr std::size_t kMaxDeltaHead = 20;
 
 std::uint32_t big_endian(const unsigned char* at) {
   return std::uint32_t{at[0]} << 24 | std::uint32_t{at[1]} << 16 | std::uint32_t{at[2]} << 8 |
@@ -237,6 +244,8 @@ void PackIndexer::start_inflating() {
   if (inflateInit(&zlib_) != Z_OK) return give_up();
   inflating_ = true;
   object_.data = static_cast<std::uint32_t>(offset_);
+  object_.result = object_.size;
+  delta_head_.clear();
   part_ = Part::object_data;
 }
 
@@ -257,8 +266,12 @@ std::size_t PackIndexer::read_object_data(std::span<const unsigned char> bytes) 
     zlib_.avail_out = static_cast<uInt>(inflated_.size());
     rc = inflate(&zlib_, Z_NO_FLUSH);
     if (zlib_.total_out > object_.size) rc = Z_DATA_ERROR;
+    const auto out = std::span(inflated_).first(inflated_.size() - zlib_.avail_out);
     if (object_.type != kOffsetDelta)
-      object_sha_.update(std::span(inflated_).first(inflated_.size() - zlib_.avail_out));
+      object_sha_.update(out);
+    else if (delta_head_.size() < kMaxDeltaHead)
+      delta_head_.append(out.begin(),
+                         out.begin() + std::min(out.size(), kMaxDeltaHead - delta_head_.size()));
   } while (rc == Z_OK && (zlib_.avail_in > 0 || zlib_.avail_out == 0));
   const std::size_t used = offered - zlib_.avail_in;
   object_.crc =
@@ -273,10 +286,24 @@ std::size_t PackIndexer::read_object_data(std::span<const unsigned char> bytes) 
   return used;
 }
 
+// A delta's head: the size of its base, which must be its base's, and of
+// what it makes, for the bound on the work of applying the pack's deltas.
+void PackIndexer::check_delta_sizes() {
+  std::size_t at = 0;
+  const std::uint64_t base_size = delta_size(delta_head_, at);
+  object_.result = delta_size(delta_head_, at);
+  if (base_size != find(object_.base)->result || object_.result > kMaxObjectBytes ||
+      object_.size > kMaxObjectBytes)
+    not_a_delta();
+}
+
 void PackIndexer::end_object() {
   inflateEnd(&zlib_);
   inflating_ = false;
-  if (object_.type != kOffsetDelta) object_.id = object_sha_.finish();  // a delta's once resolved
+  if (object_.type == kOffsetDelta)
+    check_delta_sizes();
+  else
+    object_.id = object_sha_.finish();  // a delta's once applied
   object_.end = static_cast<std::uint32_t>(offset_);
   object_.a_base = false;
   entries_.push_back(object_);
@@ -299,11 +326,16 @@ std::size_t PackIndexer::read_trailer(std::span<const unsigned char> bytes) {
 
 PackIndexer::State PackIndexer::resolve_deltas(const PackFile& pack) {
   try {
-    Bases bases;
+    Resolution resolution;
+    for (const auto& entry : entries_)
+      resolution.budget +=
+          kWorkPerObjectMade * (entry.type == kOffsetDelta ? entry.size + entry.result
+                                : entry.a_base             ? entry.size
+                                                           : 0);
     for (auto& entry : entries_) {
       if (state_ != State::indexed) break;
       if (entry.type != kOffsetDelta) continue;
-      const auto content = content_of(entry, pack, 0, bases);
+      const auto content = content_of(entry, pack, 0, resolution);
       object_sha_.update(bytes_of(object_header(content->type, content->bytes.size())));
       object_sha_.update(bytes_of(content->bytes));
       entry.id = object_sha_.finish();
@@ -316,26 +348,33 @@ PackIndexer::State PackIndexer::resolve_deltas(const PackFile& pack) {
 
 // An object's type and bytes: inflated from the pack, and through its chain
 // of deltas. Nothing is held while the base is made, so a chain holds at
-// most a base, a delta and its result at once, besides `bases`.
+// most a base, a delta and its result at once, besides the kept bases.
 std::shared_ptr<const PackIndexer::Content> PackIndexer::content_of(const Entry& entry,
                                                                     const PackFile& pack, int depth,
-                                                                    Bases& bases) const {
-  if (const auto kept = bases.kept.find(entry.offset); kept != bases.kept.end())
+                                                                    Resolution& resolution) const {
+  if (const auto kept = resolution.kept.find(entry.offset); kept != resolution.kept.end())
     return kept->second;
   if (depth > kMaxDeltaDepth) throw std::runtime_error("a delta chain too long");
+  resolution.spend(entry.size);
   std::shared_ptr<const Content> made;
   if (entry.type != kOffsetDelta) {
     made = std::make_shared<const Content>(Content{entry.type, inflate_at(entry, pack)});
   } else {
-    const auto base = content_of(*find(entry.base), pack, depth + 1, bases);
+    const auto base = content_of(*find(entry.base), pack, depth + 1, resolution);
+    resolution.spend(entry.result);
     made = std::make_shared<const Content>(
         Content{base->type, apply_delta(base->bytes, inflate_at(entry, pack))});
   }
-  if (entry.a_base) bases.keep(entry.offset, made);
+  if (entry.a_base) resolution.keep(entry.offset, made);
   return made;
 }
 
-void PackIndexer::Bases::keep(std::uint32_t offset, std::shared_ptr<const Content> content) {
+void PackIndexer::Resolution::spend(std::uint64_t bytes_made) {
+  work += bytes_made;
+  if (work > budget) throw std::runtime_error("applying the deltas made bases again too often");
+}
+
+void PackIndexer::Resolution::keep(std::uint32_t offset, std::shared_ptr<const Content> content) {
   if (content->bytes.size() > kMaxKeptBases) return;
   bytes += content->bytes.size();
   kept.emplace(offset, std::move(content));

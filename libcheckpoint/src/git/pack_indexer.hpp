@@ -8,7 +8,8 @@
 // "Checkpoints in git"); deltas are applied once the pack is whole, reading their
 // bases back from its file. The pack is untrusted: whatever this does not
 // index (a thin pack's deltas against objects outside it, anything
-// malformed, a pack past 2 GiB, a delta chain past 50, an object past 256 MiB)
+// malformed, a pack past 2 GiB, an object past 16 MiB to apply a delta
+// with, deltas that would make their bases again more than 4 times over)
 // it gives up at once, and the caller hands the whole pack to
 // libgit2's indexer, whose verdict stands.
 //
@@ -77,25 +78,30 @@ class PackIndexer {
     Sha1Digest id;
     std::uint32_t crc;
     std::uint32_t offset;
-    int type;            // 1-4, or 6 for a delta against the object at `base`
-    std::uint32_t base;  // an offset
-    std::uint32_t data;  // the offset of its zlib stream
-    std::uint32_t end;   // and of the next object
-    std::uint64_t size;  // inflated
-    bool a_base;         // of a delta
+    int type;              // 1-4, or 6 for a delta against the object at `base`
+    std::uint32_t base;    // an offset
+    std::uint32_t data;    // the offset of its zlib stream
+    std::uint32_t end;     // and of the next object
+    std::uint64_t size;    // inflated
+    std::uint64_t result;  // what it makes: its size, or a delta's result
+    bool a_base;           // of a delta
   };
   struct Content {
     int type;
     std::string bytes;
   };
-  // The bases made while deltas are applied, by offset, so that each is
-  // inflated or made once while they fit in a bound; the oldest go first.
-  struct Bases {
+  // What applying a pack's deltas holds: the bases made, by offset, so that
+  // each is inflated or made once while they fit in a bound (the oldest go
+  // first), and the bytes made against a bound on the work.
+  struct Resolution {
     void keep(std::uint32_t offset, std::shared_ptr<const Content> content);
+    void spend(std::uint64_t bytes_made);  // throws past the budget
 
     std::unordered_map<std::uint32_t, std::shared_ptr<const Content>> kept;
     std::deque<std::uint32_t> order;
     std::uint64_t bytes = 0;
+    std::uint64_t work = 0;
+    std::uint64_t budget = 0;
   };
 
   std::size_t take_varint(std::span<const unsigned char> bytes, std::size_t max);
@@ -110,8 +116,9 @@ class PackIndexer {
     return const_cast<Entry*>(std::as_const(*this).find(offset));
   }
   std::shared_ptr<const Content> content_of(const Entry& entry, const PackFile& pack, int depth,
-                                            Bases& bases) const;
+                                            Resolution& resolution) const;
   std::string inflate_at(const Entry& entry, const PackFile& pack) const;
+  void check_delta_sizes();
   void end_object();
   void give_up();
 
@@ -128,6 +135,7 @@ class PackIndexer {
   Entry object_{};
   std::vector<Entry> entries_;
   std::vector<unsigned char> inflated_;  // the zlib output of the moment, hashed and dropped
+  std::string delta_head_;               // the first bytes a delta inflates to
   Sha1Digest checksum_{};
 };
 

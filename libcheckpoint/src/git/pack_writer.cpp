@@ -119,7 +119,7 @@ int failed(const std::exception& e) {
 int hand_over(Writepack& w, std::span<const unsigned char> rest, git_indexer_progress* stats) {
   if (const int rc = w.next->writepack(&w.handed_to, w.next, w.odb, w.progress, w.payload); rc < 0)
     return rc;
-  *stats = git_indexer_progress{};
+  stats->total_objects = stats->received_objects = 0;  // libgit2's indexer counts them again
   std::vector<unsigned char> block(kReplayBlock);
   for (std::uint64_t at = 0; at < w.pack->size(); at += block.size()) {
     const auto piece =
@@ -144,10 +144,10 @@ int append(git_odb_writepack* base, const void* data, std::size_t size,
       return hand_over(w, bytes, stats);  // libgit2 writes its own file, or fails as it would
     }
     if (w.index.read(bytes) == PackIndexer::State::given_up) return hand_over(w, {}, stats);
+    // The transport counts the bytes; a progress callback may cancel, as with libgit2's indexer.
     stats->total_objects = w.index.objects();
     stats->received_objects = w.index.objects_read();
-    stats->received_bytes += size;
-    return 0;
+    return w.progress != nullptr ? w.progress(stats, w.payload) : 0;
   } catch (const std::exception& e) {
     return failed(e);
   }
@@ -161,8 +161,15 @@ void keep(Writepack& w, const std::string& index) {
   const fs::path name = w.pack_dir / ("pack-" + oid_hex(checksum));
   PackDirFile index_file(w.pack_dir);
   index_file.write({reinterpret_cast<const unsigned char*>(index.data()), index.size()});
-  w.pack->keep_as(fs::path(name).replace_extension(".pack"));
-  index_file.keep_as(fs::path(name).replace_extension(".idx"));
+  const fs::path pack = fs::path(name).replace_extension(".pack");
+  const bool had_pack = fs::exists(pack);
+  w.pack->keep_as(pack);
+  try {
+    index_file.keep_as(fs::path(name).replace_extension(".idx"));
+  } catch (const std::system_error&) {
+    if (!had_pack) ::unlink(pack.c_str());  // no pack without its index
+    throw;
+  }
 }
 
 int commit(git_odb_writepack* base, git_indexer_progress* stats) {

@@ -178,5 +178,45 @@ TEST(PackIndexer, AppliesALongChainReadingEachObjectOnce) {
   EXPECT_EQ(ours.index_file(), libgit2_index_of(bytes));
 }
 
+// A copy of length 0 copies 64 KiB, in git's delta format.
+TEST(PackIndexer, ReadsACopyOfNoLengthAs64KiB) {
+  const GitLibrary library;
+  TestPack pack;
+  const auto base = pack.whole(kBlobType, std::string(70'000, 'a'));
+  pack.offset_delta(
+      base, TestPack::delta(70'000, 0x10001, TestPack::copy(0, 0) + TestPack::inserted("b")));
+  const Bytes bytes = pack.bytes();
+  EXPECT_EQ(index(bytes), State::indexed);
+  PackIndexer ours;
+  ASSERT_EQ(index(ours, bytes, bytes.size()), State::indexed);
+  EXPECT_EQ(ours.index_file(), libgit2_index_of(bytes));
+}
+
+TEST(PackIndexer, GivesUpOnADeltaPast16MiB) {
+  TestPack pack;
+  const auto base = pack.whole(kBlobType, "hello");
+  pack.offset_delta(base, TestPack::delta(5, (16 << 20) + 1, TestPack::copy(0, 5)));
+  EXPECT_EQ(index(pack.bytes()), State::given_up);
+}
+
+// Deltas that take turns at more 16 MiB bases than the 64 MiB kept would
+// inflate each base again for each delta: past four times what making
+// each object once costs, the pack is libgit2's.
+TEST(PackIndexer, GivesUpOnDeltasThatWouldMakeTheirBasesAgainAndAgain) {
+  for (const int bases : {4, 5}) {
+    TestPack pack;
+    std::vector<std::uint64_t> offsets;
+    for (int b = 0; b < bases; ++b)
+      offsets.push_back(pack.whole(kBlobType, std::string(16 << 20, static_cast<char>('a' + b))));
+    for (int d = 0; d < 30; ++d) {
+      const std::string suffix = std::to_string(d);
+      pack.offset_delta(offsets[d % bases],
+                        TestPack::delta(16 << 20, 10 + suffix.size(),
+                                        TestPack::copy(0, 10) + TestPack::inserted(suffix)));
+    }
+    EXPECT_EQ(index(pack.bytes()), bases == 4 ? State::indexed : State::given_up) << bases;
+  }
+}
+
 }  // namespace
 }  // namespace inflight::checkpoint
