@@ -292,8 +292,8 @@ void PackIndexer::check_delta_sizes() {
   std::size_t at = 0;
   const std::uint64_t base_size = delta_size(delta_head_, at);
   object_.result = delta_size(delta_head_, at);
-  if (base_size != find(object_.base)->result || object_.result > kMaxObjectBytes ||
-      object_.size > kMaxObjectBytes)
+  if (base_size != find(object_.base)->result || base_size > kMaxObjectBytes ||
+      object_.result > kMaxObjectBytes || object_.size > kMaxObjectBytes)
     not_a_delta();
 }
 
@@ -328,10 +328,8 @@ PackIndexer::State PackIndexer::resolve_deltas(const PackFile& pack) {
   try {
     Resolution resolution;
     for (const auto& entry : entries_)
-      resolution.budget +=
-          kWorkPerObjectMade * (entry.type == kOffsetDelta ? entry.size + entry.result
-                                : entry.a_base             ? entry.size
-                                                           : 0);
+      if (entry.type == kOffsetDelta || entry.a_base)
+        resolution.budget += kWorkPerObjectMade * work_of(entry);
     for (auto& entry : entries_) {
       if (state_ != State::indexed) break;
       if (entry.type != kOffsetDelta) continue;
@@ -355,18 +353,22 @@ std::shared_ptr<const PackIndexer::Content> PackIndexer::content_of(const Entry&
   if (const auto kept = resolution.kept.find(entry.offset); kept != resolution.kept.end())
     return kept->second;
   if (depth > kMaxDeltaDepth) throw std::runtime_error("a delta chain too long");
-  resolution.spend(entry.size);
+  resolution.spend(work_of(entry));
   std::shared_ptr<const Content> made;
   if (entry.type != kOffsetDelta) {
     made = std::make_shared<const Content>(Content{entry.type, inflate_at(entry, pack)});
   } else {
     const auto base = content_of(*find(entry.base), pack, depth + 1, resolution);
-    resolution.spend(entry.result);
     made = std::make_shared<const Content>(
         Content{base->type, apply_delta(base->bytes, inflate_at(entry, pack))});
   }
   if (entry.a_base) resolution.keep(entry.offset, made);
   return made;
+}
+
+// Making an object once: its stream read and inflated, and a delta's result.
+std::uint64_t PackIndexer::work_of(const Entry& entry) {
+  return (entry.end - entry.data) + entry.size + (entry.type == kOffsetDelta ? entry.result : 0);
 }
 
 void PackIndexer::Resolution::spend(std::uint64_t bytes_made) {

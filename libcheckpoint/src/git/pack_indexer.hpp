@@ -119,6 +119,7 @@ class PackIndexer {
                                             Resolution& resolution) const;
   std::string inflate_at(const Entry& entry, const PackFile& pack) const;
   void check_delta_sizes();
+  static std::uint64_t work_of(const Entry& entry);
   void end_object();
   void give_up();
 

@@ -192,11 +192,24 @@ TEST(PackIndexer, ReadsACopyOfNoLengthAs64KiB) {
   EXPECT_EQ(ours.index_file(), libgit2_index_of(bytes));
 }
 
+// Results of 16 MiB are applied, and not a byte more: given up as the
+// delta streams, before anything is made.
 TEST(PackIndexer, GivesUpOnADeltaPast16MiB) {
-  TestPack pack;
-  const auto base = pack.whole(kBlobType, "hello");
-  pack.offset_delta(base, TestPack::delta(5, (16 << 20) + 1, TestPack::copy(0, 5)));
-  EXPECT_EQ(index(pack.bytes()), State::given_up);
+  for (const std::size_t past : {0, 1}) {
+    TestPack pack;
+    const auto base = pack.whole(kBlobType, std::string(1 << 16, 'a'));
+    std::string copies;
+    for (int i = 0; i < 256; ++i) copies += TestPack::copy(0, 0);
+    pack.offset_delta(base, TestPack::delta(1 << 16, (16 << 20) + past,
+                                            copies + TestPack::inserted(std::string(past, 'b'))));
+    const Bytes bytes = pack.bytes();
+    PackIndexer ours;
+    ours.read(bytes);
+    EXPECT_EQ(ours.state(), past == 0 ? State::indexed : State::given_up);
+    if (past == 0) {
+      EXPECT_EQ(index(bytes), State::indexed);
+    }
+  }
 }
 
 // Deltas that take turns at more 16 MiB bases than the 64 MiB kept would
