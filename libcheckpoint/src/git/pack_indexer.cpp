@@ -234,7 +234,7 @@ std::size_t PackIndexer::read_base_offset(std::span<const unsigned char> bytes) 
   Entry* base = back == 0 || back > object_.offset ? nullptr : find(object_.offset - back);
   if (base == nullptr) return give_up(), used;
   base->a_base = true;
-  object_.base = static_cast<std::uint32_t>(object_.offset - back);
+  object_.base = base->offset;
   start_inflating();
   return used;
 }

@@ -19,6 +19,7 @@
 #include "git/oid_text.hpp"
 #include "git/pack_indexer.hpp"
 #include "git/repo_objects.hpp"
+#include "inflight/core/fd.hpp"
 
 namespace inflight::checkpoint {
 
@@ -40,10 +41,9 @@ class PackDirFile {
  public:
   explicit PackDirFile(const fs::path& dir)
       : path_((dir / "tmp_pack_inflight_XXXXXX").string()), fd_(::mkstemp(path_.data())) {
-    if (fd_ < 0) throw_errno("create a file in " + dir.string());
+    if (!fd_) throw_errno("create a file in " + dir.string());
   }
   ~PackDirFile() {
-    ::close(fd_);
     if (!kept_) ::unlink(path_.c_str());
   }
   PackDirFile(const PackDirFile&) = delete;
@@ -51,18 +51,14 @@ class PackDirFile {
 
   // All of `bytes`, or throws; size() counts only what was written whole.
   void write(std::span<const unsigned char> bytes) {
-    for (std::size_t done = 0; done < bytes.size();) {
-      const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno != EINTR) throw_errno("write " + path_);
-      done += n > 0 ? static_cast<std::size_t>(n) : 0;
-    }
+    write_all(fd_.get(), {reinterpret_cast<const char*>(bytes.data()), bytes.size()}, path_);
     size_ += bytes.size();
   }
 
   void read_at(std::uint64_t offset, std::span<unsigned char> out) const {
     for (std::size_t done = 0; done < out.size();) {
-      const ssize_t n =
-          ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+      const ssize_t n = ::pread(fd_.get(), out.data() + done, out.size() - done,
+                                static_cast<off_t>(offset + done));
       if (n == 0) throw std::runtime_error(path_ + " is shorter than written");
       if (n < 0 && errno != EINTR) throw_errno("read " + path_);
       done += n > 0 ? static_cast<std::size_t>(n) : 0;
@@ -73,14 +69,14 @@ class PackDirFile {
 
   // Read-only, as git's own pack files.
   void keep_as(const fs::path& name) {
-    if (::fchmod(fd_, 0444) != 0 || ::rename(path_.c_str(), name.c_str()) != 0)
+    if (::fchmod(fd_.get(), 0444) != 0 || ::rename(path_.c_str(), name.c_str()) != 0)
       throw_errno("rename " + path_ + " to " + name.string());
     kept_ = true;
   }
 
  private:
   std::string path_;
-  int fd_;
+  Fd fd_;
   std::uint64_t size_ = 0;
   bool kept_ = false;
 };
