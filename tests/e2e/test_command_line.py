@@ -1,8 +1,8 @@
-"""The command line follows convention (README "`inflight serve`"): every
-option in --help with its type, default and variable; a word it does not
+"""The command line follows convention (docs/serve.md "Options, variables
+and the config file"): every option in --help with its type, default and variable; a word it does not
 know is named; `version`, `-V` and `--version`; completion scripts for bash
 and zsh made from the command line itself; a man page written at build time
-from --help; and a README synopsis that leaves no flag of serve out."""
+from --help; and a synopsis in docs/serve.md that leaves no flag of serve out."""
 import re
 import shutil
 import subprocess
@@ -108,8 +108,8 @@ def test_the_man_page_is_written_from_the_help_of_every_command():
         assert flag in page, flag
 
 
-def test_the_readme_synopsis_of_serve_lists_every_flag():
-    readme = (REPO / "README.md").read_text()
+def test_the_synopsis_of_serve_in_the_docs_lists_every_flag():
+    readme = (REPO / "docs" / "serve.md").read_text()
     synopsis = readme.split("inflight serve [--config FILE]", 1)[1].split("```", 1)[0]
     listed = set(re.findall(r"--[a-z-]+", "[--config FILE]" + synopsis))
     assert set(options_of(inflight("serve", "--help").stdout)) <= listed
