@@ -1,8 +1,7 @@
 #!/usr/bin/python3
 """The agent's own pack indexing against `git index-pack`, on the same pack.
 
-A restore's download is indexed by the agent itself (README "Checkpoints in
-git"): each object inflated once and hashed with libcrypto's SHA-1, deltas
+A restore's download is indexed by the agent itself (docs/checkpoints.md "How checkpoints are stored"): each object inflated once and hashed with libcrypto's SHA-1, deltas
 against objects of the same pack applied with each base made once. Two packs:
 
 - whole: 200 MB of progress records in 32 KiB chunks (the records of

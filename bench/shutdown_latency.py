@@ -14,8 +14,7 @@ has exited (pidfd readable, then waitpid). That is the slowest child's own
 exit time, which serve cannot beat; serve's figure also includes its own exit.
 
 Also timed, as a reference for reading the serve figure: N serial atomic
-file writes with fsync (what serve does per ended attempt: README "Runs,
-attempts and shutdown").
+file writes with fsync (what serve does per ended attempt: docs/serve.md "Shutdown").
 
 Repetitions alternate serve/baseline (default 5; env BENCH_REPS or --reps);
 medians are reported. Goal: serve/baseline <= 1.2. No pass/fail assertion.

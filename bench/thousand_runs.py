@@ -23,7 +23,7 @@ Measured in one run, each with its baseline:
    second; the shims' and children's CPU beside it.
 3. SIGTERM -> exit of the loaded serve, every run pushed: checked by the count
    of refs/heads/inflight/ branches (running and queued runs are both
-   checkpointed at shutdown, README "Runs, attempts and shutdown"). Split by
+   checkpointed at shutdown, docs/serve.md "Shutdown"). Split by
    serve's own log (`children stopped` seconds, `shutdown complete` seconds).
    Fixed cost: SIGTERM -> exit of the idle serve with 0 runs (it releases its
    lease). Baseline: one `git push` of the very branches serve pushed (fetched

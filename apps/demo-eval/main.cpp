@@ -1,7 +1,7 @@
-// inflight-demo-eval: the reference eval child (README "Two commands"). Runs tests
-// t001…tNNN, appending one JSON line per finished test to DIR/index.jsonl with
-// a single write() each, so a reader never sees half a record. SIGTERM stops
-// it at once: the test in progress is dropped and it exits 143.
+// inflight-demo-eval: the reference eval child (docs/serve.md "The config file and the child
+// templates"). Runs tests t001…tNNN, appending one JSON line per finished test to DIR/index.jsonl
+// with a single write() each, so a reader never sees half a record. SIGTERM stops it at once: the
+// test in progress is dropped and it exits 143.
 #include <fcntl.h>
 #include <unistd.h>
 

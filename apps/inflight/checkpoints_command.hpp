@@ -1,6 +1,6 @@
-// `inflight checkpoints list|show|prune` (README "Recovering runs by hand"): what an operator
-// reaches for to see and clean up checkpoint branches. Every git step runs in the checkpoint agent,
-// so --git-timeout bounds each command.
+// `inflight checkpoints list|show|prune` (docs/recovery.md "`inflight checkpoints`: list, show,
+// prune"): what an operator reaches for to see and clean up checkpoint branches. Every git step
+// runs in the checkpoint agent, so --git-timeout bounds each command.
 #pragma once
 
 #include <CLI/CLI.hpp>

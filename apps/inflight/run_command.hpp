@@ -1,4 +1,4 @@
-// `inflight run` (README "Running under a Job, a CI step or by hand"): its
+// `inflight run` (docs/run.md): its
 // flags, and the run they describe: a configured template with typed
 // `--param`s, or an ad-hoc template from the command after `--`. Bad input is
 // refused here, before anything is written or pushed.

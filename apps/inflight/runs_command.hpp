@@ -1,8 +1,7 @@
-// `inflight runs list|show|logs|prune` (README "Results that outlive the
-// pod"): every run of the fleet from any machine with only --results-repo
-// (and its credentials), through the checkpoint agent, so --git-timeout
-// bounds each command. No config is needed: nothing is judged against a
-// template.
+// `inflight runs list|show|logs|prune` (docs/results.md "Every run of the fleet: `inflight runs`"):
+// every run of the fleet from any machine with only --results-repo (and its credentials), through
+// the checkpoint agent, so --git-timeout bounds each command. No config is needed: nothing is
+// judged against a template.
 #pragma once
 
 #include <CLI/CLI.hpp>

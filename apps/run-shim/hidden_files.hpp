@@ -1,7 +1,7 @@
 // The secret files serve was given (token files, config, SSH key) are files
 // that a child of the same user could read: the run shim bind-mounts
 // /dev/null over each in a mount namespace of the child's own, where the
-// kernel allows one (README "Process containment").
+// kernel allows one (docs/security.md "Process containment").
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 // inflight-run-shim: sits between serve and one attempt's child so that every
 // process the child starts ends with the attempt, including those that left
 // its process group or session, and those of a serve that died by SIGKILL
-// (README "Process containment").
+// (docs/security.md "Process containment").
 //
 //   inflight-run-shim --parent PID [--cgroup DIR] [--hide FILE]... -- PROGRAM [ARG...]
 //
@@ -88,7 +88,7 @@ void write_fully(int fd, const void* data, std::size_t size) {
 [[noreturn]] void become_child(const Options& options, pid_t shim, int exec_errors) {
   ::setpgid(0, 0);
   // Should the shim itself be killed, the leader goes with it (what else it
-  // started is serve's to end: README "Process containment").
+  // started is serve's to end: docs/security.md "Process containment").
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != shim) ::_exit(127);
   int error = 0;

@@ -1,4 +1,4 @@
-# Embeds the status page (src/http/status_page.html, README "Status page") in
+# Embeds the status page (src/http/status_page.html, docs/serve.md "Status page") in
 # the library. Run at build time with `cmake -P`, whenever the page changes:
 # it writes a .cpp holding the page as a raw string and the CSP source of its
 # one inline <style> and one inline <script> ('sha256-<base64>'), so that the

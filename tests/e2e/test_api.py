@@ -1,5 +1,4 @@
-"""Every bad request gets its 4xx, names the problem, starts nothing (README
-"The config file and the child templates", "The HTTP API")."""
+"""Every bad request gets its 4xx, names the problem, starts nothing (docs/serve.md "The config file and the child templates", "The HTTP API")."""
 import json
 import subprocess
 

@@ -1,6 +1,6 @@
 """The cache repo beside the runs dir is disposable: one left broken by a
 killed agent is recreated, and a disk that cannot hold a checkpoint makes the
-instance not ready until it can (README "Checkpoints in git")."""
+instance not ready until it can (docs/checkpoints.md "How checkpoints are stored")."""
 import fcntl
 import os
 import signal

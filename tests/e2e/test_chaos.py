@@ -24,7 +24,7 @@ Invariants: every test of every run recorded exactly once in the copy that
 finished; no torn line in any progress file; final_status and the attempt
 history agree with the log; no run finished twice; no process of an instance
 (children, agents) outlives it; no `inflight/*` branch left at the end; every
-exit code as README "Runs, attempts and shutdown" says (0 only when every
+exit code as docs/serve.md "Shutdown" says (0 only when every
 checkpoint landed, which is checked against the branches); every shutdown
 within grace period + 2 s. A run is allowed to vanish only when it could not
 have been saved: its pod was SIGKILLed, or its checkpoint was reported as not
@@ -388,7 +388,7 @@ class Trial:
 
     def shutdown(self, instances, signals=(signal.SIGTERM,), gap=0.0, remote_ok=True):
         """Signals every instance at once; each must exit within grace + 2 s
-        with the exit code README "Runs, attempts and shutdown" gives."""
+        with the exit code docs/serve.md "Shutdown" gives."""
         started = time.monotonic()
         for sig in signals:
             for instance in instances:

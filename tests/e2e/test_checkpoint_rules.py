@@ -1,4 +1,4 @@
-"""What a checkpoint saves, a restore takes (README "Checkpoints in git"): a
+"""What a checkpoint saves, a restore takes (docs/checkpoints.md "What a checkpoint saves, a restore takes"): a
 child that makes what a restore refuses beside its records (a name that is
 not UTF-8, a directory 200 levels deep, a sparse file over --restore-max-bytes,
 a FIFO, a socket, a symlink) gets those left out of its checkpoints, each

@@ -1,5 +1,4 @@
-"""Checkpoints in git over every transport, and the shutdown push (README
-"Checkpoints in git", "Runs, attempts and shutdown")."""
+"""Checkpoints in git over every transport, and the shutdown push (docs/checkpoints.md, "Runs, attempts and shutdown")."""
 import json
 import signal
 import subprocess

@@ -1,4 +1,4 @@
-"""Secrets out of children's reach (README "Secrets and children"). A spy
+"""Secrets out of children's reach (docs/security.md "Secrets and children"). A spy
 child, run by a `serve` that holds an API token, a git token and another
 template's `${NAME}` secret, reads the cmdline, environ and mem of every
 process it can see while checkpoint agents come and go; none of it may hold a

@@ -1,5 +1,5 @@
 """Pods whose wall clocks disagree by ten minutes share a results repo
-(README "A live pod's runs stay its own"): no pod takes a live pod's run,
+(docs/checkpoints.md "Leases and clocks"): no pod takes a live pod's run,
 whatever the leases' timestamps say, and a killed pod's runs are taken once
 its lease was seen unchanged for its whole term. libfaketime moves serve's
 wall clock (and its agent's), never the monotonic one."""

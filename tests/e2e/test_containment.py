@@ -1,5 +1,4 @@
-"""Every process a child starts ends with its run (README "Process
-containment"), including grandchildren that left its process group through
+"""Every process a child starts ends with its run (docs/security.md "Process containment"), including grandchildren that left its process group through
 setsid or a double fork: at a stop, when the leader exits, at shutdown and
 when serve dies by SIGKILL; with a cgroup per attempt and with the run shim
 alone (--containment), serve an ordinary process or PID 1 of its namespace."""

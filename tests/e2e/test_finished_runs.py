@@ -1,4 +1,4 @@
-"""A finished run is never run again (README "Checkpoints in git"). Its branch
+"""A finished run is never run again (docs/results.md "How a finished run is released"). Its branch
 deletion is part of shutdown's work, and a branch whose run is final is deleted, not resumed."""
 import signal
 

@@ -1,4 +1,4 @@
-"""Serve's secret files hidden from children (README "Process containment"):
+"""Serve's secret files hidden from children (docs/security.md "Process containment"):
 the token files and the config file, given to serve, read as empty from its
 run's child, while serve itself goes on using the token. The run shim does
 the hiding, in a private mount namespace; as an unprivileged user through a

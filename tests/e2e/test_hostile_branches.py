@@ -1,5 +1,4 @@
-"""A checkpoint branch is data, never code (README "The config file and the
-child templates", "Checkpoints in git").
+"""A checkpoint branch is data, never code (docs/security.md "A branch is data", "Checkpoints in git").
 
 Branches are crafted with git plumbing, as an attacker with push access to the
 results repo would write them, each beside a legitimate branch that must still

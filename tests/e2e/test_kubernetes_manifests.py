@@ -3,7 +3,7 @@ offline against the OpenAPI schemas, and the example ServiceMonitor against
 the Prometheus Operator's CRD schema, by tests/deploy/validate.cjs), their
 shutdown budget adds up, their wiring (probes, ports, Secret, downward API,
 writable volumes, security context, disruption budget, spreading, network
-policy, scraping) is what the README promises, and the real `inflight serve`
+policy, scraping) is what docs/kubernetes.md promises, and the real `inflight serve`
 accepts the settings the Deployment gives it.
 
 The validator's npm packages are installed with `npm ci` from the committed
@@ -288,7 +288,7 @@ def test_broken_yaml_text_is_rejected(node_modules, tmp_path):
 
 def test_the_shutdown_budget_adds_up(objects):
     budget = shutdown_budget(objects["Deployment/inflight"])
-    # The numbers the README section and the Deployment's comment quote.
+    # The numbers docs/kubernetes.md "The shutdown budget" and the Deployment's comment quote.
     assert budget == {"termination_grace": 60, "grace": 45, "flush": 10, "prestop": 0}
 
 
@@ -345,8 +345,7 @@ def test_secrets_and_pod_name_come_from_the_cluster(objects):
     assert "value" not in username
     assert username["valueFrom"]["secretKeyRef"] == {"name": "inflight", "key": "git-username",
                                                      "optional": True}
-    # The tokens are files of the Secret's volume, never variables (README
-    # "Secrets and children").
+    # The tokens are files of the Secret's volume, never variables (docs/security.md "Secrets and children").
     names = {e["name"] for e in container["env"]}
     assert not names & {"INFLIGHT_API_TOKEN", "INFLIGHT_GIT_TOKEN"}
     volumes = {v["name"]: v for v in spec["volumes"]}

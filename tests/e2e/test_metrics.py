@@ -1,4 +1,4 @@
-"""What an SRE sees (README "Metrics and alerts"): /metrics says when this
+"""What an SRE sees (docs/metrics.md "Metrics"): /metrics says when this
 pod's checkpoints last landed, how old its unsaved work is, when its lease
 ends and what happened to runs, promtool-clean and carrying every metric the
 shipped alert rules use; the start-up log says where checkpoints go, without

@@ -1,5 +1,4 @@
-"""`inflight checkpoints list/show/prune` against a real git daemon (README
-"Recovering runs by hand")."""
+"""`inflight checkpoints list/show/prune` against a real git daemon (docs/recovery.md "`inflight checkpoints`: list, show, prune")."""
 import json
 import os
 import re

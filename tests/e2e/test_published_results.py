@@ -1,5 +1,4 @@
-"""A finished run's results outlive its pod (README "Results that outlive the
-pod"): its final run dir is published as plain files on
+"""A finished run's results outlive its pod (docs/results.md): its final run dir is published as plain files on
 refs/inflight-results/<run-id>, with one entry in the inflight-index branch,
 before its checkpoint branch is deleted; a run that was published never runs
 again; a final branch an earlier release left is published by the next start."""

@@ -54,7 +54,7 @@ def test_torn_last_line_is_dropped_before_resume(serve_factory, tmp_path):
 
 
 def test_run_at_max_interruptions_is_marked_failed_not_relaunched(serve_factory, tmp_path):
-    """README "Two budgets": interruptions spend --max-interruptions, not
+    """docs/serve.md "The two budgets": interruptions spend --max-interruptions, not
     --max-attempts (1 here, which they leave untouched)."""
     ids, runs = interrupt_three_runs(serve_factory, tmp_path)
     serve = serve_factory("--max-interruptions", "1", "--max-attempts", "1")

@@ -1,5 +1,4 @@
-"""`inflight resume`: manual recovery of one run in the foreground (README
-"Recovering runs by hand")."""
+"""`inflight resume`: manual recovery of one run in the foreground (docs/recovery.md "`inflight checkpoints`: list, show, prune")."""
 import signal
 import subprocess
 import threading

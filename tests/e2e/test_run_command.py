@@ -1,4 +1,4 @@
-"""`inflight run` (README "Running under a Job, a CI step or by hand"): one
+"""`inflight run` (docs/run.md): one
 run in the foreground. SIGTERM part-way exits 75 with a shutdown checkpoint;
 the same command on a wiped disk resumes it with its resume argument to
 every record once, publishes it and deletes its branch; a third time it exits

@@ -1,5 +1,4 @@
-"""Runs, attempts, outcomes, queueing and stop (README "Runs, attempts and
-shutdown", "The HTTP API")."""
+"""Runs, attempts, outcomes, queueing and stop (docs/serve.md "Runs and attempts", "The HTTP API")."""
 import json
 import signal
 

@@ -1,5 +1,5 @@
 """`inflight runs list|show|logs|prune` from an empty directory with only
---results-repo (README "Results that outlive the pod"): published, live and
+--results-repo (docs/results.md "Every run of the fleet: `inflight runs`"): published, live and
 waiting runs of several pods, the index read and a bad index file skipped."""
 import json
 import os

@@ -1,5 +1,4 @@
-"""Shutdown with stubborn, prompt and repeated signals (README "Runs, attempts
-and shutdown")."""
+"""Shutdown with stubborn, prompt and repeated signals (docs/serve.md "Shutdown")."""
 import signal
 import time
 

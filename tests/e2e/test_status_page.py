@@ -1,4 +1,4 @@
-"""The status page (README "Status page") in a real headless Chromium: GET /
+"""The status page (docs/serve.md "Status page") in a real headless Chromium: GET /
 is a self-contained shell that needs no token and holds no data; the page
 asks for the API token, keeps it in the tab's sessionStorage only, shows each
 run's status, progress, attempts, checkpoint health and log, refreshes in
@@ -27,7 +27,7 @@ PAGE_TITLE = "inflight runs"
 
 
 def demo_child():
-    """The demo template as serve has it without a config (README)."""
+    """The demo template as serve has it without a config (docs/serve.md)."""
     return {"argv": [str(DEMO), "--output", "{output_dir}", "--tests", "{tests}",
                      "--test-ms", "{test_ms}"],
             "resume_argv": ["--resume"],

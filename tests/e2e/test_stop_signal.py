@@ -1,8 +1,7 @@
 """A template's stop_signal is what its child gets at shutdown and at a stop
-(README "The config file and the child templates"); an attempt that ends
+(docs/serve.md "The config file and the child templates"); an attempt that ends
 after our shutdown signal is interrupted, and resumed, even when it exits 0;
-after a stop through the API it is cancelled (README "Runs, attempts and
-shutdown")."""
+after a stop through the API it is cancelled (docs/serve.md "Runs and attempts")."""
 import signal
 
 import pytest

@@ -4,14 +4,12 @@
 // between chunks it holds loose or repacked). Each
 // whole object is inflated once and hashed with libcrypto's SHA-1, which
 // uses the CPU's SHA instructions, where libgit2's indexer (built with
-// collision detection) spent half of a 200 MB restore's CPU (README
-// "Checkpoints in git"); deltas are applied once the pack is whole, reading their
-// bases back from its file. The pack is untrusted: whatever this does not
-// index (a thin pack's deltas against objects outside it, anything
-// malformed, a pack past 2 GiB, an object past 16 MiB to apply a delta
-// with, deltas that would make their bases again more than 4 times over)
-// it gives up at once, and the caller hands the whole pack to
-// libgit2's indexer, whose verdict stands.
+// collision detection) spent half of a 200 MB restore's CPU (docs/checkpoints.md "How checkpoints
+// are stored"); deltas are applied once the pack is whole, reading their bases back from its file.
+// The pack is untrusted: whatever this does not index (a thin pack's deltas against objects outside
+// it, anything malformed, a pack past 2 GiB, an object past 16 MiB to apply a delta with, deltas
+// that would make their bases again more than 4 times over) it gives up at once, and the caller
+// hands the whole pack to libgit2's indexer, whose verdict stands.
 //
 // The writer of git's pack index, version 2 (git's gitformat-pack), is here
 // too; its reader is libgit2's.

@@ -1,4 +1,5 @@
-// How a big file is laid out in a tree (README "Checkpoints in git"):
+// How a big file is laid out in a tree (docs/checkpoints.md "What a checkpoint saves, a restore
+// takes"):
 // `<name>.inflight-chunks` holds group trees `000000`, `000001`, ... of
 // kChunksPerGroup blobs `000000`, `000001`, ... of kChunkSize bytes each (the
 // last group and the last chunk may be shorter). An append rewrites only the

@@ -1,6 +1,6 @@
-// A published result holds the run dir as a person reads it (README "Results
-// that outlive the pod"): each chunked file of a checkpoint tree joined back
-// into one blob under its own name, so that `git show` of a result works.
+// A published result holds the run dir as a person reads it (docs/results.md "The result and the
+// index"): each chunked file of a checkpoint tree joined back into one blob under its own name, so
+// that `git show` of a result works.
 #pragma once
 
 #include <git2.h>

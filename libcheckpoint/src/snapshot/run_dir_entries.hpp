@@ -1,8 +1,8 @@
 // A snapshot opens what it reads of a run dir by descriptor, one name at a
 // time, never by a path below the run dir: a child that swaps a directory for
 // a symbolic link, or a file for a FIFO, while the walk goes on cannot make
-// the agent read through the link or block on the FIFO (README "Checkpoints
-// in git").
+// the agent read through the link or block on the FIFO (docs/checkpoints.md "What a checkpoint
+// saves, a restore takes").
 #pragma once
 
 #include <dirent.h>

@@ -1,5 +1,5 @@
 // RunSnapshotter: a run dir hashed into a commit of the cache repo, leaving
-// out what a restore would refuse (README "Checkpoints in git").
+// out what a restore would refuse (docs/checkpoints.md "What a checkpoint saves, a restore takes").
 #include <fnmatch.h>
 #include <sys/stat.h>
 

@@ -1,5 +1,6 @@
 // The rules a checkpoint tree must meet before a byte of it is written to
-// disk: branches are untrusted input (README "Checkpoints in git").
+// disk: branches are untrusted input (docs/checkpoints.md "What a checkpoint saves, a restore
+// takes").
 #pragma once
 
 #include <git2.h>

@@ -1,6 +1,5 @@
-// A commit of the `inflight-index` branch (README "Results that outlive the
-// pod"): made by a publish of its own and by the release steps that ride a
-// periodic push.
+// A commit of the `inflight-index` branch (docs/results.md "The result and the index"): made by a
+// publish of its own and by the release steps that ride a periodic push.
 #pragma once
 
 #include <optional>

@@ -1,4 +1,4 @@
-// Publishing a finished run (README "Results that outlive the pod"): its
+// Publishing a finished run (docs/results.md): its
 // result, the final run dir as plain files on `refs/inflight-results/<id>`,
 // created only if absent, and its entry in the `inflight-index` branch, fast-
 // forward only and built again on a tip another pod moved.

@@ -1,5 +1,5 @@
-// The options table (README "`inflight serve`"): every default and range of
-// inflight's options is written here and nowhere else.
+// The options table (docs/serve.md "Options, variables and the config file"): every default and
+// range of inflight's options is written here and nowhere else.
 #include "inflight/supervisor/config/options.hpp"
 
 #include <algorithm>

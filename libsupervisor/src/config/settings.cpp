@@ -172,7 +172,7 @@ std::string read_token(const OptionSources& sources, const std::string& option,
 
 }  // namespace
 
-// Where checkpoints go, said once at start (README "Metrics and alerts"): a
+// Where checkpoints go, said once at start (docs/serve.md "Logs and what is said at start"): a
 // results repo on a local path dies with the pod's disk unless it is a
 // volume, which in Kubernetes is almost always a mistake.
 void log_destination(const StoreSettings& store) {

@@ -27,8 +27,8 @@ double unix_seconds(std::optional<SystemClock::time_point> at) {
 
 }  // namespace
 
-// Whether this pod's work is safe in the results repo (README "Metrics and
-// alerts"): an SRE alerts on unsaved work growing and on the lease lapsing.
+// Whether this pod's work is safe in the results repo (docs/metrics.md "Metrics"): an SRE alerts on
+// unsaved work growing and on the lease lapsing.
 void ApiRoutes::checkpoint_health(std::ostringstream& out) {
   double unsaved = 0;
   std::uint64_t records_unsaved = 0;
@@ -57,7 +57,7 @@ void ApiRoutes::checkpoint_health(std::ostringstream& out) {
 }
 
 // Restores, lost claims, fencing and spent budgets, and each open run's
-// two budgets (README "Two budgets").
+// two budgets (docs/serve.md "The two budgets").
 void ApiRoutes::run_events(std::ostringstream& out) {
   const auto& events = supervisor_.run_events();
   sample(out, "inflight_runs_restored_total", "counter",

@@ -1,4 +1,4 @@
-// The status page of serve (GET /, README "Status page"): one HTML document
+// The status page of serve (GET /, docs/serve.md "Status page"): one HTML document
 // for a person, embedded at build time, answered without the API token
 // because it holds no data; its script reads the API with the token.
 #pragma once

@@ -1,7 +1,6 @@
 // `inflight run`: serve's restore, lease, attempts, checkpoints, shutdown and
 // publishing for one run in the foreground, ended by an exit code a Job's
-// podFailurePolicy can judge (README "Running under a Job, a CI step or by
-// hand").
+// podFailurePolicy can judge (docs/run.md).
 #include "inflight/supervisor/lifecycle/one_run.hpp"
 
 #include <optional>
@@ -130,8 +129,7 @@ class OneRunCommand {
   }
 
   // Another instance's lease or claim holds the run: looked at again once
-  // that record was seen unchanged for its term (README "No wall clock
-  // decides who owns a run").
+  // that record was seen unchanged for its term (docs/checkpoints.md "Leases and clocks").
   void wait_for_holder(const RestoreResult& result) {
     const auto now = SteadyClock::now();
     watch_.saw(result.watched, now);

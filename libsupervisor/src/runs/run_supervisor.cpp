@@ -251,7 +251,7 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
     run.checkpoint.last_at = iso8601_utc(SystemClock::now());
   }
   if (!bind_template(run)) return;
-  // What the claimed tip holds is saved already (README "Metrics and alerts").
+  // What the claimed tip holds is saved already (docs/metrics.md "Metrics").
   if (!claim.empty()) run.checkpoint.records_saved = run.record_count();
   if (const auto budget = exhausted_budget(run)) {
     fail_out_of_budget(run, *budget);

@@ -1,5 +1,4 @@
-"""Beside its progress records, makes what a restore refuses (README
-"Checkpoints in git"): with --refused, a name that is not UTF-8, a directory
+"""Beside its progress records, makes what a restore refuses (docs/checkpoints.md "What a checkpoint saves, a restore takes"): with --refused, a name that is not UTF-8, a directory
 200 levels deep, a sparse file of --sparse-bytes, a FIFO, a socket and a
 symlink; with --files N, N small files. Records test t001... every --test-ms up
 to --tests, continuing from index.jsonl with --resume (which makes nothing)."""

@@ -12,7 +12,7 @@ namespace {
 
 using Argv = std::vector<std::string>;
 
-// The example template of README "The config file and the child templates", parsed with its
+// The example template of docs/serve.md "The config file and the child templates", parsed with its
 // declaration order kept.
 OrderedJson spec_child() {
   return OrderedJson::parse(R"({

@@ -1,5 +1,6 @@
-// The trust boundary of README "The config file and the child templates": the configured templates
-// decide what runs; a run (from a branch or a disk) only names one and carries its request.
+// The trust boundary of docs/security.md "What runs is decided by the config": the configured
+// templates decide what runs; a run (from a branch or a disk) only names one and carries its
+// request.
 #include "inflight/core/child_templates.hpp"
 
 #include <gtest/gtest.h>

@@ -23,7 +23,7 @@ void write(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
-// README "Two budgets": what each attempt's outcome spends.
+// docs/serve.md "The two budgets": what each attempt's outcome spends.
 TEST(SpentBudgets, CountOwnFailuresAndInterruptionsApart) {
   RunParams params;
   for (const char* outcome : {"interrupted", "crashed", "deferred", "interrupted", "", "failed"}) {

@@ -1,5 +1,5 @@
-// The one home of the names a checkpoint lives under (README "Checkpoints in git"): run ids,
-// pod names, `refs/heads/inflight/<origin-pod>/<run-id>` branches and the
+// The one home of the names a checkpoint lives under (docs/checkpoints.md "What the results repo
+// holds"): run ids, pod names, `refs/heads/inflight/<origin-pod>/<run-id>` branches and the
 // `refs/heads/inflight-lease/<pod>` lease of each live instance. Every
 // side that builds or reads such a name calls these, so the rules cannot drift.
 #pragma once
@@ -18,7 +18,7 @@ inline constexpr std::string_view kLeasePrefix = "refs/heads/inflight-lease/";
 // What one listing of the results repo asks for: run branches, leases and
 // the index branch.
 inline constexpr std::string_view kInflightPrefix = "refs/heads/inflight";
-// A published run's result (README "Results that outlive the pod"): one ref
+// A published run's result (docs/results.md): one ref
 // per run outside refs/heads, so that a listing or a clone of the branches
 // never downloads it and an old result can be deleted on its own.
 inline constexpr std::string_view kResultPrefix = "refs/inflight-results/";

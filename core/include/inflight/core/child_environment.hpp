@@ -1,7 +1,7 @@
-// What environment each process serve starts gets (README "Secrets and
-// children"). A child gets a small base, the variables its template lists in
-// `inherit_env`, and its template's `env`: never the whole environment of
-// serve, which holds inflight's tokens and every template's `${NAME}` secrets.
+// What environment each process serve starts gets (docs/security.md "Secrets and children"). A
+// child gets a small base, the variables its template lists in `inherit_env`, and its template's
+// `env`: never the whole environment of serve, which holds inflight's tokens and every template's
+// `${NAME}` secrets.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
-// The child template (README "The config file and the child templates"): how a run request becomes
-// an argv. No shell is involved anywhere; every value lands in exactly one argv element.
+// The child template (docs/serve.md "The config file and the child templates"): how a run request
+// becomes an argv. No shell is involved anywhere; every value lands in exactly one argv element.
 #pragma once
 
 #include <csignal>

@@ -1,7 +1,7 @@
-// The instance's named child templates (README "The config file and the child templates"): the only
-// source of what a run executes. A run records the name of its template; every attempt, and every
-// restore, looks that name up here and validates the run's request again, so a checkpoint branch
-// contributes data and never code.
+// The instance's named child templates (docs/security.md "What runs is decided by the config"): the
+// only source of what a run executes. A run records the name of its template; every attempt, and
+// every restore, looks that name up here and validates the run's request again, so a checkpoint
+// branch contributes data and never code.
 #pragma once
 
 #include <filesystem>

@@ -1,5 +1,5 @@
-// Durations as every option and config key writes them (README "`inflight
-// serve`"): one parser, so that a flag, a variable and a default read alike.
+// Durations as every option and config key writes them (docs/serve.md "Options, variables and the
+// config file"): one parser, so that a flag, a variable and a default read alike.
 #pragma once
 
 #include <chrono>

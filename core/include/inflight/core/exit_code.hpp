@@ -1,5 +1,5 @@
-// The exit codes of every command (README "Recovering runs by hand"), in one place: the app's
-// commands and `inflight resume` return the same numbers for the same cases.
+// The exit codes of every command (docs/recovery.md "Exit codes of every command"), in one place:
+// the app's commands and `inflight resume` return the same numbers for the same cases.
 #pragma once
 
 namespace inflight {

@@ -1,10 +1,9 @@
-// The one way an operation that may fail says so (README "Checkpoints in
-// git"): a Result holds its value or an Error whose Failure is every kind a
-// caller must tell apart, from libgit2's failures in the checkpoint store
-// through the checkpoint agent's answer to the supervisor and the commands.
-// Expected outcomes (a rejected push, a branch not found, a lost claim, an
-// ambiguous run id) are values on every call; exceptions are left for bugs
-// and for the few errors caught once at the top of a program.
+// The one way an operation that may fail says so (docs/checkpoints.md "The restore limits"): a
+// Result holds its value or an Error whose Failure is every kind a caller must tell apart, from
+// libgit2's failures in the checkpoint store through the checkpoint agent's answer to the
+// supervisor and the commands. Expected outcomes (a rejected push, a branch not found, a lost
+// claim, an ambiguous run id) are values on every call; exceptions are left for bugs and for the
+// few errors caught once at the top of a program.
 #pragma once
 
 #include <optional>
@@ -32,7 +31,7 @@ enum class Failure {
   deadline,      // the checkpoint agent was killed at its deadline
   ambiguous,     // a run id that several pods' branches carry
   // a run dir that, once what a restore would refuse is left out, still
-  // holds more than a restore takes (README "Checkpoints in git")
+  // holds more than a restore takes (docs/checkpoints.md "The restore limits")
   over_limit,
 };
 

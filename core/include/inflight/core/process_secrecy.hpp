@@ -1,6 +1,6 @@
 // Keeps inflight's secrets (the API and git tokens, the `${NAME}` variables of
 // the child templates) out of what a child can read about its supervisor
-// (README "Secrets and children"). A child runs as the same user: without
+// (docs/security.md "Secrets and children"). A child runs as the same user: without
 // this, /proc/<pid>/cmdline shows a token given as a flag, /proc/<pid>/environ
 // every variable serve started with, and /proc/<pid>/mem the rest.
 //

@@ -1,7 +1,7 @@
 // The processes below one process, read from /proc: how the run shim finds
 // every descendant of a run, including those that left its process group or
 // session, to end them all, and how serve ends what a dead shim left
-// (README "Process containment").
+// (docs/security.md "Process containment").
 #pragma once
 
 #include <sys/types.h>

@@ -1,4 +1,4 @@
-// run-params.json (README "Runs, attempts and shutdown"): what a run is, kept in its run dir and
+// run-params.json (docs/serve.md "Runs and attempts"): what a run is, kept in its run dir and
 // carried in every checkpoint, so any instance can run its next attempt.
 #pragma once
 
@@ -73,7 +73,7 @@ RunParams run_params_from_text(std::string_view text);
 // run-params.json run_params_from_json() may refuse; 0 when it has none.
 std::size_t listed_attempts(const OrderedJson& json);
 
-// What a run's two budgets have spent (README "Two budgets"): `failures`,
+// What a run's two budgets have spent (docs/serve.md "The two budgets"): `failures`,
 // attempts that ended by the run's own doing (crashed, deferred; an attempt
 // whose end no pod recorded, once a later one started), against
 // --max-attempts; `interruptions`, attempts a shutdown or another instance

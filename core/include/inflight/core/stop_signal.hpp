@@ -1,7 +1,6 @@
-// The signals a child template may name as its `stop_signal` (README "The
-// config file and the child templates"): what the child's process group gets
-// at a stop and at shutdown. Some tools save their progress only on one of
-// them (promptfoo: SIGINT).
+// The signals a child template may name as its `stop_signal` (docs/serve.md "The config file and
+// the child templates"): what the child's process group gets at a stop and at shutdown. Some tools
+// save their progress only on one of them (promptfoo: SIGINT).
 #pragma once
 
 #include <csignal>

@@ -1,7 +1,7 @@
-// What operators see of the checkpoint branches (README "Recovering runs by
-// hand", `inflight checkpoints`): read-only summaries of fetched tips, one run's history, and
-// the choice of branches to prune. Synchronous and networked like the rest of
-// the git store, so callers bound every call with a deadline.
+// What operators see of the checkpoint branches (docs/recovery.md "`inflight checkpoints`: list,
+// show, prune", `inflight checkpoints`): read-only summaries of fetched tips, one run's history,
+// and the choice of branches to prune. Synchronous and networked like the rest of the git store, so
+// callers bound every call with a deadline.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The checkpoint flows of README "Checkpoints in git" on top of the git store: save a run
+// The checkpoint flows of docs/checkpoints.md on top of the git store: save a run
 // dir to its branch, release the branch of a finished run, and restore the
 // runs the results repo holds by claiming each one first. Synchronous: every
 // call may block on the network, so callers bound it with a deadline.
@@ -56,7 +56,7 @@ class CheckpointStore {
   // published: the branch is deleted as is.
   std::vector<Result<void>> release(const std::vector<SaveRequest>& runs);
   // Publishes the finished runs whose final checkpoints are `final_commits`
-  // (README "Results that outlive the pod"): their result refs, each created
+  // (docs/results.md): their result refs, each created
   // only if absent, in one push, then their index entries in one commit on
   // the index tip, built again on a tip another pod moved. Landed when both
   // are there, now or before; Failure::rejected when another pod published

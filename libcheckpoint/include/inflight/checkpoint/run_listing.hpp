@@ -1,4 +1,4 @@
-// Every run a results repo knows (README "Results that outlive the pod"),
+// Every run a results repo knows (docs/results.md "Every run of the fleet: `inflight runs`"),
 // for `inflight runs list|show|logs|prune` on any machine with only
 // --results-repo: one listing of its refs, the tips of the run branches and
 // leases, and the index branch, never the results themselves. No ownership is

@@ -273,7 +273,7 @@ TEST_F(GitDaemonTest, PushesAndListsOverTheNetwork) {
   EXPECT_TRUE(store.list().empty());
 }
 
-// A hook's refusal is the server's rule, not another owner (README
+// A hook's refusal is the server's rule, not another owner (docs/faults.md
 // "Faults and what they do").
 TEST_F(GitDaemonTest, PreReceiveHookThatDeclinesIsRefusedNotLost) {
   write_file(remote_path() / "hooks" / "pre-receive", "#!/bin/sh\necho no >&2\nexit 1\n");

@@ -478,7 +478,7 @@ TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
   EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/done"), "");
 }
 
-// A finished run (README "Results that outlive the pod"): its final state
+// A finished run (docs/results.md): its final state
 // as plain files on its result ref, on top of its final checkpoint, and its
 // index entry; then its branch goes.
 TEST_F(CheckpointStoreTest, AReleasedRunIsPublishedAsPlainFilesBeforeItsBranchGoes) {
@@ -606,11 +606,10 @@ TEST_F(CheckpointStoreTest, AResultRefNamedNoRunIdIsAProblemLeftAlone) {
   EXPECT_EQ(report.problems.front(), "refs/inflight-results/_hostile: not a run id; left alone");
 }
 
-// The release steps that ride serve's periodic pushes (README "Results
-// that outlive the pod"), each with a checkpoint of a running run and the
-// lease: the final state, the result and the index entry, then the
-// deletion. A result another pod published first refuses the run, and its
-// entry is put back as it was; an entry is also written again on its own.
+// The release steps that ride serve's periodic pushes (docs/results.md), each with a checkpoint of
+// a running run and the lease: the final state, the result and the index entry, then the deletion.
+// A result another pod published first refuses the run, and its entry is put back as it was; an
+// entry is also written again on its own.
 TEST_F(CheckpointStoreTest, ReleaseStepsRideBatchedSaves) {
   CheckpointStore first(config("a"));
   ASSERT_TRUE(release_one(first, finished_run(temp_.path() / "runs-a", "taken", "succeeded"),
@@ -781,7 +780,7 @@ TEST_F(CheckpointStoreTest, ARunOfAPodWithALiveLeaseIsLeftToIt) {
   EXPECT_TRUE(has_ref("refs/heads/inflight-lease/pod-a"));
 }
 
-// No wall clock decides (README "A live pod's runs stay its own"): a lease
+// No wall clock decides (docs/checkpoints.md "Leases and clocks"): a lease
 // whose end has passed by this machine's clock holds its runs until the
 // caller watched it unchanged for its term; then the run is taken and the
 // lease deleted. One renewed since is alive again.

@@ -1,4 +1,4 @@
-// PodLease against the in-memory store (README "Checkpoints in git"): renewed
+// PodLease against the in-memory store (docs/checkpoints.md "Leases and clocks"): renewed
 // every period, a failed renewal tried again at the next, no renewal once
 // stopped, and given up only after a renewal under way is over.
 #include "inflight/supervisor/lifecycle/pod_lease.hpp"

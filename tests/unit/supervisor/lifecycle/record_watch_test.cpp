@@ -1,4 +1,4 @@
-// RecordWatch (README "A live pod's runs stay its own"): a record is over
+// RecordWatch (docs/checkpoints.md "Leases and clocks"): a record is over
 // only once seen unchanged for its whole term by this pod's steady clock;
 // its timestamps never count.
 #include "inflight/supervisor/lifecycle/record_watch.hpp"

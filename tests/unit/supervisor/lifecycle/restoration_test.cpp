@@ -1,4 +1,4 @@
-// Restoration against the in-memory store (README "Checkpoints in git"): the
+// Restoration against the in-memory store (docs/checkpoints.md "Restore on start"): the
 // first look takes the lease and resumes the runs it claimed, lists the runs
 // this instance cannot run, stops serve when the store refuses our
 // credentials, and every later look comes a period on, or just after the
@@ -104,7 +104,7 @@ TEST_F(RestorationTest, ClaimedRunsResumeWithTheirNextAttempt) {
   EXPECT_TRUE(store.restores()[0].lease_until.has_value());
 }
 
-// README "Two budgets": interruptions do not spend --max-attempts (3 here),
+// docs/serve.md "The two budgets": interruptions do not spend --max-attempts (3 here),
 // they spend --max-interruptions; the pod's lease and lost claims show in
 // what /metrics reads.
 TEST_F(RestorationTest, ARunInterruptedMoreOftenThanMaxAttemptsResumes) {

@@ -1,8 +1,7 @@
-// ShutdownPlan against the in-memory store (README "Runs, attempts and
-// shutdown"): a signal SIGTERMs every child, the flush window's end (or a
-// second signal) SIGKILLs what is left, every interrupted run is pushed with
-// reason `shutdown`, and the exit code says whether everything landed. The
-// lease rides the last push only when every earlier one landed.
+// ShutdownPlan against the in-memory store (docs/serve.md "Shutdown"): a signal SIGTERMs every
+// child, the flush window's end (or a second signal) SIGKILLs what is left, every interrupted run
+// is pushed with reason `shutdown`, and the exit code says whether everything landed. The lease
+// rides the last push only when every earlier one landed.
 #include "inflight/supervisor/lifecycle/shutdown_plan.hpp"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// TakeOverRaces (README "inflight run"): a take-over claims again at once
+// TakeOverRaces (docs/run.md): a take-over claims again at once
 // when the holder's checkpoint won the race, but only so many times in a
 // row; without --take-over, or after a failed look, it never races.
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// RunSupervisor against the in-memory store (README "Runs, attempts and
-// shutdown", "Checkpoints in git"): runs queue beyond max_concurrent, a finished run's branch is
-// released, a fenced run is stopped and left alone, a stop cancels, periodic
-// ticks push what changed. The children are real processes.
+// RunSupervisor against the in-memory store (docs/serve.md "Runs and attempts", "Checkpoints in
+// git"): runs queue beyond max_concurrent, a finished run's branch is released, a fenced run is
+// stopped and left alone, a stop cancels, periodic ticks push what changed. The children are real
+// processes.
 #include "inflight/supervisor/runs/run_supervisor.hpp"
 
 #include <gtest/gtest.h>

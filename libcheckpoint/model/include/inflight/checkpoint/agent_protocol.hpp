@@ -433,7 +433,7 @@ struct Prune {
 };
 INFLIGHT_AGENT_MESSAGE(Prune, older_than_seconds, run_ids, all, dry_run, force, take_over)
 
-// `inflight runs list` (README "Results that outlive the pod").
+// `inflight runs list` (docs/results.md "Every run of the fleet: `inflight runs`").
 struct RunsListed {
   std::string url;
   std::vector<checkpoint::RunRow> runs;

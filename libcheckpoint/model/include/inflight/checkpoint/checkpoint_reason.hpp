@@ -1,7 +1,6 @@
-// Why a checkpoint commit was written: the word in its subject (README
-// "Checkpoints in git") and the text the checkpoint agent's protocol carries.
-// One table spells each reason, so the commit, the wire and the code that
-// acts on a reason cannot drift apart.
+// Why a checkpoint commit was written: the word in its subject (docs/checkpoints.md "What the
+// results repo holds") and the text the checkpoint agent's protocol carries. One table spells each
+// reason, so the commit, the wire and the code that acts on a reason cannot drift apart.
 #pragma once
 
 #include <optional>

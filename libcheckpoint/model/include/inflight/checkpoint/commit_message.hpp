@@ -1,9 +1,8 @@
-// The message of a checkpoint commit, written and read here only (README
-// "Checkpoints in git"): the subject
-// `inflight checkpoint <run-id> attempt <n> (<reason>)` and the trailers
-// `Inflight-Pod:`, `Inflight-Attempt:` and `Inflight-Records:`. Plain text
-// in and out, no git: a message read from a branch is data that anyone with
-// push access wrote, so every value is checked against its rule.
+// The message of a checkpoint commit, written and read here only (docs/checkpoints.md "What the
+// results repo holds"): the subject `inflight checkpoint <run-id> attempt <n> (<reason>)` and the
+// trailers `Inflight-Pod:`, `Inflight-Attempt:` and `Inflight-Records:`. Plain text in and out, no
+// git: a message read from a branch is data that anyone with push access wrote, so every value is
+// checked against its rule.
 //
 // The trailer lines are shared with the lease's message (lease_record.hpp).
 #pragma once

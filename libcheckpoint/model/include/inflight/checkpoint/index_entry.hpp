@@ -1,7 +1,6 @@
-// One file of the `inflight-index` branch, `runs/<run-id>.json` (README
-// "Results that outlive the pod"): what a listing shows of a published run
-// without downloading its result. Written here and read here only. A file
-// read from the branch is data that anyone with push access wrote: every
+// One file of the `inflight-index` branch, `runs/<run-id>.json` (docs/results.md "The result and
+// the index"): what a listing shows of a published run without downloading its result. Written here
+// and read here only. A file read from the branch is data that anyone with push access wrote: every
 // field is checked, and a bad file is refused whole, naming the field.
 #pragma once
 

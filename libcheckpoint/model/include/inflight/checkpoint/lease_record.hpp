@@ -1,9 +1,8 @@
-// The message of a lease commit, written and read here only (README
-// "Checkpoints in git", "A live pod's runs stay its own"): the subject
-// `inflight lease <pod>` and the trailers `Inflight-Pod:` and
-// `Inflight-Lease-Until:`. Plain text in and out, no git; lease.hpp holds
-// the git side. A lease read from the results repo is data anyone with push
-// access wrote, so it is checked before it can keep anyone's runs.
+// The message of a lease commit, written and read here only (docs/checkpoints.md "Leases and
+// clocks", "A live pod's runs stay its own"): the subject `inflight lease <pod>` and the trailers
+// `Inflight-Pod:` and `Inflight-Lease-Until:`. Plain text in and out, no git; lease.hpp holds the
+// git side. A lease read from the results repo is data anyone with push access wrote, so it is
+// checked before it can keep anyone's runs.
 #pragma once
 
 #include <cstdint>

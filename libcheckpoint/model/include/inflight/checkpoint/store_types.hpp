@@ -117,7 +117,7 @@ struct RefResult {
 };
 
 // How long a claim by a pod without a lease (`inflight resume`) holds the
-// claimed branch: twice --git-timeout (README "Checkpoints in git"). The one
+// claimed branch: twice --git-timeout (docs/checkpoints.md "Leases and clocks"). The one
 // rule for StoreConfig::claim_lease.
 constexpr std::chrono::seconds claim_lease_for(std::chrono::milliseconds network_timeout) {
   return 2 * std::chrono::duration_cast<std::chrono::seconds>(network_timeout);
@@ -132,7 +132,7 @@ struct StoreConfig {
   // lease (`inflight resume`), is that pod's: it is running the run now.
   // claim_lease_for(the network timeout).
   std::chrono::seconds claim_lease{};
-  // A finished run is published (README "Results that outlive the pod")
+  // A finished run is published (docs/results.md)
   // before its branch is deleted.
   bool publish = true;
 };
@@ -173,9 +173,8 @@ struct RestoreRequest {
   // once and not to a pod that is about to stop too.
   bool leave_handovers = false;
   // Records (`ref` -> oid) the caller has watched unchanged for their whole
-  // term by its own monotonic clock (README "A live pod's runs stay its
-  // own"): a lease, a claim or a handover among them no longer holds its
-  // runs. No wall clock decides that.
+  // term by its own monotonic clock (docs/checkpoints.md "Leases and clocks"): a lease, a claim or
+  // a handover among them no longer holds its runs. No wall clock decides that.
   std::map<std::string, std::string> expired = {};
   // A one-shot command's --take-over: no lease or claim holds a run.
   bool take_over = false;
@@ -236,7 +235,7 @@ struct RunRow {
   std::string state;  // live, waiting, succeeded, failed, cancelled
   std::string pod;    // of the last attempt, or the tip's writer
   std::size_t attempts = 0;
-  std::size_t interruptions = 0;  // README "Two budgets"
+  std::size_t interruptions = 0;  // docs/serve.md "The two budgets"
   std::size_t failures = 0;
   std::uint64_t records = 0;
   std::optional<std::uint64_t> total;
@@ -272,11 +271,10 @@ struct LeaseStep {
   bool release = false;
 };
 
-// The steps of finished runs that ride a periodic batched save (README
-// "Results that outlive the pod"): a run's final state with its result ref
-// (created only if absent) and its index entry, all in one push; the entry
-// alone again when only it did not land; then, in a later push, the
-// deletion of branches whose results and entries landed.
+// The steps of finished runs that ride a periodic batched save (docs/results.md): a run's final
+// state with its result ref (created only if absent) and its index entry, all in one push; the
+// entry alone again when only it did not land; then, in a later push, the deletion of branches
+// whose results and entries landed.
 struct ReleaseSteps {
   std::vector<SaveRequest> finals = {};
   std::vector<std::string> indexed = {};  // final commits whose results landed

@@ -1,10 +1,9 @@
 // What a checkpoint tree may hold, in one place for both of its readers: the
 // snapshot walk leaves out an entry that breaks a rule (and fails a run dir
 // that is still over a limit), and a restore refuses a branch that breaks one
-// (README "Checkpoints in git"). Applying the same rules when a checkpoint is
-// made is what makes every checkpoint that lands restorable. No libgit2 here:
-// each side maps its own view of an entry (lstat, a tree entry's mode) to
-// EntryKind.
+// (docs/checkpoints.md "What a checkpoint saves, a restore takes"). Applying the same rules when a
+// checkpoint is made is what makes every checkpoint that lands restorable. No libgit2 here: each
+// side maps its own view of an entry (lstat, a tree entry's mode) to EntryKind.
 #pragma once
 
 #include <sys/types.h>
@@ -17,8 +16,8 @@
 
 namespace inflight::checkpoint {
 
-// How much a tree may hold (README "Checkpoints in git": --restore-max-bytes
-// and --restore-max-files; directories count as files).
+// How much a tree may hold (docs/checkpoints.md "What a checkpoint saves, a restore takes":
+// --restore-max-bytes and --restore-max-files; directories count as files).
 struct TreeLimits {
   std::uint64_t max_bytes = 1ull << 30;
   std::uint64_t max_files = 100000;

@@ -104,7 +104,7 @@ struct ResumeSettings {
   ContainmentMode containment{};
   ChildTemplates children;
   // The secret files given (token files, config, SSH key), canonical: the
-  // run shim hides them from children (README "Process containment").
+  // run shim hides them from children (docs/security.md "Process containment").
   std::vector<std::filesystem::path> hidden_files;
 };
 

@@ -1,4 +1,4 @@
-// The HTTP API of serve (README "The HTTP API"): routes requests to the run supervisor.
+// The HTTP API of serve (docs/serve.md "The HTTP API"): routes requests to the run supervisor.
 #pragma once
 
 #include <optional>

@@ -25,7 +25,7 @@ struct HttpRefusals {
   std::function<HttpResponse(unsigned version)> busy;  // a probe slot asked for another route
 };
 
-// What one client, and all of them, may hold (README "The HTTP API").
+// What one client, and all of them, may hold (docs/serve.md "The HTTP API").
 struct HttpLimits {
   std::size_t max_connections = 256;
   std::size_t max_per_client = 32;  // open connections from one peer address

@@ -2,9 +2,8 @@
 // `serve`, `resume`, and the commands to come. It owns the io_context, the
 // reaper of every child and the SIGTERM/SIGINT handling. Both signals are
 // queued from its construction on, so that one that arrives while the
-// command starts is handled once the command is ready for it (README "Runs,
-// attempts and shutdown"), never left to the default action that would kill
-// the children's supervisor before it checkpointed them.
+// command starts is handled once the command is ready for it (docs/serve.md "Shutdown"), never left
+// to the default action that would kill the children's supervisor before it checkpointed them.
 #pragma once
 
 #include <boost/asio/io_context.hpp>

@@ -1,4 +1,4 @@
-// `inflight run` (README "Running under a Job, a CI step or by hand"): one
+// `inflight run` (docs/run.md): one
 // run in the foreground, with serve's restore, lease, checkpoints, shutdown
 // and publishing, for a Kubernetes Job, a CI step or a laptop.
 #pragma once

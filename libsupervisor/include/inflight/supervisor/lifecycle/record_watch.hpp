@@ -1,9 +1,8 @@
 // The records that hold runs (other pods' leases, claims, handovers),
-// watched by this pod's own monotonic clock (README "A live pod's runs stay
-// its own"), as Kubernetes leader election watches its lease: a record is
-// over once this pod has seen it unchanged for its whole term. A record that
-// changed is alive, whatever its timestamps say; another machine's wall
-// clock decides nothing, and is only compared with ours to warn of skew.
+// watched by this pod's own monotonic clock (docs/checkpoints.md "Leases and clocks"), as
+// Kubernetes leader election watches its lease: a record is over once this pod has seen it
+// unchanged for its whole term. A record that changed is alive, whatever its timestamps say;
+// another machine's wall clock decides nothing, and is only compared with ours to warn of skew.
 #pragma once
 
 #include <map>

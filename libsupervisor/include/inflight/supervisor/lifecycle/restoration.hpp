@@ -1,9 +1,8 @@
-// Serve's restore (README "Checkpoints in git"). The first look at the store, before serve is
-// ready, takes this pod's lease and claims every run it may. Then it looks
-// again every lease period (sooner when a watched record's term ends first)
-// and takes the runs whose owner handed them over (a scale-down) or died.
-// A shutdown signal lets a look under way finish (the plan waits), so the
-// runs it claims are pushed back before exit rather than stranded.
+// Serve's restore (docs/checkpoints.md "Restore on start"). The first look at the store, before
+// serve is ready, takes this pod's lease and claims every run it may. Then it looks again every
+// lease period (sooner when a watched record's term ends first) and takes the runs whose owner
+// handed them over (a scale-down) or died. A shutdown signal lets a look under way finish (the plan
+// waits), so the runs it claims are pushed back before exit rather than stranded.
 #pragma once
 
 #include <boost/asio/io_context.hpp>

@@ -1,4 +1,4 @@
-// SIGTERM or SIGINT to serve (README "Runs, attempts and shutdown"): refuse new runs, SIGTERM every
+// SIGTERM or SIGINT to serve (docs/serve.md "Shutdown"): refuse new runs, SIGTERM every
 // group, wait for the children or the flush window, SIGKILL the rest, checkpoint every interrupted
 // run within the grace period, then report the exit code. The last push also releases the pod's
 // lease when it can (see checkpoint_batch).

@@ -1,6 +1,6 @@
 // Where serve's own cgroup v2 directory is, and whether serve may make child
 // cgroups under it: one per run attempt, so that `cgroup.kill` ends every
-// process of the run however it left its group (README "Process containment").
+// process of the run however it left its group (docs/security.md "Process containment").
 #pragma once
 
 #include <filesystem>

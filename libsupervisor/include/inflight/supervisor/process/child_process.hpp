@@ -1,7 +1,7 @@
 // Starting a child process: its own process group, a clean signal mask and
 // default signal dispositions, whatever the supervisor blocks or handles. A
 // run's child starts under the run shim, which ends every process it started
-// (README "Process containment").
+// (docs/security.md "Process containment").
 #pragma once
 
 #include <sys/types.h>
@@ -64,7 +64,7 @@ class ContainedChild {
 
 // Starts `spec` under the run shim of `containment`, in a cgroup of its own
 // named `cgroup_name` when containment has cgroups, with `hidden_files`
-// hidden from it where the kernel allows (README "Process containment").
+// hidden from it where the kernel allows (docs/security.md "Process containment").
 // Throws std::system_error when the child cannot be started, with the error
 // of its failed exec.
 ContainedChild spawn_contained(boost::asio::io_context& io, ChildSpec spec,

@@ -1,4 +1,4 @@
-// How every process of a run ends with it (README "Process containment"):
+// How every process of a run ends with it (docs/security.md "Process containment"):
 // always through the run shim, and through a cgroup per attempt where serve's
 // own cgroup can be written. Chosen once at start by --containment.
 #pragma once

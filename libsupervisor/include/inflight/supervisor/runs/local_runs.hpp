@@ -12,8 +12,8 @@ namespace inflight {
 // Run dirs under runs_dir whose run is not over: the last attempt was
 // interrupted, crashed or never recorded its end, or no attempt started.
 std::vector<RestoredRun> find_resumable_runs(const std::filesystem::path& runs_dir);
-// Run dirs under runs_dir whose run is over for good (README "Results that
-// outlive the pod"): shown by the API until --keep-finished ends.
+// Run dirs under runs_dir whose run is over for good (docs/results.md): shown by the API until
+// --keep-finished ends.
 std::vector<RestoredRun> find_finished_runs(const std::filesystem::path& runs_dir);
 
 // Makes a restored run dir ready for its next attempt: a torn last record of
@@ -21,7 +21,7 @@ std::vector<RestoredRun> find_finished_runs(const std::filesystem::path& runs_di
 // (its instance died) is marked crashed when `pod` (this one) ran it, a
 // restart of its own, and interrupted when another pod did: that pod was
 // lost (a node gone, SIGKILL past the grace period), which is no fault of
-// the run's (README "Two budgets").
+// the run's (docs/serve.md "The two budgets").
 void prepare_for_resume(RestoredRun& run, const ChildTemplates& templates, const std::string& pod);
 
 class RunSupervisor;

@@ -15,7 +15,7 @@ inline constexpr Outcome kAllOutcomes[] = {Outcome::succeeded,   Outcome::failed
                                            Outcome::interrupted, Outcome::cancelled,
                                            Outcome::crashed,     Outcome::deferred};
 
-// The two budgets of a run (README "Two budgets"): --max-attempts counts the
+// The two budgets of a run (docs/serve.md "The two budgets"): --max-attempts counts the
 // attempts that ended by its own doing, --max-interruptions the others.
 enum class Budget { attempts, interruptions };
 std::string_view to_string(Budget budget);

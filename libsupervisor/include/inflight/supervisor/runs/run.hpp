@@ -1,5 +1,5 @@
-// One run: an eval with one id, executed in one or more attempts (README "Runs, attempts and
-// shutdown").
+// One run: an eval with one id, executed in one or more attempts (docs/serve.md "Runs and
+// attempts").
 #pragma once
 
 #include <sys/types.h>
@@ -59,7 +59,7 @@ struct CheckpointState {
   std::optional<SteadyClock::time_point> unsaved_since;
   std::uint64_t records_saved = 0;
   // The entries left out of its checkpoints already logged ("path\nrule"):
-  // each is logged once per run (README "Checkpoints in git").
+  // each is logged once per run (docs/checkpoints.md "What a checkpoint saves, a restore takes").
   std::set<std::string> left_out_logged;
   bool unnamed_left_out_logged = false;
 };

@@ -30,8 +30,8 @@ struct SupervisorSettings {
   std::filesystem::path runs_dir;
   std::string pod_name;
   int max_concurrent{};
-  int max_attempts{};       // README "Two budgets"
-  int max_interruptions{};  // README "Two budgets"
+  int max_attempts{};       // docs/serve.md "The two budgets"
+  int max_interruptions{};  // docs/serve.md "The two budgets"
   int max_queued{};
   Duration stop_grace{};  // between the stop signal and SIGKILL when a run is stopped
   Duration network_timeout{};
@@ -52,7 +52,7 @@ struct SupervisorSettings {
 enum class Phase { restoring, ready, shutting_down };
 
 // How soon a finished run's next release step is pushed when the periodic
-// interval is longer (README "Results that outlive the pod").
+// interval is longer (docs/results.md).
 inline constexpr Duration kReleaseWindow = std::chrono::seconds(2);
 
 // One store step for many runs (checkpoint_together).
@@ -97,8 +97,7 @@ class RunSupervisor {
   // may remove it.
   void show_finished(checkpoint::RunParams params, bool store_answered);
   // The run ids with a result ref, as the last restore that reached the
-  // store listed them: a submit of one starts nothing (README "Results that
-  // outlive the pod").
+  // store listed them: a submit of one starts nothing (docs/results.md).
   void know_published(std::vector<checkpoint::PublishedRun> runs);
   // Removes the dirs of finished runs whose --keep-finished is over, once
   // nothing of theirs waits for the store.
@@ -143,7 +142,7 @@ class RunSupervisor {
 
   const std::map<Outcome, std::uint64_t>& attempts_by_outcome() const { return outcomes_; }
   // Run checkpoints that did not land, by why.
-  // Pushes of run checkpoints, by outcome (README "Metrics").
+  // Pushes of run checkpoints, by outcome (docs/metrics.md "Metrics").
   struct CheckpointPushes {
     std::uint64_t landed = 0;
     std::uint64_t failed = 0;  // a refusal by the server's rules included
@@ -152,7 +151,7 @@ class RunSupervisor {
   const CheckpointPushes& checkpoint_pushes() const { return checkpoint_pushes_; }
   // Finished runs whose release published their result.
   std::uint64_t results_published() const { return results_published_; }
-  // What happened to runs, for /metrics (README "Metrics and alerts").
+  // What happened to runs, for /metrics (docs/metrics.md "Metrics").
   struct RunEvents {
     std::uint64_t restored = 0;     // runs taken from the results repo or this disk
     std::uint64_t claims_lost = 0;  // claims another instance won
@@ -233,7 +232,7 @@ class RunSupervisor {
   // The releases of finished runs, one batch at a time: each updates the
   // one index branch, and a pod's releases racing each other for it would
   // only lose to each other. The runs that finish while one is on its way go
-  // together in the next (README "Results that outlive the pod").
+  // together in the next (docs/results.md).
   std::vector<Run*> releases_waiting_;
   bool release_sent_ = false;
   boost::asio::steady_timer periodic_timer_;
