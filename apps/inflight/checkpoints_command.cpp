@@ -101,12 +101,6 @@ void print_run(const agent::Shown& run) {
     std::cout << run.run_params.dump(2) << "\n";
 }
 
-// One agent call bounded by --git-timeout.
-template <class Call>
-AgentReply<typename Call::Answer> call(const StoreSettings& store, const Call& request) {
-  return call_agent(store, request, store.git_timeout);
-}
-
 }  // namespace
 
 CheckpointsCommand::CheckpointsCommand(CLI::App& app,
@@ -147,8 +141,8 @@ int CheckpointsCommand::run(const OptionSources& sources) const {
 
 int CheckpointsCommand::list(const StoreSettings& store, const ChildTemplates& templates) const {
   const auto reply =
-      call(store, agent::List{.pod = pod_.empty() ? std::nullopt : std::optional(pod_),
-                              .children = templates.sources()});
+      call_agent(store, agent::List{.pod = pod_.empty() ? std::nullopt : std::optional(pod_),
+                                    .children = templates.sources()});
   if (!reply) return report_failure(reply.error(), kCheckpointsListed);
   const auto& listed = *reply;
   warn_problems(listed.problems);
@@ -166,7 +160,7 @@ int CheckpointsCommand::list(const StoreSettings& store, const ChildTemplates& t
 }
 
 int CheckpointsCommand::show(const StoreSettings& store) const {
-  const auto reply = call(store, agent::Show{.run_id = run_id_});
+  const auto reply = call_agent(store, agent::Show{.run_id = run_id_});
   if (!reply) return report_failure(reply.error(), kCheckpointsListed);
   const auto& shown = *reply;
   if (!json_) {
@@ -196,7 +190,7 @@ agent::Prune CheckpointsCommand::prune_request() const {
 }
 
 int CheckpointsCommand::prune(const StoreSettings& store) const {
-  const auto reply = call(store, prune_request());
+  const auto reply = call_agent(store, prune_request());
   if (!reply) return report_failure(reply.error(), kCheckpointsListed);
   const auto& pruned = *reply;
   warn_problems(pruned.problems);

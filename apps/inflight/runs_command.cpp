@@ -17,11 +17,6 @@ namespace {
 constexpr std::string_view kRunsListed =
     "`inflight runs list` shows every run the results repo knows";
 
-template <class Call>
-AgentReply<typename Call::Answer> call(const StoreSettings& store, const Call& request) {
-  return call_agent(store, request, store.git_timeout);
-}
-
 OrderedJson row_json(const checkpoint::RunRow& run) {
   OrderedJson json;
   checkpoint::to_json(json, run);
@@ -112,7 +107,7 @@ int RunsCommand::run(const OptionSources& sources) const {
 }
 
 int RunsCommand::list(const StoreSettings& store) const {
-  const auto reply = call(store, agent::ListRuns{});
+  const auto reply = call_agent(store, agent::ListRuns{});
   if (!reply) return report_failure(reply.error(), kRunsListed);
   auto runs = reply->runs;
   if (!state_.empty())
@@ -131,7 +126,7 @@ int RunsCommand::list(const StoreSettings& store) const {
 }
 
 int RunsCommand::show(const StoreSettings& store) const {
-  const auto reply = call(store, agent::ShowRun{.run_id = run_id_});
+  const auto reply = call_agent(store, agent::ShowRun{.run_id = run_id_});
   if (!reply) return report_failure(reply.error(), kRunsListed);
   if (json_) {
     std::cout << OrderedJson{{"id", run_id_},
@@ -149,7 +144,7 @@ int RunsCommand::show(const StoreSettings& store) const {
 
 int RunsCommand::logs(const StoreSettings& store) const {
   const TempFile file;
-  const auto reply = call(store, agent::WriteRunLog{.run_id = run_id_, .path = file.path()});
+  const auto reply = call_agent(store, agent::WriteRunLog{.run_id = run_id_, .path = file.path()});
   if (!reply) return report_failure(reply.error(), kRunsListed);
   if (!reply->found) {
     std::cerr << "inflight: run " << run_id_ << " has no console.log (" << reply->where << ")\n";
@@ -171,7 +166,7 @@ agent::PruneRuns RunsCommand::prune_request() const {
 }
 
 int RunsCommand::prune(const StoreSettings& store) const {
-  const auto reply = call(store, prune_request());
+  const auto reply = call_agent(store, prune_request());
   if (!reply) return report_failure(reply.error(), kRunsListed);
   warn_problems(reply->problems);
   for (const auto& id : reply->deleted)

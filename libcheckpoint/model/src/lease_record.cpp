@@ -9,13 +9,14 @@ namespace inflight::checkpoint {
 
 namespace {
 
-constexpr std::string_view kSubjectPrefix = "inflight lease ";
+constexpr std::string_view kLeaseSubjectPrefix = "inflight lease ";
 constexpr std::string_view kUntilTrailer = "Inflight-Lease-Until";
 
 }  // namespace
 
 std::string write_lease_message(const Lease& lease) {
-  return std::string(kSubjectPrefix) + lease.pod + "\n\n" + trailer_line(kPodTrailer, lease.pod) +
+  return std::string(kLeaseSubjectPrefix) + lease.pod + "\n\n" +
+         trailer_line(kPodTrailer, lease.pod) +
          trailer_line(kUntilTrailer, std::to_string(lease.until));
 }
 

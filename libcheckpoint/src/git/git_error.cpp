@@ -2,6 +2,9 @@
 
 #include <git2.h>
 
+#include <cerrno>
+#include <cstring>
+
 namespace inflight::checkpoint {
 
 namespace {
@@ -34,6 +37,11 @@ Failure classify_git_error(int code, int error_class, GitCallScope scope) {
     return Failure::unreachable;
   }
   return Failure::other;
+}
+
+void throw_errno(const std::string& what, const std::string& path) {
+  const int error = errno;
+  throw GitError(Failure::other, what + " " + printable(path) + ": " + std::strerror(error));
 }
 
 void throw_git_error(int code, const std::string& context, GitCallScope scope) {

@@ -19,6 +19,10 @@ Failure classify_git_error(int code, int error_class, GitCallScope scope);
 [[noreturn]] void throw_git_error(int code, const std::string& context,
                                   GitCallScope scope = GitCallScope::local);
 
+// Throws the failure of a system call on `path` (shown with printable(): a
+// run dir's names are a child's), errno read before anything can change it.
+[[noreturn]] void throw_errno(const std::string& what, const std::string& path);
+
 // Throws when code < 0; `context` says what was being done, e.g. "open cache repo /x".
 inline void git_check(int code, const std::string& context,
                       GitCallScope scope = GitCallScope::local) {

@@ -24,13 +24,9 @@ namespace inflight::checkpoint {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what, const std::string& path) {
-  throw GitError(Failure::other, what + " " + path + ": " + std::strerror(errno));
-}
-
 Fd open_dir_at(int parent, const std::string& name, const std::string& path) {
   Fd dir(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dir) fail("open directory", path);
+  if (!dir) throw_errno("open directory", path);
   return dir;
 }
 
@@ -39,9 +35,10 @@ Fd make_dir_at(int parent, const std::string& name, const std::string& path) {
   struct stat st {};
   if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
       ::unlinkat(parent, name.c_str(), 0) != 0) {
-    fail("remove", path);
+    throw_errno("remove", path);
   }
-  if (::mkdirat(parent, name.c_str(), 0777) != 0 && errno != EEXIST) fail("create directory", path);
+  if (::mkdirat(parent, name.c_str(), 0777) != 0 && errno != EEXIST)
+    throw_errno("create directory", path);
   return open_dir_at(parent, name, path);
 }
 
@@ -158,11 +155,11 @@ class TreeWriter {
   // The mode is the creating process's umask applied, as for any file it writes.
   static Fd create_file(int dir, const std::string& name, const std::string& path,
                         bool executable) {
-    if (::unlinkat(dir, name.c_str(), 0) != 0 && errno != ENOENT) fail("replace", path);
+    if (::unlinkat(dir, name.c_str(), 0) != 0 && errno != ENOENT) throw_errno("replace", path);
     const mode_t mode = executable ? 0777 : 0666;
     Fd file(
         ::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
-    if (!file) fail("create", path);
+    if (!file) throw_errno("create", path);
     return file;
   }
 
@@ -177,7 +174,7 @@ Fd open_run_dir(const std::filesystem::path& run_dir) {
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw GitError(Failure::other, "create " + run_dir.string() + ": " + ec.message());
   Fd dir(::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dir) fail("open run dir", run_dir.string());
+  if (!dir) throw_errno("open run dir", run_dir.string());
   return dir;
 }
 

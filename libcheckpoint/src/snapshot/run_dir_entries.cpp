@@ -14,11 +14,6 @@ namespace inflight::checkpoint {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what, const std::string& shown) {
-  const int error = errno;
-  throw GitError(Failure::other, what + " " + printable(shown) + ": " + std::strerror(error));
-}
-
 // Errors of an open that mean the entry is no longer what was judged: gone,
 // a symbolic link (ELOOP), not a directory any more, a socket (ENXIO), or a
 // file another process holds a lease on (EWOULDBLOCK, since we never wait).
@@ -35,10 +30,10 @@ std::optional<Fd> open_same_entry(const OpenDir& dir, const std::string& name,
   Fd fd(::openat(dir.fd(), name.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd) {
     if (entry_changed(errno)) return std::nullopt;
-    fail("open", dir.shown() + "/" + name);
+    throw_errno("open", dir.shown() + "/" + name);
   }
   struct stat now {};
-  if (::fstat(fd.get(), &now) != 0) fail("stat", dir.shown() + "/" + name);
+  if (::fstat(fd.get(), &now) != 0) throw_errno("stat", dir.shown() + "/" + name);
   if ((now.st_mode & S_IFMT) != type || now.st_dev != seen.st_dev || now.st_ino != seen.st_ino)
     return std::nullopt;
   return fd;
@@ -48,7 +43,7 @@ std::optional<Fd> open_same_entry(const OpenDir& dir, const std::string& name,
 
 OpenDir::OpenDir(Fd fd, std::string shown) : shown_(std::move(shown)) {
   dir_.reset(::fdopendir(fd.get()));
-  if (!dir_) fail("list", shown_);
+  if (!dir_) throw_errno("list", shown_);
   fd.release();  // the DIR closes it now
 }
 
@@ -57,7 +52,7 @@ std::optional<std::string> OpenDir::next_name() {
     errno = 0;
     const dirent* entry = ::readdir(dir_.get());
     if (entry == nullptr) {
-      if (errno != 0) fail("list", shown_);
+      if (errno != 0) throw_errno("list", shown_);
       return std::nullopt;
     }
     const std::string_view name = entry->d_name;
@@ -67,7 +62,7 @@ std::optional<std::string> OpenDir::next_name() {
 
 OpenDir open_run_dir(const std::filesystem::path& run_dir) {
   Fd fd(::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) fail("open", run_dir.string());
+  if (!fd) throw_errno("open", run_dir.string());
   return OpenDir(std::move(fd), run_dir.string());
 }
 
@@ -75,7 +70,7 @@ std::optional<struct stat> stat_entry(const OpenDir& dir, const std::string& nam
   struct stat st {};
   if (::fstatat(dir.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return st;
   if (errno == ENOENT) return std::nullopt;  // deleted since the directory was listed
-  fail("stat", dir.shown() + "/" + name);
+  throw_errno("stat", dir.shown() + "/" + name);
 }
 
 std::optional<OpenDir> open_dir_entry(const OpenDir& dir, const std::string& name,

@@ -64,7 +64,7 @@ ChildTemplate child(OrderedJson extra = OrderedJson::object(),
   return ChildTemplate::parse(source, name, name == "default" ? "child" : "children." + name);
 }
 
-RenderContext context() {
+RenderContext attempt_context() {
   return {.run_id = "r1", .output_dir = "/runs/r1", .attempt = 3, .resume = false};
 }
 
@@ -74,12 +74,12 @@ const std::map<std::string, std::string> kBase{
     {"TMPDIR", "/tmp"}};
 
 TEST(ChildEnvironment, ATemplateWithoutEnvGetsTheBaseOnly) {
-  EXPECT_EQ(as_map(child_environment(serve_env().get(), child(), context())), kBase);
+  EXPECT_EQ(as_map(child_environment(serve_env().get(), child(), attempt_context())), kBase);
 }
 
 TEST(ChildEnvironment, TheBaseHoldsOnlyWhatServeHas) {
   const EnvBlock sparse{"PATH=/bin", "SECRET=x"};
-  EXPECT_EQ(as_map(child_environment(sparse.get(), child(), context())),
+  EXPECT_EQ(as_map(child_environment(sparse.get(), child(), attempt_context())),
             (std::map<std::string, std::string>{{"PATH", "/bin"}}));
 }
 
@@ -88,7 +88,7 @@ TEST(ChildEnvironment, InheritEnvAddsTheNamedVariablesThatServeHas) {
   auto expected = kBase;
   expected["HTTPS_PROXY"] = "http://proxy:3128";
   expected["SHARED_CACHE"] = "/cache";
-  EXPECT_EQ(as_map(child_environment(serve_env().get(), t, context())), expected);
+  EXPECT_EQ(as_map(child_environment(serve_env().get(), t, attempt_context())), expected);
 }
 
 TEST(ChildEnvironment, EnvResolvesReferencesAndPlaceholdersAndWinsOverTheBase) {
@@ -102,7 +102,7 @@ TEST(ChildEnvironment, EnvResolvesReferencesAndPlaceholdersAndWinsOverTheBase) {
   expected["STATE"] = "/runs/r1/state-3";
   expected["HOME"] = "/runs/r1";
   expected["UNSET"] = "";
-  EXPECT_EQ(as_map(child_environment(serve_env().get(), t, context())), expected);
+  EXPECT_EQ(as_map(child_environment(serve_env().get(), t, attempt_context())), expected);
 }
 
 TEST(ChildEnvironment, OneTemplatesSecretNeverReachesAnotherTemplatesChildren) {
@@ -112,9 +112,9 @@ TEST(ChildEnvironment, OneTemplatesSecretNeverReachesAnotherTemplatesChildren) {
          {"anthropic", {{"argv", {"tool"}}, {"env", {{"KEY", "${ANTHROPIC_API_KEY}"}}}}}}}},
       "demo");
   const auto openai =
-      as_map(child_environment(serve_env().get(), *templates.find("openai"), context()));
+      as_map(child_environment(serve_env().get(), *templates.find("openai"), attempt_context()));
   const auto anthropic =
-      as_map(child_environment(serve_env().get(), *templates.find("anthropic"), context()));
+      as_map(child_environment(serve_env().get(), *templates.find("anthropic"), attempt_context()));
   EXPECT_EQ(openai.at("KEY"), "sk-openai");
   EXPECT_EQ(anthropic.at("KEY"), "sk-anthropic");
   for (const auto& [name, value] : openai) EXPECT_NE(value, "sk-anthropic") << name;
@@ -126,10 +126,10 @@ TEST(ChildEnvironment, OneTemplatesSecretNeverReachesAnotherTemplatesChildren) {
 TEST(ChildEnvironment, InflightVariablesNeverReachAChild) {
   // A block that smuggles an INFLIGHT_* reference past the parser's check.
   const EnvBlock env{"PATH=/bin", "INFLIGHT_API_TOKEN=api-secret", "LC_INFLIGHT=x"};
-  for (const auto& entry : child_environment(env.get(), child(), context()))
+  for (const auto& entry : child_environment(env.get(), child(), attempt_context()))
     EXPECT_FALSE(entry.starts_with("INFLIGHT_")) << entry;
   for (const auto& entry :
-       child_environment(serve_env().get(), child({{"inherit_env", {"HOME"}}}), context()))
+       child_environment(serve_env().get(), child({{"inherit_env", {"HOME"}}}), attempt_context()))
     EXPECT_EQ(entry.find("secret"), std::string::npos) << entry;
 }
 

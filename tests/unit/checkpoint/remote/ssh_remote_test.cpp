@@ -8,7 +8,7 @@
 namespace inflight::checkpoint::testing {
 namespace {
 
-const std::string kRef = "refs/heads/inflight/pod-a/r-1";
+const std::string kSshRef = "refs/heads/inflight/pod-a/r-1";
 
 class SshRemoteTest : public CheckpointTest {
  protected:
@@ -72,7 +72,7 @@ GitError error_of(const std::function<void()>& call) {
 TEST_F(SshRemoteTest, Ed25519KeyPushesWhenTheHostKeyIsKnown) {
   RemoteStore store(*repo_, config("client", known_hosts("host.pub")));
   const std::string oid = commit();
-  store.push(kRef, oid);
+  store.push(kSshRef, oid);
   ASSERT_EQ(store.list().size(), 1u);
   EXPECT_EQ(store.list()[0].oid, oid);
 }

@@ -97,6 +97,12 @@ AgentReply<typename Call::Answer> call_agent(const StoreSettings& store, const C
   return std::move(*reply);
 }
 
+// The same within --git-timeout: how the operator commands bound each call.
+template <class Call>
+AgentReply<typename Call::Answer> call_agent(const StoreSettings& store, const Call& call) {
+  return call_agent(store, call, store.git_timeout);
+}
+
 // Where the local cache repo lives: beside the runs dir.
 std::filesystem::path cache_repo_path(const std::filesystem::path& runs_dir);
 
