@@ -38,6 +38,13 @@ def small_tmpfs(path, size="2m"):
         subprocess.run(["umount", "-l", str(path)])
 
 
+def pytest_configure(config):
+    """`runs_inflight` marks the tests of a file that otherwise checks files
+    alone (test_kubernetes_manifests.py) which run the built binaries: ctest
+    runs those under the sanitizers too (`-m runs_inflight`), the rest once."""
+    config.addinivalue_line("markers", "runs_inflight: runs the built inflight binaries")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Keeps each phase's report on the test item, for fixtures' teardown."""

@@ -678,6 +678,7 @@ def local_programs(config_text):
     return json.dumps(config)
 
 
+@pytest.mark.runs_inflight
 def test_serve_runs_with_the_manifest_settings(objects, tmp_path):
     env, cwd, mounts = local_settings(objects, tmp_path)
     serve = ServeProcess(env, cwd)
@@ -719,6 +720,7 @@ def test_serve_runs_with_the_manifest_settings(objects, tmp_path):
         serve.stop()
 
 
+@pytest.mark.runs_inflight
 def test_serve_refuses_the_manifest_settings_without_the_api_token(objects, tmp_path):
     """The Secret's API token is what lets serve listen on 0.0.0.0."""
     env, cwd, _ = local_settings(objects, tmp_path)
@@ -766,6 +768,7 @@ def test_the_jobs_pod_failure_policy_retries_interruptions_for_free(objects):
     assert action_for(policy, name, 3) == "Count"
 
 
+@pytest.mark.runs_inflight
 def test_inflight_run_accepts_the_jobs_command(objects, tmp_path):
     """The Job's args as `inflight run` takes them, with the index the Job
     controller would set, a local results repo and a short eval."""
