@@ -1,8 +1,9 @@
 // libgit2 1.5 deflates every object it packs at zlib's default level (6) and
 // has no setting for another. A checkpoint is packed once, sent once and read
 // back rarely, often racing a shutdown's grace period, where level 6 costs
-// 20 % more CPU for 1.4 % fewer bytes on eval output (docs/benchmarks.md
-// §11). git itself lets pack.compression choose.
+// 20 % more CPU for 1.4 % fewer bytes on eval output
+// (docs/design/benchmark-history.md "What changed at 60f1de3"). git itself
+// lets pack.compression choose.
 //
 // So the agent defines zlib's deflateInit_, which libgit2 calls through the
 // dynamic linker and reaches here before libz's own (apps/CMakeLists.txt
