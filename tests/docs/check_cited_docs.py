@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from markdown import anchors, slug  # noqa: E402
+from markdown import anchors, report, slug  # noqa: E402
 
 SUFFIXES = {".cpp", ".hpp", ".h", ".py", ".sh", ".cmake", ".html"}
 # A path, then a #anchor, or a quoted heading after blanks that may hold a
@@ -47,7 +47,6 @@ def scanned(root):
 
 
 def problems(root):
-    cache = {}
     for path in scanned(root):
         # tests/docs/ and the generator describe the forms; they cite nothing.
         if path.parent == root / "tests" / "docs":
@@ -68,23 +67,13 @@ def problems(root):
             heading = match.group("heading")
             if heading:
                 anchor = slug(COMMENT_MARK.sub(" ", heading).strip())
-            if anchor:
-                if doc not in cache:
-                    cache[doc] = anchors(doc)
-                if anchor not in cache[doc]:
-                    yield f"{where}: {doc.relative_to(root)} has no heading #{anchor}"
+            if anchor and anchor not in anchors(doc):
+                yield f"{where}: {doc.relative_to(root)} has no heading #{anchor}"
 
 
 def main():
     root = Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
-    found = list(problems(root))
-    for problem in found:
-        print(problem)
-    if found:
-        print(f"{len(found)} citation(s) of the docs point nowhere")
-        return 1
-    print("every cited docs page and heading exists")
-    return 0
+    return report(problems(root), "citation(s) of the docs point nowhere", "every cited docs page and heading exists")
 
 
 if __name__ == "__main__":

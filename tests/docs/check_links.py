@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from markdown import anchors, prose_lines  # noqa: E402
+from markdown import anchors, prose_lines, report  # noqa: E402
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 INLINE_CODE = re.compile(r"`[^`]*`")
@@ -24,7 +24,6 @@ def pages(root):
 
 
 def problems(root):
-    cache = {}
     for page in pages(root):
         if "node_modules" in page.parts:
             continue
@@ -42,22 +41,13 @@ def problems(root):
                     if dest.suffix != ".md":
                         yield f"{where}: an anchor into a file that is not Markdown"
                         continue
-                    if dest not in cache:
-                        cache[dest] = anchors(dest)
-                    if anchor not in cache[dest]:
+                    if anchor not in anchors(dest):
                         yield f"{where}: no heading with anchor #{anchor}"
 
 
 def main():
     root = Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
-    found = list(problems(root))
-    for problem in found:
-        print(problem)
-    if found:
-        print(f"{len(found)} broken link(s)")
-        return 1
-    print("every relative link and anchor resolves")
-    return 0
+    return report(problems(root), "broken link(s)", "every relative link and anchor resolves")
 
 
 if __name__ == "__main__":

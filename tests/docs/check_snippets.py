@@ -11,6 +11,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from markdown import report  # noqa: E402
+
 MARK = re.compile(r"^<!-- same as (\S+) -->$")
 
 
@@ -44,13 +47,7 @@ def problems(root):
 
 def main():
     root = Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
-    found = list(problems(root))
-    for problem in found:
-        print(problem)
-    if found:
-        return 1
-    print("every marked snippet equals its file")
-    return 0
+    return report(problems(root), "snippet(s) differ from their files", "every marked snippet equals its file")
 
 
 if __name__ == "__main__":

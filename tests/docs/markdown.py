@@ -1,6 +1,7 @@
 """What the docs checks share: the headings of a Markdown file as GitHub makes
 their anchors, so that a link or a code comment naming a heading is judged by
-the same rule GitHub uses to resolve it."""
+the same rule GitHub uses to resolve it; and how a check reports."""
+import functools
 import re
 from pathlib import Path
 
@@ -27,8 +28,10 @@ def slug(heading):
     return text.replace(" ", "-")
 
 
+@functools.cache
 def anchors(path: Path):
-    """Every anchor of a Markdown file, duplicates numbered as GitHub does."""
+    """Every anchor of a Markdown file, duplicates numbered as GitHub does;
+    read once per file."""
     seen = {}
     out = set()
     for _, line in prose_lines(path.read_text(encoding="utf-8")):
@@ -40,3 +43,15 @@ def anchors(path: Path):
         seen[base] = count + 1
         out.add(base if count == 0 else f"{base}-{count}")
     return out
+
+
+def report(problems, what_broke, all_good):
+    """Prints each problem, then a summary line: a check's exit status."""
+    found = list(problems)
+    for problem in found:
+        print(problem)
+    if found:
+        print(f"{len(found)} {what_broke}")
+        return 1
+    print(all_good)
+    return 0
