@@ -1,4 +1,4 @@
-"""Every relative link in the docs leads somewhere: README.md, docs/**/*.md and
+"""Every relative link in the docs leads somewhere: README.md, ARCHITECTURE.md, docs/**/*.md and
 examples/**/README.md are read, and a link to a file that does not exist, or
 to a `#heading` that file does not have (by GitHub's anchor rule), fails with
 the file, line and link. Moving or renaming a page or a heading cannot leave a
@@ -19,6 +19,7 @@ INLINE_CODE = re.compile(r"`[^`]*`")
 
 def pages(root):
     yield root / "README.md"
+    yield root / "ARCHITECTURE.md"
     yield from sorted((root / "docs").rglob("*.md"))
     yield from sorted((root / "examples").rglob("README.md"))
 
