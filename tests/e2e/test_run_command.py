@@ -203,7 +203,10 @@ def test_a_deferring_child_exits_75_with_its_state_landed(tmp_path, git_daemon):
 
 
 def test_take_over_takes_a_live_run_at_once_and_fences_its_holder(tmp_path, git_daemon):
-    holder = RunProcess(tmp_path, git_daemon, "pod-a", *demo_command(tests=60, test_ms=100))
+    # The holder records one test a second, so that it is still running when
+    # the taker claims the run however slowly the taker starts (under ASan on
+    # a busy machine it took over 5 s, and a holder of 6 s had finished).
+    holder = RunProcess(tmp_path, git_daemon, "pod-a", *demo_command(tests=60, test_ms=1000))
     wait_for(lambda: branches(git_daemon.bare) and holder.records() >= 3, 30, "a checkpoint")
     taker = RunProcess(tmp_path, git_daemon, "pod-b", "--take-over",
                        *demo_command(tests=60, test_ms=100))
