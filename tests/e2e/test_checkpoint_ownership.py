@@ -296,8 +296,10 @@ def test_a_shutdown_is_one_push_that_also_releases_the_lease(serve_factory, tmp_
     assert leases() == ["refs/heads/inflight-lease/pod-a"]
     ids = [serve.submit(tests=200, test_ms=100) for _ in range(4)]
     runs = workdir / ".inflight" / "runs"
-    wait_for(lambda: all(len(index_ids(runs / i)) >= 1 for i in ids if (runs / i).exists())
-             and all((runs / i).exists() for i in ids), 30, "each run to record a test")
+    # A run dir exists before its child writes index.jsonl: the file is what
+    # is waited for (the sanitized suite once read a run dir between the two).
+    wait_for(lambda: all((runs / i / "index.jsonl").exists() and len(index_ids(runs / i)) >= 1
+                         for i in ids), 30, "each run to record a test")
 
     def requests():
         log = git_daemon.process.output()
