@@ -17,13 +17,17 @@ RUNS_PER_POD = 8
 TESTS = 300
 TEST_MS = 150
 INTERVAL = "2s"
+# A pod's shutdown pushes its 8 runs and gives its lease up in one push: under
+# the sanitizers that took 8.5-9.1 s, and a grace period of 10 s (a push
+# deadline of 9.5 s) was missed. What is tested is the rollout, not the speed.
+GRACE = "20s"
 
 
 def start_pod(serve_factory, tmp_path, server, name):
     workdir = tmp_path / name
     workdir.mkdir()
     pod = serve_factory("--pod-name", name, "--results-repo", server.url,
-                        "--checkpoint-interval", INTERVAL, "--grace-period", "10s",
+                        "--checkpoint-interval", INTERVAL, "--grace-period", GRACE,
                         "--max-concurrent", str(RUNS_PER_POD * OLD_PODS), workdir=workdir)
     pod.wait_ready()
     pod.name = name
@@ -43,7 +47,7 @@ def test_a_rollout_moves_each_run_once(serve_factory, tmp_path, git_daemon):
     for n, pod in enumerate(old):
         new.append(start_pod(serve_factory, tmp_path, git_daemon, f"new-{n}"))
         pod.signal(signal.SIGTERM)
-        assert pod.wait_exit(timeout=20) == 0, f"{pod.name}'s rollout SIGTERM did not exit 0"
+        assert pod.wait_exit(timeout=30) == 0, f"{pod.name}'s rollout SIGTERM did not exit 0"
 
     def finished():
         """Each run's dir that holds its succeeded attempt, on any pod's disk."""
@@ -59,7 +63,7 @@ def test_a_rollout_moves_each_run_once(serve_factory, tmp_path, git_daemon):
     done = wait_for(finished, 180, "every run to finish")
     for pod in new:
         pod.signal(signal.SIGTERM)
-        assert pod.wait_exit(timeout=20) == 0
+        assert pod.wait_exit(timeout=30) == 0
     moved = set()
     for run_id, run_dirs in done.items():
         assert len(run_dirs) == 1, f"run {run_id} finished in {run_dirs}"
