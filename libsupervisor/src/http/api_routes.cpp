@@ -85,7 +85,7 @@ OrderedJson ApiRoutes::status_json(Run& run) {
   const auto* attempt = run.params.attempts.empty() ? nullptr : &run.params.attempts.back();
   const auto spent = checkpoint::spent_budgets(run.params);
   return {{"id", run.id},
-          {"status", to_string(run.status)},
+          {"status", to_string(run.status())},
           {"command", display_command(run.params.argv)},
           {"attempt", run.attempts()},
           {"interruptions", spent.interruptions},
@@ -101,9 +101,9 @@ OrderedJson ApiRoutes::status_json(Run& run) {
             {"failing_since", nullable(run.checkpoint.failing_since)},
             {"error", nullable(run.checkpoint.error)}}},
           {"child", run.params.child_name},
-          {"error", nullable(run.held  ? run.held
-                             : attempt ? attempt->error
-                                       : std::nullopt)}};
+          {"error", nullable(run.lifecycle.held() ? std::optional(run.held_reason)
+                             : attempt            ? attempt->error
+                                                  : std::nullopt)}};
 }
 
 HttpRefusals ApiRoutes::refusals() const {
@@ -268,7 +268,7 @@ HttpResponse ApiRoutes::submit(const HttpRequest& request) {
   if (status == http::status::ok) return json_response(status, version, status_json(*result.run));
   return json_response(status, version,
                        {{"id", result.run->id},
-                        {"status", to_string(result.run->status)},
+                        {"status", to_string(result.run->status())},
                         {"command", display_command(result.run->params.argv)}});
 }
 

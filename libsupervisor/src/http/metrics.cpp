@@ -34,7 +34,7 @@ void ApiRoutes::checkpoint_health(std::ostringstream& out) {
   std::uint64_t records_unsaved = 0;
   const auto now = SteadyClock::now();
   for (const auto& run : supervisor_.runs()) {
-    if (run->status != RunStatus::running && run->status != RunStatus::stopping) continue;
+    if (run->status() != RunStatus::running && run->status() != RunStatus::stopping) continue;
     if (const auto since = run->checkpoint.unsaved_since)
       unsaved = std::max(unsaved, std::chrono::duration<double>(now - *since).count());
     const auto records = run->record_count();
@@ -80,7 +80,7 @@ void ApiRoutes::run_events(std::ostringstream& out) {
   family(out, "inflight_run_failures", "gauge",
          "Attempts of each open run that ended by its own doing (against --max-attempts).");
   for (const auto& run : supervisor_.runs()) {
-    if (is_final(run->status)) continue;
+    if (is_final(run->status())) continue;
     const auto spent = checkpoint::spent_budgets(run->params);
     const std::string label = "{run_id=\"" + run->id + "\"} ";
     out << "inflight_run_failures" << label << spent.failures << "\n";
@@ -98,7 +98,7 @@ void ApiRoutes::progress(std::ostringstream& out) {
   std::ostringstream totals;
   family(out, "inflight_run_records", "gauge", "Records in the progress file of each open run.");
   for (const auto& run : supervisor_.runs()) {
-    if (is_final(run->status)) continue;
+    if (is_final(run->status())) continue;
     const std::string label = "{run_id=\"" + run->id + "\"} ";
     out << "inflight_run_records" << label << run->record_count() << "\n";
     if (const auto total = run->records_expected())
@@ -111,7 +111,7 @@ void ApiRoutes::progress(std::ostringstream& out) {
 
 HttpResponse ApiRoutes::metrics(unsigned version) {
   std::map<RunStatus, int> by_status;
-  for (const auto& run : supervisor_.runs()) ++by_status[run->status];
+  for (const auto& run : supervisor_.runs()) ++by_status[run->status()];
   std::ostringstream out;
   out.precision(15);  // unix times to the millisecond, counts as integers
   family(out, "inflight_runs", "gauge", "Runs known to this instance, by status.");

@@ -154,7 +154,7 @@ class OneRunCommand {
     adopt_restored(supervisor_, settings_.children, std::move(restored));
     Run* run = supervisor_.find(what_.id);
     if (!run) return end(kExitFailure);
-    if (run->held) return end(kExitUsage);
+    if (run->lifecycle.held()) return end(kExitUsage);
     supervise(*run);
   }
 
@@ -173,16 +173,15 @@ class OneRunCommand {
   void supervise(Run& run) {
     supervisor_.on_child_exit([this, &run](Run&) { on_child_exit(run); });
     supervisor_.finish_restore();
-    if (is_final(run.status)) settle(run);  // out of budget: published as failed
+    if (is_final(run.status())) settle(run);  // out of budget: published as failed
   }
 
   void on_child_exit(Run& run) {
     if (shutting_down_) return;  // the shutdown plan ends the command
-    if (run.fenced) return end(kExitTryAgain);
-    if (is_final(run.status)) return settle(run);
-    const bool deferred = run.status == RunStatus::queued && !run.params.attempts.empty() &&
-                          run.params.attempts.back().outcome == "deferred";
-    if (deferred) defer(run);  // a crash is retried here at once, as in serve
+    if (run.lifecycle.fenced()) return end(kExitTryAgain);
+    if (is_final(run.status())) return settle(run);
+    // A crash is retried here at once, as in serve.
+    if (run.lifecycle.state() == RunState::deferred) defer(run);
   }
 
   // The child asked to be run later: its state is pushed, and the command
@@ -198,7 +197,8 @@ class OneRunCommand {
   // Over: once its release (publish, then branch deletion) is answered.
   void settle(Run& run) {
     supervisor_.when_store_idle(run, [this, &run] {
-      if (!run.release_pending) return end(run.status == RunStatus::succeeded ? 0 : kExitFailure);
+      if (!run.lifecycle.release_pending())
+        return end(run.status() == RunStatus::succeeded ? 0 : kExitFailure);
       log::warn("the run is over but not yet published; run the same command again",
                 {{"run_id", what_.id}});
       end(kExitTryAgain);
@@ -215,9 +215,9 @@ class OneRunCommand {
   void shut_down(int code) {
     if (code != 0) return finish(kExitFailure);
     const Run* run = supervisor_.find(what_.id);
-    const bool over = run && is_final(run->status) && run->status != RunStatus::interrupted &&
-                      !run->release_pending;
-    code = !over ? kExitTryAgain : run->status == RunStatus::succeeded ? 0 : kExitFailure;
+    const bool over = run && is_final(run->status()) && run->status() != RunStatus::interrupted &&
+                      !run->lifecycle.release_pending();
+    code = !over ? kExitTryAgain : run->status() == RunStatus::succeeded ? 0 : kExitFailure;
     if (plan_.lease_released()) return finish(code);
     lease_.give_up(SteadyClock::now() + settings_.store.git_timeout,
                    [this, code] { finish(code); });

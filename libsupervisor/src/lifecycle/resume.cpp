@@ -155,8 +155,8 @@ class ResumeCommand {
     if (adopt_restored(*supervisor_, settings_.children, {std::move(restored)}) == 0)
       return finish(kExitFailure);
     Run& run = *supervisor_->find(name_.run_id);
-    if (run.held) return finish(kExitUsage);
-    if (is_final(run.status)) return finish(kExitFailure);  // out of attempts
+    if (run.lifecycle.held()) return finish(kExitUsage);
+    if (is_final(run.status())) return finish(kExitFailure);  // out of attempts
     supervise(run);
   }
 
@@ -166,7 +166,7 @@ class ResumeCommand {
     plan_.emplace(loop_.io(), *supervisor_, nullptr, settings_.grace_period, settings_.flush_window,
                   [this, &run](int code) { finish(code == 0 ? child_exit_code(run) : code); });
     supervisor_->on_child_exit([this, &run](Run&) {
-      if (run.status == RunStatus::queued) return;  // a crash being retried
+      if (run.status() == RunStatus::queued) return;  // a crash being retried
       supervisor_->when_store_idle(run, [this, &run] { finish(child_exit_code(run)); });
     });
     supervisor_->finish_restore();

@@ -97,13 +97,13 @@ void ShutdownPlan::checkpoint_all() {
   std::vector<Run*> unstarted;
   for (const auto& owned : supervisor_.runs()) {
     Run& run = *owned;
-    if (run.fenced || run.held) continue;
-    if (run.status == RunStatus::interrupted) {
+    if (run.lifecycle.fenced() || run.lifecycle.held()) continue;
+    if (run.status() == RunStatus::interrupted) {
       if (!stream(run)) (run.attempts() > 0 ? started : unstarted).push_back(&run);
       continue;
     }
-    if (!run.release_pending && run.store_ops.empty()) continue;
-    if (run.release_pending && rounds_release(run)) continue;
+    if (!run.lifecycle.release_pending() && run.store_ops.empty()) continue;
+    if (run.lifecycle.release_pending() && rounds_release(run)) continue;
     ++in_flight_;
     supervisor_.when_store_idle(run, [this, &run] { release_then_report(run); });
   }
@@ -122,8 +122,9 @@ void ShutdownPlan::checkpoint_all() {
 // Adds an interrupted run that had started to the stream, once; whether the
 // stream answers for it (a fenced or held run needs no push at all).
 bool ShutdownPlan::stream(Run& run) {
-  if (!stream_ || run.status != RunStatus::interrupted || run.attempts() == 0) return false;
-  if (run.fenced || run.held || !streamed_.insert(run.id).second) return true;
+  if (!stream_ || run.status() != RunStatus::interrupted || run.attempts() == 0) return false;
+  if (run.lifecycle.fenced() || run.lifecycle.held() || !streamed_.insert(run.id).second)
+    return true;
   supervisor_.add_to_stream(stream_, run);
   return true;
 }
@@ -144,7 +145,7 @@ std::optional<SystemClock::time_point> ShutdownPlan::lease_release(
     const std::vector<Run*>& deleting) const {
   if (lease_ == nullptr || !all_landed_ || in_flight_ > 0) return std::nullopt;
   for (const auto& owned : supervisor_.runs())
-    if (owned->release_pending && rounds_release(*owned) &&
+    if (owned->lifecycle.release_pending() && rounds_release(*owned) &&
         std::find(deleting.begin(), deleting.end(), owned.get()) == deleting.end())
       return std::nullopt;
   return lease_->release();
@@ -190,7 +191,7 @@ void ShutdownPlan::on_checkpointed(Run& run, const CheckpointResult& result) {
 // results and index entries, then the deletions), so that a shutdown with
 // ten finished runs is two pushes, not forty.
 bool ShutdownPlan::rounds_release(const Run& run) const {
-  return supervisor_.settings().release_at_ticks && !run.fenced;
+  return supervisor_.settings().release_at_ticks && !run.lifecycle.fenced();
 }
 
 void ShutdownPlan::release_rounds() {
@@ -207,7 +208,7 @@ void ShutdownPlan::release_rounds() {
 std::vector<std::vector<Run*>> ShutdownPlan::release_groups() const {
   std::vector<std::vector<Run*>> groups(1);
   for (const auto& owned : supervisor_.runs()) {
-    if (!owned->release_pending || !rounds_release(*owned)) continue;
+    if (!owned->lifecycle.release_pending() || !rounds_release(*owned)) continue;
     if (owned->checkpoint.refusals > 0)
       groups.push_back({owned.get()});
     else
@@ -234,7 +235,7 @@ void ShutdownPlan::release_round(int round) {
 void ShutdownPlan::push_round(const std::vector<Run*>& runs, int round,
                               const std::shared_ptr<std::size_t>& left) {
   const bool deleting = std::all_of(runs.begin(), runs.end(), [](const Run* run) {
-    return run->release_step == ReleaseStep::deletion && run->checkpoint.refusals == 0;
+    return run->lifecycle.release_step() == ReleaseStep::deletion && run->checkpoint.refusals == 0;
   });
   const auto release =
       deleting && stage_ == Stage::checkpointing ? lease_release(runs) : std::nullopt;
@@ -263,7 +264,7 @@ void ShutdownPlan::rounds_over(const std::vector<std::vector<Run*>>& left) {
     for (Run* run : runs) {
       all_landed_ = false;
       // Only a final state that did not land lives on this disk alone.
-      if (!run->final_landed) keeps_lease_ = true;
+      if (!run->lifecycle.final_landed()) keeps_lease_ = true;
       log::error("the branch of a finished run is not deleted; its final state stays on local disk",
                  {{"run_id", run->id}});
     }
@@ -273,7 +274,7 @@ void ShutdownPlan::rounds_over(const std::vector<std::vector<Run*>>& left) {
 // What a periodic push left of a finished run's release (or a release that
 // failed) is sent at once, all its steps, and awaited.
 void ShutdownPlan::release_then_report(Run& run) {
-  if (!run.release_pending || run.fenced) return on_released(run);
+  if (!run.lifecycle.release_pending() || run.lifecycle.fenced()) return on_released(run);
   supervisor_.release_checkpoint(run);
   supervisor_.when_store_idle(run, [this, &run] { on_released(run); });
 }
@@ -281,9 +282,9 @@ void ShutdownPlan::release_then_report(Run& run) {
 void ShutdownPlan::on_released(Run& run) {
   if (stage_ == Stage::done) return;
   --in_flight_;
-  if (run.release_pending) {
+  if (run.lifecycle.release_pending()) {
     all_landed_ = false;
-    keeps_lease_ = keeps_lease_ || !run.final_landed;
+    keeps_lease_ = keeps_lease_ || !run.lifecycle.final_landed();
     log::error("the branch of a finished run is not deleted; its final state stays on local disk",
                {{"run_id", run.id}});
   }

@@ -70,9 +70,10 @@ ContainedChild RunSupervisor::spawn_attempt(Run& run, const RenderContext& conte
 
 void RunSupervisor::start_attempt(Run& run) {
   const int attempt = run.attempts() + 1;
-  run.status = RunStatus::starting;
-  run.stop_cause = StopCause::none;
-  const RenderContext context{run.id, fs::absolute(run.dir).string(), attempt, run.resume_next};
+  run.on(RunEvent::start);
+  // An attempt after the first continues the run's checkpoint.
+  const bool resume = attempt > 1;
+  const RenderContext context{run.id, fs::absolute(run.dir).string(), attempt, resume};
   run.params.argv = run.child->render(run.params.request, context);
   run.params.cwd = fs::absolute(run.child->cwd()).lexically_normal().string();
   run.params.attempts.push_back({.attempt = attempt,
@@ -94,7 +95,7 @@ void RunSupervisor::start_attempt(Run& run) {
   Fd console = open_console_log(run.dir, header);
   try {
     run.process.emplace(spawn_attempt(run, context, std::move(console)));
-    run.status = RunStatus::running;
+    run.on(RunEvent::spawned);
     reaper_.watch(run.process->shim(),
                   [this, &run](int wait_status) { on_exit(run, wait_status); });
     log::info("attempt started",
@@ -128,7 +129,7 @@ void RunSupervisor::not_started(Run& run, const std::error_code& error) {
 
 void RunSupervisor::on_exit(Run& run, int wait_status) {
   const auto status = decode_wait_status(wait_status);
-  const auto outcome = classify(status, run.stop_cause, run.child->retry_exit_codes());
+  const auto outcome = classify(status, run.lifecycle.stop_cause(), run.child->retry_exit_codes());
   run.stop_timer.cancel();
   // The shim exits as the leader did, once every process of the attempt
   // ended; had it been killed itself (by the OOM killer, or by its child),
@@ -159,12 +160,13 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
     case Outcome::succeeded:
     case Outcome::failed:
     case Outcome::cancelled:
-      finish(run, outcome == Outcome::succeeded ? RunStatus::succeeded
-                  : outcome == Outcome::failed  ? RunStatus::failed
-                                                : RunStatus::cancelled);
+      run.on(outcome == Outcome::succeeded ? RunEvent::succeed
+             : outcome == Outcome::failed  ? RunEvent::fail
+                                           : RunEvent::cancelled);
+      finish(run);
       break;
     case Outcome::interrupted:
-      run.status = RunStatus::interrupted;
+      run.on(RunEvent::interrupt);
       run.finished_at = iso8601_utc(SystemClock::now());
       break;
     case Outcome::crashed:
@@ -191,13 +193,11 @@ void RunSupervisor::settle(Run& run, Outcome outcome) {
 // budget is spent; at shutdown it is interrupted like the others.
 void RunSupervisor::retry(Run& run, Outcome outcome) {
   if (phase_ == Phase::shutting_down) {
-    run.status = RunStatus::interrupted;
+    run.on(RunEvent::interrupt);
   } else if (const auto budget = exhausted_budget(run); !budget) {
-    run.status = RunStatus::queued;
-    run.resume_next = true;
     // A signal nobody here sent (OOM killer, a stray kill): resume at once.
-    if (outcome == Outcome::crashed) queue_.push_front(&run);
-    if (outcome == Outcome::deferred) defer(run);
+    if (outcome == Outcome::crashed && run.on(RunEvent::retry)) queue_.push_front(&run);
+    if (outcome == Outcome::deferred && run.on(RunEvent::defer)) defer(run);
   } else {
     fail_out_of_budget(run, *budget);
   }
@@ -217,7 +217,8 @@ void RunSupervisor::defer(Run& run) {
              {"backoff", format_duration(delay)}});
   run.retry_timer.expires_after(delay);
   run.retry_timer.async_wait([this, &run](const boost::system::error_code& ec) {
-    if (ec || run.status != RunStatus::queued || phase_ != Phase::ready) return;
+    if (ec || run.lifecycle.state() != RunState::deferred || phase_ != Phase::ready) return;
+    run.on(RunEvent::backoff_over);
     queue_.push_back(&run);
     start_queued();
   });
@@ -244,13 +245,14 @@ void RunSupervisor::fail_out_of_budget(Run& run, Budget budget) {
               {"attempts", run.attempts()},
               {"failures", spent.failures},
               {"interruptions", spent.interruptions}});
-  finish(run, RunStatus::failed);
+  run.on(RunEvent::fail);
+  finish(run);
 }
 
-void RunSupervisor::finish(Run& run, RunStatus status) {
-  run.status = status;
+// Records the end its lifecycle reached: when, and the status the run keeps.
+void RunSupervisor::finish(Run& run) {
   run.finished_at = iso8601_utc(SystemClock::now());
-  run.params.final_status = std::string(to_string(status));
+  run.params.final_status = std::string(to_string(run.status()));
 }
 
 }  // namespace inflight

@@ -1,33 +1,28 @@
 #include "inflight/supervisor/runs/run.hpp"
 
-#include "inflight/core/word_table.hpp"
+#include "inflight/core/log.hpp"
 
 namespace inflight {
 
 namespace {
 
-constexpr WordTable<RunStatus, 8> kRunStatusWords{{{RunStatus::queued, "queued"},
-                                                   {RunStatus::starting, "starting"},
-                                                   {RunStatus::running, "running"},
-                                                   {RunStatus::stopping, "stopping"},
-                                                   {RunStatus::succeeded, "succeeded"},
-                                                   {RunStatus::failed, "failed"},
-                                                   {RunStatus::cancelled, "cancelled"},
-                                                   {RunStatus::interrupted, "interrupted"}}};
+template <class Event>
+bool refused(const Run& run, Event event, std::string_view state) {
+  log::error("bug: a run event its state refuses; the run stays as it is",
+             {{"run_id", run.id}, {"state", state}, {"event", to_string(event)}});
+  return false;
+}
 
 }  // namespace
 
-std::string_view to_string(RunStatus status) {
-  return word_of(kRunStatusWords, status);
+bool Run::on(RunEvent event) {
+  const auto from = lifecycle.state();
+  return lifecycle.apply(event) || refused(*this, event, to_string(from));
 }
 
-std::optional<RunStatus> run_status_named(std::string_view word) {
-  return value_of(kRunStatusWords, word);
-}
-
-bool is_final(RunStatus status) {
-  return status == RunStatus::succeeded || status == RunStatus::failed ||
-         status == RunStatus::cancelled || status == RunStatus::interrupted;
+bool Run::on(ReleaseEvent event) {
+  const auto from = lifecycle.release_step();
+  return lifecycle.apply(event) || refused(*this, event, to_string(from));
 }
 
 std::uint64_t Run::record_count() {

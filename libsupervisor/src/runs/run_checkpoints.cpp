@@ -50,7 +50,7 @@ void RunSupervisor::checkpoint(Run& run, checkpoint::CheckpointReason reason,
                                SteadyClock::time_point deadline,
                                std::function<void(const CheckpointResult&)> done) {
   enqueue_store_op(run, [this, &run, reason, deadline, done = std::move(done)] {
-    if (run.fenced) {
+    if (run.lifecycle.fenced()) {
       done(fenced_result());
       return store_op_done(run);
     }
@@ -86,7 +86,7 @@ struct RunSupervisor::StoreBatch {
   // Counts `run` among those the push answers for, in order; its request.
   CheckpointRequest send(Run& run) {
     sending.push_back(&run);
-    finished.push_back(run.release_pending);
+    finished.push_back(run.lifecycle.release_pending());
     auto request = checkpoint_request(run, step.reason);
     records.push_back(request.records);
     return request;
@@ -113,14 +113,14 @@ void RunSupervisor::send_batch(const std::shared_ptr<StoreBatch>& batch) {
   for (Run* run : batch->runs) {
     // A release push whose run was released meanwhile (by a push under way
     // when the shutdown began) has nothing left to send for it.
-    if (step.reason == checkpoint::CheckpointReason::final && !run->release_pending) {
+    if (step.reason == checkpoint::CheckpointReason::final && !run->lifecycle.release_pending()) {
       store_op_done(*run);
       continue;
     }
-    if (run->fenced) {
-      if (!run->release_pending) step.each(*run, fenced_result());
+    if (run->lifecycle.fenced()) {
+      if (!run->lifecycle.release_pending()) step.each(*run, fenced_result());
       store_op_done(*run);
-    } else if (run->release_pending && !saves_final_alone(*run)) {
+    } else if (run->lifecycle.release_pending() && !saves_final_alone(*run)) {
       add_release_step(*batch, request, *run);
     } else {
       request.runs.push_back(batch->send(*run));
@@ -144,7 +144,7 @@ void RunSupervisor::answer_batch(const std::shared_ptr<StoreBatch>& batch,
     // pushes of their own until one of them lands.
     if (batch->finished[i] && result.runs[i]) {
       run.checkpoint.refusals = refusals;
-      run.final_landed = true;
+      run.on(ReleaseEvent::final_saved);
     }
     batch->step.each(run, result.runs[i]);
     store_op_done(run);
@@ -162,12 +162,12 @@ void RunSupervisor::answer_batch(const std::shared_ptr<StoreBatch>& batch,
 // would decline the final state with them, and the next start would run the
 // run again from an older checkpoint.
 bool RunSupervisor::saves_final_alone(const Run& run) {
-  return run.checkpoint.refusals > 0 && run.release_step == ReleaseStep::final_state &&
-         !run.final_landed;
+  return run.checkpoint.refusals > 0 && run.lifecycle.release_step() == ReleaseStep::final_state &&
+         !run.lifecycle.final_landed();
 }
 
 void RunSupervisor::add_release_step(StoreBatch& batch, SaveAllRequest& request, Run& run) {
-  switch (run.release_step) {
+  switch (run.lifecycle.release_step()) {
     case ReleaseStep::final_state:
       batch.finals.push_back(&run);
       request.finals.push_back(checkpoint_request(run, checkpoint::CheckpointReason::final));
@@ -180,6 +180,10 @@ void RunSupervisor::add_release_step(StoreBatch& batch, SaveAllRequest& request,
       batch.deletions.push_back(&run);
       request.deletions.push_back(checkpoint_request(run, checkpoint::CheckpointReason::final));
       break;
+    case ReleaseStep::none:
+    case ReleaseStep::done:
+    case ReleaseStep::lost:
+      break;  // not pending: never sent
   }
 }
 
@@ -189,7 +193,8 @@ void RunSupervisor::add_release_step(StoreBatch& batch, SaveAllRequest& request,
 // unless another instance owns the run. `index`: the push's index commit.
 void RunSupervisor::release_step_done(Run& run, const CheckpointResult& result,
                                       const std::optional<CheckpointResult>& index) {
-  if (run.release_step == ReleaseStep::deletion || result.failed_with(Failure::rejected))
+  const auto step = run.lifecycle.release_step();
+  if (step == ReleaseStep::deletion || result.failed_with(Failure::rejected))
     return released(run, result);
   if (!result) {
     disk_health_.report(result);
@@ -198,9 +203,9 @@ void RunSupervisor::release_step_done(Run& run, const CheckpointResult& result,
               {{"run_id", run.id}, {"error", result.error().message}});
     return store_op_done(run);
   }
-  if (run.release_step == ReleaseStep::final_state) {
+  if (step == ReleaseStep::final_state) {
     run.final_commit = result->commit;
-    run.final_landed = result->commit.has_value();  // none: over the limits, not pushed
+    run.lifecycle.set_final_landed(result->commit.has_value());  // none: over the limits
   }
   const bool indexed = !settings_.publish || !run.final_commit || (index && *index);
   run.checkpoint.refusals = 0;
@@ -209,7 +214,7 @@ void RunSupervisor::release_step_done(Run& run, const CheckpointResult& result,
     log::warn("a finished run's index entry did not land; tried again next interval",
               {{"run_id", run.id}, {"error", index->error().message}});
   }
-  run.release_step = indexed ? ReleaseStep::deletion : ReleaseStep::index;
+  run.on(indexed ? ReleaseEvent::indexed : ReleaseEvent::landed);
   last_landed_ = SystemClock::now();
   store_op_done(run);
   if (indexed) bring_tick_forward();
@@ -225,7 +230,7 @@ void RunSupervisor::add_to_stream(const CheckpointStream& batch, Run& run) {
   ++batch->waiting;
   enqueue_store_op(run, [this, batch, &run] {
     --batch->waiting;
-    if (run.fenced) {
+    if (run.lifecycle.fenced()) {
       batch->step.each(run, fenced_result());
       store_op_done(run);
     } else {
@@ -269,14 +274,13 @@ void RunSupervisor::when_store_idle(Run& run, std::function<void()> done) {
 // release_at_ticks, its steps ride the periodic pushes instead, and a
 // shutdown's release rounds send what is left (ShutdownPlan).
 void RunSupervisor::release_checkpoint(Run& run) {
-  if (!run.release_pending) run.release_step = ReleaseStep::final_state;
-  run.release_pending = true;
+  run.on(ReleaseEvent::begin);
   if (settings_.release_at_ticks) {
     if (phase_ != Phase::shutting_down) bring_tick_forward();
     return;
   }
   enqueue_store_op(run, [this, &run] {
-    if (run.fenced || !run.release_pending) return store_op_done(run);
+    if (run.lifecycle.fenced() || !run.lifecycle.release_pending()) return store_op_done(run);
     releases_waiting_.push_back(&run);
     if (!release_sent_) send_releases();
   });
@@ -300,15 +304,14 @@ void RunSupervisor::send_releases() {
 
 void RunSupervisor::released(Run& run, const CheckpointResult& result) {
   disk_health_.report(result);
-  const bool fenced = result.failed_with(Failure::rejected);
-  if (fenced) fence(run, result.error());
-  run.release_pending = !result && !fenced;
+  if (result.failed_with(Failure::rejected)) fence(run, result.error());
+  if (result) run.on(ReleaseEvent::released);
   results_published_ += result && settings_.publish;
   if (result) last_landed_ = SystemClock::now();
   if (result.failed_with(Failure::refused)) back_off(run.checkpoint);
   if (result)
     log::info("checkpoint branch deleted", {{"run_id", run.id}});
-  else if (run.release_pending)
+  else if (run.lifecycle.release_pending())
     log::warn("checkpoint branch of a finished run not deleted; will retry",
               {{"run_id", run.id}, {"error", result.error().message}});
   store_op_done(run);
@@ -393,13 +396,14 @@ void RunSupervisor::log_left_out(Run& run, const checkpoint::LeftOut& left_out) 
 // finished run it may also be a result another pod published first (the
 // same run id finished twice): its branch is kept for an operator.
 void RunSupervisor::fence(Run& run, const Error& error) {
-  if (run.fenced) return;
-  run.fenced = true;
+  if (run.lifecycle.fenced()) return;
   ++run_events_.fenced;
-  if (is_final(run.status)) run.release_pending = false;  // nothing of it is ours to release
+  // A run that is over keeps its state; nothing of it is ours to release.
+  const bool over = run.lifecycle.over();
+  if (over) run.on(ReleaseEvent::lost);
   const nlohmann::json fields{
       {"run_id", run.id}, {"branch", run.checkpoint.branch}, {"error", error.message}};
-  if (is_final(run.status))
+  if (over)
     log::error(
         "the release of a finished run lost to another instance; its branch is kept for an "
         "operator",
@@ -413,23 +417,22 @@ void RunSupervisor::fence(Run& run, const Error& error) {
   // even once the owner finished the run and deleted its branch. A running
   // child's exit writes the mark with its attempt's end.
   run.params.handed_over =
-      is_final(run.status)
-          ? "release lost at " + iso8601_utc(SystemClock::now()) + ": " + error.message
-          : "fenced at " + iso8601_utc(SystemClock::now()) +
-                ": another instance's push replaced this pod's";
+      over ? "release lost at " + iso8601_utc(SystemClock::now()) + ": " + error.message
+           : "fenced at " + iso8601_utc(SystemClock::now()) +
+                 ": another instance's push replaced this pod's";
   if (!run.process) {
-    if (!is_final(run.status)) run.status = RunStatus::interrupted;
+    if (!over) run.on(RunEvent::fence);
     return write_params(run);
   }
-  stop_child(run, StopCause::shutdown);
+  stop_child(run, RunEvent::fence);
 }
 
 void RunSupervisor::start_periodic_checkpoints(Duration interval, PodLease* lease) {
   if (interval <= Duration::zero()) return;
   periodic_interval_ = interval;
   periodic_lease_ = lease;
-  const bool releasing =
-      std::any_of(runs_.begin(), runs_.end(), [](const auto& run) { return run->release_pending; });
+  const bool releasing = std::any_of(
+      runs_.begin(), runs_.end(), [](const auto& run) { return run->lifecycle.release_pending(); });
   schedule_tick(releasing ? std::min(interval, kReleaseWindow) : interval);
 }
 
@@ -464,23 +467,24 @@ void RunSupervisor::periodic_tick(PodLease* lease) {
   auto signatures = std::make_shared<std::map<const Run*, std::uint64_t>>();
   for (auto& owned : runs_) {
     Run& run = *owned;
-    if (run.fenced || !run.store_ops.empty()) continue;
+    if (run.lifecycle.fenced() || !run.store_ops.empty()) continue;
     if (run.checkpoint.ticks_to_skip > 0) {
       --run.checkpoint.ticks_to_skip;
       continue;
     }
-    if (run.release_pending && settings_.release_at_ticks) {
+    if (run.lifecycle.release_pending() && settings_.release_at_ticks) {
       // Its next release step rides this push; once the server's rules
       // refused one (a hook that declines results declines the whole push,
       // the lease and other runs' checkpoints with it), in a push of its own.
       (run.checkpoint.refusals > 0 ? refused : changed).push_back(&run);
       continue;
     }
-    if (run.release_pending) release_checkpoint(run);
+    if (run.lifecycle.release_pending()) release_checkpoint(run);
     // A queued run gets one checkpoint too: accepted with a 202, it must
     // survive the loss of this pod before it ever starts.
-    const bool never_saved_queued = run.status == RunStatus::queued && !run.checkpoint.last_commit;
-    if (run.status != RunStatus::running && !never_saved_queued) continue;
+    const bool never_saved_queued =
+        run.status() == RunStatus::queued && !run.checkpoint.last_commit;
+    if (run.status() != RunStatus::running && !never_saved_queued) continue;
     const auto signature = checkpoint::stat_signature(run.dir);
     if (signature == run.saved_signature) continue;
     if (!run.checkpoint.unsaved_since) run.checkpoint.unsaved_since = SteadyClock::now();

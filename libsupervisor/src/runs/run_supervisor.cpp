@@ -29,9 +29,10 @@ Run* RunSupervisor::find(const std::string& id) {
   return nullptr;
 }
 
-Run& RunSupervisor::add_run(std::string id, checkpoint::RunParams params) {
+Run& RunSupervisor::add_run(std::string id, checkpoint::RunParams params, RunState initial) {
   auto dir = settings_.runs_dir / id;
-  runs_.push_back(std::make_unique<Run>(std::move(id), std::move(dir), std::move(params), io_));
+  runs_.push_back(
+      std::make_unique<Run>(std::move(id), std::move(dir), std::move(params), io_, initial));
   return *runs_.back();
 }
 
@@ -130,8 +131,7 @@ std::optional<SubmitResult> RunSupervisor::published_answer(const std::string& i
                                .started_at = a.started,
                                .ended_at = a.ended,
                                .outcome = a.outcome});
-  Run& run = add_run(id, std::move(params));
-  run.status = run_status_named(entry.final_status).value_or(RunStatus::failed);
+  Run& run = add_run(id, std::move(params), final_state_named(entry.final_status));
   run.finished_at = entry.finished_at;
   log::info("submit of a published run: nothing started", {{"run_id", id}});
   return SubmitResult{200, &run, "", ""};
@@ -203,24 +203,25 @@ checkpoint::RunParams RunSupervisor::first_params(const std::string& id, Ordered
 }
 
 void RunSupervisor::stop(Run& run) {
-  if (run.status == RunStatus::queued) {
+  const auto state = run.lifecycle.state();
+  if (state == RunState::queued || state == RunState::deferred) {
     std::erase(queue_, &run);
     run.retry_timer.cancel();
-    finish(run, RunStatus::cancelled);
+    run.on(RunEvent::stop);
+    finish(run);
     write_params(run);
     release_checkpoint(run);  // a restored run has a branch
     return;
   }
-  if (!run.process || run.stop_cause != StopCause::none) return;
-  stop_child(run, StopCause::cancel);
+  if (!run.process || run.lifecycle.stop_cause() != StopCause::none) return;
+  stop_child(run, RunEvent::stop);
   log::info("run stopping", {{"run_id", run.id}});
 }
 
 // The template's stop signal to the group now; every process of the attempt
 // ends if the attempt is still there after the grace.
-void RunSupervisor::stop_child(Run& run, StopCause cause) {
-  run.stop_cause = cause;
-  run.status = RunStatus::stopping;
+void RunSupervisor::stop_child(Run& run, RunEvent stop) {
+  run.on(stop);
   run.process->signal(run.child->stop_signal());
   run.stop_timer.expires_after(settings_.stop_grace);
   run.stop_timer.async_wait([&run](const boost::system::error_code& ec) {
@@ -241,7 +242,6 @@ void RunSupervisor::write_params(Run& run, checkpoint::Durability durability) {
 void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::string branch,
                           const std::string& claim) {
   std::string id = params.run_id;
-  const bool started_before = !params.attempts.empty();
   Run& run = add_run(std::move(id), std::move(params));
   run.dir = std::move(dir);
   run.checkpoint.branch =
@@ -259,12 +259,11 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
     if (settings_.publish) release_checkpoint(run);
     return;
   }
-  run.resume_next = started_before;
   ++run_events_.restored;
   log::info("run restored", {{"run_id", run.id}, {"attempts", run.attempts()}});
   // Restored after a shutdown signal: claimed, so pushed back before exit.
   if (phase_ == Phase::shutting_down) {
-    run.status = RunStatus::interrupted;
+    run.on(RunEvent::shut_down);
     return;
   }
   queue_.push_back(&run);
@@ -306,8 +305,8 @@ void RunSupervisor::show_finished(checkpoint::RunParams params, bool store_answe
   if (store_answered && expired(finished_time(params), settings_.keep_finished))
     return remove_finished_dir(params.run_id, settings_.runs_dir / params.run_id);
   std::string id = params.run_id;
-  Run& run = add_run(std::move(id), std::move(params));
-  run.status = run_status_named(*run.params.final_status).value_or(RunStatus::failed);
+  const auto state = final_state_named(*params.final_status);
+  Run& run = add_run(std::move(id), std::move(params), state);
   run.finished_at =
       run.params.attempts.empty() ? std::nullopt : run.params.attempts.back().ended_at;
   run.exit_code = run.params.attempts.empty() ? std::nullopt : run.params.attempts.back().exit_code;
@@ -318,8 +317,8 @@ void RunSupervisor::show_finished(checkpoint::RunParams params, bool store_answe
 void RunSupervisor::remove_expired_runs() {
   std::erase_if(runs_, [this](const std::unique_ptr<Run>& owned) {
     Run& run = *owned;
-    if (!run.params.final_status || run.release_pending || !run.store_ops.empty() || run.process ||
-        !expired(finished_time(run.params), settings_.keep_finished))
+    if (!run.params.final_status || run.lifecycle.release_pending() || !run.store_ops.empty() ||
+        run.process || !expired(finished_time(run.params), settings_.keep_finished))
       return false;
     remove_finished_dir(run.id, run.dir);
     return true;
@@ -327,8 +326,8 @@ void RunSupervisor::remove_expired_runs() {
 }
 
 void RunSupervisor::mark_held(Run& run, const std::string& reason) {
-  run.held = reason;
-  run.status = RunStatus::interrupted;
+  run.held_reason = reason;
+  run.on(RunEvent::hold);
   log::error("run not started here; its checkpoint is kept",
              {{"run_id", run.id}, {"branch", run.checkpoint.branch}, {"reason", reason}});
 }
@@ -352,7 +351,7 @@ void RunSupervisor::start_queued() {
     } catch (const std::exception& e) {
       log::error("attempt not started; the run stays interrupted",
                  {{"run_id", run->id}, {"error", e.what()}});
-      run->status = RunStatus::interrupted;
+      run->on(RunEvent::interrupt);
     }
   }
 }
@@ -368,17 +367,14 @@ void RunSupervisor::begin_shutdown() {
   disk_health_.stop();
   // Queued runs, and deferred ones waiting for their backoff, stay unstarted.
   for (auto& run : runs_) {
-    if (run->status != RunStatus::queued) continue;
-    run->status = RunStatus::interrupted;
+    if (run->status() != RunStatus::queued) continue;
+    run->on(RunEvent::shut_down);
     run->retry_timer.cancel();
   }
   queue_.clear();
   for (auto& run : runs_) {
     if (!run->process) continue;
-    if (run->stop_cause == StopCause::none) {
-      run->stop_cause = StopCause::shutdown;
-      run->status = RunStatus::stopping;
-    }
+    run->on(RunEvent::shut_down);
     run->process->signal(run->child->stop_signal());
   }
 }

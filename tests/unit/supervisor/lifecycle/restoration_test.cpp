@@ -87,7 +87,7 @@ TEST_F(RestorationTest, ClaimedRunsResumeWithTheirNextAttempt) {
   start();
   ASSERT_TRUE(wait_for([&] {
     const inflight::Run* run = supervisor().find("r-claimed");
-    return run && run->status == RunStatus::running;
+    return run && run->status() == RunStatus::running;
   }));
 
   const inflight::Run& run = *supervisor().find("r-claimed");
@@ -121,7 +121,7 @@ TEST_F(RestorationTest, ARunInterruptedMoreOftenThanMaxAttemptsResumes) {
   start();
   ASSERT_TRUE(wait_for([&] {
     const inflight::Run* run = supervisor().find("r-rolled");
-    return run && run->status == RunStatus::running;
+    return run && run->status() == RunStatus::running;
   }));
   const auto spent = checkpoint::spent_budgets(supervisor().find("r-rolled")->params);
   EXPECT_EQ(spent.interruptions, 5);
@@ -153,7 +153,7 @@ TEST_F(RestorationTest, ARunAtMaxInterruptionsOrMaxAttemptsIsFailedNotStarted) {
   for (const char* id : {"r-rolled", "r-crashed"}) {
     const inflight::Run* run = supervisor().find(id);
     ASSERT_NE(run, nullptr) << id;
-    EXPECT_EQ(run->status, RunStatus::failed) << id;
+    EXPECT_EQ(run->status(), RunStatus::failed) << id;
     EXPECT_EQ(run->params.final_status, "failed") << id;
   }
   const auto& spent = supervisor().run_events().out_of_budget;
@@ -171,8 +171,9 @@ TEST_F(RestorationTest, HeldRunsAreListedAndNeverStarted) {
 
   const inflight::Run* run = supervisor().find("r-held");
   ASSERT_NE(run, nullptr);
-  EXPECT_EQ(run->held, "no child template named 'promptfoo'");
-  EXPECT_EQ(run->status, RunStatus::interrupted);
+  EXPECT_TRUE(run->lifecycle.held());
+  EXPECT_EQ(run->held_reason, "no child template named 'promptfoo'");
+  EXPECT_EQ(run->status(), RunStatus::interrupted);
   EXPECT_EQ(run->checkpoint.branch, "inflight/pod-b/r-held");
   EXPECT_EQ(supervisor().live_children(), 0);
 }

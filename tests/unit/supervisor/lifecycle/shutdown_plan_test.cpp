@@ -58,13 +58,13 @@ TEST_F(ShutdownPlanTest, ASignalTermsEveryChildAndPushesEachRunWithTheLease) {
   ASSERT_TRUE(wait_for([&] { return started(a) && started(b); }));
 
   make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
-  EXPECT_EQ(a.status, RunStatus::stopping);
-  EXPECT_EQ(b.status, RunStatus::stopping);
+  EXPECT_EQ(a.status(), RunStatus::stopping);
+  EXPECT_EQ(b.status(), RunStatus::stopping);
   ASSERT_TRUE(wait_for_exit());
 
   EXPECT_EQ(exit_code, 0);
   for (const inflight::Run* run : {&a, &b}) {
-    EXPECT_EQ(run->status, RunStatus::interrupted);
+    EXPECT_EQ(run->status(), RunStatus::interrupted);
     EXPECT_EQ(run->params.attempts.back().signal, SIGTERM);
     EXPECT_EQ(run->params.attempts.back().outcome, "interrupted");
   }
@@ -79,7 +79,7 @@ TEST_F(ShutdownPlanTest, ASignalTermsEveryChildAndPushesEachRunWithTheLease) {
 TEST_F(ShutdownPlanTest, StartedRunsArePushedFirstAndTheLastPushReleasesTheLease) {
   const auto [running, queued] = running_and_queued();
   make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
-  EXPECT_EQ(queued->status, RunStatus::interrupted);  // never started now
+  EXPECT_EQ(queued->status(), RunStatus::interrupted);  // never started now
   ASSERT_TRUE(wait_for_exit());
 
   EXPECT_EQ(exit_code, 0);
@@ -140,7 +140,7 @@ TEST_F(ShutdownPlanTest, TheFlushWindowsEndKillsWhatIsLeft) {
 
   EXPECT_EQ(exit_code, 0);
   EXPECT_EQ(run.params.attempts.back().signal, SIGKILL);
-  EXPECT_EQ(run.status, RunStatus::interrupted);
+  EXPECT_EQ(run.status(), RunStatus::interrupted);
 }
 
 // The push's connection opens at the signal, and each run goes to it as its
@@ -156,7 +156,7 @@ TEST_F(ShutdownPlanTest, EachRunGoesToTheOpenPushAsItsChildExits) {
   plan.on_signal(SIGTERM);
   EXPECT_EQ(store.streams_opened(), 1);
   ASSERT_TRUE(wait_for([&] { return store.streamed() == std::vector<std::string>{quick.id}; }));
-  EXPECT_EQ(slow.status, RunStatus::stopping);
+  EXPECT_EQ(slow.status(), RunStatus::stopping);
   EXPECT_TRUE(store.batches().empty());
 
   plan.on_signal(SIGTERM);  // ends the flush: the stubborn child is killed
@@ -202,7 +202,7 @@ TEST_F(ShutdownPlanTest, AFinishedRunsBranchDeletionIsTriedAgainAndAwaited) {
   ASSERT_TRUE(wait_for_exit());
   EXPECT_EQ(exit_code, 0);
   EXPECT_EQ(store.releases().size(), 2u);
-  EXPECT_FALSE(run.release_pending);
+  EXPECT_FALSE(run.lifecycle.release_pending());
   EXPECT_FALSE(plan->lease_released());  // not with a deletion under way: serve gives it up
 }
 
@@ -215,7 +215,7 @@ TEST_F(ShutdownPlanTest, AFinishedRunsBranchThatSurvivesExitsOne) {
   make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
   ASSERT_TRUE(wait_for_exit());
   EXPECT_EQ(exit_code, 1);
-  EXPECT_TRUE(run.release_pending);
+  EXPECT_TRUE(run.lifecycle.release_pending());
 }
 
 // serve: the release steps a finished run has left go at once, every run in
@@ -225,7 +225,7 @@ TEST_F(ShutdownPlanTest, FinishedRunsReleaseInTwoPushesTheLastTakingTheLease) {
   serve_supervisor(true);
   inflight::Run& first = submit(OrderedJson::object());
   inflight::Run& second = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(first.status) && is_final(second.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(first.status()) && is_final(second.status()); }));
 
   make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
   ASSERT_TRUE(wait_for_exit());
@@ -246,7 +246,7 @@ TEST_F(ShutdownPlanTest, FinishedRunsReleaseInTwoPushesTheLastTakingTheLease) {
 TEST_F(ShutdownPlanTest, ARunCancelledDuringTheFlushIsReleasedBeforeTheExit) {
   serve_supervisor(true);
   inflight::Run& done = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(done.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(done.status()); }));
   inflight::Run& cancelled = submit(kStubborn);
   inflight::Run& flushing = submit(kSleeper);
   ASSERT_TRUE(wait_for([&] { return started(cancelled) && started(flushing); }));
@@ -255,9 +255,9 @@ TEST_F(ShutdownPlanTest, ARunCancelledDuringTheFlushIsReleasedBeforeTheExit) {
   make_plan(seconds(60), milliseconds(300)).on_signal(SIGTERM);
   ASSERT_TRUE(wait_for_exit());
   EXPECT_EQ(exit_code, 0);
-  EXPECT_EQ(cancelled.status, RunStatus::cancelled);
-  EXPECT_FALSE(cancelled.release_pending);
-  EXPECT_FALSE(done.release_pending);
+  EXPECT_EQ(cancelled.status(), RunStatus::cancelled);
+  EXPECT_FALSE(cancelled.lifecycle.release_pending());
+  EXPECT_FALSE(done.lifecycle.release_pending());
   const auto& steps = store.release_steps();
   EXPECT_NE(std::find(steps.begin(), steps.end(), "delete " + cancelled.id), steps.end());
   EXPECT_TRUE(store.releases().empty());
@@ -271,11 +271,11 @@ TEST_F(ShutdownPlanTest, ARunCancelledDuringTheFlushIsReleasedBeforeTheExit) {
 TEST_F(ShutdownPlanTest, ARefusedReleaseGoesInPushesOfItsOwnAtShutdown) {
   serve_supervisor(true);
   inflight::Run& refused = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(refused.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(refused.status()); }));
   refused.checkpoint.refusals = 1;  // a periodic push saw its result refused
   inflight::Run& also_refused = submit(OrderedJson::object());
   inflight::Run& other = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(also_refused.status) && is_final(other.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(also_refused.status()) && is_final(other.status()); }));
   also_refused.checkpoint.refusals = 1;
 
   make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
@@ -301,8 +301,8 @@ TEST_F(ShutdownPlanTest, ARefusedReleaseGoesInPushesOfItsOwnAtShutdown) {
   auto expected = std::vector<std::string>{refused.id, also_refused.id};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(saved_alone, expected);  // their final states alone first
-  EXPECT_FALSE(refused.release_pending);
-  EXPECT_FALSE(other.release_pending);
+  EXPECT_FALSE(refused.lifecycle.release_pending());
+  EXPECT_FALSE(other.lifecycle.release_pending());
 }
 
 // A restore under way at the signal holds the rounds back too; they go
@@ -310,7 +310,7 @@ TEST_F(ShutdownPlanTest, ARefusedReleaseGoesInPushesOfItsOwnAtShutdown) {
 TEST_F(ShutdownPlanTest, FinishedRunsAreReleasedAfterARestoreUnderWay) {
   serve_supervisor(true);
   inflight::Run& run = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status()); }));
   auto& plan = make_plan(seconds(60), seconds(30));
   plan.restore_started();
   plan.on_signal(SIGTERM);
@@ -319,7 +319,7 @@ TEST_F(ShutdownPlanTest, FinishedRunsAreReleasedAfterARestoreUnderWay) {
   plan.restore_finished();
   ASSERT_TRUE(wait_for_exit());
   EXPECT_EQ(exit_code, 0);
-  EXPECT_FALSE(run.release_pending);
+  EXPECT_FALSE(run.lifecycle.release_pending());
   EXPECT_EQ(store.release_steps(),
             (std::vector<std::string>{"final " + run.id, "delete " + run.id}));
 }
@@ -329,14 +329,14 @@ TEST_F(ShutdownPlanTest, FinishedRunsAreReleasedAfterARestoreUnderWay) {
 TEST_F(ShutdownPlanTest, ABranchWhoseDeletionFailedExitsOneAndGivesTheLeaseUp) {
   serve_supervisor(false);
   inflight::Run& run = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status()); }));
   store.answer_next(Step::release, Answer::land);  // the final state
   store.answer(Step::release, Answer::fail);       // every deletion
 
   make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
   ASSERT_TRUE(wait_for_exit());
   EXPECT_EQ(exit_code, 1);
-  EXPECT_TRUE(run.release_pending);
+  EXPECT_TRUE(run.lifecycle.release_pending());
   EXPECT_FALSE(plan->keeps_lease());
 }
 
@@ -344,13 +344,13 @@ TEST_F(ShutdownPlanTest, ABranchWhoseDeletionFailedExitsOneAndGivesTheLeaseUp) {
 TEST_F(ShutdownPlanTest, AFinalStateThatDidNotLandKeepsTheLease) {
   serve_supervisor(false);
   inflight::Run& run = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status()); }));
   store.answer(Step::release, Answer::fail);
 
   make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);
   ASSERT_TRUE(wait_for_exit());
   EXPECT_EQ(exit_code, 1);
-  EXPECT_EQ(run.release_step, ReleaseStep::final_state);
+  EXPECT_EQ(run.lifecycle.release_step(), ReleaseStep::final_state);
   EXPECT_TRUE(plan->keeps_lease());
   EXPECT_FALSE(plan->lease_released());
 }

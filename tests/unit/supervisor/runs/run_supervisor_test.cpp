@@ -44,18 +44,18 @@ TEST_F(RunSupervisorTest, RunsWaitForRestoreAndQueueBeyondMaxConcurrent) {
   limits.max_concurrent = 1;
   auto& supervisor = make_supervisor(limits);
   inflight::Run& first = submit(kSleeper);
-  EXPECT_EQ(first.status, RunStatus::queued);  // restore is not over yet
+  EXPECT_EQ(first.status(), RunStatus::queued);  // restore is not over yet
   EXPECT_EQ(supervisor.live_children(), 0);
 
   supervisor.finish_restore();
-  EXPECT_EQ(first.status, RunStatus::running);
+  EXPECT_EQ(first.status(), RunStatus::running);
   inflight::Run& second = submit(kSleeper);
-  EXPECT_EQ(second.status, RunStatus::queued);
+  EXPECT_EQ(second.status(), RunStatus::queued);
   EXPECT_EQ(supervisor.live_children(), 1);
 
   supervisor.stop(first);
-  ASSERT_TRUE(wait_for([&] { return second.status == RunStatus::running; }));
-  EXPECT_EQ(first.status, RunStatus::cancelled);
+  ASSERT_TRUE(wait_for([&] { return second.status() == RunStatus::running; }));
+  EXPECT_EQ(first.status(), RunStatus::cancelled);
   EXPECT_EQ(supervisor.live_children(), 1);
 }
 
@@ -64,10 +64,10 @@ TEST_F(RunSupervisorTest, AFinishedAttemptReleasesTheRunAfterWritingItsFinalStat
   inflight::Run& ok = submit(OrderedJson::object());
   inflight::Run& bad = submit({{"code", 3}});
   ASSERT_TRUE(wait_for(
-      [&] { return store.releases().size() == 2 && !ok.release_pending && !bad.release_pending; }));
+      [&] { return store.releases().size() == 2 && !ok.lifecycle.release_pending() && !bad.lifecycle.release_pending(); }));
 
-  EXPECT_EQ(ok.status, RunStatus::succeeded);
-  EXPECT_EQ(bad.status, RunStatus::failed);
+  EXPECT_EQ(ok.status(), RunStatus::succeeded);
+  EXPECT_EQ(bad.status(), RunStatus::failed);
   EXPECT_EQ(bad.params.attempts.back().exit_code, 3);
   std::set<std::string> released;
   for (const auto& release : store.releases()) {
@@ -91,12 +91,12 @@ TEST_F(RunSupervisorTest, RunsThatFinishDuringAReleaseShareTheNextOne) {
   ASSERT_TRUE(wait_for([&] { return store.stalled() == 1; }));
   inflight::Run& second = submit(OrderedJson::object());
   inflight::Run& third = submit({{"code", 3}});
-  ASSERT_TRUE(wait_for([&] { return is_final(second.status) && is_final(third.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(second.status()) && is_final(third.status()); }));
   EXPECT_EQ(store.release_batches(), std::vector<std::size_t>{1});
 
   store.finish_stalled(Answer::land);
   ASSERT_TRUE(wait_for(
-      [&] { return !first.release_pending && !second.release_pending && !third.release_pending; }));
+      [&] { return !first.lifecycle.release_pending() && !second.lifecycle.release_pending() && !third.lifecycle.release_pending(); }));
   EXPECT_EQ(store.release_batches(), (std::vector<std::size_t>{1, 2}));
 }
 
@@ -105,10 +105,11 @@ TEST_F(RunSupervisorTest, AReleaseThatFailedIsTriedAgainByThePeriodicTick) {
   ready_supervisor();
   inflight::Run& run = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return store.releases().size() == 1 && run.store_ops.empty(); }));
-  EXPECT_TRUE(run.release_pending);
+  EXPECT_TRUE(run.lifecycle.release_pending());
 
   supervisor().start_periodic_checkpoints(milliseconds(10));
-  ASSERT_TRUE(wait_for([&] { return store.releases().size() == 2 && !run.release_pending; }));
+  ASSERT_TRUE(
+      wait_for([&] { return store.releases().size() == 2 && !run.lifecycle.release_pending(); }));
   EXPECT_EQ(store.releases()[1].reason, checkpoint::CheckpointReason::final);
   EXPECT_TRUE(store.saved_runs(checkpoint::CheckpointReason::periodic)
                   .empty());  // a finished run is not checkpointed
@@ -121,12 +122,12 @@ TEST_F(RunSupervisorTest, ReleaseStepsRideThePeriodicPushesOneStepEach) {
   serve_supervisor(true);
   inflight::Run& first = submit(OrderedJson::object());
   inflight::Run& second = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(first.status) && is_final(second.status); }));
-  EXPECT_TRUE(first.release_pending);
+  ASSERT_TRUE(wait_for([&] { return is_final(first.status()) && is_final(second.status()); }));
+  EXPECT_TRUE(first.lifecycle.release_pending());
   EXPECT_TRUE(store.releases().empty());
 
   supervisor().start_periodic_checkpoints(milliseconds(10));
-  ASSERT_TRUE(wait_for([&] { return !first.release_pending && !second.release_pending; }));
+  ASSERT_TRUE(wait_for([&] { return !first.lifecycle.release_pending() && !second.lifecycle.release_pending(); }));
   EXPECT_EQ(store.release_steps(),
             (std::vector<std::string>{"final " + first.id, "final " + second.id,
                                       "delete " + first.id, "delete " + second.id}));
@@ -141,10 +142,10 @@ TEST_F(RunSupervisorTest, AnIndexEntryThatDidNotLandIsTriedAgainBeforeTheDeletio
   store.answer_next(Step::release, Answer::land);  // the final state and result
   store.answer_next(Step::release, Answer::fail);  // the index entry
   inflight::Run& run = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status()); }));
 
   supervisor().start_periodic_checkpoints(milliseconds(10));
-  ASSERT_TRUE(wait_for([&] { return !run.release_pending; }));
+  ASSERT_TRUE(wait_for([&] { return !run.lifecycle.release_pending(); }));
   EXPECT_EQ(store.release_steps(),
             (std::vector<std::string>{"final " + run.id, "index 1", "delete " + run.id}));
   ASSERT_EQ(store.batches().size(), 3u);
@@ -155,13 +156,13 @@ TEST_F(RunSupervisorTest, AReleaseStepThatFailedIsTakenAgainByTheNextPush) {
   serve_supervisor(true);
   store.answer_next(Step::release, Answer::fail);
   inflight::Run& run = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status()); }));
 
   supervisor().start_periodic_checkpoints(milliseconds(10));
-  ASSERT_TRUE(wait_for([&] { return !run.release_pending; }));
+  ASSERT_TRUE(wait_for([&] { return !run.lifecycle.release_pending(); }));
   EXPECT_EQ(store.release_steps(),
             (std::vector<std::string>{"final " + run.id, "final " + run.id, "delete " + run.id}));
-  EXPECT_FALSE(run.fenced);
+  EXPECT_FALSE(run.lifecycle.fenced());
 }
 
 // With an interval longer than kReleaseWindow, a run's end brings the next
@@ -174,11 +175,11 @@ TEST_F(RunSupervisorTest, AReleaseStepThatFailedIsTakenAgainByTheNextPush) {
 TEST_F(RunSupervisorTest, ARunWhoseReleaseStepWasRefusedIsReleasedInPushesOfItsOwn) {
   serve_supervisor(true);
   inflight::Run& run = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status()); }));
   store.answer_next(Step::release, Answer::refused);  // its final state with the result
 
   supervisor().start_periodic_checkpoints(milliseconds(10), &lease);
-  ASSERT_TRUE(wait_for([&] { return !run.release_pending; }));
+  ASSERT_TRUE(wait_for([&] { return !run.lifecycle.release_pending(); }));
   const auto& batches = store.batches();
   EXPECT_EQ(batches[0].finals.size(), 1u);
   const auto alone = std::find_if(batches.begin() + 1, batches.end(),
@@ -213,11 +214,11 @@ TEST_F(RunSupervisorTest, APeriodicSaveAnsweredAfterTheRunEndedIsNotItsFinalStat
   supervisor().start_periodic_checkpoints(milliseconds(10), &lease);
   ASSERT_TRUE(wait_for([&] { return store.stalled() == 1; }));
   supervisor().stop(run);
-  ASSERT_TRUE(wait_for([&] { return is_final(run.status) && run.release_pending; }));
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status()) && run.lifecycle.release_pending(); }));
 
   store.answer_next(Step::release, Answer::refused);  // its final state with the result
   store.finish_stalled(Answer::land);
-  ASSERT_TRUE(wait_for([&] { return !run.release_pending; }));
+  ASSERT_TRUE(wait_for([&] { return !run.lifecycle.release_pending(); }));
   const auto& batches = store.batches();
   const auto alone = std::find_if(batches.begin() + 1, batches.end(), [&](const auto& batch) {
     return !batch.runs.empty() && batch.runs.at(0).run_id == run.id &&
@@ -233,21 +234,22 @@ TEST_F(RunSupervisorTest, AFinishedRunBringsThePeriodicPushForward) {
   supervisor().start_periodic_checkpoints(std::chrono::hours(1));
   inflight::Run& run = submit(OrderedJson::object());
 
-  ASSERT_TRUE(wait_for([&] { return store.release_steps().size() == 2 && !run.release_pending; },
-                       std::chrono::seconds(10)));
+  ASSERT_TRUE(wait_for(
+      [&] { return store.release_steps().size() == 2 && !run.lifecycle.release_pending(); },
+      std::chrono::seconds(10)));
   EXPECT_EQ(store.release_steps(),
             (std::vector<std::string>{"final " + run.id, "delete " + run.id}));
   EXPECT_EQ(store.batches().size(), 2u);
-  EXPECT_TRUE(is_final(run.status));
+  EXPECT_TRUE(is_final(run.status()));
 }
 
 TEST_F(RunSupervisorTest, WithoutPublishingAFinishedRunsBranchGoesTheNextPush) {
   serve_supervisor(false);
   inflight::Run& run = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(run.status); }));
+  ASSERT_TRUE(wait_for([&] { return is_final(run.status()); }));
 
   supervisor().start_periodic_checkpoints(milliseconds(10));
-  ASSERT_TRUE(wait_for([&] { return !run.release_pending; }));
+  ASSERT_TRUE(wait_for([&] { return !run.lifecycle.release_pending(); }));
   EXPECT_EQ(store.release_steps(),
             (std::vector<std::string>{"final " + run.id, "delete " + run.id}));
 }
@@ -263,8 +265,8 @@ TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
   ASSERT_TRUE(wait_for([&] { return answered && !run.process; }));
 
   EXPECT_TRUE(answered->failed_with(Failure::rejected));
-  EXPECT_TRUE(run.fenced);
-  EXPECT_EQ(run.status, RunStatus::interrupted);
+  EXPECT_TRUE(run.lifecycle.fenced());
+  EXPECT_EQ(run.status(), RunStatus::interrupted);
   EXPECT_EQ(run.params.attempts.back().signal, SIGTERM);
   // This disk's copy is stale: marked, so that no later start resumes it.
   EXPECT_TRUE(checkpoint::read_run_params(run.dir)->handed_over.has_value());
@@ -290,8 +292,8 @@ TEST_F(RunSupervisorTest, ARunOverTheLimitsShowsItsCheckpointErrorWhileOthersGoO
   EXPECT_TRUE(checkpoint_now(other));
   EXPECT_EQ(big.checkpoint.error, "checkpoint has more than 3 files");
   ASSERT_TRUE(big.checkpoint.failing_since.has_value());
-  EXPECT_FALSE(big.fenced);  // its child goes on; only its checkpoint fails
-  EXPECT_EQ(big.status, RunStatus::running);
+  EXPECT_FALSE(big.lifecycle.fenced());  // its child goes on; only its checkpoint fails
+  EXPECT_EQ(big.status(), RunStatus::running);
   EXPECT_FALSE(other.checkpoint.error.has_value());
   EXPECT_TRUE(other.checkpoint.last_commit.has_value());
   EXPECT_EQ(supervisor().checkpoint_failures().at(Failure::over_limit), 1u);
@@ -342,12 +344,12 @@ TEST_F(RunSupervisorTest, StoppingARunCancelsItAndReleasesIt) {
   inflight::Run& queued = submit(kSleeper);
 
   supervisor().stop(queued);  // never started: cancelled at once
-  EXPECT_EQ(queued.status, RunStatus::cancelled);
+  EXPECT_EQ(queued.status(), RunStatus::cancelled);
   EXPECT_TRUE(queued.params.attempts.empty());
 
   supervisor().stop(running);
-  EXPECT_EQ(running.status, RunStatus::stopping);
-  ASSERT_TRUE(wait_for([&] { return running.status == RunStatus::cancelled; }));
+  EXPECT_EQ(running.status(), RunStatus::stopping);
+  ASSERT_TRUE(wait_for([&] { return running.status() == RunStatus::cancelled; }));
   EXPECT_EQ(running.params.attempts.back().outcome, "cancelled");
   EXPECT_EQ(running.params.attempts.back().signal, SIGTERM);
   ASSERT_TRUE(wait_for([&] { return store.releases().size() == 2; }));
@@ -393,8 +395,8 @@ TEST_F(RunSupervisorTest, ARefusedRunIsPushedAgainAtDoublingTickIntervals) {
   ASSERT_GE(ticks.size(), 4u);
   EXPECT_EQ(std::vector<std::size_t>(ticks.begin(), ticks.begin() + 4),
             (std::vector<std::size_t>{0, 1, 3, 7}));
-  EXPECT_EQ(run.status, RunStatus::running);
-  EXPECT_FALSE(run.fenced);
+  EXPECT_EQ(run.status(), RunStatus::running);
+  EXPECT_FALSE(run.lifecycle.fenced());
   EXPECT_EQ(run.checkpoint.error, "pre-receive hook declined");
   EXPECT_EQ(supervisor().checkpoint_pushes().fenced, 0u);
 
@@ -432,7 +434,7 @@ TEST_F(RunSupervisorTest, AChildKilledByOthersIsResumedAtOnceWithItsResumeArgume
   ASSERT_TRUE(wait_for([&] { return run.attempts() == 2 && started(run); }));
 
   EXPECT_EQ(run.params.attempts[0].outcome, "crashed");
-  EXPECT_EQ(run.status, RunStatus::running);
+  EXPECT_EQ(run.status(), RunStatus::running);
   EXPECT_EQ(run.params.argv.back(), "resumed");
   EXPECT_TRUE(store.releases().empty());
 }

@@ -18,28 +18,9 @@
 #include "inflight/core/run_dir.hpp"
 #include "inflight/core/run_params.hpp"
 #include "inflight/supervisor/process/child_process.hpp"
-#include "inflight/supervisor/runs/outcome.hpp"
+#include "inflight/supervisor/runs/run_lifecycle.hpp"
 
 namespace inflight {
-
-enum class RunStatus {
-  queued,
-  starting,
-  running,
-  stopping,
-  succeeded,
-  failed,
-  cancelled,
-  interrupted
-};
-
-std::string_view to_string(RunStatus status);
-std::optional<RunStatus> run_status_named(std::string_view word);
-inline constexpr RunStatus kAllRunStatuses[] = {
-    RunStatus::queued,    RunStatus::starting, RunStatus::running,   RunStatus::stopping,
-    RunStatus::succeeded, RunStatus::failed,   RunStatus::cancelled, RunStatus::interrupted};
-
-bool is_final(RunStatus status);
 
 struct CheckpointState {
   std::string branch;
@@ -64,17 +45,13 @@ struct CheckpointState {
   bool unnamed_left_out_logged = false;
 };
 
-// The step of a finished run's release that serve's next periodic push takes
-// (store_types.hpp's ReleaseSteps): its final state with its result and
-// index entry, the entry again when only it failed, then the deletion.
-enum class ReleaseStep { final_state, index, deletion };
-
 struct Run {
   Run(std::string id, std::filesystem::path dir, checkpoint::RunParams params,
-      boost::asio::io_context& io)
+      boost::asio::io_context& io, RunState initial = RunState::queued)
       : id(std::move(id)),
         dir(std::move(dir)),
         params(std::move(params)),
+        lifecycle(initial),
         stop_timer(io),
         retry_timer(io) {}
 
@@ -84,26 +61,17 @@ struct Run {
   // The instance's configured template named params.child_name; null while
   // the run is held.
   const ChildTemplate* child = nullptr;
+  RunLifecycle lifecycle;
   // Why this instance cannot run the run (no template of that name, a request
-  // that no longer validates): it is shown, never started, and its branch and
-  // run dir are left as they are.
-  std::optional<std::string> held;
-  RunStatus status = RunStatus::queued;
-  StopCause stop_cause = StopCause::none;
-  bool resume_next = false;               // the next attempt continues a checkpoint
+  // that no longer validates), once it is held: it is shown, never started,
+  // and its branch and run dir are left as they are.
+  std::string held_reason;
   std::optional<ContainedChild> process;  // while a child runs
   std::optional<std::string> finished_at;
   std::optional<int> exit_code;
   checkpoint::RecordCounter records;
   CheckpointState checkpoint;
-  bool fenced = false;  // another instance owns the run: never touch it again
-  // The run is over but its branch is not yet deleted: serve's periodic
-  // pushes take its release steps one after the other, a failed release is
-  // retried by periodic ticks, and shutdown releases it at once and reports it.
-  bool release_pending = false;
-  ReleaseStep release_step = ReleaseStep::final_state;
   std::optional<std::string> final_commit;  // once its final state and result landed
-  bool final_landed = false;  // its final state is on its branch: nothing is on this disk alone
   // Store operations of this run, one at a time, so that a periodic push, the
   // shutdown push and the branch deletion never race each other.
   std::deque<std::function<void()>> store_ops;
@@ -112,6 +80,11 @@ struct Run {
   boost::asio::steady_timer retry_timer;         // ends the backoff of a deferred run
 
   int attempts() const { return static_cast<int>(params.attempts.size()); }
+  RunStatus status() const { return lifecycle.status(); }
+  // Moves the run by `event`; an event its state refuses is logged as the
+  // bug it is and changes nothing.
+  bool on(RunEvent event);
+  bool on(ReleaseEvent event);
   std::uint64_t record_count();
   // Records the run holds when done, when its template says (progress_total).
   std::optional<std::uint64_t> records_expected() const;

@@ -168,7 +168,7 @@ class RunSupervisor {
   const SupervisorSettings& settings() const { return settings_; }
 
  private:
-  Run& add_run(std::string id, checkpoint::RunParams params);
+  Run& add_run(std::string id, checkpoint::RunParams params, RunState initial = RunState::queued);
   std::optional<SubmitResult> admission_refusal() const;
   std::optional<SubmitResult> published_answer(const std::string& id);
   SubmitResult accept(const std::string& id, OrderedJson request, const ChildTemplate& child);
@@ -179,14 +179,14 @@ class RunSupervisor {
   void mark_held(Run& run, const std::string& reason);
   void start_queued();
   void start_attempt(Run& run);
-  void stop_child(Run& run, StopCause cause);
+  void stop_child(Run& run, RunEvent stop);
   ContainedChild spawn_attempt(Run& run, const RenderContext& context, Fd console);
   void not_started(Run& run, const std::error_code& error);
   void on_exit(Run& run, int wait_status);
   void retry(Run& run, Outcome outcome);
   void settle(Run& run, Outcome outcome);
   void defer(Run& run);
-  void finish(Run& run, RunStatus status);
+  void finish(Run& run);
   std::optional<Budget> exhausted_budget(const Run& run) const;
   void fail_out_of_budget(Run& run, Budget budget);
   void write_params(Run& run, checkpoint::Durability durability = checkpoint::Durability::synced);
