@@ -10,6 +10,7 @@
 #include <charconv>
 #include <csignal>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "inflight/core/fd.hpp"
@@ -67,26 +68,50 @@ std::vector<ProcessLink> read_process_links() {
 
 namespace {
 
-bool kill_if_parent_is(const ProcessLink& link) {
+enum class KillResult { signalled, gone, parent_changed };
+
+KillResult kill_if_parent_is(const ProcessLink& link) {
   const Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, link.pid, 0)));
-  if (!pidfd || read_ppid(link.pid) != link.ppid) return false;
-  return ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0) == 0;
+  if (!pidfd) return KillResult::gone;
+  if (read_ppid(link.pid) != link.ppid) return KillResult::parent_changed;
+  return ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0) == 0
+             ? KillResult::signalled
+             : KillResult::gone;
 }
 
-}  // namespace
-
-std::size_t kill_descendants(pid_t root, std::span<const pid_t> spared) {
-  const auto links = read_process_links();
+// One read of /proc: signals the doomed not signalled yet. True when another
+// read is needed: some were signalled, or some changed parent meanwhile.
+bool kill_pass(pid_t root, std::span<const pid_t> spared, std::span<const ProcessLink> links,
+               std::set<pid_t>& signalled) {
   auto doomed = descendants_of(root, links);
   for (const pid_t keep : spared) {
     std::erase(doomed, keep);
     for (const pid_t below : descendants_of(keep, links)) std::erase(doomed, below);
   }
-  std::size_t killed = 0;
-  for (const auto& link : links)
-    if (std::find(doomed.begin(), doomed.end(), link.pid) != doomed.end())
-      killed += kill_if_parent_is(link) ? 1 : 0;
-  return killed;
+  bool again = false;
+  for (const auto& link : links) {
+    if (signalled.contains(link.pid) ||
+        std::find(doomed.begin(), doomed.end(), link.pid) == doomed.end())
+      continue;
+    const auto result = kill_if_parent_is(link);
+    if (result == KillResult::signalled) signalled.insert(link.pid);
+    again = again || result != KillResult::gone;
+  }
+  return again;
+}
+
+}  // namespace
+
+std::size_t kill_descendants(pid_t root, std::span<const pid_t> spared,
+                             const std::function<std::vector<ProcessLink>()>& read_links) {
+  // Bounded: a tree that forks faster than it is read is the caller's to
+  // call again (the shim does until nothing is left).
+  constexpr int kMaxReads = 64;
+  std::set<pid_t> signalled;
+  bool again = true;
+  for (int read = 0; again && read < kMaxReads; ++read)
+    again = kill_pass(root, spared, read_links(), signalled);
+  return signalled.size();
 }
 
 }  // namespace inflight

@@ -42,7 +42,7 @@ void ApiRoutes::checkpoint_health(std::ostringstream& out) {
   }
   sample(out, "inflight_checkpoint_last_landed_timestamp_seconds", "gauge",
          "When a checkpoint of this pod last landed (unix time; 0: none yet).",
-         unix_seconds(supervisor_.last_landed()));
+         unix_seconds(supervisor_.checkpoints().last_landed()));
   sample(out, "inflight_checkpoint_unsaved_seconds", "gauge",
          "Age of the oldest change in a running run's dir not yet in the results repo.", unsaved);
   sample(out, "inflight_records_unsaved", "gauge",
@@ -68,7 +68,7 @@ void ApiRoutes::run_events(std::ostringstream& out) {
          static_cast<double>(events.claims_lost));
   sample(out, "inflight_runs_fenced_total", "counter",
          "Runs another instance took from this one (a push lost to its write).",
-         static_cast<double>(events.fenced));
+         static_cast<double>(supervisor_.checkpoints().runs_fenced()));
   family(out, "inflight_runs_out_of_budget_total", "counter",
          "Runs failed for spending a budget: attempts (their own failures) or interruptions.");
   for (const auto budget : {Budget::attempts, Budget::interruptions}) {
@@ -126,20 +126,21 @@ HttpResponse ApiRoutes::metrics(unsigned version) {
   family(out, "inflight_checkpoint_failures_total", "counter",
          "Run checkpoints that did not land, by failure kind.");
   for (const auto& [kind, word] : kFailureWords) {
-    const auto it = supervisor_.checkpoint_failures().find(kind);
-    const auto count = it == supervisor_.checkpoint_failures().end() ? 0 : it->second;
+    const auto it = supervisor_.checkpoints().failures().find(kind);
+    const auto count = it == supervisor_.checkpoints().failures().end() ? 0 : it->second;
     out << "inflight_checkpoint_failures_total{reason=\"" << word << "\"} " << count << "\n";
   }
   family(out, "inflight_checkpoint_pushes_total", "counter",
          "Pushes of run checkpoints by outcome: fenced only when another instance won the "
          "branch; a refusal by the server's rules is failed.");
-  const auto& pushes = supervisor_.checkpoint_pushes();
+  const auto& pushes = supervisor_.checkpoints().pushes();
   out << "inflight_checkpoint_pushes_total{result=\"landed\"} " << pushes.landed << "\n"
       << "inflight_checkpoint_pushes_total{result=\"failed\"} " << pushes.failed << "\n"
       << "inflight_checkpoint_pushes_total{result=\"fenced\"} " << pushes.fenced << "\n";
   family(out, "inflight_results_published_total", "counter",
          "Finished runs whose results this instance published.");
-  out << "inflight_results_published_total " << supervisor_.results_published() << "\n";
+  out << "inflight_results_published_total " << supervisor_.checkpoints().results_published()
+      << "\n";
   progress(out);
   checkpoint_health(out);
   run_events(out);

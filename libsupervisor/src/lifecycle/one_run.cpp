@@ -87,7 +87,7 @@ class OneRunCommand {
     }
     if (const auto code = refusal(result, first)) return end(*code);
     if (first && settings_.checkpoint_interval > Duration::zero())
-      supervisor_.start_periodic_checkpoints(settings_.checkpoint_interval, &lease_);
+      supervisor_.checkpoints().start_periodic_checkpoints(settings_.checkpoint_interval, &lease_);
     else if (first)
       lease_.keep();
     if (races_.claim_again(result, what_.id)) return look();
@@ -188,7 +188,7 @@ class OneRunCommand {
   // that runs it again (a Job's next pod) resumes it.
   void defer(Run& run) {
     run.retry_timer.cancel();
-    supervisor_.checkpoint(
+    supervisor_.checkpoints().checkpoint(
         run, checkpoint::CheckpointReason::shutdown,
         SteadyClock::now() + settings_.store.git_timeout,
         [this](const CheckpointResult& result) { end(result ? kExitTryAgain : kExitFailure); });
@@ -196,7 +196,7 @@ class OneRunCommand {
 
   // Over: once its release (publish, then branch deletion) is answered.
   void settle(Run& run) {
-    supervisor_.when_store_idle(run, [this, &run] {
+    supervisor_.checkpoints().when_store_idle(run, [this, &run] {
       if (!run.lifecycle.release_pending())
         return end(run.status() == RunStatus::succeeded ? 0 : kExitFailure);
       log::warn("the run is over but not yet published; run the same command again",

@@ -66,7 +66,7 @@ void Restoration::on_result(RestoreResult result, bool first) {
     supervisor_.finish_restore();
     // Periodic checkpoint pushes renew the lease; without them, it renews itself.
     if (settings_.checkpoint_interval > Duration::zero())
-      supervisor_.start_periodic_checkpoints(settings_.checkpoint_interval, &lease_);
+      supervisor_.checkpoints().start_periodic_checkpoints(settings_.checkpoint_interval, &lease_);
     else
       lease_.keep();
     log::info("ready", {{"restored", restored}});

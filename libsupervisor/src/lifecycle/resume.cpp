@@ -167,10 +167,11 @@ class ResumeCommand {
                   [this, &run](int code) { finish(code == 0 ? child_exit_code(run) : code); });
     supervisor_->on_child_exit([this, &run](Run&) {
       if (run.status() == RunStatus::queued) return;  // a crash being retried
-      supervisor_->when_store_idle(run, [this, &run] { finish(child_exit_code(run)); });
+      supervisor_->checkpoints().when_store_idle(run,
+                                                 [this, &run] { finish(child_exit_code(run)); });
     });
     supervisor_->finish_restore();
-    supervisor_->start_periodic_checkpoints(settings_.checkpoint_interval);
+    supervisor_->checkpoints().start_periodic_checkpoints(settings_.checkpoint_interval);
   }
 
   void on_signal(int signal) {

@@ -53,7 +53,7 @@ void ShutdownPlan::begin() {
   // snapshotted as its child exits. Runs a restore may still claim wait for
   // it (checkpoint_all).
   if (restored_ && supervisor_.live_children() > 0)
-    stream_ = supervisor_.open_checkpoint_stream(
+    stream_ = supervisor_.checkpoints().open_checkpoint_stream(
         shutdown_step(std::nullopt, [this] { std::exchange(after_stream_, {})(); }));
   if (restored_) release_rounds();
   if (supervisor_.live_children() == 0) return end_flush();
@@ -105,7 +105,7 @@ void ShutdownPlan::checkpoint_all() {
     if (!run.lifecycle.release_pending() && run.store_ops.empty()) continue;
     if (run.lifecycle.release_pending() && rounds_release(run)) continue;
     ++in_flight_;
-    supervisor_.when_store_idle(run, [this, &run] { release_then_report(run); });
+    supervisor_.checkpoints().when_store_idle(run, [this, &run] { release_then_report(run); });
   }
   ++in_flight_;  // no release round may take the lease before the runs below are pushed
   release_rounds();
@@ -125,7 +125,7 @@ bool ShutdownPlan::stream(Run& run) {
   if (!stream_ || run.status() != RunStatus::interrupted || run.attempts() == 0) return false;
   if (run.lifecycle.fenced() || run.lifecycle.held() || !streamed_.insert(run.id).second)
     return true;
-  supervisor_.add_to_stream(stream_, run);
+  supervisor_.checkpoints().add_to_stream(stream_, run);
   return true;
 }
 
@@ -133,7 +133,7 @@ void ShutdownPlan::close_stream(bool last, std::function<void()> then) {
   const auto release = last ? lease_release({}) : std::nullopt;
   ++in_flight_;
   after_stream_ = std::move(then);
-  supervisor_.close_stream(stream_, release, release.has_value());
+  supervisor_.checkpoints().close_stream(stream_, release, release.has_value());
 }
 
 // The lease rides the last push when nothing else is under way, every
@@ -155,7 +155,7 @@ void ShutdownPlan::checkpoint_batch(const std::vector<Run*>& runs, bool last,
                                     std::function<void()> then) {
   const auto release = last ? lease_release({}) : std::nullopt;
   ++in_flight_;
-  supervisor_.checkpoint_together(runs, shutdown_step(release, std::move(then)));
+  supervisor_.checkpoints().checkpoint_together(runs, shutdown_step(release, std::move(then)));
 }
 
 StoreStep ShutdownPlan::shutdown_step(std::optional<SystemClock::time_point> release,
@@ -240,7 +240,7 @@ void ShutdownPlan::push_round(const std::vector<Run*>& runs, int round,
   const auto release =
       deleting && stage_ == Stage::checkpointing ? lease_release(runs) : std::nullopt;
   ++in_flight_;
-  supervisor_.checkpoint_together(
+  supervisor_.checkpoints().checkpoint_together(
       runs, {.reason = checkpoint::CheckpointReason::final,
              .deadline = deadline_,
              .lease_until = release,
@@ -275,8 +275,8 @@ void ShutdownPlan::rounds_over(const std::vector<std::vector<Run*>>& left) {
 // failed) is sent at once, all its steps, and awaited.
 void ShutdownPlan::release_then_report(Run& run) {
   if (!run.lifecycle.release_pending() || run.lifecycle.fenced()) return on_released(run);
-  supervisor_.release_checkpoint(run);
-  supervisor_.when_store_idle(run, [this, &run] { on_released(run); });
+  supervisor_.checkpoints().release_checkpoint(run);
+  supervisor_.checkpoints().when_store_idle(run, [this, &run] { on_released(run); });
 }
 
 void ShutdownPlan::on_released(Run& run) {

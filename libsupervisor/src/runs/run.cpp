@@ -25,6 +25,14 @@ bool Run::on(ReleaseEvent event) {
   return lifecycle.apply(event) || refused(*this, event, to_string(from));
 }
 
+void Run::write_params(checkpoint::Durability durability) {
+  try {
+    checkpoint::write_run_params(dir, params, durability);
+  } catch (const std::exception& e) {
+    log::error("run-params.json not updated", {{"run_id", id}, {"error", e.what()}});
+  }
+}
+
 std::uint64_t Run::record_count() {
   if (!child || child->progress_file().empty()) return 0;
   return records.count(dir, child->progress_file());

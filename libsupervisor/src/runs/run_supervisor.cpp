@@ -1,3 +1,6 @@
+// See run_supervisor.hpp. This file: submits, runs restored or shown,
+// the queue, and the shutdown's first step; attempt_end.cpp: what follows an
+// attempt.
 #include "inflight/supervisor/runs/run_supervisor.hpp"
 
 #include <csignal>
@@ -16,12 +19,23 @@ RunSupervisor::RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper,
                              CheckpointPort& checkpoints, SupervisorSettings settings,
                              const ChildTemplates& templates)
     : io_(io),
-      reaper_(reaper),
-      checkpoints_(checkpoints),
       settings_(std::move(settings)),
       templates_(templates),
-      periodic_timer_(io),
-      disk_health_(io, checkpoints, settings_.disk_recheck, settings_.network_timeout) {}
+      disk_health_(io, checkpoints, settings_.disk_recheck, settings_.network_timeout),
+      attempts_(io, reaper,
+                {.pod_name = settings_.pod_name,
+                 .stop_grace = settings_.stop_grace,
+                 .echo_output = settings_.echo_output,
+                 .containment = settings_.containment,
+                 .hidden_files = settings_.hidden_files},
+                [this](Run& run, Outcome outcome) { on_attempt_end(run, outcome); }),
+      scheduler_(io, checkpoints,
+                 {.network_timeout = settings_.network_timeout,
+                  .publish = settings_.publish,
+                  .release_at_ticks = settings_.release_at_ticks},
+                 disk_health_, runs_,
+                 {.fenced = [this](Run& run) { on_fenced(run); },
+                  .before_tick = [this] { remove_expired_runs(); }}) {}
 
 Run* RunSupervisor::find(const std::string& id) {
   for (auto& run : runs_)
@@ -209,34 +223,13 @@ void RunSupervisor::stop(Run& run) {
     run.retry_timer.cancel();
     run.on(RunEvent::stop);
     finish(run);
-    write_params(run);
-    release_checkpoint(run);  // a restored run has a branch
+    run.write_params();
+    scheduler_.release_checkpoint(run);  // a restored run has a branch
     return;
   }
   if (!run.process || run.lifecycle.stop_cause() != StopCause::none) return;
-  stop_child(run, RunEvent::stop);
+  attempts_.stop(run, RunEvent::stop);
   log::info("run stopping", {{"run_id", run.id}});
-}
-
-// The template's stop signal to the group now; every process of the attempt
-// ends if the attempt is still there after the grace.
-void RunSupervisor::stop_child(Run& run, RunEvent stop) {
-  run.on(stop);
-  run.process->signal(run.child->stop_signal());
-  run.stop_timer.expires_after(settings_.stop_grace);
-  run.stop_timer.async_wait([&run](const boost::system::error_code& ec) {
-    if (!ec && run.process) run.process->end();
-  });
-}
-
-// The run's state stays in memory (status, metrics) when its run dir cannot
-// be written: the failure is the run's alone, logged, never thrown.
-void RunSupervisor::write_params(Run& run, checkpoint::Durability durability) {
-  try {
-    checkpoint::write_run_params(run.dir, run.params, durability);
-  } catch (const std::exception& e) {
-    log::error("run-params.json not updated", {{"run_id", run.id}, {"error", e.what()}});
-  }
 }
 
 void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::string branch,
@@ -255,8 +248,8 @@ void RunSupervisor::adopt(checkpoint::RunParams params, fs::path dir, std::strin
   if (!claim.empty()) run.checkpoint.records_saved = run.record_count();
   if (const auto budget = exhausted_budget(run)) {
     fail_out_of_budget(run, *budget);
-    write_params(run);
-    if (settings_.publish) release_checkpoint(run);
+    run.write_params();
+    if (settings_.publish) scheduler_.release_checkpoint(run);
     return;
   }
   ++run_events_.restored;
@@ -347,7 +340,7 @@ void RunSupervisor::start_queued() {
     Run* run = queue_.front();
     queue_.pop_front();
     try {
-      start_attempt(*run);
+      if (!attempts_.start(*run)) settle(*run, Outcome::failed);
     } catch (const std::exception& e) {
       log::error("attempt not started; the run stays interrupted",
                  {{"run_id", run->id}, {"error", e.what()}});
@@ -365,6 +358,7 @@ int RunSupervisor::live_children() const {
 void RunSupervisor::begin_shutdown() {
   phase_ = Phase::shutting_down;
   disk_health_.stop();
+  scheduler_.stop_periodic_checkpoints();
   // Queued runs, and deferred ones waiting for their backoff, stay unstarted.
   for (auto& run : runs_) {
     if (run->status() != RunStatus::queued) continue;
@@ -377,6 +371,16 @@ void RunSupervisor::begin_shutdown() {
     run->on(RunEvent::shut_down);
     run->process->signal(run->child->stop_signal());
   }
+}
+
+// Another instance owns a run that is not over: it leaves the queue, or its
+// child stops. A running child's exit writes the fence's mark with its
+// attempt's end.
+void RunSupervisor::on_fenced(Run& run) {
+  std::erase(queue_, &run);
+  if (run.process) return attempts_.stop(run, RunEvent::fence);
+  run.on(RunEvent::fence);
+  run.write_params();
 }
 
 void RunSupervisor::kill_remaining() {

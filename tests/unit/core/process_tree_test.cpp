@@ -1,9 +1,14 @@
 #include "inflight/core/process_tree.hpp"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 
 namespace inflight {
 namespace {
@@ -50,6 +55,61 @@ TEST(ReadProcessLinks, HoldsThisProcessUnderItsParent) {
                                  [](const ProcessLink& l) { return l.pid == ::getpid(); });
   ASSERT_NE(self, links.end());
   EXPECT_EQ(self->ppid, ::getppid());
+}
+
+// Whether `pid` ends within five seconds (its pidfd turns readable).
+bool ends_soon(pid_t pid) {
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) return true;
+  pollfd ready{.fd = pidfd, .events = POLLIN, .revents = 0};
+  const bool ended = ::poll(&ready, 1, 5000) == 1;
+  ::close(pidfd);
+  return ended;
+}
+
+// The race serve's end of strays lost (a child that killed its run shim kept
+// an escapee): /proc was read while the escapee's parent lived, and the
+// parent ended before the escapee's turn, so that its parent link no longer
+// matched. Run in a forked subreaper, as serve is: the escapee is re-parented
+// to it, and a second read finds it there. Exit 0: the escapee was killed.
+int kill_an_escapee_whose_parent_ended_after_the_read() {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int ready[2];
+  if (::pipe(ready) != 0) return 2;
+  const pid_t leader = ::fork();
+  if (leader == 0) {
+    if (::fork() == 0) {  // the escapee
+      ::write(ready[1], "x", 1);
+      for (;;) ::pause();
+    }
+    for (;;) ::pause();
+  }
+  char byte;
+  if (::read(ready[0], &byte, 1) != 1) return 2;
+  pid_t escapee = 0;
+  const auto stale_then_fresh = [&, reads = 0]() mutable {
+    if (reads++ > 0) return read_process_links();
+    auto stale = read_process_links();
+    for (const auto& link : stale)
+      if (link.ppid == leader) escapee = link.pid;
+    ::kill(leader, SIGKILL);  // ends, and is reaped, before the escapee's turn
+    ::waitpid(leader, nullptr, 0);
+    return stale;
+  };
+  kill_descendants(::getpid(), {}, stale_then_fresh);
+  if (escapee == 0) return 2;
+  const bool killed = ends_soon(escapee);
+  ::kill(escapee, SIGKILL);
+  return killed ? 0 : 1;
+}
+
+TEST(KillDescendants, AProcessWhoseParentEndedAfterTheReadIsKilledFromTheNextRead) {
+  const pid_t subreaper = ::fork();
+  if (subreaper == 0) ::_exit(kill_an_escapee_whose_parent_ended_after_the_read());
+  int status = 0;
+  ASSERT_EQ(::waitpid(subreaper, &status, 0), subreaper);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the escapee outlived the kill; 2: no escapee";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -37,7 +38,13 @@ std::vector<ProcessLink> read_process_links();
 // SIGKILL to every process below `root` that is neither one of `spared` nor
 // below one, as /proc shows them now. Each is signalled through a pidfd once
 // its parent is seen unchanged, so a pid freed and reused meanwhile is spared.
-// Returns how many were signalled: processes forked meanwhile need another call.
-std::size_t kill_descendants(pid_t root, std::span<const pid_t> spared = {});
+// A process whose parent changed since /proc was read (its parent, killed,
+// ended: a subreaper `root` inherits it) is looked at again in a new read,
+// until a read finds no process that changed and none not yet signalled.
+// Returns how many were signalled: processes forked meanwhile need another
+// call. `read_links` is read_process_links(), or a test's.
+std::size_t kill_descendants(
+    pid_t root, std::span<const pid_t> spared = {},
+    const std::function<std::vector<ProcessLink>()>& read_links = read_process_links);
 
 }  // namespace inflight

@@ -275,7 +275,8 @@ TEST_F(ShutdownPlanTest, ARefusedReleaseGoesInPushesOfItsOwnAtShutdown) {
   refused.checkpoint.refusals = 1;  // a periodic push saw its result refused
   inflight::Run& also_refused = submit(OrderedJson::object());
   inflight::Run& other = submit(OrderedJson::object());
-  ASSERT_TRUE(wait_for([&] { return is_final(also_refused.status()) && is_final(other.status()); }));
+  ASSERT_TRUE(
+      wait_for([&] { return is_final(also_refused.status()) && is_final(other.status()); }));
   also_refused.checkpoint.refusals = 1;
 
   make_plan(seconds(60), seconds(30)).on_signal(SIGTERM);

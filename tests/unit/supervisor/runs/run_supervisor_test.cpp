@@ -30,9 +30,9 @@ class RunSupervisorTest : public SupervisorFixture {
   // The result of one manual checkpoint of `run`, once the store answered.
   CheckpointResult checkpoint_now(inflight::Run& run) {
     std::optional<CheckpointResult> answered;
-    supervisor().checkpoint(run, checkpoint::CheckpointReason::manual,
-                            SteadyClock::now() + std::chrono::seconds(60),
-                            [&](const CheckpointResult& result) { answered = result; });
+    supervisor().checkpoints().checkpoint(
+        run, checkpoint::CheckpointReason::manual, SteadyClock::now() + std::chrono::seconds(60),
+        [&](const CheckpointResult& result) { answered = result; });
     EXPECT_TRUE(wait_for([&] { return answered.has_value(); }));
     return answered.value_or(
         Error{.kind = Failure::deadline, .message = "no answer", .candidates = {}});
@@ -63,8 +63,10 @@ TEST_F(RunSupervisorTest, AFinishedAttemptReleasesTheRunAfterWritingItsFinalStat
   ready_supervisor();
   inflight::Run& ok = submit(OrderedJson::object());
   inflight::Run& bad = submit({{"code", 3}});
-  ASSERT_TRUE(wait_for(
-      [&] { return store.releases().size() == 2 && !ok.lifecycle.release_pending() && !bad.lifecycle.release_pending(); }));
+  ASSERT_TRUE(wait_for([&] {
+    return store.releases().size() == 2 && !ok.lifecycle.release_pending() &&
+           !bad.lifecycle.release_pending();
+  }));
 
   EXPECT_EQ(ok.status(), RunStatus::succeeded);
   EXPECT_EQ(bad.status(), RunStatus::failed);
@@ -95,8 +97,10 @@ TEST_F(RunSupervisorTest, RunsThatFinishDuringAReleaseShareTheNextOne) {
   EXPECT_EQ(store.release_batches(), std::vector<std::size_t>{1});
 
   store.finish_stalled(Answer::land);
-  ASSERT_TRUE(wait_for(
-      [&] { return !first.lifecycle.release_pending() && !second.lifecycle.release_pending() && !third.lifecycle.release_pending(); }));
+  ASSERT_TRUE(wait_for([&] {
+    return !first.lifecycle.release_pending() && !second.lifecycle.release_pending() &&
+           !third.lifecycle.release_pending();
+  }));
   EXPECT_EQ(store.release_batches(), (std::vector<std::size_t>{1, 2}));
 }
 
@@ -107,7 +111,7 @@ TEST_F(RunSupervisorTest, AReleaseThatFailedIsTriedAgainByThePeriodicTick) {
   ASSERT_TRUE(wait_for([&] { return store.releases().size() == 1 && run.store_ops.empty(); }));
   EXPECT_TRUE(run.lifecycle.release_pending());
 
-  supervisor().start_periodic_checkpoints(milliseconds(10));
+  supervisor().checkpoints().start_periodic_checkpoints(milliseconds(10));
   ASSERT_TRUE(
       wait_for([&] { return store.releases().size() == 2 && !run.lifecycle.release_pending(); }));
   EXPECT_EQ(store.releases()[1].reason, checkpoint::CheckpointReason::final);
@@ -126,8 +130,9 @@ TEST_F(RunSupervisorTest, ReleaseStepsRideThePeriodicPushesOneStepEach) {
   EXPECT_TRUE(first.lifecycle.release_pending());
   EXPECT_TRUE(store.releases().empty());
 
-  supervisor().start_periodic_checkpoints(milliseconds(10));
-  ASSERT_TRUE(wait_for([&] { return !first.lifecycle.release_pending() && !second.lifecycle.release_pending(); }));
+  supervisor().checkpoints().start_periodic_checkpoints(milliseconds(10));
+  ASSERT_TRUE(wait_for(
+      [&] { return !first.lifecycle.release_pending() && !second.lifecycle.release_pending(); }));
   EXPECT_EQ(store.release_steps(),
             (std::vector<std::string>{"final " + first.id, "final " + second.id,
                                       "delete " + first.id, "delete " + second.id}));
@@ -144,7 +149,7 @@ TEST_F(RunSupervisorTest, AnIndexEntryThatDidNotLandIsTriedAgainBeforeTheDeletio
   inflight::Run& run = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return is_final(run.status()); }));
 
-  supervisor().start_periodic_checkpoints(milliseconds(10));
+  supervisor().checkpoints().start_periodic_checkpoints(milliseconds(10));
   ASSERT_TRUE(wait_for([&] { return !run.lifecycle.release_pending(); }));
   EXPECT_EQ(store.release_steps(),
             (std::vector<std::string>{"final " + run.id, "index 1", "delete " + run.id}));
@@ -158,7 +163,7 @@ TEST_F(RunSupervisorTest, AReleaseStepThatFailedIsTakenAgainByTheNextPush) {
   inflight::Run& run = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return is_final(run.status()); }));
 
-  supervisor().start_periodic_checkpoints(milliseconds(10));
+  supervisor().checkpoints().start_periodic_checkpoints(milliseconds(10));
   ASSERT_TRUE(wait_for([&] { return !run.lifecycle.release_pending(); }));
   EXPECT_EQ(store.release_steps(),
             (std::vector<std::string>{"final " + run.id, "final " + run.id, "delete " + run.id}));
@@ -178,7 +183,7 @@ TEST_F(RunSupervisorTest, ARunWhoseReleaseStepWasRefusedIsReleasedInPushesOfItsO
   ASSERT_TRUE(wait_for([&] { return is_final(run.status()); }));
   store.answer_next(Step::release, Answer::refused);  // its final state with the result
 
-  supervisor().start_periodic_checkpoints(milliseconds(10), &lease);
+  supervisor().checkpoints().start_periodic_checkpoints(milliseconds(10), &lease);
   ASSERT_TRUE(wait_for([&] { return !run.lifecycle.release_pending(); }));
   const auto& batches = store.batches();
   EXPECT_EQ(batches[0].finals.size(), 1u);
@@ -211,7 +216,7 @@ TEST_F(RunSupervisorTest, APeriodicSaveAnsweredAfterTheRunEndedIsNotItsFinalStat
   inflight::Run& run = submit(kSleeper);
   ASSERT_TRUE(wait_for([&] { return std::filesystem::exists(run.dir / "started"); }));
   store.answer_next(Step::save, Answer::stall);
-  supervisor().start_periodic_checkpoints(milliseconds(10), &lease);
+  supervisor().checkpoints().start_periodic_checkpoints(milliseconds(10), &lease);
   ASSERT_TRUE(wait_for([&] { return store.stalled() == 1; }));
   supervisor().stop(run);
   ASSERT_TRUE(wait_for([&] { return is_final(run.status()) && run.lifecycle.release_pending(); }));
@@ -231,7 +236,7 @@ TEST_F(RunSupervisorTest, APeriodicSaveAnsweredAfterTheRunEndedIsNotItsFinalStat
 
 TEST_F(RunSupervisorTest, AFinishedRunBringsThePeriodicPushForward) {
   serve_supervisor(true);
-  supervisor().start_periodic_checkpoints(std::chrono::hours(1));
+  supervisor().checkpoints().start_periodic_checkpoints(std::chrono::hours(1));
   inflight::Run& run = submit(OrderedJson::object());
 
   ASSERT_TRUE(wait_for(
@@ -248,7 +253,7 @@ TEST_F(RunSupervisorTest, WithoutPublishingAFinishedRunsBranchGoesTheNextPush) {
   inflight::Run& run = submit(OrderedJson::object());
   ASSERT_TRUE(wait_for([&] { return is_final(run.status()); }));
 
-  supervisor().start_periodic_checkpoints(milliseconds(10));
+  supervisor().checkpoints().start_periodic_checkpoints(milliseconds(10));
   ASSERT_TRUE(wait_for([&] { return !run.lifecycle.release_pending(); }));
   EXPECT_EQ(store.release_steps(),
             (std::vector<std::string>{"final " + run.id, "delete " + run.id}));
@@ -259,9 +264,9 @@ TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
   inflight::Run& run = submit(kSleeper);
   store.answer_saves_of(run.id, Answer::fenced);
   std::optional<CheckpointResult> answered;
-  supervisor().checkpoint(run, checkpoint::CheckpointReason::manual,
-                          SteadyClock::now() + std::chrono::seconds(60),
-                          [&](const CheckpointResult& result) { answered = result; });
+  supervisor().checkpoints().checkpoint(run, checkpoint::CheckpointReason::manual,
+                                        SteadyClock::now() + std::chrono::seconds(60),
+                                        [&](const CheckpointResult& result) { answered = result; });
   ASSERT_TRUE(wait_for([&] { return answered && !run.process; }));
 
   EXPECT_TRUE(answered->failed_with(Failure::rejected));
@@ -274,9 +279,9 @@ TEST_F(RunSupervisorTest, AFencedCheckpointStopsTheChildAndLeavesTheRun) {
 
   // Never touched again: the store is not even asked.
   answered.reset();
-  supervisor().checkpoint(run, checkpoint::CheckpointReason::manual,
-                          SteadyClock::now() + std::chrono::seconds(60),
-                          [&](const CheckpointResult& result) { answered = result; });
+  supervisor().checkpoints().checkpoint(run, checkpoint::CheckpointReason::manual,
+                                        SteadyClock::now() + std::chrono::seconds(60),
+                                        [&](const CheckpointResult& result) { answered = result; });
   ASSERT_TRUE(answered.has_value());
   EXPECT_TRUE(answered->failed_with(Failure::rejected));
   EXPECT_EQ(store.saves().size(), 1u);
@@ -296,12 +301,12 @@ TEST_F(RunSupervisorTest, ARunOverTheLimitsShowsItsCheckpointErrorWhileOthersGoO
   EXPECT_EQ(big.status(), RunStatus::running);
   EXPECT_FALSE(other.checkpoint.error.has_value());
   EXPECT_TRUE(other.checkpoint.last_commit.has_value());
-  EXPECT_EQ(supervisor().checkpoint_failures().at(Failure::over_limit), 1u);
+  EXPECT_EQ(supervisor().checkpoints().failures().at(Failure::over_limit), 1u);
 
   const auto since = *big.checkpoint.failing_since;
   EXPECT_FALSE(checkpoint_now(big));
   EXPECT_EQ(big.checkpoint.failing_since, since);  // since the first failure
-  EXPECT_EQ(supervisor().checkpoint_failures().at(Failure::over_limit), 2u);
+  EXPECT_EQ(supervisor().checkpoints().failures().at(Failure::over_limit), 2u);
 
   store.answer_saves_of(big.id, Answer::land);
   EXPECT_TRUE(checkpoint_now(big));
@@ -362,7 +367,7 @@ TEST_F(RunSupervisorTest, PeriodicTicksPushChangedRunsWithTheLeaseInOnePush) {
   ready_supervisor();
   inflight::Run& run = submit(kSleeper);
   ASSERT_TRUE(wait_for([&] { return started(run); }));
-  supervisor().start_periodic_checkpoints(milliseconds(10), &lease);
+  supervisor().checkpoints().start_periodic_checkpoints(milliseconds(10), &lease);
   ASSERT_TRUE(wait_for([&] { return store.batches().size() >= 3; }));
 
   // Saved once: later ticks find its files unchanged and renew the lease alone.
@@ -383,14 +388,14 @@ TEST_F(RunSupervisorTest, ARefusedRunIsPushedAgainAtDoublingTickIntervals) {
   inflight::Run& run = submit(kSleeper);
   ASSERT_TRUE(wait_for([&] { return started(run); }));
   store.answer_saves_of(run.id, Answer::refused);
-  supervisor().start_periodic_checkpoints(milliseconds(10), &lease);
+  supervisor().checkpoints().start_periodic_checkpoints(milliseconds(10), &lease);
   const auto ticks_with_run = [&] {
     std::vector<std::size_t> ticks;
     for (std::size_t i = 0; i < store.batches().size(); ++i)
       if (!store.batches()[i].runs.empty()) ticks.push_back(i);
     return ticks;
   };
-  ASSERT_TRUE(wait_for([&] { return supervisor().checkpoint_pushes().failed >= 4; }));
+  ASSERT_TRUE(wait_for([&] { return supervisor().checkpoints().pushes().failed >= 4; }));
   const auto ticks = ticks_with_run();
   ASSERT_GE(ticks.size(), 4u);
   EXPECT_EQ(std::vector<std::size_t>(ticks.begin(), ticks.begin() + 4),
@@ -398,7 +403,7 @@ TEST_F(RunSupervisorTest, ARefusedRunIsPushedAgainAtDoublingTickIntervals) {
   EXPECT_EQ(run.status(), RunStatus::running);
   EXPECT_FALSE(run.lifecycle.fenced());
   EXPECT_EQ(run.checkpoint.error, "pre-receive hook declined");
-  EXPECT_EQ(supervisor().checkpoint_pushes().fenced, 0u);
+  EXPECT_EQ(supervisor().checkpoints().pushes().fenced, 0u);
 
   store.answer_saves_of(run.id, Answer::land);
   ASSERT_TRUE(wait_for([&] { return run.checkpoint.last_commit.has_value(); }));
@@ -411,9 +416,9 @@ TEST_F(RunSupervisorTest, ADiskThatCannotCheckpointRefusesSubmitsUntilACheckPass
   store.answer_next(Step::save, Answer::disk_failed);
   store.answer_next(Step::check, Answer::fail);
   bool answered = false;
-  supervisor().checkpoint(run, checkpoint::CheckpointReason::manual,
-                          SteadyClock::now() + std::chrono::seconds(60),
-                          [&](const CheckpointResult&) { answered = true; });
+  supervisor().checkpoints().checkpoint(run, checkpoint::CheckpointReason::manual,
+                                        SteadyClock::now() + std::chrono::seconds(60),
+                                        [&](const CheckpointResult&) { answered = true; });
   ASSERT_TRUE(wait_for([&] { return answered; }));
   const auto refused = supervisor().submit(kSleeper);
   EXPECT_EQ(refused.http_status, 503);

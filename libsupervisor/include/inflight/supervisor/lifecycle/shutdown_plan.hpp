@@ -80,10 +80,10 @@ class ShutdownPlan {
   bool restored_ = true;
   bool lease_released_ = false;
   bool keeps_lease_ = false;
-  bool releasing_ = false;                  // a release round is under way
-  bool again_ = false;                      // … and runs finished since it began
-  RunSupervisor::CheckpointStream stream_;  // the runs that had started
-  std::set<std::string> streamed_;          // their ids, once added
+  bool releasing_ = false;                        // a release round is under way
+  bool again_ = false;                            // … and runs finished since it began
+  CheckpointScheduler::CheckpointStream stream_;  // the runs that had started
+  std::set<std::string> streamed_;                // their ids, once added
   std::function<void()> after_stream_;
 };
 

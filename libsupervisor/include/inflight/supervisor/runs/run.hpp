@@ -85,6 +85,9 @@ struct Run {
   // bug it is and changes nothing.
   bool on(RunEvent event);
   bool on(ReleaseEvent event);
+  // run-params.json from `params`. A run dir that cannot be written fails
+  // the run's record alone: logged, never thrown; its state stays in memory.
+  void write_params(checkpoint::Durability durability = checkpoint::Durability::synced);
   std::uint64_t record_count();
   // Records the run holds when done, when its template says (progress_total).
   std::optional<std::uint64_t> records_expected() const;
