@@ -6,7 +6,7 @@
 
 #include "commands.hpp"
 #include "inflight/core/clock.hpp"
-#include "inflight/supervisor/store/agent_client.hpp"
+#include "inflight/supervisor/agent_client/agent_client.hpp"
 #include "terminal_output.hpp"
 
 namespace inflight::app {

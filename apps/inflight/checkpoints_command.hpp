@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "inflight/checkpoint/agent_protocol.hpp"
+#include "inflight/checkpoint/agent_commands.hpp"
 #include "inflight/supervisor/config/settings.hpp"
 
 namespace inflight::app {

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "inflight/core/exit_code.hpp"
-#include "inflight/supervisor/store/agent_client.hpp"
+#include "inflight/supervisor/agent_client/agent_client.hpp"
 #include "terminal_output.hpp"
 
 namespace inflight::app {

@@ -489,6 +489,11 @@ class Trial:
         for run_id in instance.succeeded_runs():
             params = local_params(instance.disk, run_id)
             assert params, f"{instance.name}: run {run_id} succeeded but has no run dir"
+            if not log_complete and not is_final(params):
+                # Killed after the attempt's end was logged, before its final
+                # run-params.json was written (a synced write): the run is
+                # resumed, a rerun the recovery allows (classify()).
+                continue
             check_history(run_id, params)
             check_exactly_once(self.runs[run_id], instance.disk.runs / run_id)
 

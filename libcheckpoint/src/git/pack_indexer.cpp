@@ -1,3 +1,6 @@
+// PackIndexer (pack_indexer.hpp): a pack read as it streams in, each object
+// checked and hashed, and the index written; delta_resolution.cpp applies its
+// deltas.
 #include "git/pack_indexer.hpp"
 
 #include <algorithm>
@@ -5,104 +8,9 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "git/pack_format.hpp"
+
 namespace inflight::checkpoint {
-
-namespace {
-
-// Object types of the pack format: 1-4 whole, then deltas against an earlier
-// object of the pack (6) and against one named by id (7, left to libgit2).
-constexpr std::array<std::string_view, 5> kTypeNames = {"", "commit", "tree", "blob", "tag"};
-constexpr int kOffsetDelta = 6;
-constexpr std::size_t kPackHeaderSize = 12;
-// Seven continuation bytes carry sizes up to 2^53: more is not an object of ours.
-constexpr std::size_t kMaxObjectHeader = 8;
-// Offsets past this need the index's table of 64-bit offsets: left to libgit2.
-constexpr std::uint64_t kMaxOffset = 0x7fffffff;
-constexpr std::size_t kInflateBuffer = 64 << 10;
-// Offsets of a base below 2^31 take five bytes.
-constexpr std::size_t kMaxBaseOffset = 5;
-// git's own default for pack.depth, met only where bases were dropped.
-constexpr int kMaxDeltaDepth = 50;
-// The largest base, delta or result applied: checkpoints hold files of up
-// to 64 KiB and 32 KiB chunks, and trees of up to a few hundred KiB.
-constexpr std::uint64_t kMaxObjectBytes = 16 << 20;
-// The bases kept for the deltas after them.
-constexpr std::uint64_t kMaxKeptBases = 64 << 20;
-// Applying a pack's deltas may make its objects again (a base dropped from
-// those kept), up to this many times what making each once costs.
-constexpr std::uint64_t kWorkPerObjectMade = 4;
-// A delta's two sizes, as varints.
-constexpr std::size_t kMaxDeltaHead = 20;
-
-std::uint32_t big_endian(const unsigned char* at) {
-  return std::uint32_t{at[0]} << 24 | std::uint32_t{at[1]} << 16 | std::uint32_t{at[2]} << 8 |
-         at[3];
-}
-
-void put_big_endian(std::string& out, std::uint32_t value) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(value >> shift));
-}
-
-std::span<const unsigned char> bytes_of(std::string_view text) {
-  return {reinterpret_cast<const unsigned char*>(text.data()), text.size()};
-}
-
-std::string object_header(int type, std::uint64_t size) {
-  const std::string header = std::string(kTypeNames.at(type)) + " " + std::to_string(size);
-  return {header.c_str(), header.size() + 1};
-}
-
-[[noreturn]] void not_a_delta() {
-  throw std::runtime_error("a delta that does not apply");
-}
-
-// A delta's sizes: little-endian varints.
-std::uint64_t delta_size(std::string_view delta, std::size_t& at) {
-  std::uint64_t size = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (at == delta.size()) not_a_delta();
-    const auto c = static_cast<unsigned char>(delta[at++]);
-    size |= std::uint64_t{c & 0x7fu} << shift;
-    if ((c & 0x80) == 0) return size;
-  }
-  not_a_delta();
-}
-
-// git's delta format: the sizes of base and result, then copies from the
-// base and inserted bytes.
-std::string apply_delta(std::string_view base, std::string_view delta) {
-  std::size_t at = 0;
-  if (delta_size(delta, at) != base.size()) not_a_delta();
-  const std::uint64_t size = delta_size(delta, at);
-  if (size > kMaxObjectBytes) not_a_delta();
-  std::string out;
-  out.reserve(size);
-  while (at < delta.size()) {
-    const auto op = static_cast<unsigned char>(delta[at++]);
-    if (op & 0x80) {
-      std::uint64_t from = 0, length = 0;
-      for (int bit = 0; bit < 7; ++bit) {
-        if ((op & (1 << bit)) == 0) continue;
-        if (at == delta.size()) not_a_delta();
-        const auto c = static_cast<unsigned char>(delta[at++]);
-        (bit < 4 ? from : length) |= std::uint64_t{c} << (8 * (bit < 4 ? bit : bit - 4));
-      }
-      if (length == 0) length = 0x10000;
-      if (from > base.size() || length > base.size() - from) not_a_delta();
-      out.append(base.substr(from, length));
-    } else if (op != 0 && op <= delta.size() - at) {
-      out.append(delta.substr(at, op));
-      at += op;
-    } else {
-      not_a_delta();
-    }
-    if (out.size() > size) not_a_delta();
-  }
-  if (out.size() != size) not_a_delta();
-  return out;
-}
-
-}  // namespace
 
 Sha1::Sha1() : context_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
   if (!context_ || EVP_DigestInit_ex(context_.get(), EVP_sha1(), nullptr) != 1)
@@ -322,94 +230,6 @@ std::size_t PackIndexer::read_trailer(std::span<const unsigned char> bytes) {
   else
     give_up();
   return used;
-}
-
-PackIndexer::State PackIndexer::resolve_deltas(const PackFile& pack) {
-  try {
-    Resolution resolution;
-    for (const auto& entry : entries_)
-      if (entry.type == kOffsetDelta || entry.a_base)
-        resolution.budget += kWorkPerObjectMade * work_of(entry);
-    for (auto& entry : entries_) {
-      if (state_ != State::indexed) break;
-      if (entry.type != kOffsetDelta) continue;
-      const auto content = content_of(entry, pack, 0, resolution);
-      object_sha_.update(bytes_of(object_header(content->type, content->bytes.size())));
-      object_sha_.update(bytes_of(content->bytes));
-      entry.id = object_sha_.finish();
-    }
-  } catch (const std::exception&) {
-    give_up();
-  }
-  return state_;
-}
-
-// An object's type and bytes: inflated from the pack, and through its chain
-// of deltas. Nothing is held while the base is made, so a chain holds at
-// most a base, a delta and its result at once, besides the kept bases.
-std::shared_ptr<const PackIndexer::Content> PackIndexer::content_of(const Entry& entry,
-                                                                    const PackFile& pack, int depth,
-                                                                    Resolution& resolution) const {
-  if (const auto kept = resolution.kept.find(entry.offset); kept != resolution.kept.end())
-    return kept->second;
-  if (depth > kMaxDeltaDepth) throw std::runtime_error("a delta chain too long");
-  resolution.spend(work_of(entry));
-  std::shared_ptr<const Content> made;
-  if (entry.type != kOffsetDelta) {
-    made = std::make_shared<const Content>(Content{entry.type, inflate_at(entry, pack)});
-  } else {
-    const auto base = content_of(*find(entry.base), pack, depth + 1, resolution);
-    made = std::make_shared<const Content>(
-        Content{base->type, apply_delta(base->bytes, inflate_at(entry, pack))});
-  }
-  if (entry.a_base) resolution.keep(entry.offset, made);
-  return made;
-}
-
-// Making an object once: its stream read and inflated, and a delta's result.
-std::uint64_t PackIndexer::work_of(const Entry& entry) {
-  return (entry.end - entry.data) + entry.size + (entry.type == kOffsetDelta ? entry.result : 0);
-}
-
-void PackIndexer::Resolution::spend(std::uint64_t bytes_made) {
-  work += bytes_made;
-  if (work > budget) throw std::runtime_error("applying the deltas made bases again too often");
-}
-
-void PackIndexer::Resolution::keep(std::uint32_t offset, std::shared_ptr<const Content> content) {
-  if (content->bytes.size() > kMaxKeptBases) return;
-  bytes += content->bytes.size();
-  kept.emplace(offset, std::move(content));
-  order.push_back(offset);
-  while (bytes > kMaxKeptBases) {
-    bytes -= kept.at(order.front())->bytes.size();
-    kept.erase(order.front());
-    order.pop_front();
-  }
-}
-
-// The object's zlib stream, from the pack's bytes between its offsets.
-std::string PackIndexer::inflate_at(const Entry& entry, const PackFile& pack) const {
-  if (entry.size > kMaxObjectBytes) throw std::runtime_error("an object too large to apply");
-  std::string out(entry.size + 1, '\0');  // a byte more, so that a longer stream shows
-  std::vector<unsigned char> in(std::min<std::uint64_t>(kInflateBuffer, entry.end - entry.data));
-  z_stream zlib{};
-  if (inflateInit(&zlib) != Z_OK) throw std::runtime_error("zlib");
-  zlib.next_out = reinterpret_cast<unsigned char*>(out.data());
-  zlib.avail_out = static_cast<uInt>(out.size());
-  int rc = Z_OK;
-  for (std::uint64_t at = entry.data; rc == Z_OK && at < entry.end; at += in.size()) {
-    const auto piece = std::span(in).first(std::min<std::uint64_t>(in.size(), entry.end - at));
-    pack(at, piece);
-    zlib.next_in = piece.data();
-    zlib.avail_in = static_cast<uInt>(piece.size());
-    rc = inflate(&zlib, Z_NO_FLUSH);
-  }
-  const bool whole = rc == Z_STREAM_END && zlib.total_out == entry.size;
-  inflateEnd(&zlib);
-  if (!whole) throw std::runtime_error("an object that does not inflate again");
-  out.resize(entry.size);
-  return out;
 }
 
 void PackIndexer::give_up() {

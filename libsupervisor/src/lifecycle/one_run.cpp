@@ -8,13 +8,13 @@
 #include "inflight/core/branch_name.hpp"
 #include "inflight/core/exit_code.hpp"
 #include "inflight/core/log.hpp"
+#include "inflight/supervisor/agent_client/agent_checkpoints.hpp"
 #include "inflight/supervisor/lifecycle/command_loop.hpp"
 #include "inflight/supervisor/lifecycle/pod_lease.hpp"
 #include "inflight/supervisor/lifecycle/record_watch.hpp"
 #include "inflight/supervisor/lifecycle/resume.hpp"
 #include "inflight/supervisor/lifecycle/shutdown_plan.hpp"
 #include "inflight/supervisor/runs/local_runs.hpp"
-#include "inflight/supervisor/store/checkpoint_agent.hpp"
 
 namespace inflight {
 

@@ -11,12 +11,12 @@
 #include "inflight/core/exit_code.hpp"
 #include "inflight/core/log.hpp"
 #include "inflight/core/run_dir.hpp"
+#include "inflight/supervisor/agent_client/agent_checkpoints.hpp"
 #include "inflight/supervisor/http/api_routes.hpp"
 #include "inflight/supervisor/lifecycle/command_loop.hpp"
 #include "inflight/supervisor/lifecycle/pod_lease.hpp"
 #include "inflight/supervisor/lifecycle/restoration.hpp"
 #include "inflight/supervisor/lifecycle/shutdown_plan.hpp"
-#include "inflight/supervisor/store/checkpoint_agent.hpp"
 
 namespace inflight {
 

@@ -62,7 +62,7 @@ void CheckpointScheduler::checkpoint_together(const std::vector<Run*>& runs, Sto
 void CheckpointScheduler::send_batch(const std::shared_ptr<StoreBatch>& batch) {
   const auto& step = batch->step;
   SaveAllRequest request{.runs = {},
-                         .lease_until = step.lease_until,
+                         .lease_until = epoch_seconds(step.lease_until),
                          .release_lease = step.release_lease,
                          .keep_objects = step.keep_objects};
   for (Run* run : batch->runs) {
@@ -202,7 +202,7 @@ void CheckpointScheduler::push_stream(const std::shared_ptr<StoreBatch>& batch) 
   const auto& step = batch->step;
   if (batch->sending.empty() && !step.lease_until) return step.done(std::nullopt);
   stream->push({.runs = {},
-                .lease_until = step.lease_until,
+                .lease_until = epoch_seconds(step.lease_until),
                 .release_lease = step.release_lease,
                 .keep_objects = false},
                [this, batch](const SaveAllResult& result) { answer_batch(batch, result); });

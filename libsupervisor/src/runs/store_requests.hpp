@@ -1,23 +1,29 @@
 // What the scheduler's two files share (checkpoint_scheduler.cpp,
-// store_batches.cpp): a run's request, the answer for a fenced run, and the
-// backoff after a refusal.
+// store_batches.cpp): a run's request, a lease's end on the wire, the answer
+// for a fenced run, and the backoff after a refusal.
 #pragma once
 
 #include <algorithm>
 
+#include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/runs/run.hpp"
-#include "inflight/supervisor/store/checkpoint_port.hpp"
 
 namespace inflight {
 
 inline CheckpointRequest checkpoint_request(Run& run, checkpoint::CheckpointReason reason) {
-  return {.run_id = run.id,
-          .run_dir = run.dir,
+  return {.run_dir = std::filesystem::absolute(run.dir).string(),
           .origin_pod = run.params.origin_pod,
+          .run_id = run.id,
           .attempt = run.attempts(),
           .reason = reason,
           .records = run.record_count(),
           .total = run.records_expected()};
+}
+
+// A lease's end as the wire gives it: seconds since the epoch.
+inline std::optional<std::int64_t> epoch_seconds(std::optional<SystemClock::time_point> until) {
+  if (!until) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::seconds>(until->time_since_epoch()).count();
 }
 
 // The answer for a run another instance owns: nothing is sent to the store.

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "inflight/core/run_params.hpp"
-#include "inflight/supervisor/store/checkpoint_port.hpp"
+#include "inflight/supervisor/checkpoint_port.hpp"
 
 namespace inflight {
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "inflight/checkpoint/agent_commands.hpp"
+
 namespace inflight {
 namespace {
 
@@ -66,27 +68,27 @@ TEST(AgentProtocol, AReasonTravelsAsItsWord) {
 TEST(AgentProtocol, AnAnswerAndItsPartsAreReadBack) {
   const checkpoint::LeftOut left_out{.named = {{.path = "out/fifo", .rule = "FIFO"}}, .unnamed = 3};
   const agent::SavedAll saved{
-      .runs = {{.failure = std::nullopt, .commit = "abc", .left_out = left_out},
-               {.failure = Error{.kind = Failure::rejected, .message = "taken", .candidates = {}},
-                .commit = std::nullopt,
-                .left_out = {}},
-               {.failure = Error{.kind = Failure::over_limit, .message = "big", .candidates = {}},
-                .commit = std::nullopt,
-                .left_out = {}}},
-      .lease = agent::PartResult{.failure = std::nullopt, .commit = std::nullopt, .left_out = {}}};
-  const auto reply = read_reply<agent::SavedAll>(read_output(wire(answer_message(saved))));
+      .runs = {agent::Saved{.commit = "abc", .left_out = left_out},
+               Error{.kind = Failure::rejected, .message = "taken", .candidates = {}},
+               Error{.kind = Failure::over_limit, .message = "big", .candidates = {}}},
+      .lease = agent::Saved{}};
+  const auto message = answer_message(saved);
+  // A failed part's wire form keeps every field (docs/agent-protocol.md).
+  const auto& taken = message.at("answer").at("runs").at(1);
+  EXPECT_EQ(taken.at("failure").at("kind"), "rejected");
+  EXPECT_TRUE(taken.at("commit").is_null());
+  EXPECT_TRUE(taken.contains("left_out"));
+  const auto reply = read_reply<agent::SavedAll>(read_output(wire(message)));
   ASSERT_TRUE(reply);
   ASSERT_EQ(reply->runs.size(), 3u);
-  EXPECT_EQ(reply->runs[0].commit, "abc");
-  EXPECT_FALSE(reply->runs[0].failure);
-  EXPECT_EQ(reply->runs[0].left_out.named, left_out.named);
-  EXPECT_EQ(reply->runs[0].left_out.unnamed, 3u);
-  ASSERT_TRUE(reply->runs[1].failure);
-  EXPECT_EQ(reply->runs[1].failure->kind, Failure::rejected);
-  ASSERT_TRUE(reply->runs[2].failure);
-  EXPECT_EQ(reply->runs[2].failure->kind, Failure::over_limit);
+  ASSERT_TRUE(reply->runs[0]);
+  EXPECT_EQ(reply->runs[0]->commit, "abc");
+  EXPECT_EQ(reply->runs[0]->left_out.named, left_out.named);
+  EXPECT_EQ(reply->runs[0]->left_out.unnamed, 3u);
+  EXPECT_TRUE(reply->runs[1].failed_with(Failure::rejected));
+  EXPECT_TRUE(reply->runs[2].failed_with(Failure::over_limit));
   ASSERT_TRUE(reply->lease);
-  EXPECT_FALSE(reply->lease->failure);
+  EXPECT_TRUE(*reply->lease);
 }
 
 TEST(AgentProtocol, AFailureKeepsItsKindAndItsBranches) {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "inflight/core/duration.hpp"
-#include "inflight/supervisor/store/checkpoint_port.hpp"
+#include "inflight/supervisor/checkpoint_port.hpp"
 
 namespace inflight {
 

@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "inflight/core/duration.hpp"
-#include "inflight/supervisor/store/checkpoint_port.hpp"
+#include "inflight/supervisor/checkpoint_port.hpp"
 
 namespace inflight {
 

@@ -10,12 +10,12 @@
 #include <functional>
 #include <string>
 
+#include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/config/settings.hpp"
 #include "inflight/supervisor/lifecycle/pod_lease.hpp"
 #include "inflight/supervisor/lifecycle/record_watch.hpp"
 #include "inflight/supervisor/lifecycle/shutdown_plan.hpp"
 #include "inflight/supervisor/runs/run_supervisor.hpp"
-#include "inflight/supervisor/store/checkpoint_port.hpp"
 
 namespace inflight {
 

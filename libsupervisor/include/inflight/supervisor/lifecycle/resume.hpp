@@ -3,9 +3,9 @@
 
 #include <string>
 
+#include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/config/settings.hpp"
 #include "inflight/supervisor/runs/run_supervisor.hpp"
-#include "inflight/supervisor/store/checkpoint_port.hpp"
 
 namespace inflight {
 

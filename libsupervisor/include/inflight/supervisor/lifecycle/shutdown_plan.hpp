@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "inflight/core/duration.hpp"
+#include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/lifecycle/pod_lease.hpp"
 #include "inflight/supervisor/runs/run_supervisor.hpp"
-#include "inflight/supervisor/store/checkpoint_port.hpp"
 
 namespace inflight {
 

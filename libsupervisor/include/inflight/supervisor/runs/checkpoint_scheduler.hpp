@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "inflight/core/duration.hpp"
+#include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/lifecycle/disk_health.hpp"
 #include "inflight/supervisor/lifecycle/pod_lease.hpp"
 #include "inflight/supervisor/runs/run.hpp"
-#include "inflight/supervisor/store/checkpoint_port.hpp"
 
 namespace inflight {
 

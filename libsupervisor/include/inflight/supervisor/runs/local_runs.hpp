@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "inflight/core/child_templates.hpp"
-#include "inflight/supervisor/store/checkpoint_port.hpp"
+#include "inflight/supervisor/checkpoint_port.hpp"
 
 namespace inflight {
 

@@ -19,13 +19,13 @@
 #include "inflight/core/child_templates.hpp"
 #include "inflight/core/duration.hpp"
 #include "inflight/core/fd.hpp"
+#include "inflight/supervisor/checkpoint_port.hpp"
 #include "inflight/supervisor/lifecycle/disk_health.hpp"
 #include "inflight/supervisor/lifecycle/pod_lease.hpp"
 #include "inflight/supervisor/process/child_reaper.hpp"
 #include "inflight/supervisor/runs/attempt_runner.hpp"
 #include "inflight/supervisor/runs/checkpoint_scheduler.hpp"
 #include "inflight/supervisor/runs/run.hpp"
-#include "inflight/supervisor/store/checkpoint_port.hpp"
 
 namespace inflight {
 

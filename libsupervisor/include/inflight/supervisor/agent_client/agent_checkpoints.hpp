@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "inflight/core/child_templates.hpp"
-#include "inflight/supervisor/store/agent_client.hpp"
-#include "inflight/supervisor/store/checkpoint_port.hpp"
+#include "inflight/supervisor/agent_client/agent_client.hpp"
+#include "inflight/supervisor/checkpoint_port.hpp"
 
 namespace inflight {
 

@@ -1,10 +1,11 @@
 // The serve side of checkpoints: every store operation through the agent.
+#include "inflight/supervisor/agent_client/agent_checkpoints.hpp"
+
 #include <set>
 
 #include "inflight/core/branch_name.hpp"
 #include "inflight/core/log.hpp"
 #include "inflight/core/run_params.hpp"
-#include "inflight/supervisor/store/checkpoint_agent.hpp"
 
 namespace inflight {
 
@@ -12,30 +13,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One part of a batched step: landed with its commit, or its failure.
-CheckpointResult part_result(const agent::PartResult& part) {
-  if (part.failure) return *part.failure;
-  return Landed{.commit = part.commit, .left_out = part.left_out};
-}
-
 std::int64_t epoch_seconds(SystemClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
-}
-
-agent::RunCheckpoint run_checkpoint(const CheckpointRequest& request) {
-  return {.run_dir = fs::absolute(request.run_dir).string(),
-          .origin_pod = request.origin_pod,
-          .run_id = request.run_id,
-          .attempt = request.attempt,
-          .reason = request.reason,
-          .records = request.records,
-          .total = request.total};
-}
-
-std::vector<agent::RunCheckpoint> run_checkpoints(const std::vector<CheckpointRequest>& requests) {
-  std::vector<agent::RunCheckpoint> runs;
-  for (const auto& request : requests) runs.push_back(run_checkpoint(request));
-  return runs;
 }
 
 // How many parts of each kind a batched answer must hold.
@@ -61,17 +40,6 @@ bool whole(const agent::SavedAll& reply, const SaveAllParts& parts) {
          reply.deletions.size() == parts.deletions;
 }
 
-std::vector<CheckpointResult> part_results(const std::vector<agent::PartResult>& parts) {
-  std::vector<CheckpointResult> results;
-  for (const auto& part : parts) results.push_back(part_result(part));
-  return results;
-}
-
-std::optional<CheckpointResult> part_result(const std::optional<agent::PartResult>& part) {
-  if (!part) return std::nullopt;
-  return part_result(*part);
-}
-
 // A batched answer with a part per run, release step and the lease; the
 // failure of the whole step is every part's.
 SaveAllResult save_all_result(const AgentReply<agent::SavedAll>& reply, const SaveAllParts& parts) {
@@ -89,11 +57,7 @@ SaveAllResult save_all_result(const AgentReply<agent::SavedAll>& reply, const Sa
             .index = optional_failure(parts.index),
             .deletions = std::vector<CheckpointResult>(parts.deletions, failure)};
   }
-  return {.runs = part_results(reply->runs),
-          .lease = part_result(reply->lease),
-          .finals = part_results(reply->finals),
-          .index = part_result(reply->index),
-          .deletions = part_results(reply->deletions)};
+  return *reply;
 }
 
 }  // namespace
@@ -108,51 +72,39 @@ void AgentCheckpoints::step(const Call& call, SteadyClock::time_point deadline,
                             std::function<void(CheckpointResult)> done) {
   agent_.call(call, deadline, [done = std::move(done)](AgentReply<typename Call::Answer> reply) {
     if (!reply) return done(reply.error());
-    Landed landed;
-    if constexpr (std::is_same_v<typename Call::Answer, agent::Saved>) {
-      landed.commit = reply->commit;
-      landed.left_out = reply->left_out;
-    }
-    done(landed);
+    if constexpr (std::is_same_v<typename Call::Answer, agent::Saved>)
+      done(*reply);
+    else
+      done(Landed{});
   });
 }
 
 void AgentCheckpoints::save(const CheckpointRequest& request, SteadyClock::time_point deadline,
                             std::function<void(CheckpointResult)> done) {
-  step(agent::Save{.run = run_checkpoint(request)}, deadline, std::move(done));
+  step(agent::Save{.run = request}, deadline, std::move(done));
 }
 
 void AgentCheckpoints::release(const std::vector<CheckpointRequest>& requests,
                                SteadyClock::time_point deadline,
                                std::function<void(std::vector<CheckpointResult>)> done) {
-  agent::Release call;
-  for (const auto& request : requests) call.runs.push_back(run_checkpoint(request));
-  agent_.call(
-      call, deadline,
-      [done = std::move(done), runs = requests.size()](AgentReply<agent::Released> reply) {
-        if (reply && reply->runs.size() != runs)
-          reply = Error{.kind = Failure::other,
-                        .message = "the agent's answer lacks a run",
-                        .candidates = {}};
-        std::vector<CheckpointResult> results;
-        for (std::size_t i = 0; i < runs; ++i)
-          results.push_back(reply ? part_result(reply->runs[i]) : CheckpointResult(reply.error()));
-        done(std::move(results));
-      });
+  const agent::Release call{.runs = requests};
+  agent_.call(call, deadline,
+              [done = std::move(done), runs = requests.size()](AgentReply<agent::Released> reply) {
+                if (reply && reply->runs.size() != runs)
+                  reply = Error{.kind = Failure::other,
+                                .message = "the agent's answer lacks a run",
+                                .candidates = {}};
+                std::vector<CheckpointResult> results;
+                for (std::size_t i = 0; i < runs; ++i)
+                  results.push_back(reply ? reply->runs[i] : CheckpointResult(reply.error()));
+                done(std::move(results));
+              });
 }
 
 void AgentCheckpoints::save_all(const SaveAllRequest& request, SteadyClock::time_point deadline,
                                 std::function<void(SaveAllResult)> done) {
-  agent::SaveAll call{.runs = run_checkpoints(request.runs),
-                      .lease_until = request.lease_until
-                                         ? std::optional(epoch_seconds(*request.lease_until))
-                                         : std::nullopt,
-                      .release_lease = request.release_lease,
-                      .keep_objects = request.keep_objects,
-                      .streamed = false,
-                      .finals = run_checkpoints(request.finals),
-                      .indexed = request.indexed,
-                      .deletions = run_checkpoints(request.deletions)};
+  auto call = request;
+  call.streamed = false;
   agent_.call(call, deadline,
               [done = std::move(done), parts = parts_of(request)](
                   AgentReply<agent::SavedAll> reply) { done(save_all_result(reply, parts)); });
@@ -179,21 +131,17 @@ class AgentSaveStream final : public SaveStream {
 
   void add(const CheckpointRequest& run) override {
     ++answer_->runs;
-    input_->write(agent::SaveAllPart{.run = run_checkpoint(run),
-                                     .last = false,
-                                     .lease_until = std::nullopt,
-                                     .release_lease = false});
+    input_->write(agent::SaveAllPart{
+        .run = run, .last = false, .lease_until = std::nullopt, .release_lease = false});
   }
 
   void push(const SaveAllRequest& request, std::function<void(SaveAllResult)> done) override {
     answer_->lease = request.lease_until.has_value();
     answer_->done = std::move(done);
-    input_->write(agent::SaveAllPart{
-        .run = std::nullopt,
-        .last = true,
-        .lease_until =
-            request.lease_until ? std::optional(epoch_seconds(*request.lease_until)) : std::nullopt,
-        .release_lease = request.release_lease});
+    input_->write(agent::SaveAllPart{.run = std::nullopt,
+                                     .last = true,
+                                     .lease_until = request.lease_until,
+                                     .release_lease = request.release_lease});
     input_->close();
     answer_->deliver();
   }

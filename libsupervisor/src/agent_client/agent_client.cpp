@@ -1,6 +1,6 @@
 // Spawns one agent per store operation, feeds it the request, collects its
 // answer, and kills it when the deadline passes.
-#include "inflight/supervisor/store/agent_client.hpp"
+#include "inflight/supervisor/agent_client/agent_client.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "inflight/checkpoint/agent_protocol.hpp"
 #include "inflight/checkpoint/store_types.hpp"
 #include "inflight/core/clock.hpp"
 #include "inflight/core/failure.hpp"
@@ -19,58 +20,33 @@
 
 namespace inflight {
 
-struct CheckpointRequest {
-  std::string run_id;
-  std::filesystem::path run_dir;
-  std::string origin_pod;
-  int attempt = 0;
-  checkpoint::CheckpointReason reason = checkpoint::CheckpointReason::manual;
-  std::uint64_t records = 0;
-  std::optional<std::uint64_t> total = std::nullopt;  // records when done, when known
-};
+// The port speaks the agent's messages (agent_protocol.hpp,
+// docs/agent-protocol.md): each request and each answer has this one
+// representation in serve, and the agent client sends them as they are.
+// A run's checkpoint; `run_dir` is absolute.
+using CheckpointRequest = agent::RunCheckpoint;
 
-// A step that landed.
-struct Landed {
-  std::optional<std::string> commit;  // none when nothing changed
-  checkpoint::LeftOut left_out;       // a run's checkpoint: what it left out
-};
+// A step that landed: its commit (none when nothing changed), and what a
+// run's checkpoint left out.
+using Landed = agent::Saved;
 
 // A store step: landed, or why not. Failure::rejected: another instance owns
 // the run, stop touching it; Failure::cache: this disk's cache repo cannot be
 // opened or written; Failure::over_limit: the run dir holds more than a
 // restore takes, even with what a restore refuses left out.
-using CheckpointResult = Result<Landed>;
+using CheckpointResult = agent::StepResult;
 
-// One store step for many runs: a shutdown, a periodic tick.
-struct SaveAllRequest {
-  std::vector<CheckpointRequest> runs;
-  std::optional<SystemClock::time_point> lease_until;  // this pod's lease, renewed in the push
-  // … or released in it (the last push of a shutdown), when every run is
-  // saved; `lease_until` is then how long to take it again should the
-  // server refuse a run (store_types.hpp's LeaseStep).
-  bool release_lease = false;
-  // Whether the cache keeps the pushed objects for the next save; a
-  // shutdown's push does not need them (the next start fetches what it lacks).
-  bool keep_objects = true;
-  // Finished runs' release steps in the same push (checkpoint::ReleaseSteps):
-  // final states with their results, the index entries of results that
-  // landed (their final commits), branches to delete.
-  std::vector<CheckpointRequest> finals = {};
-  std::vector<std::string> indexed = {};
-  std::vector<CheckpointRequest> deletions = {};
-};
+// One store step for many runs (a shutdown, a periodic tick): their saves,
+// the lease's renewal (`lease_until`, seconds since the epoch) or release,
+// and finished runs' release steps (checkpoint::ReleaseSteps): final states
+// with their results, the index entries of results that landed (their final
+// commits), branches to delete. Without `keep_objects` (a shutdown) the cache
+// keeps none of the pushed objects. `streamed` is the agent client's own.
+using SaveAllRequest = agent::SaveAll;
 
-struct SaveAllResult {
-  std::vector<CheckpointResult> runs;     // one per request, in order
-  std::optional<CheckpointResult> lease;  // when the lease was asked for: landed once renewed
-                                          // (or released)
-  // One per final (landed: its final commit, none when there was nothing to
-  // publish), the index commit's when entries went (with finals or indexed),
-  // one per deletion.
-  std::vector<CheckpointResult> finals = {};
-  std::optional<CheckpointResult> index = std::nullopt;
-  std::vector<CheckpointResult> deletions = {};
-};
+// One part per run, per release step and for the lease, as asked; the
+// index commit's when entries went.
+using SaveAllResult = agent::SavedAll;
 
 // A shutdown's save_all() whose runs come one at a time: the store connects
 // as it is opened, while the children flush, and takes each run's snapshot

@@ -1,0 +1,68 @@
+// What the parts of a restore share (restore.cpp, restore_claims.cpp,
+// restore_local.cpp): the one push a restore makes, and what a claim's
+// commit says.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "inflight/checkpoint/checkpoint_store.hpp"
+#include "inflight/core/run_dir.hpp"
+#include "snapshot/run_dir_writers.hpp"
+
+namespace inflight::checkpoint {
+
+inline std::uint64_t records_of(const std::filesystem::path& dir, const RunVerdict& verdict) {
+  return verdict.progress_file.empty() ? 0 : RecordCounter().count(dir, verdict.progress_file);
+}
+
+// What a claim commit says: this pod took the run at its attempt so far.
+inline CheckpointInfo claim_info(const RunParams& params, const std::string& pod,
+                                 std::uint64_t records, std::optional<std::uint64_t> total) {
+  return {.run_id = params.run_id,
+          .attempt = static_cast<int>(params.attempts.size()),
+          .reason = CheckpointReason::claim,
+          .pod = pod,
+          .records = records,
+          .total = total};
+}
+
+struct CheckpointStore::RestorePush {
+  // A branch copy a writer is materialising while the claim is pushed; moved
+  // in once both are done.
+  struct WrittenCopy {
+    RemoteBranch branch;
+    std::string tip;
+    RunParams params;
+    StagedCopy staged;                     // its future: the records it counted, if asked
+    std::optional<std::uint64_t> records;  // known before the write: one blob
+    std::optional<std::uint64_t> total;
+  };
+
+  RestorePush(const std::filesystem::path& cache, const TreeLimits& limits)
+      : writers(cache, limits) {}
+  // A copy not moved in by now was not claimed (or the restore failed): it
+  // goes, once no writer is at work on it.
+  ~RestorePush() {
+    writers.stop();
+    std::error_code ec;
+    for (const auto& dir : staging) std::filesystem::remove_all(dir, ec);
+  }
+
+  std::vector<RefUpdate> updates;
+  std::vector<std::function<void(const RefResult&)>> settle;  // one per update
+  std::vector<std::filesystem::path> staging;  // branch copies written beside their run dirs
+  RunDirWriters writers;
+  std::vector<WrittenCopy> written;  // claim_written() adds their claims
+  std::set<std::string> published;   // run ids with a result ref: never run again
+
+  void add(RefUpdate update, std::function<void(const RefResult&)> then) {
+    updates.push_back(std::move(update));
+    settle.push_back(std::move(then));
+  }
+};
+
+}  // namespace inflight::checkpoint
