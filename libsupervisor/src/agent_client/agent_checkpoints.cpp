@@ -13,10 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::int64_t epoch_seconds(SystemClock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
-}
-
 // How many parts of each kind a batched answer must hold.
 struct SaveAllParts {
   std::size_t runs = 0;
@@ -191,9 +187,7 @@ void AgentCheckpoints::restore(const RestoreQuery& query, SteadyClock::time_poin
                       .skip = {query.skip.begin(), query.skip.end()},
                       .children = templates_.sources(),
                       .only = query.only,
-                      .lease_until = query.lease_until
-                                         ? std::optional(epoch_seconds(*query.lease_until))
-                                         : std::nullopt,
+                      .lease_until = epoch_seconds(query.lease_until),
                       .leave_handovers = query.leave_handovers,
                       .finished = query.finished,
                       .expired = query.expired,

@@ -1,6 +1,6 @@
 // What the scheduler's two files share (checkpoint_scheduler.cpp,
-// store_batches.cpp): a run's request, a lease's end on the wire, the answer
-// for a fenced run, and the backoff after a refusal.
+// store_batches.cpp): a run's request, the answer for a fenced run, and the
+// backoff after a refusal.
 #pragma once
 
 #include <algorithm>
@@ -18,12 +18,6 @@ inline CheckpointRequest checkpoint_request(Run& run, checkpoint::CheckpointReas
           .reason = reason,
           .records = run.record_count(),
           .total = run.records_expected()};
-}
-
-// A lease's end as the wire gives it: seconds since the epoch.
-inline std::optional<std::int64_t> epoch_seconds(std::optional<SystemClock::time_point> until) {
-  if (!until) return std::nullopt;
-  return std::chrono::duration_cast<std::chrono::seconds>(until->time_since_epoch()).count();
 }
 
 // The answer for a run another instance owns: nothing is sent to the store.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,5 +17,13 @@ using SteadyClock = std::chrono::steady_clock;
 std::string iso8601_utc(SystemClock::time_point t);
 // The time iso8601_utc() wrote, or nullopt for any other text.
 std::optional<SystemClock::time_point> parse_iso8601_utc(std::string_view text);
+
+// Whole seconds since the epoch: how the agent's messages carry a lease's end.
+inline std::int64_t epoch_seconds(SystemClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+inline std::optional<std::int64_t> epoch_seconds(std::optional<SystemClock::time_point> t) {
+  return t ? std::optional(epoch_seconds(*t)) : std::nullopt;
+}
 
 }  // namespace inflight

@@ -82,11 +82,10 @@ TEST_F(AttemptRunnerTest, AStopEndsTheChildAsCancelledAndAFenceAsInterrupted) {
 }
 
 TEST_F(AttemptRunnerTest, AProgramThatCannotStartIsReportedInItsAttempt) {
-  inflight::Run& run = make(run_a, "r-1", "default");
   // As if the program went away after serve checked it.
   templates = ChildTemplates::from_config(
       OrderedJson::parse(R"({"child": {"argv": ["/nonexistent/eval"]}})"), "/nonexistent/demo");
-  run.child = templates.find("default");
+  inflight::Run& run = make(run_a, "r-1", "default");
   EXPECT_FALSE(runner.start(run));
   ASSERT_EQ(run.attempts(), 1);
   EXPECT_EQ(run.params.attempts[0].exit_code, 127);
