@@ -32,6 +32,16 @@ RunCommand::RunCommand(CLI::App& app, const std::function<void(CLI::App*)>& add_
       ->add_option("--stop-signal", stop_signal_,
                    "with a command after --: what stops it (default SIGTERM)")
       ->type_name("SIG");
+  command_
+      ->add_option("--env", env_,
+                   "with a command after --: a variable of the child, {run_id}, {output_dir}, "
+                   "{attempt}, {model_url:NAME} and {model_key} filled in; repeatable")
+      ->type_name("NAME=VALUE");
+  command_
+      ->add_option("--inherit-env", inherit_env_,
+                   "with a command after --: a variable of inflight's environment the child also "
+                   "gets; repeatable")
+      ->type_name("NAME");
   command_->add_flag("--take-over", take_over_,
                      "take the run from another pod's live lease or claim at once; make sure "
                      "that pod is gone");
@@ -46,19 +56,26 @@ int RunCommand::run(const OptionSources& sources) const {
     throw UsageError("--id: '" + printable(id_) + "' is not a run id (it must match " +
                      std::string(checkpoint::kRunIdPattern) + ")");
   const bool configured = sources.given("config").has_value();
-  if (program_.empty() &&
-      (!resume_args_.empty() || !progress_file_.empty() || !stop_signal_.empty()))
-    throw UsageError("--resume-arg, --progress-file and --stop-signal go with a command after --");
+  if (program_.empty() && (!resume_args_.empty() || !progress_file_.empty() ||
+                           !stop_signal_.empty() || !env_.empty() || !inherit_env_.empty()))
+    throw UsageError(
+        "--resume-arg, --progress-file, --stop-signal, --env and --inherit-env go with a "
+        "command after --");
   if (program_.empty() && !configured)
     throw UsageError("no command: give PROGRAM [ARG...] after --, or --config with a template");
-  if (!program_.empty() && (configured || !child_.empty() || !params_.empty()))
+  if (!program_.empty() && (!child_.empty() || !params_.empty()))
     throw UsageError(
-        "a command after -- and a configured template (--config, --child, --param) at once: "
-        "give one");
+        "a command after -- and a configured template (--child, --param) at once: give one "
+        "(with a command, --config is read for its `models` only)");
   auto settings = read_resume_settings(sources);
   if (!program_.empty()) {
     settings.children = ad_hoc_template();
-    settings.store.withheld_variables = settings.children.referenced_variables();
+    try {
+      settings.children.check_models(model_specs(settings.models));
+    } catch (const ConfigError& e) {
+      throw UsageError("the command after --: " + std::string(e.what()));
+    }
+    settings.store.withheld_variables = withheld_variables(settings.children, settings.models);
   }
   const auto what = one_run(settings.children);
   hide_environment_secrets(settings.store.withheld_variables);
@@ -71,6 +88,15 @@ ChildTemplates RunCommand::ad_hoc_template() const {
   if (!resume_args_.empty()) child["resume_argv"] = resume_args_;
   if (!progress_file_.empty()) child["progress_file"] = progress_file_;
   if (!stop_signal_.empty()) child["stop_signal"] = stop_signal_;
+  if (!inherit_env_.empty()) child["inherit_env"] = inherit_env_;
+  OrderedJson env = OrderedJson::object();
+  for (const auto& assignment : env_) {
+    const auto equals = assignment.find('=');
+    if (equals == std::string::npos || equals == 0)
+      throw UsageError("--env '" + printable(assignment) + "' is not NAME=VALUE");
+    env[assignment.substr(0, equals)] = assignment.substr(equals + 1);
+  }
+  if (!env.empty()) child["env"] = env;
   try {
     return ChildTemplates::from_config({{"child", child}}, "");
   } catch (const ConfigError& e) {

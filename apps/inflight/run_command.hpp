@@ -40,7 +40,9 @@ class RunCommand {
   std::string progress_file_;
   std::string stop_signal_;
   bool take_over_ = false;
-  std::vector<std::string> program_;  // the command after `--`
+  std::vector<std::string> env_;          // --env NAME=VALUE
+  std::vector<std::string> inherit_env_;  // --inherit-env NAME
+  std::vector<std::string> program_;      // the command after `--`
 };
 
 }  // namespace inflight::app

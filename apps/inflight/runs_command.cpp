@@ -125,18 +125,54 @@ int RunsCommand::list(const StoreSettings& store) const {
   return kExitSuccess;
 }
 
+namespace {
+
+// The model calls of every attempt of a run-params.json read from the
+// results repo (SPEC §13 "Accounting"); nullopt when none had models or the
+// file does not say.
+std::optional<checkpoint::ModelCounts> model_totals(const OrderedJson& run_params) {
+  if (!run_params.is_object() || !run_params.contains("attempts") ||
+      !run_params["attempts"].is_array())
+    return std::nullopt;
+  std::optional<checkpoint::ModelCounts> total;
+  for (const auto& attempt : run_params["attempts"]) {
+    if (!attempt.is_object() || !attempt.contains("model")) continue;
+    try {
+      total = total.value_or(checkpoint::ModelCounts{}) +=
+          checkpoint::model_counts_from_json(attempt["model"]);
+    } catch (const std::runtime_error&) {
+      continue;  // a hand-edited record: shown without it
+    }
+  }
+  return total;
+}
+
+std::string model_line(const checkpoint::ModelCounts& m) {
+  return std::to_string(m.calls) + " calls, " + std::to_string(m.replayed) +
+         " replayed; tokens paid " + std::to_string(m.input_tokens) + " in, " +
+         std::to_string(m.output_tokens) + " out; saved " + std::to_string(m.saved_input_tokens) +
+         " in, " + std::to_string(m.saved_output_tokens) + " out";
+}
+
+}  // namespace
+
 int RunsCommand::show(const StoreSettings& store) const {
   const auto reply = call_agent(store, agent::ShowRun{.run_id = run_id_});
   if (!reply) return report_failure(reply.error(), kRunsListed);
   if (json_) {
+    const auto model = model_totals(reply->run_params);
     std::cout << OrderedJson{{"id", run_id_},
                              {"where", reply->where},
+                             {"model", model ? checkpoint::to_json(*model) : OrderedJson(nullptr)},
                              {"run_params", reply->run_params}}
                      .dump(2)
               << "\n";
     return kExitSuccess;
   }
-  print_table({{"run", run_id_}, {"where", reply->where}});
+  Table rows{{"run", run_id_}, {"where", reply->where}};
+  if (const auto model = model_totals(reply->run_params))
+    rows.push_back({"model calls", model_line(*model)});
+  print_table(rows);
   std::cout << "\nattempts:\n";
   print_attempts(reply->run_params);
   return kExitSuccess;

@@ -48,6 +48,7 @@ OrderedJson attempt_to_json(const AttemptRecord& a) {
                    {"signal", optional_json(a.signal)},
                    {"outcome", optional_json(a.outcome)}};
   if (a.error) json["error"] = *a.error;
+  if (a.model) json["model"] = to_json(*a.model);
   return json;
 }
 
@@ -60,6 +61,59 @@ std::optional<std::string> attempt_error(const OrderedJson& json) {
   return text;
 }
 
+constexpr const char* kModelCountFields[] = {
+    "calls",         "replayed",           "input_tokens",
+    "output_tokens", "saved_input_tokens", "saved_output_tokens"};
+
+std::uint64_t* model_count_field(ModelCounts& counts, std::string_view name) {
+  std::uint64_t* fields[] = {
+      &counts.calls,         &counts.replayed,           &counts.input_tokens,
+      &counts.output_tokens, &counts.saved_input_tokens, &counts.saved_output_tokens};
+  for (std::size_t i = 0; i < std::size(fields); ++i)
+    if (name == kModelCountFields[i]) return fields[i];
+  return nullptr;
+}
+
+}  // namespace
+
+ModelCounts& ModelCounts::operator+=(const ModelCounts& other) {
+  calls += other.calls;
+  replayed += other.replayed;
+  input_tokens += other.input_tokens;
+  output_tokens += other.output_tokens;
+  saved_input_tokens += other.saved_input_tokens;
+  saved_output_tokens += other.saved_output_tokens;
+  return *this;
+}
+
+OrderedJson to_json(const ModelCounts& counts) {
+  OrderedJson json = OrderedJson::object();
+  auto copy = counts;
+  for (const auto* name : kModelCountFields) json[name] = *model_count_field(copy, name);
+  return json;
+}
+
+ModelCounts model_counts_from_json(const OrderedJson& json) {
+  ModelCounts counts;
+  if (!json.is_object()) malformed("model", "is not an object");
+  for (const auto* name : kModelCountFields) {
+    const auto it = json.find(name);
+    if (it == json.end()) continue;
+    if (!it->is_number_unsigned()) malformed(std::string("model.") + name, "is not a whole number");
+    *model_count_field(counts, name) = it->get<std::uint64_t>();
+  }
+  return counts;
+}
+
+std::optional<ModelCounts> model_counts(const std::vector<AttemptRecord>& attempts) {
+  std::optional<ModelCounts> total;
+  for (const auto& attempt : attempts)
+    if (attempt.model) total = total.value_or(ModelCounts{}) += *attempt.model;
+  return total;
+}
+
+namespace {
+
 AttemptRecord attempt_from_json(const OrderedJson& json) {
   return {.attempt = json.at("attempt").get<int>(),
           .pod = short_string(json, "pod"),
@@ -68,7 +122,10 @@ AttemptRecord attempt_from_json(const OrderedJson& json) {
           .exit_code = optional_field<int>(json, "exit_code"),
           .signal = optional_field<int>(json, "signal"),
           .outcome = optional_field<std::string>(json, "outcome"),
-          .error = attempt_error(json)};
+          .error = attempt_error(json),
+          .model = json.contains("model") && !json["model"].is_null()
+                       ? std::optional(model_counts_from_json(json["model"]))
+                       : std::nullopt};
 }
 
 // The fields that name things: a branch or a disk must not smuggle a path or

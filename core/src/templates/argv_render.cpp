@@ -42,6 +42,7 @@ std::vector<std::string> ChildTemplate::render(const OrderedJson& request,
       if (name == "run_id") return context.run_id;
       if (name == "output_dir") return context.output_dir;
       if (name == "attempt") return std::to_string(context.attempt);
+      if (auto model = model_url_name(name)) return context.model_urls.at(*model);
       if (element && name == element_param) return scalar_text(*element);
       return scalar_text(values.at(name));
     };
@@ -71,6 +72,8 @@ std::vector<std::pair<std::string, std::string>> ChildTemplate::render_env(
   const auto builtin = [&](const std::string& name) -> std::string {
     if (name == "run_id") return context.run_id;
     if (name == "output_dir") return context.output_dir;
+    if (name == kModelKey) return context.model_key;
+    if (auto model = model_url_name(name)) return context.model_urls.at(*model);
     return std::to_string(context.attempt);  // the only other one check_env allows
   };
   auto env = env_;

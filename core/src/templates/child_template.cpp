@@ -7,6 +7,7 @@
 
 #include "inflight/core/duration.hpp"
 #include "inflight/core/fnv1a.hpp"
+#include "inflight/core/model_specs.hpp"
 #include "inflight/core/stop_signal.hpp"
 #include "param_rules.hpp"
 #include "placeholders.hpp"
@@ -295,23 +296,35 @@ void ChildTemplate::check_progress_file() const {
 
 // `${NAME}` values are resolved from the instance's environment at each
 // attempt; inflight's own settings (INFLIGHT_*) hold its secrets.
-void ChildTemplate::check_env() const {
+void ChildTemplate::check_env() {
   for (const auto& [var, value] : env_) {
-    if (!is_variable_name(var))
-      throw ConfigError(where_ + ".env." + var, "is not an environment variable name");
+    const auto where = where_ + ".env." + var;
+    if (!is_variable_name(var)) throw ConfigError(where, "is not an environment variable name");
     const auto reference = env_reference(value);
     if (reference && reference->starts_with("INFLIGHT_"))
-      throw ConfigError(where_ + ".env." + var, "must not refer to " + *reference +
-                                                    ": INFLIGHT_* variables hold "
-                                                    "inflight's own settings and secrets");
+      throw ConfigError(where, "must not refer to " + *reference +
+                                   ": INFLIGHT_* variables hold "
+                                   "inflight's own settings and secrets");
     if (reference) continue;
     // Only what inflight itself decides: a param in the environment would
     // reach every process the child starts.
     for (const auto& name : placeholder_names(value))
-      if (!std::count(kBuiltinPlaceholders.begin(), kBuiltinPlaceholders.end(), name))
-        throw ConfigError(where_ + ".env." + var,
-                          "{" + name + "} is not one of {run_id}, {output_dir}, {attempt}");
+      if (!std::count(kBuiltinPlaceholders.begin(), kBuiltinPlaceholders.end(), name) &&
+          name != kModelKey && !names_model(name, where))
+        throw ConfigError(where, "{" + name +
+                                     "} is not one of {run_id}, {output_dir}, {attempt}, "
+                                     "{model_url:NAME}, {model_key}");
   }
+}
+
+// Records the model a `{model_url:NAME}` names; whether the config has it is
+// ChildTemplates' to judge, which sees the `models`.
+bool ChildTemplate::names_model(const std::string& placeholder, const std::string& where) {
+  const auto model = model_url_name(placeholder);
+  if (!model) return false;
+  if (!is_model_name(*model)) throw ConfigError(where, "{" + placeholder + "} names no model");
+  models_.insert(*model);
+  return true;
 }
 
 bool ChildTemplate::always_present(const std::string& name) const {
@@ -320,13 +333,17 @@ bool ChildTemplate::always_present(const std::string& name) const {
 }
 
 void ChildTemplate::check_placeholders(const std::vector<std::string>& args,
-                                       const std::string& where,
-                                       const std::string& group_param) const {
+                                       const std::string& where, const std::string& group_param) {
   for (const auto& arg : args) {
     for (const auto& name : placeholder_names(arg)) {
       const bool builtin =
           std::count(kBuiltinPlaceholders.begin(), kBuiltinPlaceholders.end(), name);
-      if (builtin || name == group_param || always_present(name)) continue;
+      if (builtin || name == group_param || always_present(name) || names_model(name, where))
+        continue;
+      if (name == kModelKey)
+        throw ConfigError(where,
+                          "{model_key} is for env only: argv is readable by every process "
+                          "in /proc");
       throw ConfigError(where, find_param(name)
                                    ? "{" + name + "} may be absent; use it in its optional group"
                                    : "{" + name + "} is not a declared param");
@@ -334,7 +351,7 @@ void ChildTemplate::check_placeholders(const std::vector<std::string>& args,
   }
 }
 
-void ChildTemplate::check_consistency() const {
+void ChildTemplate::check_consistency() {
   for (const auto& p : params_) {
     if (!p.default_value) continue;
     if (auto problem = check_value(p, *p.default_value))

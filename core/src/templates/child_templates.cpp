@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "inflight/core/branch_name.hpp"
+#include "inflight/core/model_specs.hpp"
 #include "inflight/core/program_path.hpp"
 
 namespace inflight {
@@ -33,6 +34,30 @@ ChildTemplates ChildTemplates::from_config(const OrderedJson& file, const fs::pa
   if (t.templates_.empty())
     t.templates_.emplace(default_name, ChildTemplate::demo(demo_binary.string()));
   return t;
+}
+
+// A template naming a model the config lacks is refused at start (SPEC §13).
+// Nor may a child be handed a model's key by `${NAME}` or `inherit_env`.
+void ChildTemplates::check_models(const ModelSpecs& models) const {
+  std::set<std::string> keys;
+  for (const auto& [name, model] : models)
+    if (!model.api_key_env.empty()) keys.insert(model.api_key_env);
+  for (const auto& [name, child] : templates_) {
+    const auto where =
+        name == checkpoint::kDefaultTemplate ? std::string("child") : "children." + name;
+    for (const auto& model : child.models())
+      if (!models.count(model))
+        throw ConfigError(where,
+                          "{model_url:" + model + "} names a model the config's `models` lacks");
+    for (const auto& variable : child.inherit_env())
+      if (keys.count(variable))
+        throw ConfigError(where + ".inherit_env",
+                          variable + " holds a model's key, which children never get");
+    for (const auto& [var, value] : child.env())
+      if (auto reference = env_reference(value); reference && keys.count(*reference))
+        throw ConfigError(where + ".env." + var,
+                          *reference + " holds a model's key, which children never get");
+  }
 }
 
 const ChildTemplate* ChildTemplates::find(const std::string& name) const {

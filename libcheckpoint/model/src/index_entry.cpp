@@ -93,6 +93,7 @@ IndexEntry index_entry_of(const RunParams& params, std::uint64_t records,
     entry.attempts.push_back(
         {.pod = a.pod, .outcome = a.outcome, .started = a.started_at, .ended = a.ended_at});
   if (!params.attempts.empty()) entry.finished_at = params.attempts.back().ended_at;
+  entry.model = model_counts(params.attempts);
   return entry;
 }
 
@@ -103,15 +104,16 @@ std::string write_index_entry(const IndexEntry& entry) {
                         {"outcome", optional_json(a.outcome)},
                         {"started", a.started},
                         {"ended", optional_json(a.ended)}});
-  const OrderedJson json{{"id", entry.id},
-                         {"final_status", entry.final_status},
-                         {"pod", entry.pod},
-                         {"attempts", attempts},
-                         {"records", entry.records},
-                         {"total", optional_json(entry.total)},
-                         {"created_at", entry.created_at},
-                         {"finished_at", optional_json(entry.finished_at)},
-                         {"result", entry.result}};
+  OrderedJson json{{"id", entry.id},
+                   {"final_status", entry.final_status},
+                   {"pod", entry.pod},
+                   {"attempts", attempts},
+                   {"records", entry.records},
+                   {"total", optional_json(entry.total)},
+                   {"created_at", entry.created_at},
+                   {"finished_at", optional_json(entry.finished_at)},
+                   {"result", entry.result}};
+  if (entry.model) json["model"] = to_json(*entry.model);
   return json.dump(2) + "\n";
 }
 
@@ -133,6 +135,13 @@ Result<IndexEntry> parse_index_entry(std::string_view text) {
   if (!fields.problem() && entry.result != result_ref(entry.id))
     fields.fail("result", "is not " + result_ref(entry.id));
   if (fields.problem()) return Error{Failure::other, "index entry: " + *fields.problem(), {}};
+  if (const auto model = json->find("model"); model != json->end() && !model->is_null()) {
+    try {
+      entry.model = model_counts_from_json(*model);
+    } catch (const std::runtime_error& e) {
+      return Error{Failure::other, std::string("index entry: ") + e.what(), {}};
+    }
+  }
   return entry;
 }
 

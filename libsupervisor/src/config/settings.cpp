@@ -65,7 +65,7 @@ OrderedJson OptionSources::load_config_file(const std::filesystem::path& path) {
   const auto& json = *parsed;
   if (!json.is_object()) throw UsageError("config file " + path.string() + ": not a JSON object");
   for (const auto& [key, value] : json.items()) {
-    const bool is_template = key == "child" || key == "children";
+    const bool is_template = key == "child" || key == "children" || key == "models";
     if (!is_template && !option_by_file_key(key))
       throw UsageError("config file " + path.string() + ": unknown key " + key);
     // A null or boolean would otherwise be read as the text "null" or "true".
@@ -89,6 +89,10 @@ std::optional<OptionSources::Found> OptionSources::lookup(const OptionSpec& spec
 OptionSources::Found OptionSources::value(std::string_view name) const {
   const auto& spec = option_spec(name);
   return lookup(spec).value_or(Found{spec.default_text, "the default of " + spec.flag()});
+}
+
+std::optional<std::string> OptionSources::environment(const std::string& name) const {
+  return env_(name);
 }
 
 std::optional<std::string> OptionSources::given(std::string_view name) const {
@@ -231,8 +235,13 @@ StoreSettings read_store_settings(const OptionSources& sources) {
 
 namespace {
 
-void read_listen(const OptionSources& sources, ServeSettings& s) {
-  const auto listen = sources.text("listen");
+struct ListenAddress {
+  boost::asio::ip::address address;
+  unsigned short port = 0;
+};
+
+// HOST:PORT with a numeric host (or localhost); UsageError naming `option`.
+ListenAddress parse_listen(const std::string& option, const std::string& listen) {
   const auto colon = listen.rfind(':');
   int port = -1;
   if (colon != std::string::npos) {
@@ -246,9 +255,15 @@ void read_listen(const OptionSources& sources, ServeSettings& s) {
   boost::system::error_code ec;
   const auto address = boost::asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
   if (port < 0 || port > 65535 || ec)
-    throw UsageError("--listen: '" + listen + "' is not HOST:PORT with a numeric address");
+    throw UsageError(option + ": '" + listen + "' is not HOST:PORT with a numeric address");
+  return {address, static_cast<unsigned short>(port)};
+}
+
+void read_listen(const OptionSources& sources, ServeSettings& s) {
+  const auto listen = sources.text("listen");
+  const auto [address, port] = parse_listen("--listen", listen);
   s.listen_host = address.to_string();
-  s.listen_port = static_cast<unsigned short>(port);
+  s.listen_port = port;
   s.api_token = read_token(sources, "api-token", s.api_token_file);
   if (!address.is_loopback() && s.api_token.empty())
     throw UsageError("--listen " + listen +
@@ -295,6 +310,68 @@ void add_hidden_file(std::vector<std::filesystem::path>& hidden,
 
 }  // namespace
 
+namespace {
+
+// A model's key, from the instance's environment or a file (a mounted Secret).
+std::string read_model_key(const ModelSpec& spec, const OptionSources& sources) {
+  const auto where = "models." + spec.name;
+  if (!spec.api_key_file.empty())
+    return read_token_file("config key " + where + ".api_key_file", spec.api_key_file);
+  auto key = sources.environment(spec.api_key_env).value_or("");
+  if (key.empty())
+    throw UsageError("config key " + where + ".api_key_env: " + spec.api_key_env +
+                     " is not set in inflight's environment");
+  return key;
+}
+
+// The journal's limits must keep a run restorable: a run dir beyond
+// --restore-max-bytes would never come back.
+void check_journal_limit(const ModelSettings& models, const StoreSettings& store) {
+  const auto half = store.restore_limits.max_bytes / 2;
+  if (models.max_journal_bytes <= half) return;
+  throw UsageError("--model-max-journal-bytes " + std::to_string(models.max_journal_bytes) +
+                   " is over half of --restore-max-bytes (" + std::to_string(half) +
+                   "): a run holding such a journal could not be restored");
+}
+
+}  // namespace
+
+ModelSpecs model_specs(const ModelSettings& models) {
+  ModelSpecs specs;
+  for (const auto& [name, route] : models.models) specs.emplace(name, route.spec);
+  return specs;
+}
+
+std::set<std::string> withheld_variables(const ChildTemplates& children,
+                                         const ModelSettings& models) {
+  auto names = children.referenced_variables();
+  for (const auto& [name, route] : models.models)
+    if (!route.spec.api_key_env.empty()) names.insert(route.spec.api_key_env);
+  return names;
+}
+
+ModelSettings read_model_settings(const OptionSources& sources, const StoreSettings& store) {
+  ModelSettings m;
+  const auto [address, port] = parse_listen("--model-listen", sources.text("model-listen"));
+  if (!address.is_loopback())
+    throw UsageError("--model-listen: '" + sources.text("model-listen") +
+                     "' is not a loopback address: only this instance's children may reach it");
+  m.listen_host = address.to_string();
+  m.listen_port = port;
+  m.max_request_bytes = static_cast<std::uint64_t>(sources.integer("model-max-request-bytes"));
+  m.max_answer_bytes = static_cast<std::uint64_t>(sources.integer("model-max-answer-bytes"));
+  m.max_journal_bytes = static_cast<std::uint64_t>(sources.integer("model-max-journal-bytes"));
+  m.max_calls_per_run = static_cast<std::size_t>(sources.integer("model-max-calls-per-run"));
+  m.max_connections_per_run =
+      static_cast<std::size_t>(sources.integer("model-max-connections-per-run"));
+  for (auto& [name, spec] : parse_model_specs(sources.file())) {
+    auto key = read_model_key(spec, sources);
+    m.models.emplace(name, ModelRoute{std::move(spec), std::move(key)});
+  }
+  if (!m.models.empty()) check_journal_limit(m, store);
+  return m;
+}
+
 ResumeSettings read_resume_settings(const OptionSources& sources) {
   ResumeSettings s;
   s.store = read_store_settings(sources);
@@ -307,7 +384,11 @@ ResumeSettings read_resume_settings(const OptionSources& sources) {
   if (!mode) throw UsageError("--containment: '" + containment + "' is not auto, cgroup or shim");
   s.containment = *mode;
   s.children = read_child_templates(sources);
-  s.store.withheld_variables = s.children.referenced_variables();
+  s.models = read_model_settings(sources, s.store);
+  s.children.check_models(model_specs(s.models));
+  s.store.withheld_variables = withheld_variables(s.children, s.models);
+  for (const auto& [name, route] : s.models.models)
+    add_hidden_file(s.hidden_files, route.spec.api_key_file);
   for (const auto& file :
        {s.store.git_token_file, s.store.git_ssh_key, std::filesystem::path(sources.text("config"))})
     add_hidden_file(s.hidden_files, file);

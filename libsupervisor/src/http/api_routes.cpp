@@ -76,6 +76,10 @@ std::string display_command(const std::vector<std::string>& argv) {
   return out;
 }
 
+OrderedJson model_json(const std::optional<checkpoint::ModelCounts>& counts) {
+  return counts ? checkpoint::to_json(*counts) : OrderedJson(nullptr);
+}
+
 }  // namespace
 
 ApiRoutes::ApiRoutes(RunSupervisor& supervisor, const ChildReaper& reaper, ApiSettings settings)
@@ -101,6 +105,7 @@ OrderedJson ApiRoutes::status_json(Run& run) {
             {"failing_since", nullable(run.checkpoint.failing_since)},
             {"error", nullable(run.checkpoint.error)}}},
           {"child", run.params.child_name},
+          {"model", model_json(run.model_totals())},
           {"error", nullable(run.lifecycle.held() ? std::optional(run.held_reason)
                              : attempt            ? attempt->error
                                                   : std::nullopt)}};

@@ -56,6 +56,31 @@ void ApiRoutes::checkpoint_health(std::ostringstream& out) {
          unix_seconds(settings_.lease ? settings_.lease->expiry() : std::nullopt));
 }
 
+// What the children's model calls cost and how many the journal answered
+// (docs/models.md "Accounting"); an SRE alerts on calls failing.
+void ApiRoutes::model_calls(std::ostringstream& out) {
+  if (!settings_.models || !settings_.models->enabled()) return;
+  const auto& metrics = settings_.models->metrics();
+  family(out, "inflight_model_calls_total", "counter",
+         "Model calls that ended, by model, source (upstream, journal) and outcome (ok, error, "
+         "cut).");
+  for (const auto& [key, count] : metrics.calls) {
+    const auto& [model, source, outcome] = key;
+    out << "inflight_model_calls_total{model=\"" << model << "\",source=\"" << source
+        << "\",outcome=\"" << outcome << "\"} " << count << "\n";
+  }
+  family(out, "inflight_model_tokens_total", "counter",
+         "Tokens of the model calls' answers as the providers' usage reported them, by model, "
+         "kind (input, output) and source (upstream: paid; journal: saved).");
+  for (const auto& [key, count] : metrics.tokens) {
+    const auto& [model, kind, source] = key;
+    out << "inflight_model_tokens_total{model=\"" << model << "\",kind=\"" << kind << "\",source=\""
+        << source << "\"} " << count << "\n";
+  }
+  sample(out, "inflight_model_calls_in_flight", "gauge", "Model calls under way.",
+         static_cast<double>(settings_.models->in_flight()));
+}
+
 // Restores, lost claims, fencing and spent budgets, and each open run's
 // two budgets (docs/serve.md "The two budgets").
 void ApiRoutes::run_events(std::ostringstream& out) {
@@ -143,6 +168,7 @@ HttpResponse ApiRoutes::metrics(unsigned version) {
       << "\n";
   progress(out);
   checkpoint_health(out);
+  model_calls(out);
   run_events(out);
   family(out, "inflight_children", "gauge", "Eval children running now.");
   out << "inflight_children " << supervisor_.live_children() << "\n";

@@ -50,7 +50,7 @@ class OneRunCommand {
         terms_(lease_terms(s.checkpoint_interval, s.grace_period)),
         checkpoints_(loop_.io(), loop_.reaper(), s.store, runs_dir, s.children),
         supervisor_(loop_.io(), loop_.reaper(), checkpoints_,
-                    foreground_supervision(s, runs_dir, choose_containment(s.containment)),
+                    foreground_supervision(s, runs_dir, choose_containment(s.containment), models_),
                     s.children),
         lease_(loop_.io(), checkpoints_, terms_, s.store.git_timeout),
         plan_(loop_.io(), supervisor_, &lease_, s.grace_period, s.flush_window,
@@ -244,6 +244,7 @@ class OneRunCommand {
   const fs::path runs_dir_;
   const LeaseTerms terms_;
   CommandLoop loop_;
+  ModelGateway models_{loop_.io(), settings_.models};
   AgentCheckpoints checkpoints_;
   RunSupervisor supervisor_;
   PodLease lease_;

@@ -150,7 +150,7 @@ class ResumeCommand {
 
   void start(RestoredRun restored) {
     supervisor_.emplace(loop_.io(), loop_.reaper(), checkpoints_,
-                        foreground_supervision(settings_, runs_dir_, *containment_),
+                        foreground_supervision(settings_, runs_dir_, *containment_, models_),
                         settings_.children);
     if (adopt_restored(*supervisor_, settings_.children, {std::move(restored)}) == 0)
       return finish(kExitFailure);
@@ -193,6 +193,7 @@ class ResumeCommand {
   CommandLoop loop_;
   AgentCheckpoints checkpoints_;
   std::optional<Containment> containment_;  // unset with --restore-only
+  ModelGateway models_{loop_.io(), settings_.models};
   std::optional<RunSupervisor> supervisor_;
   std::optional<ShutdownPlan> plan_;
   int exit_code_ = kExitFailure;
@@ -213,7 +214,7 @@ bool TakeOverRaces::claim_again(const RestoreResult& result, const std::string& 
 }
 
 SupervisorSettings foreground_supervision(const ResumeSettings& s, const fs::path& runs_dir,
-                                          Containment containment) {
+                                          Containment containment, ModelGateway& models) {
   return {.runs_dir = runs_dir,
           .pod_name = s.store.pod_name,
           .max_concurrent = 1,
@@ -225,6 +226,7 @@ SupervisorSettings foreground_supervision(const ResumeSettings& s, const fs::pat
           .echo_output = true,
           .containment = containment,
           .hidden_files = s.hidden_files,
+          .models = &models,
           .publish = s.store.publish};
 }
 

@@ -45,7 +45,7 @@ void write_last_shutdown(const fs::path& runs_dir, double seconds) {
   }
 }
 
-SupervisorSettings supervisor_settings(const ServeSettings& s) {
+SupervisorSettings supervisor_settings(const ServeSettings& s, ModelGateway& models) {
   return {.runs_dir = fs::absolute(s.store.runs_dir).lexically_normal(),
           .pod_name = s.store.pod_name,
           .max_concurrent = s.max_concurrent,
@@ -57,6 +57,7 @@ SupervisorSettings supervisor_settings(const ServeSettings& s) {
           .echo_output = false,
           .containment = choose_containment(s.containment),
           .hidden_files = s.hidden_files,
+          .models = &models,
           .publish = s.store.publish,
           .keep_finished = s.keep_finished,
           .release_at_ticks = s.checkpoint_interval > Duration::zero()};
@@ -76,10 +77,11 @@ class ServeCommand {
   void refuse_credentials(const std::string& error);
 
   const ServeSettings& settings_;
-  const SupervisorSettings supervised_;
   // Before "listening" is logged: a signal from then on is queued for the
   // shutdown plan, never left to the default action.
   CommandLoop loop_;
+  ModelGateway models_;
+  const SupervisorSettings supervised_;
   AgentCheckpoints checkpoints_;
   RunSupervisor supervisor_;
   ApiRoutes api_;
@@ -97,7 +99,8 @@ boost::asio::ip::tcp::endpoint listen_endpoint(const ServeSettings& s) {
 
 ServeCommand::ServeCommand(const ServeSettings& settings)
     : settings_(settings),
-      supervised_(supervisor_settings(settings)),
+      models_(loop_.io(), settings.models),
+      supervised_(supervisor_settings(settings, models_)),
       checkpoints_(loop_.io(), loop_.reaper(), settings.store, supervised_.runs_dir,
                    settings.children),
       supervisor_(loop_.io(), loop_.reaper(), checkpoints_, supervised_, settings.children),
@@ -105,7 +108,8 @@ ServeCommand::ServeCommand(const ServeSettings& settings)
            {.api_token = settings.api_token,
             .last_shutdown_seconds = read_last_shutdown(settings.store.runs_dir),
             .checkpoint_interval = settings.checkpoint_interval,
-            .lease = &lease_}),
+            .lease = &lease_,
+            .models = &models_}),
       server_(loop_.io(), listen_endpoint(settings),
               [this](const HttpRequest& r) { return api_.handle(r); }, api_.refusals(),
               {.max_connections = static_cast<std::size_t>(settings.max_connections),

@@ -64,15 +64,50 @@ void ShutdownPlan::begin() {
 }
 
 void ShutdownPlan::on_child_exit(Run& run) {
-  if (stage_ == Stage::flushing || stage_ == Stage::killing) stream(run);
+  if (stage_ == Stage::flushing || stage_ == Stage::killing) stream_after_calls(run);
   if (supervisor_.live_children() > 0) return;
-  if (stage_ == Stage::flushing || stage_ == Stage::killing) checkpoint_all();
+  if (stage_ == Stage::flushing || stage_ == Stage::killing) checkpoint_after_calls();
+}
+
+bool ShutdownPlan::stopping() const {
+  return stage_ == Stage::flushing || stage_ == Stage::killing;
+}
+
+// A run's model calls in flight are read to their end, within the flush
+// window, and recorded in its journal before its snapshot (SPEC §13).
+void ShutdownPlan::stream_after_calls(Run& run) {
+  auto* models = supervisor_.settings().models;
+  if (!models || models->in_flight(run.id) == 0) {
+    stream(run);
+    return;
+  }
+  log::info("waiting for the run's model calls in flight",
+            {{"run_id", run.id}, {"calls", models->in_flight(run.id)}});
+  models->when_idle(run.id, [this, &run] {
+    if (!stopping()) return;
+    run.write_params();  // the attempt's model counts, with the calls that ended since
+    stream(run);
+  });
+}
+
+void ShutdownPlan::checkpoint_after_calls() {
+  auto* models = supervisor_.settings().models;
+  if (!models) return checkpoint_all();
+  models->when_all_idle([this] {
+    if (stopping()) checkpoint_all();
+  });
 }
 
 void ShutdownPlan::end_flush() {
   flush_timer_.cancel();
+  auto* models = supervisor_.settings().models;
+  if (models && models->in_flight() > 0) {
+    log::warn("flush window over; cutting the model calls in flight",
+              {{"calls", models->in_flight()}});
+    models->cut_all();
+  }
   stage_ = Stage::killing;
-  if (supervisor_.live_children() == 0) return checkpoint_all();
+  if (supervisor_.live_children() == 0) return checkpoint_after_calls();
   log::warn("flush window over; killing what is left", {{"children", supervisor_.live_children()}});
   supervisor_.kill_remaining();
 }

@@ -72,7 +72,8 @@ bool AttemptRunner::start(Run& run) {
   run.on(RunEvent::start);
   // An attempt after the first continues the run's checkpoint.
   const bool resume = attempt > 1;
-  const RenderContext context{run.id, fs::absolute(run.dir).string(), attempt, resume};
+  RenderContext context{run.id, fs::absolute(run.dir).string(), attempt, resume};
+  grant_models(run, attempt, context);
   run.params.argv = run.child->render(run.params.request, context);
   run.params.cwd = fs::absolute(run.child->cwd()).lexically_normal().string();
   run.params.attempts.push_back({.attempt = attempt,
@@ -101,6 +102,7 @@ bool AttemptRunner::start(Run& run) {
               {{"run_id", run.id}, {"attempt", attempt}, {"pid", run.process->leader()}});
   } catch (const std::system_error& e) {
     reaper_.end_strays();  // a shim that missed its start deadline may have forked
+    if (settings_.models) settings_.models->close(run.id);
     not_started(run, e.code());
     return false;
   }
@@ -127,6 +129,17 @@ void AttemptRunner::not_started(Run& run, const std::error_code& error) {
   run.exit_code = 127;
 }
 
+// A token for this attempt, and the URLs of the models its template names.
+void AttemptRunner::grant_models(Run& run, int attempt, RenderContext& context) {
+  run.model_calls.reset();
+  if (!settings_.models || run.child->models().empty()) return;
+  run.model_calls = std::make_shared<checkpoint::ModelCounts>();
+  auto granted = settings_.models->open(run.id, fs::absolute(run.dir), attempt, run.child->models(),
+                                        run.model_calls);
+  context.model_urls = std::move(granted.urls);
+  context.model_key = std::move(granted.token);
+}
+
 void AttemptRunner::on_exit(Run& run, int wait_status) {
   const auto status = decode_wait_status(wait_status);
   const auto outcome = classify(status, run.lifecycle.stop_cause(), run.child->retry_exit_codes());
@@ -137,6 +150,7 @@ void AttemptRunner::on_exit(Run& run, int wait_status) {
   run.process->clean_up();
   run.process.reset();
   reaper_.end_strays();
+  if (settings_.models) settings_.models->close(run.id);
   auto& record = run.params.attempts.back();
   record.ended_at = iso8601_utc(SystemClock::now());
   record.exit_code = status.exit_code;

@@ -26,11 +26,17 @@ bool Run::on(ReleaseEvent event) {
 }
 
 void Run::write_params(checkpoint::Durability durability) {
+  if (model_calls && !params.attempts.empty()) params.attempts.back().model = *model_calls;
   try {
     checkpoint::write_run_params(dir, params, durability);
   } catch (const std::exception& e) {
     log::error("run-params.json not updated", {{"run_id", id}, {"error", e.what()}});
   }
+}
+
+std::optional<checkpoint::ModelCounts> Run::model_totals() {
+  if (model_calls && !params.attempts.empty()) params.attempts.back().model = *model_calls;
+  return checkpoint::model_counts(params.attempts);
 }
 
 std::uint64_t Run::record_count() {

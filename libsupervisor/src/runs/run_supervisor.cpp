@@ -27,7 +27,8 @@ RunSupervisor::RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper,
                  .stop_grace = settings_.stop_grace,
                  .echo_output = settings_.echo_output,
                  .containment = settings_.containment,
-                 .hidden_files = settings_.hidden_files},
+                 .hidden_files = settings_.hidden_files,
+                 .models = settings_.models},
                 [this](Run& run, Outcome outcome) { on_attempt_end(run, outcome); }),
       scheduler_(io, checkpoints,
                  {.network_timeout = settings_.network_timeout,
@@ -228,6 +229,7 @@ void RunSupervisor::stop(Run& run) {
     return;
   }
   if (!run.process || run.lifecycle.stop_cause() != StopCause::none) return;
+  if (settings_.models) settings_.models->cut(run.id);  // SPEC §13: a stop cuts its calls
   attempts_.stop(run, RunEvent::stop);
   log::info("run stopping", {{"run_id", run.id}});
 }
@@ -357,6 +359,7 @@ int RunSupervisor::live_children() const {
 
 void RunSupervisor::begin_shutdown() {
   phase_ = Phase::shutting_down;
+  if (settings_.models) settings_.models->begin_shutdown();
   disk_health_.stop();
   scheduler_.stop_periodic_checkpoints();
   // Queued runs, and deferred ones waiting for their backoff, stay unstarted.

@@ -4,9 +4,11 @@
 
 #include <csignal>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -68,6 +70,10 @@ struct RenderContext {
   std::string output_dir;  // absolute
   int attempt = 1;
   bool resume = false;
+  // `{model_url:NAME}` of every model the template names, and `{model_key}`:
+  // set when the instance has models (SPEC §13).
+  std::map<std::string, std::string> model_urls = {};
+  std::string model_key = {};
 };
 
 // `${NAME}` → NAME: an env value that refers to the instance's environment,
@@ -119,19 +125,23 @@ class ChildTemplate {
   std::optional<std::uint64_t> progress_total(const OrderedJson& request) const;
   // What the child's process group gets at a stop and at shutdown.
   int stop_signal() const { return stop_signal_; }
+  // The models its `{model_url:NAME}` placeholders name: the only ones its
+  // children may reach.
+  const std::set<std::string>& models() const { return models_; }
 
  private:
   const ParamSpec* find_param(const std::string& name) const;
   bool always_present(const std::string& name) const;
-  void check_consistency() const;
+  bool names_model(const std::string& placeholder, const std::string& where);
+  void check_consistency();
   void check_progress_file() const;
-  void check_env() const;
+  void check_env();
   void parse_resume(const OrderedJson& child);
   void parse_retry(const OrderedJson& child);
   void parse_inherit_env(const OrderedJson& child);
   void parse_progress_total(const OrderedJson& value);
   void check_placeholders(const std::vector<std::string>& args, const std::string& where,
-                          const std::string& group_param) const;
+                          const std::string& group_param);
   OrderedJson with_defaults(const OrderedJson& request) const;
 
   std::string name_;
@@ -152,6 +162,7 @@ class ChildTemplate {
   std::optional<std::uint64_t> progress_total_;
   std::string progress_total_param_;  // set when the total is a param's value
   int stop_signal_ = SIGTERM;
+  std::set<std::string> models_;
 };
 
 }  // namespace inflight

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "inflight/core/child_template.hpp"
+#include "inflight/core/model_specs.hpp"
 #include "inflight/core/run_params.hpp"
 
 namespace inflight {
@@ -47,6 +48,12 @@ class ChildTemplates {
   // `inherit_env` lists: what some template's children get, blanked in
   // serve's own environment block.
   std::set<std::string> referenced_variables() const;
+
+  // A template naming a model `models` lacks, or handing a child a model's
+  // key by `${NAME}` or `inherit_env`: ConfigError naming it. Checked where
+  // the config's models are known, not by the checkpoint agent, which gets
+  // the templates alone.
+  void check_models(const ModelSpecs& models) const;
 
  private:
   std::map<std::string, ChildTemplate> templates_;

@@ -19,6 +19,23 @@ using OrderedJson = nlohmann::ordered_json;
 // `child`, or the built-in demo.
 inline constexpr std::string_view kDefaultTemplate = "default";
 
+// What an attempt's model calls cost and saved (SPEC §13 "Accounting"):
+// tokens as the providers' usage reported them.
+struct ModelCounts {
+  std::uint64_t calls = 0;     // answered, from the upstream or the journal
+  std::uint64_t replayed = 0;  // of them, from the journal
+  std::uint64_t input_tokens = 0;
+  std::uint64_t output_tokens = 0;
+  std::uint64_t saved_input_tokens = 0;  // of the replayed answers
+  std::uint64_t saved_output_tokens = 0;
+
+  ModelCounts& operator+=(const ModelCounts& other);
+};
+
+OrderedJson to_json(const ModelCounts& counts);
+// Throws std::runtime_error naming the field that is not a whole number.
+ModelCounts model_counts_from_json(const OrderedJson& json);
+
 struct AttemptRecord {
   int attempt = 0;
   std::string pod;
@@ -30,7 +47,12 @@ struct AttemptRecord {
   // Why the attempt ended without running, such as a child that could not be
   // started; written only when set. At most kMaxAttemptErrorBytes.
   std::optional<std::string> error{};
+  // Its model calls, when the instance had models.
+  std::optional<ModelCounts> model{};
 };
+
+// The model calls of every attempt, summed; nullopt when none had models.
+std::optional<ModelCounts> model_counts(const std::vector<AttemptRecord>& attempts);
 
 struct RunParams {
   std::string run_id;

@@ -32,6 +32,8 @@ struct IndexEntry {
   std::string created_at;
   std::optional<std::string> finished_at;
   std::string result;  // refs/inflight-results/<run-id>
+  // Its model calls over every attempt (SPEC §13 "Accounting"), when it had models.
+  std::optional<ModelCounts> model = std::nullopt;
 };
 
 // An index file is small: its attempts are bounded like run-params.json's.

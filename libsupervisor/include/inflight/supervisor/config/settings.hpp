@@ -20,6 +20,7 @@
 #include "inflight/core/duration.hpp"
 #include "inflight/core/log.hpp"
 #include "inflight/supervisor/config/options.hpp"
+#include "inflight/supervisor/models/model_settings.hpp"
 #include "inflight/supervisor/process/containment.hpp"
 
 namespace inflight {
@@ -54,6 +55,8 @@ class OptionSources {
   // `config key flag`; nullopt when no source gives one.
   std::optional<std::string> source(std::string_view name) const;
   const OrderedJson& file() const { return file_; }
+  // A variable of the instance's environment (a model's api_key_env).
+  std::optional<std::string> environment(const std::string& name) const;
 
  private:
   struct Found {
@@ -103,7 +106,8 @@ struct ResumeSettings {
   Duration checkpoint_interval{};
   ContainmentMode containment{};
   ChildTemplates children;
-  // The secret files given (token files, config, SSH key), canonical: the
+  ModelSettings models;  // the config's `models`, their keys and the journal's limits
+  // The secret files given (token files, config, SSH key, model key files): the
   // run shim hides them from children (docs/security.md "Process containment").
   std::vector<std::filesystem::path> hidden_files;
 };
@@ -135,6 +139,15 @@ StoreSettings read_store_settings(const OptionSources& sources);
 void log_destination(const StoreSettings& store);
 // The config file's templates; ConfigError for a bad one.
 ChildTemplates read_child_templates(const OptionSources& sources);
+// The config's `models` with their keys, and the --model-* options.
+// UsageError for a key that cannot be read, a listener that is not loopback,
+// a journal limit over half of --restore-max-bytes.
+ModelSettings read_model_settings(const OptionSources& sources, const StoreSettings& store);
+// The variables of serve's environment blanked where the kernel shows them:
+// the templates' `${NAME}` secrets and `inherit_env`, and the models' keys.
+ModelSpecs model_specs(const ModelSettings& models);
+std::set<std::string> withheld_variables(const ChildTemplates& children,
+                                         const ModelSettings& models);
 ResumeSettings read_resume_settings(const OptionSources& sources);
 // Throws UsageError for a value that cannot work (a bad duration, a public
 // --listen without --api-token, a --flush-window that leaves less than

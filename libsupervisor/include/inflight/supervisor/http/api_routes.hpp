@@ -7,6 +7,7 @@
 
 #include "inflight/supervisor/http/http_server.hpp"
 #include "inflight/supervisor/lifecycle/pod_lease.hpp"
+#include "inflight/supervisor/models/model_gateway.hpp"
 #include "inflight/supervisor/process/child_reaper.hpp"
 #include "inflight/supervisor/runs/run_supervisor.hpp"
 
@@ -17,6 +18,7 @@ struct ApiSettings {
   std::optional<double> last_shutdown_seconds;  // of the previous instance
   Duration checkpoint_interval{};               // 0: no periodic checkpoints
   const PodLease* lease = nullptr;
+  const ModelGateway* models = nullptr;  // its calls in /metrics
 };
 
 class ApiRoutes {
@@ -38,6 +40,7 @@ class ApiRoutes {
   void progress(std::ostringstream& out);
   void checkpoint_health(std::ostringstream& out);
   void run_events(std::ostringstream& out);
+  void model_calls(std::ostringstream& out);
   bool authorized(const HttpRequest& request) const;
 
   RunSupervisor& supervisor_;

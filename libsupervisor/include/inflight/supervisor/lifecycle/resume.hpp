@@ -21,7 +21,7 @@ struct ResumeFlags {
 // `run`): one child at a time, its output echoed to the terminal.
 SupervisorSettings foreground_supervision(const ResumeSettings& settings,
                                           const std::filesystem::path& runs_dir,
-                                          Containment containment);
+                                          Containment containment, ModelGateway& models);
 
 // A take-over's claims lost to the holder's checkpoints, each landed between
 // the listing and the claim. Waiting would leave the run to the holder it

@@ -44,6 +44,9 @@ class ShutdownPlan {
 
   void begin();
   void on_child_exit(Run& run);
+  bool stopping() const;
+  void stream_after_calls(Run& run);
+  void checkpoint_after_calls();
   void end_flush();
   void checkpoint_all();
   bool stream(Run& run);

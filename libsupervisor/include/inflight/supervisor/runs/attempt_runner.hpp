@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "inflight/core/duration.hpp"
+#include "inflight/supervisor/models/model_gateway.hpp"
 #include "inflight/supervisor/process/child_reaper.hpp"
 #include "inflight/supervisor/process/containment.hpp"
 #include "inflight/supervisor/runs/run.hpp"
@@ -23,6 +24,7 @@ struct AttemptSettings {
   bool echo_output = false;  // also copy children's output to stdout
   Containment containment;   // how every process of an attempt ends with it
   std::vector<std::filesystem::path> hidden_files;  // ResumeSettings::hidden_files
+  ModelGateway* models = nullptr;  // how children reach the config's models; none without
 };
 
 class AttemptRunner {
@@ -44,6 +46,7 @@ class AttemptRunner {
 
  private:
   ContainedChild spawn(Run& run, const RenderContext& context, Fd console);
+  void grant_models(Run& run, int attempt, RenderContext& context);
   void not_started(Run& run, const std::error_code& error);
   void on_exit(Run& run, int wait_status);
 

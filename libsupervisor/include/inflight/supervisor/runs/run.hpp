@@ -8,6 +8,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -78,6 +79,10 @@ struct Run {
   std::optional<std::uint64_t> saved_signature;  // stat_signature of the last checkpoint
   boost::asio::steady_timer stop_timer;          // escalates a stop to the end of every process
   boost::asio::steady_timer retry_timer;         // ends the backoff of a deferred run
+  // The current attempt's model calls, kept up to date by the model gateway
+  // (which may end a call after the child); copied into the attempt's record
+  // at each write_params. Null when the attempt reaches no model.
+  std::shared_ptr<checkpoint::ModelCounts> model_calls;
 
   int attempts() const { return static_cast<int>(params.attempts.size()); }
   RunStatus status() const { return lifecycle.status(); }
@@ -89,6 +94,9 @@ struct Run {
   // the run's record alone: logged, never thrown; its state stays in memory.
   void write_params(checkpoint::Durability durability = checkpoint::Durability::synced);
   std::uint64_t record_count();
+  // The model calls of every attempt, the current one as of now; nullopt
+  // when no attempt reached a model.
+  std::optional<checkpoint::ModelCounts> model_totals();
   // Records the run holds when done, when its template says (progress_total).
   std::optional<std::uint64_t> records_expected() const;
 };

@@ -44,6 +44,7 @@ struct SupervisorSettings {
   bool echo_output = false;     // also copy children's output to stdout
   Containment containment;      // how every process of an attempt ends with it
   std::vector<std::filesystem::path> hidden_files;  // ResumeSettings::hidden_files
+  ModelGateway* models = nullptr;  // the command's model gateway; none without models
   // Finished runs are published (--publish): a run out of attempts is too,
   // and its result keeps it for inspection; unpublished, its branch does.
   bool publish = false;

@@ -1,0 +1,118 @@
+// The state the model gateway shares with its sessions and calls: the
+// attempts and their tokens, the upstream pools, the counters. A session's
+// coroutine holds the hub, so that it stays valid until the event loop drops
+// the coroutine, whatever the gateway's own lifetime.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <filesystem>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "inflight/supervisor/models/model_gateway.hpp"
+#include "inflight/supervisor/models/model_journal.hpp"
+#include "upstream_pool.hpp"
+
+namespace inflight::models {
+
+// How a call in flight is ended from outside (a cut): its sockets closed.
+struct CallHandle {
+  std::string run_id;
+  int attempt = 0;
+  boost::beast::tcp_stream* child = nullptr;
+  UpstreamConnection* upstream = nullptr;
+  bool cut = false;
+  void end();
+};
+
+// One attempt of a run, as the gateway sees it: what it may reach, its
+// journal, and its calls.
+class Attempt {
+ public:
+  Attempt(boost::asio::io_context& io, std::string run_id, std::filesystem::path run_dir,
+          int attempt, std::set<std::string> models, std::string token,
+          std::shared_ptr<checkpoint::ModelCounts> counts)
+      : run_id(std::move(run_id)),
+        run_dir(std::move(run_dir)),
+        number(attempt),
+        models(std::move(models)),
+        token(std::move(token)),
+        counts(std::move(counts)),
+        journal_read(io) {}
+
+  // Waits until the journal was read (at once when it was).
+  boost::asio::awaitable<void> journal_ready();
+  void journal_loaded(JournalScan scan, std::optional<JournalWriter> writer);
+
+  const std::string run_id;
+  const std::filesystem::path run_dir;
+  const int number;
+  const std::set<std::string> models;
+  const std::string token;
+  std::shared_ptr<checkpoint::ModelCounts> counts;
+  bool open = true;  // its child runs: its token works
+
+  bool loaded = false;
+  JournalScan journal;  // as read before the attempt's first call
+  std::optional<JournalWriter> writer;
+  bool journal_full_logged = false;
+  bool journal_error_logged = false;
+  std::map<std::string, std::size_t> asked;  // digest → requests of this attempt so far
+
+  std::size_t connections = 0;
+
+ private:
+  boost::asio::steady_timer journal_read;
+};
+
+class Hub : public std::enable_shared_from_this<Hub> {
+ public:
+  Hub(boost::asio::io_context& io, ModelSettings settings);
+
+  void start_listening();
+  // Joins the worker thread: called by the gateway's destructor.
+  void stop();
+
+  std::shared_ptr<Attempt> attempt_of_token(const std::string& token) const;
+  void call_started(Attempt& attempt);
+  void call_ended(Attempt& attempt);
+  void count(const std::string& model, std::string_view source, std::string_view outcome,
+             const Usage& usage);
+
+  boost::asio::io_context& io;
+  const ModelSettings settings;
+  boost::asio::thread_pool workers{1};  // journal reads, large bodies' identities
+  std::map<std::string, std::unique_ptr<UpstreamPool>> pools;
+  boost::asio::ip::tcp::acceptor acceptor;
+  std::map<std::string, std::shared_ptr<Attempt>> attempts;  // by run id
+  std::map<std::string, std::string> tokens;                 // token → run id
+  std::map<std::string, std::size_t> in_flight;              // by run id, of any attempt
+  std::size_t in_flight_total = 0;
+  std::list<CallHandle*> calls;  // every call in flight
+  // Ends the calls of `run_id` (of `attempt` only, when given).
+  void end_calls(const std::string& run_id, std::optional<int> attempt = std::nullopt);
+  std::map<std::string, std::vector<std::function<void()>>> idle_waiters;
+  std::vector<std::function<void()>> all_idle_waiters;
+  bool shutting_down = false;
+  ModelMetrics metrics;
+
+ private:
+  boost::asio::awaitable<void> accept_loop();
+};
+
+// One connection from a child: its requests, one after the other.
+boost::asio::awaitable<void> serve_connection(std::shared_ptr<Hub> hub,
+                                              boost::asio::ip::tcp::socket socket);
+
+}  // namespace inflight::models

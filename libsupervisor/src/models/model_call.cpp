@@ -1,0 +1,465 @@
+// See model_call.hpp.
+#include "model_call.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+
+#include "inflight/core/clock.hpp"
+#include "inflight/core/log.hpp"
+#include "inflight/supervisor/models/model_answer.hpp"
+#include "inflight/supervisor/models/model_request.hpp"
+
+namespace inflight::models {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+// One write to a child that does not read its answer ends the call after
+// this (outside a shutdown): it holds only its own call.
+constexpr auto kChildWriteDeadline = std::chrono::seconds(30);
+// A body larger than this has its identity computed off the event loop, so
+// that one run's 32 MiB request never stalls another run's stream.
+constexpr std::size_t kLargeBody = 256 * 1024;
+
+// What goes upstream from the child's headers: what shapes the answer,
+// never a credential (the model's key is added).
+constexpr std::string_view kForwardedHeaders[] = {
+    "content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta", "user-agent"};
+// Headers that change an answer: part of a request's identity.
+constexpr std::string_view kIdentityHeaders[] = {"anthropic-version", "anthropic-beta",
+                                                 "openai-beta"};
+// What comes back to the child beside the body's type.
+constexpr std::string_view kAnswerHeaders[] = {"retry-after", "x-request-id", "request-id"};
+
+// f() on the gateway's worker thread, its result back on the event loop.
+template <class F>
+net::awaitable<std::invoke_result_t<F>> off_loop(Hub& hub, F f) {
+  using R = std::invoke_result_t<F>;
+  auto executor = co_await net::this_coro::executor;
+  co_return co_await net::async_initiate<decltype(net::use_awaitable), void(R)>(
+      [&hub, f = std::move(f), executor](auto handler) mutable {
+        net::post(hub.workers, [f = std::move(f), handler = std::move(handler),
+                                executor]() mutable {
+          auto result = f();
+          net::post(executor, [handler = std::move(handler), result = std::move(result)]() mutable {
+            std::move(handler)(std::move(result));
+          });
+        });
+      },
+      net::use_awaitable);
+}
+
+RequestParts parts_of(const ChildRequest& request, const CallTarget& target) {
+  RequestParts parts{.model = target.model,
+                     .method = std::string(request.method_string()),
+                     .path = target.path,
+                     .query = target.query,
+                     .identity_headers = {},
+                     .body = request.body()};
+  for (const auto name : kIdentityHeaders)
+    if (auto it = request.find(name); it != request.end())
+      parts.identity_headers.emplace_back(std::string(name), std::string(it->value()));
+  return parts;
+}
+
+OrderedJson tokens_json(const std::optional<std::uint64_t>& tokens) {
+  return tokens ? OrderedJson(*tokens) : OrderedJson("unknown");
+}
+
+// One call from its admission to its end: its place among the calls in
+// flight, its log lines and its counts.
+class Call {
+ public:
+  Call(Hub& hub, std::shared_ptr<Attempt> attempt, beast::tcp_stream& child,
+       const CallTarget& target, std::size_t request_bytes)
+      : hub_(hub), attempt_(std::move(attempt)), target_(target), started_(SteadyClock::now()) {
+    handle_.run_id = attempt_->run_id;
+    handle_.attempt = attempt_->number;
+    handle_.child = &child;
+    position_ = hub_.calls.insert(hub_.calls.end(), &handle_);
+    hub_.call_started(*attempt_);
+    log::info("model call started", {{"run_id", attempt_->run_id},
+                                     {"model", target.model},
+                                     {"attempt", attempt_->number},
+                                     {"request_bytes", request_bytes}});
+  }
+  ~Call() {
+    hub_.calls.erase(position_);
+    hub_.call_ended(*attempt_);
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  CallHandle& handle() { return handle_; }
+  Attempt& attempt() { return *attempt_; }
+
+  // Logs the end and counts it: `source` upstream or journal; `outcome` ok,
+  // error or cut.
+  void ended(unsigned status, std::string_view source, std::string_view outcome,
+             const Usage& usage) {
+    const std::chrono::duration<double, std::milli> took = SteadyClock::now() - started_;
+    log::info("model call ended", {{"run_id", attempt_->run_id},
+                                   {"model", target_.model},
+                                   {"attempt", attempt_->number},
+                                   {"status", status},
+                                   {"ms", static_cast<std::uint64_t>(took.count())},
+                                   {"input_tokens", tokens_json(usage.input)},
+                                   {"output_tokens", tokens_json(usage.output)},
+                                   {"source", source},
+                                   {"outcome", outcome}});
+    hub_.count(target_.model, source, outcome, usage);
+    if (outcome != "ok") return;
+    auto& counts = *attempt_->counts;
+    ++counts.calls;
+    if (source == "journal") {
+      ++counts.replayed;
+      counts.saved_input_tokens += usage.input.value_or(0);
+      counts.saved_output_tokens += usage.output.value_or(0);
+    } else {
+      counts.input_tokens += usage.input.value_or(0);
+      counts.output_tokens += usage.output.value_or(0);
+    }
+  }
+
+  std::uint64_t elapsed_ms() const {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started_)
+            .count());
+  }
+
+ private:
+  Hub& hub_;
+  std::shared_ptr<Attempt> attempt_;
+  CallTarget target_;
+  SteadyClock::time_point started_;
+  CallHandle handle_;
+  std::list<CallHandle*>::iterator position_;
+};
+
+// Where the answer's bytes go: the child while it reads them, the journal's
+// copy while it stays under --model-max-answer-bytes.
+class AnswerSink {
+ public:
+  AnswerSink(Hub& hub, beast::tcp_stream& child, unsigned version)
+      : hub_(hub), child_(child), version_(version) {}
+
+  // False once the child is gone (or stopped reading): the caller decides
+  // whether the call goes on.
+  net::awaitable<bool> head(unsigned status, std::string_view content_type,
+                            const std::vector<std::pair<std::string, std::string>>& headers) {
+    http::response<http::empty_body> response(static_cast<http::status>(status), version_);
+    if (!content_type.empty()) response.set(http::field::content_type, content_type);
+    for (const auto& [name, value] : headers) response.set(name, value);
+    response.chunked(true);
+    response.keep_alive(true);
+    http::response_serializer<http::empty_body> serializer(response);
+    child_.expires_after(kChildWriteDeadline);
+    auto [ec, n] = co_await http::async_write_header(child_, serializer, kAwait);
+    child_ok_ = !ec;
+    co_return child_ok_;
+  }
+
+  net::awaitable<bool> piece(std::string_view bytes) {
+    if (recording_) {
+      if (recorded_.size() + bytes.size() > hub_.settings.max_answer_bytes) {
+        recording_ = false;
+        std::string().swap(recorded_);
+      } else {
+        recorded_.append(bytes);
+      }
+    }
+    if (!child_ok_ || bytes.empty()) co_return child_ok_;
+    child_.expires_after(kChildWriteDeadline);
+    auto [ec, n] = co_await net::async_write(child_, http::make_chunk(net::buffer(bytes)), kAwait);
+    child_ok_ = !ec;
+    co_return child_ok_;
+  }
+
+  net::awaitable<bool> last() {
+    if (!child_ok_) co_return false;
+    child_.expires_after(kChildWriteDeadline);
+    auto [ec, n] = co_await net::async_write(child_, http::make_chunk_last(), kAwait);
+    child_ok_ = !ec;
+    co_return child_ok_;
+  }
+
+  bool child_ok() const { return child_ok_; }
+  bool recording() const { return recording_; }
+  std::string& recorded() { return recorded_; }
+
+ private:
+  Hub& hub_;
+  beast::tcp_stream& child_;
+  unsigned version_;
+  bool child_ok_ = true;
+  bool recording_ = true;
+  std::string recorded_;
+};
+
+http::request<http::string_body> upstream_request(const ModelRoute& route,
+                                                  const ChildRequest& request,
+                                                  const CallTarget& target) {
+  const auto& url = route.spec.upstream;
+  auto path = url.base_path + target.path;
+  if (!target.query.empty()) path += "?" + target.query;
+  http::request<http::string_body> up(request.method(), path, 11);
+  const bool default_port = url.port == (url.tls ? "443" : "80");
+  const bool ipv6 = url.host.find(':') != std::string::npos;
+  const auto host = ipv6 ? "[" + url.host + "]" : url.host;
+  up.set(http::field::host, default_port ? host : host + ":" + url.port);
+  for (const auto name : kForwardedHeaders)
+    if (auto it = request.find(name); it != request.end()) up.set(name, it->value());
+  if (route.spec.auth == ModelAuth::bearer)
+    up.set(http::field::authorization, "Bearer " + route.key);
+  else
+    up.set("x-api-key", route.key);
+  // The journal holds decoded bodies: the provider is asked for none other.
+  up.set(http::field::accept_encoding, "identity");
+  up.keep_alive(true);
+  up.body() = request.body();
+  up.prepare_payload();
+  return up;
+}
+
+void record(Call& call, const CallTarget& target, const ChildRequest& request,
+            const std::string& digest, unsigned status, std::string_view content_type, bool stream,
+            std::string body, const Usage& usage, const std::string& started_at) {
+  auto& attempt = call.attempt();
+  if (!attempt.writer) return;
+  const JournalRecord entry{.digest = digest,
+                            .model = target.model,
+                            .method = std::string(request.method_string()),
+                            .path = target.path,
+                            .attempt = attempt.number,
+                            .status = static_cast<int>(status),
+                            .content_type = std::string(content_type),
+                            .stream = stream,
+                            .body = std::move(body),
+                            .started_at = started_at,
+                            .ms = call.elapsed_ms(),
+                            .usage = usage};
+  const auto appended = attempt.writer->append(entry);
+  if (!appended && !attempt.journal_error_logged) {
+    attempt.journal_error_logged = true;
+    log::error("model-call journal not written; calls go on unrecorded",
+               {{"run_id", attempt.run_id}, {"error", appended.error().message}});
+  } else if (appended && *appended == JournalWriter::Appended::over_limit &&
+             !attempt.journal_full_logged) {
+    attempt.journal_full_logged = true;
+    log::warn("model-call journal full (--model-max-journal-bytes): calls go on unrecorded",
+              {{"run_id", attempt.run_id}});
+  }
+}
+
+std::optional<JournalRecord> recorded_answer(Attempt& attempt, const ModelRoute& route,
+                                             const std::string& digest) {
+  const auto k = attempt.asked[digest]++;
+  if (!route.spec.replay || attempt.journal.problem) return std::nullopt;
+  const auto it = attempt.journal.by_digest.find(digest);
+  if (it == attempt.journal.by_digest.end() || k >= it->second.size()) return std::nullopt;
+  auto entry = read_journal_entry(attempt.journal, it->second[k]);
+  // The run dir is the child's to write: what was read is checked again.
+  if (entry && entry->digest == digest) return std::move(*entry);
+  if (entry) entry = Error{Failure::other, "the recorded answer changed since it was read", {}};
+  log::warn("a recorded answer cannot be read; the call goes upstream",
+            {{"run_id", attempt.run_id}, {"error", entry.error().message}});
+  return std::nullopt;
+}
+
+// The k-th identical request gets the k-th recorded answer, as the child
+// first got it: a stream as a stream, event by event.
+net::awaitable<bool> replay(Call& call, beast::tcp_stream& child, const JournalRecord& answer,
+                            unsigned version) {
+  bool ok = true;
+  if (answer.stream) {
+    http::response<http::empty_body> head(static_cast<http::status>(answer.status), version);
+    head.set(http::field::content_type, answer.content_type);
+    head.chunked(true);
+    http::response_serializer<http::empty_body> serializer(head);
+    child.expires_after(kChildWriteDeadline);
+    auto [ec, n] = co_await http::async_write_header(child, serializer, kAwait);
+    ok = !ec;
+    for (const auto event : stream_events(answer.body)) {
+      if (!ok) break;
+      auto [chunk_ec, written] =
+          co_await net::async_write(child, http::make_chunk(net::buffer(event)), kAwait);
+      ok = !chunk_ec;
+    }
+    if (ok) ok = !std::get<0>(co_await net::async_write(child, http::make_chunk_last(), kAwait));
+  } else {
+    http::response<http::string_body> whole(static_cast<http::status>(answer.status), version);
+    whole.set(http::field::content_type, answer.content_type);
+    whole.body() = answer.body;
+    whole.prepare_payload();
+    child.expires_after(kChildWriteDeadline);
+    ok = !std::get<0>(co_await http::async_write(child, whole, kAwait));
+  }
+  call.ended(static_cast<unsigned>(answer.status), "journal", ok ? "ok" : "cut", answer.usage);
+  co_return ok;
+}
+
+struct Sent {
+  Connection connection;
+  std::optional<Error> error;
+};
+
+// Writes the request on a kept-alive connection, or a new one; a reused
+// connection that failed before a byte of the request left is replaced
+// once, since the provider cannot have seen that request.
+net::awaitable<Sent> send(Call& call, UpstreamPool& pool, http::request<http::string_body>& up,
+                          SteadyClock::time_point deadline) {
+  for (int round = 0; round < 2; ++round) {
+    // Two statements: GCC 12 miscompiles a co_await in each arm of `?:`.
+    Result<Connection> acquired = Error{Failure::other, "no connection", {}};
+    if (round == 0)
+      acquired = co_await pool.acquire(deadline);
+    else
+      acquired = co_await pool.connect(deadline);
+    if (!acquired) co_return Sent{nullptr, acquired.error()};
+    Connection connection = std::move(*acquired);
+    call.handle().upstream = connection.get();
+    if (call.handle().cut) co_return Sent{std::move(connection), Error{Failure::other, "cut", {}}};
+    connection->tcp().expires_at(deadline);
+    auto [ec, written] = co_await connection->with_stream(
+        [&](auto& stream) { return http::async_write(stream, up, kAwait); });
+    if (!ec) co_return Sent{std::move(connection), std::nullopt};
+    call.handle().upstream = nullptr;
+    if (!(connection->reused && written == 0) || call.handle().cut)
+      co_return Sent{nullptr, Error{Failure::unreachable, "send: " + ec.message(), {}}};
+  }
+  co_return Sent{nullptr, Error{Failure::unreachable, "send: no connection", {}}};
+}
+
+// A call that got no answer from upstream: the child gets an error of
+// ours, unless the call was cut.
+net::awaitable<bool> failed(Call& call, beast::tcp_stream& child, const ChildRequest& request,
+                            unsigned status, std::string_view code, std::string message) {
+  const bool cut = call.handle().cut;
+  call.ended(status, "upstream", cut ? "cut" : "error", {});
+  if (cut) co_return false;
+  auto answer = error_answer(status, code, message, request.version());
+  child.expires_after(kChildWriteDeadline);
+  auto [ec, written] = co_await http::async_write(child, answer, kAwait);
+  co_return !ec && request.keep_alive();
+}
+
+std::vector<std::pair<std::string, std::string>> answer_headers(
+    const http::response_parser<http::buffer_body>& parser) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const auto name : kAnswerHeaders)
+    if (auto it = parser.get().find(name); it != parser.get().end())
+      headers.emplace_back(std::string(name), std::string(it->value()));
+  return headers;
+}
+
+// Upstream with the model's key; the answer streams back to the child while
+// it is recorded. In a shutdown, a child that went away does not end it.
+net::awaitable<bool> forward(Hub& hub, Call& call, beast::tcp_stream& child,
+                             const ChildRequest& request, const CallTarget& target,
+                             const std::string& digest) {
+  const auto& route = hub.settings.models.at(target.model);
+  const auto started_at = iso8601_utc(SystemClock::now());
+  const auto deadline = SteadyClock::now() + route.spec.timeout;
+  auto up = upstream_request(route, request, target);
+  auto sent = co_await send(call, *hub.pools.at(target.model), up, deadline);
+  if (sent.error)
+    co_return co_await failed(call, child, request, 502, "upstream_unreachable",
+                              sent.error->message);
+  auto& connection = *sent.connection;
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);
+  auto [head_ec, head_read] = co_await connection.with_stream([&](auto& stream) {
+    return http::async_read_header(stream, connection.buffer(), parser, kAwait);
+  });
+  if (head_ec)
+    co_return co_await failed(call, child, request, 502, "upstream_failed",
+                              "answer: " + head_ec.message());
+  const auto status = parser.get().result_int();
+  const std::string content_type(parser.get()[http::field::content_type]);
+  const bool stream = content_type.starts_with("text/event-stream");
+  AnswerWatcher watcher(stream);
+  AnswerSink sink(hub, child, request.version());
+  co_await sink.head(status, content_type, answer_headers(parser));
+  std::array<char, 16384> piece;
+  bool short_read = false;
+  while (!parser.is_done()) {
+    if (!sink.child_ok() && !hub.shutting_down) break;
+    parser.get().body().data = piece.data();
+    parser.get().body().size = piece.size();
+    auto [ec, n] = co_await connection.with_stream(
+        [&](auto& s) { return http::async_read(s, connection.buffer(), parser, kAwait); });
+    if (ec && ec != http::error::need_buffer) {
+      short_read = true;
+      break;
+    }
+    const std::string_view got(piece.data(), piece.size() - parser.get().body().size);
+    watcher.feed(got);
+    co_await sink.piece(got);
+  }
+  const bool whole = parser.is_done() && !short_read;
+  const bool complete = whole && watcher.finish() == AnswerEnd::complete && status < 300;
+  const bool child_ok = whole && (co_await sink.last());
+  const bool cut = call.handle().cut || (!whole && !sink.child_ok());
+  call.handle().upstream = nullptr;
+  if (whole && parser.keep_alive())
+    hub.pools.at(target.model)->release(std::move(sent.connection));
+  else
+    connection.close();
+  const auto outcome = cut ? "cut" : complete ? "ok" : "error";
+  if (complete && !cut && sink.recording())
+    record(call, target, request, digest, status, content_type, stream, std::move(sink.recorded()),
+           watcher.usage(), started_at);
+  call.ended(status, "upstream", outcome, watcher.usage());
+  co_return child_ok && !cut && request.keep_alive();
+}
+
+}  // namespace
+
+http::response<http::string_body> error_answer(unsigned status, std::string_view code,
+                                               std::string_view message, unsigned version) {
+  http::response<http::string_body> answer(static_cast<http::status>(status), version);
+  answer.set(http::field::content_type, "application/json");
+  answer.body() =
+      nlohmann::json{
+          {"error",
+           {{"message", message}, {"type", "inflight_" + std::string(code)}, {"code", code}}}}
+          .dump() +
+      "\n";
+  answer.prepare_payload();
+  return answer;
+}
+
+net::awaitable<bool> answer_call(std::shared_ptr<Hub> hub, std::shared_ptr<Attempt> attempt,
+                                 beast::tcp_stream& child, ChildRequest request,
+                                 CallTarget target) {
+  if (hub->in_flight.count(attempt->run_id) &&
+      hub->in_flight.at(attempt->run_id) >= hub->settings.max_calls_per_run) {
+    auto refusal =
+        error_answer(429, "too_many_calls", "the run has --model-max-calls-per-run calls in flight",
+                     request.version());
+    co_return !std::get<0>(co_await http::async_write(child, refusal, kAwait)) &&
+        request.keep_alive();
+  }
+  Call call(*hub, attempt, child, target, request.body().size());
+  const auto& route = hub->settings.models.at(target.model);
+  auto parts = parts_of(request, target);
+  const auto& ignore = route.spec.ignore_fields;
+  std::string digest;
+  if (parts.body.size() > kLargeBody)
+    digest = co_await off_loop(
+        *hub, [parts = std::move(parts), ignore] { return request_digest(parts, ignore); });
+  else
+    digest = request_digest(parts, ignore);
+  co_await attempt->journal_ready();
+  if (auto answer = recorded_answer(*attempt, route, digest))
+    co_return co_await replay(call, child, *answer, request.version()) && request.keep_alive();
+  co_return co_await forward(*hub, call, child, request, target, digest);
+}
+
+}  // namespace inflight::models

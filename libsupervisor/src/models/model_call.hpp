@@ -1,0 +1,35 @@
+// One model call of a child, once the listener admitted it: answered from
+// the attempt's journal when it holds the answer, else sent upstream with
+// the model's key, its answer streamed back to the child while it is
+// recorded (docs/models.md "What is replayed").
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <memory>
+
+#include "hub.hpp"
+
+namespace inflight::models {
+
+using ChildRequest = boost::beast::http::request<boost::beast::http::string_body>;
+
+struct CallTarget {
+  std::string model;
+  std::string path;   // after /models/NAME: "/v1/chat/completions"
+  std::string query;  // without '?'
+};
+
+// Whether the child's connection may carry its next request.
+boost::asio::awaitable<bool> answer_call(std::shared_ptr<Hub> hub, std::shared_ptr<Attempt> attempt,
+                                         boost::beast::tcp_stream& child, ChildRequest request,
+                                         CallTarget target);
+
+// A JSON error the child's SDK can read: {"error": {"message", "type", "code"}}.
+boost::beast::http::response<boost::beast::http::string_body> error_answer(unsigned status,
+                                                                           std::string_view code,
+                                                                           std::string_view message,
+                                                                           unsigned version);
+
+}  // namespace inflight::models

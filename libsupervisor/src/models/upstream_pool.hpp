@@ -1,0 +1,78 @@
+// Connections to one model's upstream, plain or TLS, kept alive between
+// calls (docs/models.md "Upstreams"): a call reuses an idle connection the
+// provider has not closed, else opens one, every step within its deadline.
+#pragma once
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <deque>
+#include <memory>
+#include <variant>
+
+#include "inflight/core/clock.hpp"
+#include "inflight/core/failure.hpp"
+#include "inflight/core/model_specs.hpp"
+
+namespace inflight::models {
+
+// Every wait of a call's coroutines: its error as a value, never thrown.
+inline constexpr auto kAwait = boost::asio::as_tuple(boost::asio::use_awaitable);
+
+class UpstreamConnection {
+ public:
+  using Plain = boost::beast::tcp_stream;
+  using Tls = boost::beast::ssl_stream<boost::beast::tcp_stream>;
+
+  explicit UpstreamConnection(std::unique_ptr<Plain> stream) : stream_(std::move(stream)) {}
+  explicit UpstreamConnection(std::unique_ptr<Tls> stream) : stream_(std::move(stream)) {}
+
+  boost::beast::tcp_stream& tcp();
+  // Calls f with the stream itself, plain or TLS: every read and write goes
+  // through here.
+  template <class F>
+  decltype(auto) with_stream(F&& f) {
+    return std::visit([&](auto& stream) -> decltype(auto) { return f(*stream); }, stream_);
+  }
+  // Bytes read past the last answer; a connection is reused only when empty.
+  boost::beast::flat_buffer& buffer() { return buffer_; }
+  // Closes the socket: what waits on it ends with an error at once.
+  void close();
+
+  bool reused = false;
+  SteadyClock::time_point idle_since{};
+
+ private:
+  std::variant<std::unique_ptr<Plain>, std::unique_ptr<Tls>> stream_;
+  boost::beast::flat_buffer buffer_;
+};
+
+using Connection = std::unique_ptr<UpstreamConnection>;
+
+class UpstreamPool {
+ public:
+  // Throws std::runtime_error when the model's ca_file cannot be read.
+  UpstreamPool(boost::asio::io_context& io, const ModelSpec& spec);
+
+  // An idle connection the provider has not closed, else a new one,
+  // connected (and its TLS handshake done, the host name checked) by
+  // `deadline`.
+  boost::asio::awaitable<Result<Connection>> acquire(SteadyClock::time_point deadline);
+  // A new connection, never an idle one.
+  boost::asio::awaitable<Result<Connection>> connect(SteadyClock::time_point deadline);
+  // Kept for the next call, after a whole answer on a keep-alive connection.
+  void release(Connection connection);
+
+ private:
+  boost::asio::io_context& io_;
+  const ModelSpec& spec_;
+  boost::asio::ssl::context tls_;
+  std::deque<Connection> idle_;
+};
+
+}  // namespace inflight::models
