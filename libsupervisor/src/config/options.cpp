@@ -76,6 +76,8 @@ std::vector<OptionSpec> build_table() {
        1 << 20, kNoMax},
       {"model-max-calls-per-run", G::run, K::integer, "N", "64",
        "model calls one run may have in flight at once; beyond it 429", 1, 100000},
+      {"model-max-calls-per-model", G::run, K::integer, "N", "512",
+       "model calls to one model in flight at once, of every run; beyond it 429", 1, 1000000},
       {"model-max-connections-per-run", G::run, K::integer, "N", "256",
        "connections one run may hold open to the model listener; beyond it 429", 1, 100000},
       {"listen", G::serve, K::text, "HOST:PORT", "127.0.0.1:3117", "address of the HTTP API"},

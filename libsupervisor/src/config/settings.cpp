@@ -362,6 +362,7 @@ ModelSettings read_model_settings(const OptionSources& sources, const StoreSetti
   m.max_answer_bytes = static_cast<std::uint64_t>(sources.integer("model-max-answer-bytes"));
   m.max_journal_bytes = static_cast<std::uint64_t>(sources.integer("model-max-journal-bytes"));
   m.max_calls_per_run = static_cast<std::size_t>(sources.integer("model-max-calls-per-run"));
+  m.max_calls_per_model = static_cast<std::size_t>(sources.integer("model-max-calls-per-model"));
   m.max_connections_per_run =
       static_cast<std::size_t>(sources.integer("model-max-connections-per-run"));
   for (auto& [name, spec] : parse_model_specs(sources.file())) {

@@ -85,8 +85,8 @@ class Hub : public std::enable_shared_from_this<Hub> {
   void stop();
 
   std::shared_ptr<Attempt> attempt_of_token(const std::string& token) const;
-  void call_started(Attempt& attempt);
-  void call_ended(Attempt& attempt);
+  void call_started(Attempt& attempt, const std::string& model);
+  void call_ended(Attempt& attempt, const std::string& model);
   void count(const std::string& model, std::string_view source, std::string_view outcome,
              const Usage& usage);
 
@@ -98,6 +98,7 @@ class Hub : public std::enable_shared_from_this<Hub> {
   std::map<std::string, std::shared_ptr<Attempt>> attempts;  // by run id
   std::map<std::string, std::string> tokens;                 // token → run id
   std::map<std::string, std::size_t> in_flight;              // by run id, of any attempt
+  std::map<std::string, std::size_t> in_flight_by_model;
   std::size_t in_flight_total = 0;
   std::list<CallHandle*> calls;  // every call in flight
   // Ends the calls of `run_id` (of `attempt` only, when given).

@@ -83,7 +83,7 @@ class Call {
     handle_.attempt = attempt_->number;
     handle_.child = &child;
     position_ = hub_.calls.insert(hub_.calls.end(), &handle_);
-    hub_.call_started(*attempt_);
+    hub_.call_started(*attempt_, target_.model);
     log::info("model call started", {{"run_id", attempt_->run_id},
                                      {"model", target.model},
                                      {"attempt", attempt_->number},
@@ -91,7 +91,7 @@ class Call {
   }
   ~Call() {
     hub_.calls.erase(position_);
-    hub_.call_ended(*attempt_);
+    hub_.call_ended(*attempt_, target_.model);
   }
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
@@ -336,6 +336,24 @@ net::awaitable<Sent> send(Call& call, UpstreamPool& pool, http::request<http::st
   co_return Sent{nullptr, Error{Failure::unreachable, "send: no connection", {}}};
 }
 
+// 429 when the run, or the model across runs, has its limit of calls in
+// flight: a child's burst holds only its own calls.
+std::optional<http::response<http::string_body>> over_limit(const Hub& hub, const Attempt& attempt,
+                                                            const CallTarget& target,
+                                                            unsigned version) {
+  const auto count = [](const std::map<std::string, std::size_t>& counts, const std::string& key) {
+    const auto it = counts.find(key);
+    return it == counts.end() ? std::size_t{0} : it->second;
+  };
+  if (count(hub.in_flight, attempt.run_id) >= hub.settings.max_calls_per_run)
+    return error_answer(429, "too_many_calls",
+                        "the run has --model-max-calls-per-run calls in flight", version);
+  if (count(hub.in_flight_by_model, target.model) >= hub.settings.max_calls_per_model)
+    return error_answer(429, "too_many_calls",
+                        "the model has --model-max-calls-per-model calls in flight", version);
+  return std::nullopt;
+}
+
 // A call that got no answer from upstream: the child gets an error of
 // ours, unless the call was cut.
 net::awaitable<bool> failed(Call& call, beast::tcp_stream& child, const ChildRequest& request,
@@ -438,13 +456,10 @@ http::response<http::string_body> error_answer(unsigned status, std::string_view
 net::awaitable<bool> answer_call(std::shared_ptr<Hub> hub, std::shared_ptr<Attempt> attempt,
                                  beast::tcp_stream& child, ChildRequest request,
                                  CallTarget target) {
-  if (hub->in_flight.count(attempt->run_id) &&
-      hub->in_flight.at(attempt->run_id) >= hub->settings.max_calls_per_run) {
-    auto refusal =
-        error_answer(429, "too_many_calls", "the run has --model-max-calls-per-run calls in flight",
-                     request.version());
-    co_return !std::get<0>(co_await http::async_write(child, refusal, kAwait)) &&
-        request.keep_alive();
+  if (const auto refusal = over_limit(*hub, *attempt, target, request.version())) {
+    auto answer = *refusal;
+    auto [ec, written] = co_await http::async_write(child, answer, kAwait);
+    co_return !ec && request.keep_alive();
   }
   Call call(*hub, attempt, child, target, request.body().size());
   const auto& route = hub->settings.models.at(target.model);

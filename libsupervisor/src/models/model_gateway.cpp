@@ -110,12 +110,14 @@ void Hub::end_calls(const std::string& run_id, std::optional<int> attempt) {
     if (call->run_id == run_id && (!attempt || call->attempt == *attempt)) call->end();
 }
 
-void Hub::call_started(Attempt& attempt) {
+void Hub::call_started(Attempt& attempt, const std::string& model) {
   ++in_flight[attempt.run_id];
+  ++in_flight_by_model[model];
   ++in_flight_total;
 }
 
-void Hub::call_ended(Attempt& attempt) {
+void Hub::call_ended(Attempt& attempt, const std::string& model) {
+  --in_flight_by_model[model];
   if (--in_flight[attempt.run_id] == 0) {
     in_flight.erase(attempt.run_id);
     auto waiters = std::move(idle_waiters[attempt.run_id]);
@@ -175,7 +177,9 @@ AttemptModels ModelGateway::open(const std::string& run_id, const std::filesyste
   const models::JournalLimits limits{.max_bytes = hub_->settings.max_journal_bytes};
   // Read before the first call is answered, and off the event loop: a
   // journal may hold hundreds of megabytes.
-  net::post(hub_->workers, [hub = hub_, opened, limits]() mutable {
+  // The worker keeps no reference once it posts back: the attempt's timer
+  // is destroyed on the event loop's thread.
+  net::post(hub_->workers, [&io = hub_->io, opened, limits]() mutable {
     auto scan = models::scan_journal(opened->run_dir, limits);
     std::optional<models::JournalWriter> writer;
     if (!scan.problem) {
@@ -185,7 +189,8 @@ AttemptModels ModelGateway::open(const std::string& run_id, const std::filesyste
       else
         scan.problem = journal.error().message;
     }
-    net::post(hub->io, [opened, scan = std::move(scan), writer = std::move(writer)]() mutable {
+    net::post(io, [opened = std::move(opened), scan = std::move(scan),
+                   writer = std::move(writer)]() mutable {
       if (scan.problem)
         log::warn("model-call journal unreadable: nothing is replayed for this run",
                   {{"run_id", opened->run_id}, {"error", *scan.problem}});

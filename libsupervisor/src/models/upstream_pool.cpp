@@ -9,6 +9,7 @@
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
 
 namespace inflight::models {
 
@@ -74,14 +75,15 @@ net::awaitable<Result<Connection>> UpstreamPool::acquire(SteadyClock::time_point
 
 net::awaitable<Result<Connection>> UpstreamPool::connect(SteadyClock::time_point deadline) {
   const auto& url = spec_.upstream;
-  // The resolver has no deadline of its own: a timer cancels it.
-  tcp::resolver resolver(io_);
+  // The resolver has no deadline of its own: a timer cancels it (and holds
+  // it, since its handler may run after this returns).
+  auto resolver = std::make_shared<tcp::resolver>(io_);
   net::steady_timer timer(io_);
   timer.expires_at(deadline);
-  timer.async_wait([&resolver](const boost::system::error_code& ec) {
-    if (!ec) resolver.cancel();
+  timer.async_wait([resolver](const boost::system::error_code& ec) {
+    if (!ec) resolver->cancel();
   });
-  auto [resolve_ec, endpoints] = co_await resolver.async_resolve(url.host, url.port, kAwait);
+  auto [resolve_ec, endpoints] = co_await resolver->async_resolve(url.host, url.port, kAwait);
   timer.cancel();
   if (resolve_ec) co_return unreachable("resolve " + url.host, resolve_ec);
   auto tcp_stream = std::make_unique<beast::tcp_stream>(io_);

@@ -5,6 +5,7 @@ from paying again for what an earlier one asked.
 
     model_caller.py --output DIR --cases N [--stream] [--api chat|responses|messages]
                     [--attempt N] [--raw] [--dump-proc] [--extra-credentials]
+                    [--retries N] [--prompt-prefix P]
 
 The base URL and the key come from the environment, as the providers' SDKs
 take them: OPENAI_BASE_URL (ending in /v1) and OPENAI_API_KEY for chat and
@@ -14,9 +15,11 @@ messages (POST $ANTHROPIC_BASE_URL/v1/messages, `x-api-key: KEY`,
 `anthropic-version: 2023-06-01`). For each case i it makes one call whose
 last user message is "case-i", over one HTTP/1.1 keep-alive connection, reads
 the whole answer (a stream to its terminal event and its end), and appends
-{"case": i, "answer": TEXT, "attempt": N} to DIR/index.jsonl, flushed at
-once. N is --attempt (a template passes "{attempt}"), else $INFLIGHT_ATTEMPT,
-else null.
+{"case": i, "answer": TEXT, "attempt": N, "tries": [...], "retry_after": ...}
+to DIR/index.jsonl, flushed at once: "tries" holds each try's status (or
+"broken" for an answer cut short), "retry_after" the Retry-After header of
+the last try that was not 200 (null when none). N is --attempt (a template
+passes "{attempt}"), else $INFLIGHT_ATTEMPT, else null.
 
 --raw          also writes each answer's body bytes, as read, to
                DIR/raw/a<attempt>-case-<i>.bin (a stream: its events)
@@ -25,9 +28,14 @@ else null.
                for the tests that look for the provider's key
 --extra-credentials  also sends its key as `x-api-key`, `api-key` and a
                cookie (chat and responses), which must not go upstream
+--retries N    as an SDK does: a call answered with a status other than 200,
+               or whose answer was cut short (a stream without its terminal
+               event, a connection closed mid-answer), is made again, on a new
+               connection, up to N more times; the last try counts
+--prompt-prefix P  prompts are "P" + "case-i" (runs of one test told apart)
 
-An answer that is not 200, or a stream without its terminal event, ends it
-with exit code 1 (stderr says why). SIGTERM ends it at once (default
+An answer that is not 200, or a stream without its terminal event, once
+its retries are spent, ends it with exit code 1 (stderr says why). SIGTERM ends it at once (default
 disposition), whatever call is in flight.
 """
 import http.client
@@ -49,6 +57,8 @@ stream = "--stream" in sys.argv
 attempt = arg("--attempt", os.environ.get("INFLIGHT_ATTEMPT"))
 attempt = int(attempt) if attempt not in (None, "") else None
 raw_dir = out / "raw" if "--raw" in sys.argv else None
+retries = int(arg("--retries", "0"))
+prefix = arg("--prompt-prefix", "")
 
 
 def read_proc(path):
@@ -162,6 +172,7 @@ class Caller:
         self.conn = None
 
     def call(self, body):
+        """(status, body bytes, Retry-After header)."""
         for retry in (False, True):
             fresh = self.conn is None
             if fresh:
@@ -169,7 +180,7 @@ class Caller:
             try:
                 self.conn.request("POST", path, body, headers)
                 response = self.conn.getresponse()
-                return response.status, response.read()
+                return response.status, response.read(), response.getheader("Retry-After")
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self.conn.close()
                 self.conn = None
@@ -179,21 +190,48 @@ class Caller:
                     raise
         raise AssertionError("unreachable")
 
+    def drop(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
 
 if "--dump-proc" in sys.argv:
     dump_proc()
 caller = Caller()
 with open(out / "index.jsonl", "a") as index:
     for i in range(cases):
-        status, raw = caller.call(request_body(f"case-{i}"))
-        if raw_dir is not None:
-            raw_dir.mkdir(exist_ok=True)
-            (raw_dir / f"a{attempt}-case-{i}.bin").write_bytes(raw)
-        if status != 200:
-            sys.exit(f"case-{i}: HTTP {status}: {raw[:500]!r}")
-        try:
-            text = answer_of(raw)
-        except (ValueError, KeyError, TypeError) as e:
-            sys.exit(f"case-{i}: {e}: {raw[:500]!r}")
-        index.write(json.dumps({"case": i, "answer": text, "attempt": attempt}) + "\n")
+        tries, retry_after = [], None
+        for try_number in range(retries + 1):
+            last = try_number == retries
+            try:
+                status, raw, retry_header = caller.call(request_body(f"{prefix}case-{i}"))
+            except (http.client.HTTPException, OSError) as e:
+                # Cut short mid-answer (IncompleteRead), or the connection closed.
+                caller.drop()
+                tries.append("broken")
+                if last:
+                    sys.exit(f"case-{i}: {type(e).__name__}: {e}")
+                continue
+            if raw_dir is not None:
+                raw_dir.mkdir(exist_ok=True)
+                (raw_dir / f"a{attempt}-case-{i}.bin").write_bytes(raw)
+            if status != 200:
+                tries.append(status)
+                retry_after = retry_header
+                if last:
+                    sys.exit(f"case-{i}: HTTP {status}: {raw[:500]!r}")
+                continue
+            try:
+                text = answer_of(raw)
+            except (ValueError, KeyError, TypeError) as e:
+                tries.append("broken")
+                caller.drop()
+                if last:
+                    sys.exit(f"case-{i}: {e}: {raw[:500]!r}")
+                continue
+            tries.append(status)
+            break
+        index.write(json.dumps({"case": i, "answer": text, "attempt": attempt, "tries": tries,
+                                "retry_after": retry_after}) + "\n")
         index.flush()

@@ -11,14 +11,21 @@ attempt ($OPENAI_BASE_URL, $OPENAI_API_KEY: ".../models/openai/v1" and
     unknown   its own token, to a model no config has (/models/nosuch: 404)
     foreign   the token in --foreign-token-file, another run's whose attempt
               ended (401), when given
+    upgrade   with --upgrade: its own token, a WebSocket upgrade as the
+              realtime APIs open one (GET .../v1/realtime?model=..., Upgrade:
+              websocket, Connection: Upgrade, Sec-WebSocket-Key/-Version): 400
+    upgrade_post  with --upgrade: its own token, a chat call (prompt
+              "probe-upgrade") that also asks for an upgrade (Upgrade:
+              websocket, Connection: Upgrade): 400
 
 and writes {"base_url", "statuses": {name: status}, "bodies": {name: the
 answer's first 300 characters}} to DIR/probe.json, and its own token to
 DIR/token (for the test's next run to use as a foreign one). Every call has a
 connection of its own. Exits 0.
 
-    model_probe.py --output DIR [--foreign-token-file PATH]
+    model_probe.py --output DIR [--foreign-token-file PATH] [--upgrade]
 """
+import base64
 import http.client
 import json
 import os
@@ -39,11 +46,12 @@ assert marker in url.path + "/", f"unexpected model URL {base}"
 prefix = url.path[:url.path.index(marker)]  # "" unless the listener has a path prefix
 
 
-def post(path, headers, body):
+def post(path, headers, body, method="POST"):
     conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=30)
     try:
-        conn.request("POST", path, json.dumps(body).encode(),
-                     {"Content-Type": "application/json", "Connection": "close", **headers})
+        data = None if body is None else json.dumps(body).encode()
+        kind = {} if body is None else {"Content-Type": "application/json"}
+        conn.request(method, path, data, {**kind, "Connection": "close", **headers})
         response = conn.getresponse()
         return response.status, response.read().decode(errors="replace")[:300]
     finally:
@@ -73,8 +81,17 @@ if foreign_file:
     calls["foreign"] = (url.path + "/chat/completions", {"Authorization": f"Bearer {foreign}"},
                         chat("probe-foreign"))
 
+if "--upgrade" in sys.argv:
+    websocket = {"Authorization": f"Bearer {token}", "Upgrade": "websocket",
+                 "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+                 "Sec-WebSocket-Key": base64.b64encode(secrets.token_bytes(16)).decode()}
+    calls["upgrade"] = (url.path + "/realtime?model=fake-realtime", websocket, None, "GET")
+    calls["upgrade_post"] = (url.path + "/chat/completions",
+                             {"Authorization": f"Bearer {token}", "Upgrade": "websocket",
+                              "Connection": "Upgrade"}, chat("probe-upgrade"))
+
 statuses, bodies = {}, {}
-for name, (path, headers, body) in calls.items():
-    statuses[name], bodies[name] = post(path, headers, body)
+for name, (path, headers, body, *method) in calls.items():
+    statuses[name], bodies[name] = post(path, headers, body, *method)
 (out / "probe.json").write_text(json.dumps({"base_url": base, "statuses": statuses,
                                              "bodies": bodies}))

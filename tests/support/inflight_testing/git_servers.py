@@ -18,6 +18,7 @@ benchmark makes.
 """
 
 import contextlib
+import ipaddress
 import os
 import secrets
 import signal
@@ -336,12 +337,14 @@ ssl.privkey = "{tls['key']}"
     return conf
 
 
-def make_tls_certs(certdir):
-    """A throwaway CA and a server cert for 127.0.0.1 signed by it.
+def make_tls_certs(certdir, host="127.0.0.1"):
+    """A throwaway CA and a server cert for `host` signed by it.
 
-    The SAN carries IP:127.0.0.1 (what OpenSSL/curl/git CLI check for an IP
-    host) and also DNS:127.0.0.1, because mbedTLS 2.28 (libgit2's TLS backend
-    on Debian 12) only matches dNSName SAN entries, even for an IP literal.
+    For an IP address (the default, 127.0.0.1) the SAN carries IP:HOST (what
+    OpenSSL/curl/git CLI check for an IP host) and also DNS:HOST, because
+    mbedTLS 2.28 (libgit2's TLS backend on Debian 12) only matches dNSName SAN
+    entries, even for an IP literal. For a name ("localhost") it carries
+    DNS:HOST alone, so that the cert does not match the host's address.
     """
     certdir = Path(certdir)
     certdir.mkdir(parents=True, exist_ok=True)
@@ -356,9 +359,14 @@ def make_tls_certs(certdir):
             "-subj", "/CN=inflight test CA",
             "-addext", "basicConstraints=critical,CA:TRUE",
             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    openssl("req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1")
+    openssl("req", *ec, "-keyout", key, "-out", csr, "-subj", f"/CN={host}")
+    try:
+        ipaddress.ip_address(host)
+        san = f"IP:{host}, DNS:{host}"
+    except ValueError:
+        san = f"DNS:{host}"
     ext = certdir / "server.ext"
-    ext.write_text("subjectAltName = IP:127.0.0.1, DNS:127.0.0.1\n"
+    ext.write_text(f"subjectAltName = {san}\n"
                    "basicConstraints = critical, CA:FALSE\n"
                    "keyUsage = critical, digitalSignature, keyEncipherment\n"
                    "extendedKeyUsage = serverAuth\n")

@@ -8,6 +8,13 @@ cost.
         ... provider.url ...                      # http://127.0.0.1:PORT
         assert provider.paid("case-3") == 1       # calls whose prompt is "case-3"
 
+Over TLS: ModelProvider(ssl_context=ctx), ctx an ssl.SSLContext for the
+server side (its cert chain loaded); provider.url is then https://127.0.0.1:PORT
+(a test names the host its cert is for, e.g. https://localhost:PORT), the
+handshake is made by each connection's thread, a failed one is counted in
+tls_failures() and never reaches a handler, and the server names the clients
+sent in SNI are in sni_names().
+
 Endpoints (POST, JSON bodies):
 
     /v1/chat/completions  OpenAI chat; auth `Authorization: Bearer KEY`.
@@ -38,6 +45,10 @@ a replayed answer can be compared byte for byte with the first one. With
 `unique_ids=True` each answer's ids carry the call's serial number instead,
 so that an answer paid again differs from a recorded one.
 
+Every request the provider read, of any method and path, paid or not, is in
+seen() (method, path with its query, headers), so that a test can assert that
+nothing of some kind reached it at all.
+
 Paid calls and refusals. A request to a known endpoint with the right key is
 a paid call: it goes into the ledger whatever happens next (a fault, a client
 that goes away). A wrong or missing key gets 401 and goes into refused()
@@ -53,6 +64,8 @@ A ledger entry (a dict):
     path       the path without its query; query the query string ("" if none)
     body       the request body parsed as JSON (bytes if it is not JSON)
     headers    the request headers, names lower-cased (repeated ones joined by ", ")
+    peer       "HOST:PORT" of the client's end of the connection (calls on one
+               kept-alive connection share it)
     prompt     the prompt text (see above); api "chat", "responses" or "messages"
     stream     whether the request asked for a stream
     started    time.monotonic() when the request had arrived whole
@@ -81,13 +94,16 @@ delay chosen per call wins over it, in this order:
      provider).
 
 Faults, each taken by the next paid call(s) in arrival order, first queued
-first taken:
-  fail_next(status=429, n=1)    answer `status` with the API's error body
+first taken; with `when=PROMPT`, by the next paid call(s) whose prompt is
+PROMPT only (the other calls pass it by):
+  fail_next(status=429, n=1, when=None)
+                                answer `status` with the API's error body
                                 (429 adds Retry-After: 1)
-  reset_mid_stream_next(n=1)    send about half the events (half the body of a
+  reset_mid_stream_next(n=1, when=None)
+                                send about half the events (half the body of a
                                 plain answer) then reset the connection: no
                                 terminal event
-  hang_next(n=1)                never answer; the call ends when the client
+  hang_next(n=1, when=None)     never answer; the call ends when the client
                                 goes away or stop() is called
 
 Thread-safe. stop() (or leaving the `with`) closes every connection, hung
@@ -98,6 +114,7 @@ import base64
 import hashlib
 import json
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -167,10 +184,27 @@ class _Server(ThreadingHTTPServer):
 
     def get_request(self):
         sock, address = super().get_request()
+        if self.provider.ssl_context is not None:
+            # The handshake is the connection's thread's (finish_request), so
+            # that a client that never completes one holds no other.
+            sock = self.provider.ssl_context.wrap_socket(sock, server_side=True,
+                                                         do_handshake_on_connect=False)
         with self.conn_lock:
             self.open_connections.add(sock)
             self.accepted += 1
         return sock, address
+
+    def finish_request(self, request, client_address):
+        if isinstance(request, ssl.SSLSocket):
+            try:
+                request.do_handshake()
+            except (ssl.SSLError, OSError) as e:
+                self.provider._tls_failed(f"{type(e).__name__}: {e}")
+                return
+        super().finish_request(request, client_address)
+
+    def handle_error(self, request, client_address):
+        pass  # a client gone mid-request: nothing to tell
 
     def shutdown_request(self, request):
         with self.conn_lock:
@@ -227,6 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         provider = self.server.provider
+        provider._saw("GET", self.path, self._headers_dict())
         path = self.path.split("?", 1)[0]
         if path == "/ledger":
             self._send_json(200, [_jsonable(e) for e in provider.ledger()])
@@ -239,6 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
         provider = self.server.provider
         path, _, query = self.path.partition("?")
         headers = self._headers_dict()
+        provider._saw("POST", self.path, headers)
         raw = self._read_body()
         try:
             body = json.loads(raw)
@@ -264,7 +300,7 @@ class _Handler(BaseHTTPRequestHandler):
             provider._unrouted({"path": path, "query": query, "headers": headers, "body": body})
             self._send_json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
             return
-        entry = provider._pay(path, query, body, headers, api)
+        entry = provider._pay(path, query, body, headers, api, self.client_address)
         try:
             self._answer(entry)
         except (_ClientGone, OSError):
@@ -395,8 +431,10 @@ class ModelProvider:
     """See the module's docstring. `api_key` is the key the provider accepts;
     `delay` the seconds each call takes unless a call says otherwise."""
 
-    def __init__(self, api_key="sk-test-key", delay=0.0, unique_ids=False, model="fake-model"):
+    def __init__(self, api_key="sk-test-key", delay=0.0, unique_ids=False, model="fake-model",
+                 ssl_context=None):
         self.api_key = api_key
+        self.ssl_context = ssl_context
         self.delay = delay
         self.unique_ids = unique_ids
         self.model = model
@@ -405,7 +443,11 @@ class ModelProvider:
         self._ledger = []
         self._refused = []
         self._unrouted_list = []
-        self._faults = deque()  # ("status", code) | ("reset", None) | ("hang", None)
+        # (kind, status, when): ("status", code, None) | ("reset", None, "case-2") | ...
+        self._faults = deque()
+        self._seen = []
+        self._sni_names = []
+        self._tls_failures = []
         self._delay_rules = {}
         self._stopping = threading.Event()
         self._server = None
@@ -416,9 +458,12 @@ class ModelProvider:
     # ---- lifecycle
 
     def start(self):
+        if self.ssl_context is not None:
+            self.ssl_context.sni_callback = self._sni
         self._server = _Server(self)
         self.port = self._server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
@@ -457,6 +502,22 @@ class ModelProvider:
         """Requests refused for their key (401), in arrival order."""
         with self._lock:
             return [dict(e) for e in self._refused]
+
+    def seen(self):
+        """Every request read, paid or not: {"method", "path" (with its query),
+        "headers"} in arrival order."""
+        with self._lock:
+            return [dict(e, headers=dict(e["headers"])) for e in self._seen]
+
+    def sni_names(self):
+        """The server names TLS clients sent in SNI (None for none), in order."""
+        with self._lock:
+            return list(self._sni_names)
+
+    def tls_failures(self):
+        """Why each failed TLS handshake failed, as the server saw it."""
+        with self._lock:
+            return list(self._tls_failures)
 
     def unrouted(self):
         """Requests with the right key to a path the provider does not serve (404)."""
@@ -508,23 +569,43 @@ class ModelProvider:
         with self._lock:
             self._delay_rules.clear()
 
-    def fail_next(self, status=429, n=1):
+    def fail_next(self, status=429, n=1, when=None):
         with self._lock:
-            self._faults.extend([("status", int(status))] * n)
+            self._faults.extend([("status", int(status), when)] * n)
 
-    def reset_mid_stream_next(self, n=1):
+    def reset_mid_stream_next(self, n=1, when=None):
         with self._lock:
-            self._faults.extend([("reset", None)] * n)
+            self._faults.extend([("reset", None, when)] * n)
 
-    def hang_next(self, n=1):
+    def hang_next(self, n=1, when=None):
         with self._lock:
-            self._faults.extend([("hang", None)] * n)
+            self._faults.extend([("hang", None, when)] * n)
 
     def clear_faults(self):
         with self._lock:
             self._faults.clear()
 
     # ---- the handler's side
+
+    def _saw(self, method, path, headers):
+        with self._lock:
+            self._seen.append({"method": method, "path": path, "headers": dict(headers)})
+
+    def _sni(self, sock, server_name, context):
+        with self._lock:
+            self._sni_names.append(server_name)
+
+    def _tls_failed(self, why):
+        with self._lock:
+            self._tls_failures.append(why)
+
+    def _take_fault(self, prompt):
+        """The first queued fault for this prompt (or for any), removed."""
+        for i, (kind, status, when) in enumerate(self._faults):
+            if when is None or when == prompt:
+                del self._faults[i]
+                return kind, status
+        return None, None
 
     def _refuse(self, record):
         with self._changed:
@@ -546,14 +627,15 @@ class ModelProvider:
         except (KeyError, ValueError):
             return float(self.delay)
 
-    def _pay(self, path, query, body, headers, api):
+    def _pay(self, path, query, body, headers, api, peer=None):
         prompt = prompt_of(api, body)
         stream = isinstance(body, dict) and body.get("stream") is True
         with self._changed:
-            fault, fault_status = self._faults.popleft() if self._faults else (None, None)
+            fault, fault_status = self._take_fault(prompt)
             entry = {
                 "serial": len(self._ledger) + 1, "path": path, "query": query, "body": body,
                 "headers": headers, "prompt": prompt, "api": api, "stream": stream,
+                "peer": f"{peer[0]}:{peer[1]}" if peer else None,
                 "started": time.monotonic(), "ended": None, "completed": False,
                 "status": None, "sent": b"", "fault": fault, "fault_status": fault_status,
                 "usage": {"input_tokens": len(prompt.split()) + 10,

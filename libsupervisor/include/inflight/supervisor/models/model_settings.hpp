@@ -24,6 +24,7 @@ struct ModelSettings {
   std::uint64_t max_answer_bytes{};   // passed through, not recorded beyond it
   std::uint64_t max_journal_bytes{};  // a run's journal; recording stops beyond it
   std::size_t max_calls_per_run{};    // calls at once; 429 beyond
+  std::size_t max_calls_per_model{};  // calls at once to one model, of every run
   std::size_t max_connections_per_run{};
 };
 
