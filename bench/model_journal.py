@@ -48,7 +48,7 @@ Measured, each against its baseline in the same run:
    holds the rest until the bench releases them): per open stream beyond
    idle. Goal: <= 64 KiB per stream. Also: how many children had got an
    event of their stream by then.
-5. A journal of --journal-mb MB (default 200: as many calls with a 1 MB JSON
+5. A journal of --journal-mb MB (default 100: as many calls with a 1 MB JSON
    answer of random words, recorded through inflight, each also made
    directly): the time from the child's exit (SIGUSR2) to serve's
    "checkpoint branch deleted" (final checkpoint, result, index entry,
@@ -56,16 +56,20 @@ Measured, each against its baseline in the same run:
    child made no call) in the same serve, and against the git CLI's init +
    add + commit + push of the same run dir (publish_latency's baseline);
    then what `inflight runs logs RUN_ID` downloads from the git daemon
-   (bytes counted by a relay in front of it) for both runs: it should be
-   console.log, not the journal.
+   (bytes counted by a relay in front of it) for both runs, and how long it
+   takes against a `git fetch` of the run's result through the same relay:
+   it should download console.log, not the journal. At 200 MB, item 5 alone
+   takes about 3 minutes on 2 cores.
 
 serve runs with --checkpoint-interval 0 (no periodic save: the final
 checkpoint pushes the whole journal) and --model-max-calls-per-run and
---model-max-connections-per-run 1000. Prints RATIO lines; no pass/fail
-assertion. `--journal-mb 100` or `--no-git-baseline` shorten item 5.
+--model-max-connections-per-run 1000. Prints a table of the figures and
+RATIO lines; no pass/fail assertion. While each sequential call through
+inflight waits for a delayed ACK (~40 ms), 2,000 calls take minutes:
+`--calls 300` keeps the whole bench near 3 minutes.
 
     INFLIGHT_BUILD_DIR=$PWD/build tests/support/python bench/model_journal.py \\
-        [--calls 2000] [--streams 200] [--window 20] [--journal-mb 200] [--no-git-baseline]
+        [--calls 2000] [--streams 200] [--window 20] [--journal-mb 100] [--no-git-baseline]
 """
 import argparse
 import asyncio
@@ -74,7 +78,6 @@ import json
 import os
 import random
 import resource
-import shutil
 import signal
 import socket
 import statistics
@@ -85,7 +88,14 @@ import time
 import zlib
 from pathlib import Path
 
-EVENTS = 21          # role chunk, 17 deltas, finish chunk, usage chunk, [DONE]
+import gitbench
+from checkpoint_push import push_git
+from inflight_testing.git_servers import git
+from inflight_testing.proxies import RelayProxy
+from inflight_testing.serve import parse_log_line
+from inflight_testing.waiting import wait_for
+from serve_process import BenchServe, bin_dir
+
 HOLD_AT = 10         # a held stream sends this many events, then waits for /release
 BIG_ANSWER = 1_000_000
 KEY_ENV = "BENCH_PROVIDER_KEY"
@@ -291,7 +301,9 @@ class Provider(asyncio.Protocol):
         head = ('{"id":"chatcmpl-%s","object":"chat.completion.chunk","created":1700000000,'
                 '"model":"fake-model","choices":' % suffix)
         deltas = ["answer", " to", " " + prompt] + [f" w{(seed >> k) % 997}" for k in range(14)]
-        events = [head + '[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}']
+        # 21 events: the role, 17 deltas, the finish, the usage, [DONE]
+        events = [head + '[{"index":0,"delta":{"role":"assistant","content":""},'
+                  '"finish_reason":null}]}']
         events += [head + '[{"index":0,"delta":{"content":%s},"finish_reason":null}]}'
                    % json.dumps(d) for d in deltas]
         events.append(head + '[{"index":0,"delta":{},"finish_reason":"stop"}]}')
@@ -642,6 +654,14 @@ def client(spec, timeout=600):
 # --------------------------------------------------------------------------
 # the bench itself
 
+
+class JournalServe(BenchServe):
+    """Model-call lines are kept, not parsed, as they come (two per call):
+    the reader thread must not take the bench's CPU."""
+
+    def _parsed(self, line):
+        return {"msg": "model call"} if '"model call ' in line else parse_log_line(line)
+
 CHILD = r'''
 import json, os, signal, sys
 envdir, run_id, attempt = sys.argv[1:4]
@@ -664,30 +684,14 @@ def main():
     ap.add_argument("--streams", type=int, default=200, help="concurrent streams")
     ap.add_argument("--window", type=float, default=20.0,
                     help="seconds of concurrent calls in all, half direct, half through inflight")
-    ap.add_argument("--journal-mb", type=int, default=200, help="1 MB answers in the big run")
+    ap.add_argument("--journal-mb", type=int, default=100, help="1 MB answers in the big run")
     ap.add_argument("--no-git-baseline", action="store_true",
                     help="skip the git CLI push of the big run dir")
     args = ap.parse_args()
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import gitbench
-    from checkpoint_push import push_git
-    from inflight_testing.git_servers import git
-    from inflight_testing.proxies import RelayProxy
-    from inflight_testing.serve import parse_log_line
-    from inflight_testing.waiting import wait_for
-    from serve_process import BenchServe, bin_dir
-
-    class JournalServe(BenchServe):
-        """Model-call lines are kept, not parsed, as they come (two per call):
-        the reader thread must not be the bench's bottleneck."""
-
-        def _parsed(self, line):
-            return {"msg": "model call"} if '"model call ' in line else parse_log_line(line)
-
-    limit = 8192
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, max(limit, resource.getrlimit(
-        resource.RLIMIT_NOFILE)[1])))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 4096:  # 2 x --streams connections each way; serve inherits it
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
     key = "sk-bench-" + os.urandom(12).hex()
     os.environ[KEY_ENV] = key  # serve's api_key_env; serve blanks it for its children
     provider = serve = proxy = None
@@ -807,8 +811,20 @@ def main():
                     raise RuntimeError(f"runs logs {run_id}: exit {p.returncode} {p.stderr!r}")
                 _, down1, _ = proxy.settled(30)
                 return down1 - down0, len(p.stdout), elapsed
+            def git_fetch(run_id):
+                bare = Path(tempfile.mkdtemp(dir=tmp, prefix="fetch-")) / "r.git"
+                git(None, "init", "-q", "--bare", bare)
+                proxy.settled(30)
+                _, down0, _ = proxy.counts()
+                t0 = time.monotonic()
+                git(bare, "fetch", "-q", daemon.url("results.git", proxy.port),
+                    f"refs/inflight-results/{run_id}:refs/fetched", timeout=300)
+                elapsed = time.monotonic() - t0
+                _, down1, _ = proxy.settled(30)
+                return down1 - down0, elapsed
             logs_small = runs_logs("bench-small")
             logs_big = runs_logs("bench-big")
+            fetch_big = git_fetch("bench-big")
             PHASE_SECONDS["runs logs"] = time.monotonic() - t0
             console_big = (big_dir / "console.log").stat().st_size
             published_journal = published_files = 0
@@ -891,6 +907,7 @@ def main():
     for name, (down, out, secs) in (("small", logs_small), ("big", logs_big)):
         print(f"  runs logs bench-{name}: {down / 1e6:.2f} MB received from the git daemon, "
               f"{out} bytes printed, {secs:.2f} s")
+    print(f"  git fetch of bench-big's result: {fetch_big[0] / 1e6:.2f} MB, {fetch_big[1]:.2f} s")
     print(f"  console.log of bench-big: {console_big} bytes")
     print("phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in PHASE_SECONDS.items()))
     print("serve's log: model call ended by (run, source, outcome, status):")
@@ -937,6 +954,9 @@ def main():
     rows.append(("5. runs logs: bytes received", f"{logs_big[0] / 1e6:.2f} MB",
                  f"no journal {logs_small[0] / 1e3:.1f} kB", f"{logs_big[0] / journal_bytes:.2f} "
                  f"of the journal", f"console.log only ({console_big} B): {met(logs_big[0] < 1e6)}"))
+    rows.append(("5. runs logs: time", f"{logs_big[2]:.2f} s",
+                 f"git fetch of the result {fetch_big[1]:.2f} s", f"{logs_big[2] / fetch_big[1]:.2f}",
+                 ""))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in [("figure", "through inflight", "baseline (same run)", "ratio", "goal")] + rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

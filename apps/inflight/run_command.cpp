@@ -11,6 +11,8 @@ namespace inflight::app {
 RunCommand::RunCommand(CLI::App& app, const std::function<void(CLI::App*)>& add_settings) {
   command_ = app.add_subcommand(
       "run", "run one eval in the foreground: restored, checkpointed and published as by serve");
+  // Each repeatable option takes one word per use: `--env A=B -- PROGRAM -c`
+  // leaves `--` and what follows to the command.
   command_->add_option("--id", id_, "the run's id (letters, digits, '.', '_', '-')")
       ->type_name("RUN_ID")
       ->required();
@@ -19,10 +21,12 @@ RunCommand::RunCommand(CLI::App& app, const std::function<void(CLI::App*)>& add_
   command_
       ->add_option("--param", params_,
                    "a param of the template, typed as declared; an array param repeats it")
+      ->allow_extra_args(false)
       ->type_name("KEY=VALUE");
   command_
       ->add_option("--resume-arg", resume_args_,
                    "with a command after --: appended when the run resumes; repeatable")
+      ->allow_extra_args(false)
       ->type_name("ARG");
   command_
       ->add_option("--progress-file", progress_file_,
@@ -36,11 +40,13 @@ RunCommand::RunCommand(CLI::App& app, const std::function<void(CLI::App*)>& add_
       ->add_option("--env", env_,
                    "with a command after --: a variable of the child, {run_id}, {output_dir}, "
                    "{attempt}, {model_url:NAME} and {model_key} filled in; repeatable")
+      ->allow_extra_args(false)
       ->type_name("NAME=VALUE");
   command_
       ->add_option("--inherit-env", inherit_env_,
                    "with a command after --: a variable of inflight's environment the child also "
                    "gets; repeatable")
+      ->allow_extra_args(false)
       ->type_name("NAME");
   command_->add_flag("--take-over", take_over_,
                      "take the run from another pod's live lease or claim at once; make sure "

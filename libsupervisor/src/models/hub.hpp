@@ -87,6 +87,10 @@ class Hub : public std::enable_shared_from_this<Hub> {
   std::shared_ptr<Attempt> attempt_of_token(const std::string& token) const;
   void call_started(Attempt& attempt, const std::string& model);
   void call_ended(Attempt& attempt, const std::string& model);
+  // Logs a request refused before any upstream (a bad token, a model the run
+  // does not name), at most once per 10 s with the count since: a
+  // misconfigured child shows in serve's log, a hostile one cannot flood it.
+  void refused(unsigned status, const std::string& why);
   void count(const std::string& model, std::string_view source, std::string_view outcome,
              const Usage& usage);
 
@@ -107,6 +111,8 @@ class Hub : public std::enable_shared_from_this<Hub> {
   std::vector<std::function<void()>> all_idle_waiters;
   bool shutting_down = false;
   ModelMetrics metrics;
+  std::optional<SteadyClock::time_point> refusal_logged_at;
+  std::uint64_t refused_unlogged = 0;
 
  private:
   boost::asio::awaitable<void> accept_loop();

@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "hub.hpp"
+#include "inflight/core/bounded_json.hpp"
 #include "inflight/core/log.hpp"
 
 namespace inflight {
@@ -126,6 +127,17 @@ void Hub::call_ended(Attempt& attempt, const std::string& model) {
   }
   if (--in_flight_total > 0) return;
   for (auto& then : std::exchange(all_idle_waiters, {})) net::post(io, std::move(then));
+}
+
+void Hub::refused(unsigned status, const std::string& why) {
+  ++refused_unlogged;
+  const auto now = SteadyClock::now();
+  if (refusal_logged_at && now - *refusal_logged_at < std::chrono::seconds(10)) return;
+  log::warn("model calls refused before any upstream",
+            {{"status", status},
+             {"error", printable(why.substr(0, 300))},
+             {"refused_since_last_said", std::exchange(refused_unlogged, 0)}});
+  refusal_logged_at = now;
 }
 
 void Hub::count(const std::string& model, std::string_view source, std::string_view outcome,

@@ -114,6 +114,7 @@ net::awaitable<void> serve_connection(std::shared_ptr<Hub> hub, net::ip::tcp::so
     const auto target = target_of(request.target());
     auto admitted = admit(*hub, request, target);
     if (auto* refusal = std::get_if<Refusal>(&admitted)) {
+      hub->refused(refusal->result_int(), refusal->body());
       refusal->keep_alive(request.keep_alive());
       auto [write_ec, written] = co_await http::async_write(child, *refusal, kAwait);
       if (write_ec || !request.keep_alive()) co_return;

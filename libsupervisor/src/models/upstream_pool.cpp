@@ -93,7 +93,10 @@ net::awaitable<Result<Connection>> UpstreamPool::connect(SteadyClock::time_point
   tcp_stream->socket().set_option(tcp::no_delay(true));
   if (!url.tls) co_return std::make_unique<UpstreamConnection>(std::move(tcp_stream));
   auto tls = std::make_unique<UpstreamConnection::Tls>(std::move(*tcp_stream), tls_);
-  if (!SSL_set_tlsext_host_name(tls->native_handle(), url.host.c_str()))
+  // SNI carries a name, never an address (RFC 6066).
+  boost::system::error_code not_address;
+  net::ip::make_address(url.host, not_address);
+  if (not_address && !SSL_set_tlsext_host_name(tls->native_handle(), url.host.c_str()))
     co_return Error{Failure::unreachable, "TLS: cannot set the server name " + url.host, {}};
   tls->set_verify_callback(net::ssl::host_name_verification(url.host));
   auto [handshake_ec] = co_await tls->async_handshake(net::ssl::stream_base::client, kAwait);

@@ -334,16 +334,25 @@ class _Handler(BaseHTTPRequestHandler):
         sock = self.connection
         provider = self.server.provider
         while not provider._stopping.wait(0.05):
-            try:
-                sock.setblocking(False)
-                try:
-                    if sock.recv(1, socket.MSG_PEEK) == b"":
-                        break  # the client went away
-                except BlockingIOError:
-                    pass
-            finally:
-                sock.setblocking(True)
+            if self._client_gone(sock):
+                break
         self.close_connection = True
+
+    @staticmethod
+    def _client_gone(sock):
+        """Whether the client closed its end (a TLS one: its close_notify or
+        its FIN, read; a plain one: its FIN, peeked)."""
+        sock.setblocking(False)
+        try:
+            if isinstance(sock, ssl.SSLSocket):
+                return sock.recv(1) == b""
+            return sock.recv(1, socket.MSG_PEEK) == b""
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return False
+        except OSError:
+            return True
+        finally:
+            sock.setblocking(True)
 
     def _send_error_status(self, entry):
         status = entry["fault_status"]

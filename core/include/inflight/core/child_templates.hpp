@@ -57,6 +57,7 @@ class ChildTemplates {
 
  private:
   std::map<std::string, ChildTemplate> templates_;
+  bool built_in_only_ = false;  // the config has none: the demo stands in
 };
 
 }  // namespace inflight
