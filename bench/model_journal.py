@@ -520,6 +520,11 @@ def proc_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def objects_bytes(bare):
+    """Bytes of every object file and pack of a bare repo: what pushes stored."""
+    return sum(f.stat().st_size for f in (Path(bare) / "objects").rglob("*") if f.is_file())
+
+
 def rss_kib(pid):
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -789,12 +794,16 @@ def main():
                 serve.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
                                e.get("run_id") == f"bench-{run_id}", 600)
                 return time.monotonic() - t0
+            results = Path(daemon.base) / "results.git"
             t0 = time.monotonic()
             pub_small = publish("small")
+            stored0 = objects_bytes(results)
             pub_big = publish("big")
-            git_push_s = None
+            stored_big = objects_bytes(results) - stored0
+            git_push_s = git_stored = None
             if not args.no_git_baseline:
-                git_push_s, _ = push_git(daemon, tmp, str(big_dir), "git-big")
+                git_push_s, git_bare = push_git(daemon, tmp, str(big_dir), "git-big")
+                git_stored = objects_bytes(git_bare)
             PHASE_SECONDS["publish"] = time.monotonic() - t0
             t0 = time.monotonic()
 
@@ -828,7 +837,7 @@ def main():
             PHASE_SECONDS["runs logs"] = time.monotonic() - t0
             console_big = (big_dir / "console.log").stat().st_size
             published_journal = published_files = 0
-            for line in git(Path(daemon.base) / "results.git", "ls-tree", "-r", "-l",
+            for line in git(results, "ls-tree", "-r", "-l",
                             "refs/inflight-results/bench-big").splitlines():
                 meta, path = line.split("\t", 1)
                 if path.startswith(str(JOURNAL) + "/"):
@@ -904,6 +913,8 @@ def main():
     print(f"  child exit -> branch deleted: with the journal {pub_big:.2f} s, without {pub_small:.2f} s"
           + (f"; git CLI init+add+commit+push of the run dir {git_push_s:.2f} s"
              if git_push_s else ""))
+    print(f"  the big run's publish stored {stored_big / 1e6:.1f} MB in the results repo"
+          + (f"; the git CLI's push of the run dir {git_stored / 1e6:.1f} MB" if git_stored else ""))
     for name, (down, out, secs) in (("small", logs_small), ("big", logs_big)):
         print(f"  runs logs bench-{name}: {down / 1e6:.2f} MB received from the git daemon, "
               f"{out} bytes printed, {secs:.2f} s")
@@ -951,6 +962,9 @@ def main():
     if git_push_s:
         rows.append(("5. the same, against the git CLI", f"{pub_big:.2f} s",
                      f"git init+add+commit+push {git_push_s:.2f} s", f"{pub_big / git_push_s:.2f}", ""))
+    if git_stored:
+        rows.append(("5. bytes the publish stored in the repo", f"{stored_big / 1e6:.1f} MB",
+                     f"git CLI push {git_stored / 1e6:.1f} MB", f"{stored_big / git_stored:.2f}", ""))
     rows.append(("5. runs logs: bytes received", f"{logs_big[0] / 1e6:.2f} MB",
                  f"no journal {logs_small[0] / 1e3:.1f} kB", f"{logs_big[0] / journal_bytes:.2f} "
                  f"of the journal", f"console.log only ({console_big} B): {met(logs_big[0] < 1e6)}"))

@@ -214,6 +214,9 @@ def test_a_tool_without_resume_pays_once_per_call_across_a_sigterm_and_a_wiped_d
         pod_a = start_pod(serve_factory, tmp_path, "pod-a", bare_repo, config, env={KEY_ENV: key})
         listener = pod_a.wait_log(lambda e: e.get("msg") == "model listener", 10)
         assert listener and listener["address"].startswith("127.0.0.1:"), listener
+        # Every series is there at 0 before the first call, for the alert's increase().
+        assert ('inflight_model_calls_total{model="openai",source="upstream",outcome="error"} 0'
+                in pod_a.get("/metrics").body.splitlines())
         run_id = pod_a.submit(child="caller", id="no-resume")
         dir_a = run_dir(pod_a, run_id)
         wait_for(lambda: len(records(dir_a)) >= 4, 60, "four answered cases")

@@ -4,8 +4,8 @@ host name; what headers reach the provider; errors (a 429, a stream reset
 mid-way) never recorded nor replayed; the Responses API recorded and
 replayed byte for byte; a WebSocket upgrade refused; a corrupted or torn
 journal; the calls-per-run limit; a child killed mid-stream; `inflight run`
-SIGTERMed and finished by `inflight resume`. The last two tests, marked
-PRODUCT BUG, fail with the binary they were written against.
+SIGTERMed and finished by `inflight resume`; and two bugs these tests
+found in `inflight run` and `inflight resume`.
 
 The provider, the helpers and what the tests take of the journal's format are
 test_model_journal.py's; the children are tests/e2e/children/model_caller.py
@@ -571,13 +571,12 @@ def test_inflight_run_sigtermed_twice_then_resumed_pays_each_call_once(tmp_path,
         assert len(journal_entries(directory)) == cases
 
 
-# PRODUCT BUG (fails with the binary of 2026-11-28): `inflight resume` of a
-# run `inflight run -- PROGRAM` started, given the config it took its models
-# from (no template in it), logs "the run's child template changed since it
-# started; the configured one is used" and runs the built-in default
-# template, inflight-demo-eval, in the run's dir, then publishes the run as
-# succeeded. It should refuse (the command is the operator's to give again:
-# docs/run.md "run the same command again"), never run another program.
+# `inflight resume` of a run `inflight run -- PROGRAM` started, given the
+# config it took its models from (no template in it), once ran the built-in
+# default template, inflight-demo-eval, in the run's dir and published the
+# run as succeeded. It refuses instead (the command is the operator's to give
+# again: docs/run.md "Exit codes": exit 75 means run the same command again),
+# and never runs another program.
 def test_inflight_resume_never_runs_another_program_than_the_runs_command(
         tmp_path, bare_repo, key):
     with ModelProvider(api_key=key, delay=0.25) as provider:
@@ -616,11 +615,11 @@ def test_inflight_resume_never_runs_another_program_than_the_runs_command(
         assert all("case" in record for record in ran), ran[-3:]
 
 
-# PRODUCT BUG (fails with the binary of 2026-11-28): a repeatable option of
-# `inflight run` (--env, --inherit-env, --resume-arg, --param) just before
-# `--` takes the `--` as the end of its own values, and the command's
-# options after it are parsed as inflight's: "The following argument was not
-# expected: --output", exit 2. docs/models.md's own example has that form.
+# A repeatable option of `inflight run` (--env, --inherit-env, --resume-arg,
+# --param) just before `--` once took the `--` as the end of its own values,
+# and the command's options after it were parsed as inflight's ("The
+# following argument was not expected: --output", exit 2); docs/models.md's
+# own example has that form.
 def test_inflight_run_takes_every_word_after_the_double_dash_as_the_command(tmp_path, bare_repo):
     for last in (["--env", "WANTED=yes"], ["--inherit-env", "HOME"], ["--resume-arg", "--resume"]):
         run_id = "dash-" + last[0].strip("-")

@@ -73,14 +73,6 @@ RunVerdict ChildTemplates::judge(const checkpoint::RunParams& params) const {
     return {.refusal = "this instance has no child template named '" + params.child_name +
                        "' (it has: " + names() + ")",
             .progress_file = ""};
-  // A run of another program (`inflight run -- PROGRAM`) is never handed to
-  // the demo that stands in when the config has no template.
-  if (built_in_only_ && !params.child_digest.empty() && params.child_digest != child->digest())
-    return {.refusal =
-                "the run was started with a command or template this instance does not "
-                "have; resume it with the same `inflight run ... -- PROGRAM` command, or "
-                "a --config holding its template",
-            .progress_file = ""};
   if (auto problem = child->validate(params.request))
     return {.refusal = "the run's request no longer validates against template '" +
                        params.child_name + "': " + problem->param + ": " + problem->message,

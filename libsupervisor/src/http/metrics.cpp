@@ -59,7 +59,7 @@ void ApiRoutes::checkpoint_health(std::ostringstream& out) {
 // What the children's model calls cost and how many the journal answered
 // (docs/models.md "Accounting"); an SRE alerts on calls failing.
 void ApiRoutes::model_calls(std::ostringstream& out) {
-  if (!settings_.models || !settings_.models->enabled()) return;
+  if (!settings_.models) return;
   const auto& metrics = settings_.models->metrics();
   family(out, "inflight_model_calls_total", "counter",
          "Model calls that ended, by model, source (upstream, journal) and outcome (ok, error, "

@@ -156,8 +156,24 @@ class ResumeCommand {
       return finish(kExitFailure);
     Run& run = *supervisor_->find(name_.run_id);
     if (run.lifecycle.held()) return finish(kExitUsage);
+    if (runs_another_program(run)) return finish(kExitUsage);
     if (is_final(run.status())) return finish(kExitFailure);  // out of attempts
     supervise(run);
+  }
+
+  // A run `inflight run -- PROGRAM` started is never handed to the demo that
+  // stands in when the config has no template: its command is the
+  // operator's to give again. The program's name is compared, not the
+  // template's digest, which covers the demo's path on each install.
+  bool runs_another_program(const Run& run) const {
+    if (!settings_.children.built_in_only() || run.params.argv.empty()) return false;
+    const auto demo = fs::path(run.child->programs().front()).filename();
+    if (fs::path(run.params.argv.front()).filename() == demo) return false;
+    log::error(
+        "the run was started with another command; run the same `inflight run ... -- "
+        "PROGRAM` command again, or resume with a --config holding its template",
+        {{"run_id", run.id}, {"program", printable(run.params.argv.front())}});
+    return true;
   }
 
   // The run's attempts until its child exits for good; a signal from here on

@@ -61,8 +61,15 @@ void Attempt::journal_loaded(JournalScan scan, std::optional<JournalWriter> jour
 
 Hub::Hub(net::io_context& io_context, ModelSettings model_settings)
     : io(io_context), settings(std::move(model_settings)), acceptor(io_context) {
-  for (const auto& [name, route] : settings.models)
+  for (const auto& [name, route] : settings.models) {
     pools.emplace(name, std::make_unique<UpstreamPool>(io, route.spec));
+    // Every series from the start, at 0: increase() sees a model's first
+    // error, which a series born at 1 would hide.
+    for (const auto* source : {"upstream", "journal"}) {
+      for (const auto* outcome : {"ok", "error", "cut"}) metrics.calls[{name, source, outcome}] = 0;
+      for (const auto* kind : {"input", "output"}) metrics.tokens[{name, kind, source}] = 0;
+    }
+  }
 }
 
 void Hub::start_listening() {

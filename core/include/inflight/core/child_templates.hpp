@@ -44,6 +44,8 @@ class ChildTemplates {
   // needs to judge branches before it claims them.
   OrderedJson sources() const;
   std::string names() const;  // `agentv, promptfoo`, for messages
+  // The config has no template: the built-in demo stands in.
+  bool built_in_only() const { return built_in_only_; }
   // Every NAME that an `env` value refers to as `${NAME}`, and every name an
   // `inherit_env` lists: what some template's children get, blanked in
   // serve's own environment block.
