@@ -66,7 +66,7 @@ checkpoint pushes the whole journal) and --model-max-calls-per-run and
 --model-max-connections-per-run 1000. Prints a table of the figures and
 RATIO lines; no pass/fail assertion. While each sequential call through
 inflight waits for a delayed ACK (~40 ms), 2,000 calls take minutes:
-`--calls 300` keeps the whole bench near 3 minutes.
+`--calls 300` keeps the whole bench under 3 minutes.
 
     INFLIGHT_BUILD_DIR=$PWD/build tests/support/python bench/model_journal.py \\
         [--calls 2000] [--streams 200] [--window 20] [--journal-mb 100] [--no-git-baseline]
@@ -770,7 +770,7 @@ def main():
                           "tag": "rep"})
             os.kill(envs["replay"][0]["pid"], signal.SIGUSR1)
             t_exit = time.monotonic()
-            info2, target2 = env_of("bench-replay", 2)
+            _, target2 = env_of("bench-replay", 2)
             attempt2_s = time.monotonic() - t_exit
             rep = client({"phase": "replay", "direct": direct, "journal": target2,
                           "calls": args.calls, "tag": "rep"})
@@ -810,7 +810,7 @@ def main():
             def runs_logs(run_id):
                 cwd = Path(tempfile.mkdtemp(dir=tmp, prefix="logs-"))
                 proxy.settled(30)
-                up0, down0, _ = proxy.counts()
+                _, down0, _ = proxy.counts()
                 t0 = time.monotonic()
                 p = subprocess.run([os.path.join(bin_dir(), "inflight"), "runs", "logs", run_id,
                                     "--results-repo", daemon.url("results.git", proxy.port)],
@@ -820,6 +820,7 @@ def main():
                     raise RuntimeError(f"runs logs {run_id}: exit {p.returncode} {p.stderr!r}")
                 _, down1, _ = proxy.settled(30)
                 return down1 - down0, len(p.stdout), elapsed
+
             def git_fetch(run_id):
                 bare = Path(tempfile.mkdtemp(dir=tmp, prefix="fetch-")) / "r.git"
                 git(None, "init", "-q", "--bare", bare)

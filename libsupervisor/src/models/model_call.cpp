@@ -411,7 +411,7 @@ net::awaitable<bool> forward(Hub& hub, Call& call, beast::tcp_stream& child,
     parser.get().body().data = piece.data();
     parser.get().body().size = piece.size();
     auto [ec, n] = co_await connection.with_stream(
-        [&](auto& s) { return http::async_read(s, connection.buffer(), parser, kAwait); });
+        [&](auto& s) { return http::async_read_some(s, connection.buffer(), parser, kAwait); });
     if (ec && ec != http::error::need_buffer) {
       short_read = true;
       break;

@@ -101,6 +101,10 @@ net::awaitable<void> Hub::accept_loop() {
       co_await backoff.async_wait(net::as_tuple(net::use_awaitable));
       continue;
     }
+    // An answer goes out in several writes (its head, its chunks): without
+    // this, each waits for the child's delayed acknowledgement, ~40 ms.
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
     net::co_spawn(io, serve_connection(self, std::move(socket)), net::detached);
   }
 }

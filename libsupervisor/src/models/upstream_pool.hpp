@@ -29,8 +29,12 @@ class UpstreamConnection {
   using Plain = boost::beast::tcp_stream;
   using Tls = boost::beast::ssl_stream<boost::beast::tcp_stream>;
 
-  explicit UpstreamConnection(std::unique_ptr<Plain> stream) : stream_(std::move(stream)) {}
-  explicit UpstreamConnection(std::unique_ptr<Tls> stream) : stream_(std::move(stream)) {}
+  explicit UpstreamConnection(std::unique_ptr<Plain> stream) : stream_(std::move(stream)) {
+    reserve();
+  }
+  explicit UpstreamConnection(std::unique_ptr<Tls> stream) : stream_(std::move(stream)) {
+    reserve();
+  }
 
   boost::beast::tcp_stream& tcp();
   // Calls f with the stream itself, plain or TLS: every read and write goes
@@ -48,6 +52,10 @@ class UpstreamConnection {
   SteadyClock::time_point idle_since{};
 
  private:
+  // Reads are sized by the buffer's free room: an empty flat_buffer reads
+  // 512 bytes at a time, 2,000 reads for a 1 MB answer.
+  void reserve() { buffer_.reserve(16 * 1024); }
+
   std::variant<std::unique_ptr<Plain>, std::unique_ptr<Tls>> stream_;
   boost::beast::flat_buffer buffer_;
 };
