@@ -15,6 +15,12 @@ from test_model_journal import (all_objects, journal_entries, journal_text,  # n
                                 model_log, wait_published)
 
 KEY_ENV = "OPENAI_API_KEY"  # the examples' api_key_env
+# The first six of the examples' 16 tests, two at a time (the templates'
+# default workers or concurrency): three rounds of DELAY seconds an attempt.
+QUESTIONS = {"sum-01": "What is 7 + 4?", "sum-02": "What is 14 + 7?",
+             "sum-03": "What is 21 + 10?", "sum-04": "What is 28 + 13?",
+             "sum-05": "What is 35 + 16?", "sum-06": "What is 42 + 19?"}
+DELAY = 1.0  # under the default --flush-window, 2 s
 
 
 def new_key():

@@ -20,21 +20,15 @@ import signal
 import time
 from collections import Counter
 
-from example_journal import (KEY_ENV, assert_child_holds_a_token, assert_key_nowhere,
-                             journal_config, journal_entries, model_log, new_key,
-                             tool_processes, wait_published)
+from example_journal import (DELAY, KEY_ENV, QUESTIONS, assert_child_holds_a_token,
+                             assert_key_nowhere, journal_config, journal_entries, model_log,
+                             new_key, tool_processes, wait_published)
 from inflight_testing.git_servers import branches
 from inflight_testing.model_provider import ModelProvider
 from inflight_testing.run_dirs import run_params
 from inflight_testing.waiting import wait_for
 from test_example_agentv import agentv_bin, example_copy, rows  # noqa: F401 (a fixture)
 
-# Six of the example's 16 tests, two at a time (the template's default
-# workers): three rounds of DELAY seconds an attempt.
-QUESTIONS = {"sum-01": "What is 7 + 4?", "sum-02": "What is 14 + 7?",
-             "sum-03": "What is 21 + 10?", "sum-04": "What is 28 + 13?",
-             "sum-05": "What is 35 + 16?", "sum-06": "What is 42 + 19?"}
-DELAY = 1.0  # under the default --flush-window, 2 s
 
 
 def start_pod(serve_factory, example, repo, name, runs, key, bin_dir):

@@ -3,10 +3,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <csignal>
 #include <cstdlib>
@@ -70,19 +72,20 @@ namespace {
 
 enum class KillResult { signalled, gone, parent_changed };
 
-KillResult kill_if_parent_is(const ProcessLink& link) {
-  const Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, link.pid, 0)));
+KillResult kill_if_parent_is(const ProcessLink& link, std::vector<Fd>* exits) {
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, link.pid, 0)));
   if (!pidfd) return KillResult::gone;
   if (read_ppid(link.pid) != link.ppid) return KillResult::parent_changed;
-  return ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0) == 0
-             ? KillResult::signalled
-             : KillResult::gone;
+  if (::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0) != 0)
+    return KillResult::gone;
+  if (exits) exits->push_back(std::move(pidfd));
+  return KillResult::signalled;
 }
 
 // One read of /proc: signals the doomed not signalled yet. True when another
 // read is needed: some were signalled, or some changed parent meanwhile.
 bool kill_pass(pid_t root, std::span<const pid_t> spared, std::span<const ProcessLink> links,
-               std::set<pid_t>& signalled) {
+               std::set<pid_t>& signalled, std::vector<Fd>* exits) {
   auto doomed = descendants_of(root, links);
   for (const pid_t keep : spared) {
     std::erase(doomed, keep);
@@ -93,7 +96,7 @@ bool kill_pass(pid_t root, std::span<const pid_t> spared, std::span<const Proces
     if (signalled.contains(link.pid) ||
         std::find(doomed.begin(), doomed.end(), link.pid) == doomed.end())
       continue;
-    const auto result = kill_if_parent_is(link);
+    const auto result = kill_if_parent_is(link, exits);
     if (result == KillResult::signalled) signalled.insert(link.pid);
     again = again || result != KillResult::gone;
   }
@@ -103,15 +106,31 @@ bool kill_pass(pid_t root, std::span<const pid_t> spared, std::span<const Proces
 }  // namespace
 
 std::size_t kill_descendants(pid_t root, std::span<const pid_t> spared,
-                             const std::function<std::vector<ProcessLink>()>& read_links) {
+                             const std::function<std::vector<ProcessLink>()>& read_links,
+                             std::vector<Fd>* exits) {
   // Bounded: a tree that forks faster than it is read is the caller's to
   // call again (the shim does until nothing is left).
   constexpr int kMaxReads = 64;
   std::set<pid_t> signalled;
   bool again = true;
   for (int read = 0; again && read < kMaxReads; ++read)
-    again = kill_pass(root, spared, read_links(), signalled);
+    again = kill_pass(root, spared, read_links(), signalled, exits);
   return signalled.size();
+}
+
+bool wait_ended(const std::vector<Fd>& exits, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::vector<pollfd> waiting;
+  for (const auto& pidfd : exits) waiting.push_back({pidfd.get(), POLLIN, 0});
+  while (!waiting.empty()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    const int ready = ::poll(waiting.data(), waiting.size(), static_cast<int>(left.count()));
+    if (ready < 0 && errno != EINTR) return false;
+    std::erase_if(waiting, [](const pollfd& p) { return p.revents != 0; });
+  }
+  return true;
 }
 
 }  // namespace inflight

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <vector>
 
+#include "inflight/core/log.hpp"
 #include "inflight/core/process_tree.hpp"
 
 namespace inflight {
@@ -26,7 +27,15 @@ void ChildReaper::end_strays() const {
   std::vector<pid_t> spared;
   spared.reserve(watched_.size());
   for (const auto& [pid, handler] : watched_) spared.push_back(pid);
-  kill_descendants(::getpid(), spared);
+  std::vector<Fd> exits;
+  kill_descendants(::getpid(), spared, read_process_links, &exits);
+  // A SIGKILL is obeyed a moment after it is sent: the attempt is reported
+  // ended once its strays are, not while one still runs. This path is rare
+  // (a shim killed itself), and a killed process ends within microseconds
+  // unless the kernel holds it in a disk wait: bounded.
+  if (!exits.empty() && !wait_ended(exits, kStrayEndLimit))
+    log::warn("a process of an ended attempt is still there after SIGKILL",
+              {{"processes", exits.size()}});
 }
 
 void ChildReaper::become_subreaper() {

@@ -112,5 +112,24 @@ TEST(KillDescendants, AProcessWhoseParentEndedAfterTheReadIsKilledFromTheNextRea
   EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the escapee outlived the kill; 2: no escapee";
 }
 
+// serve's end of what a killed shim left (ChildReaper::end_strays): the
+// attempt is reported ended only once each stray has, not while a SIGKILL
+// sent is not yet obeyed (seen in test_containment: an escapee still there
+// after its run had failed).
+TEST(KillDescendants, EachProcessSignalledHasEndedOnceItsExitIsWaitedFor) {
+  const pid_t child = ::fork();
+  if (child == 0)
+    for (;;) ::pause();
+  std::vector<Fd> exits;
+  EXPECT_GE(kill_descendants(::getpid(), {}, read_process_links, &exits), 1u);
+  ASSERT_GE(exits.size(), 1u);
+  EXPECT_TRUE(wait_ended(exits, std::chrono::seconds(10)));
+  // Ended: a zombie until reaped, never running.
+  siginfo_t info{};
+  EXPECT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG), 0);
+  EXPECT_EQ(info.si_pid, child);
+  EXPECT_EQ(info.si_status, SIGKILL);
+}
+
 }  // namespace
 }  // namespace inflight

@@ -6,11 +6,14 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
+
+#include "inflight/core/fd.hpp"
 
 namespace inflight {
 
@@ -42,9 +45,16 @@ std::vector<ProcessLink> read_process_links();
 // ended: a subreaper `root` inherits it) is looked at again in a new read,
 // until a read finds no process that changed and none not yet signalled.
 // Returns how many were signalled: processes forked meanwhile need another
-// call. `read_links` is read_process_links(), or a test's.
+// call. `read_links` is read_process_links(), or a test's. `exits`, when
+// given, receives the pidfd of each process signalled: readable once it has
+// ended, since a SIGKILL is sent when kill returns, not yet obeyed.
 std::size_t kill_descendants(
     pid_t root, std::span<const pid_t> spared = {},
-    const std::function<std::vector<ProcessLink>()>& read_links = read_process_links);
+    const std::function<std::vector<ProcessLink>()>& read_links = read_process_links,
+    std::vector<Fd>* exits = nullptr);
+
+// Waits until every process of `exits` (pidfds) has ended, or `limit` has
+// passed; false in that case.
+bool wait_ended(const std::vector<Fd>& exits, std::chrono::milliseconds limit);
 
 }  // namespace inflight

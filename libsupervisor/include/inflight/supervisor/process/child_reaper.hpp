@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <unordered_map>
@@ -27,7 +28,9 @@ class ChildReaper {
   // above: what a run shim that was killed itself left behind. A stray that
   // forks meanwhile leaves an orphan that comes here too, and is ended at
   // the next call.
+  // Returns once they ended, or after kStrayEndLimit.
   void end_strays() const;
+  static constexpr std::chrono::milliseconds kStrayEndLimit{1000};
 
   // Makes orphaned descendants ours to reap (no-op as PID 1, which gets them anyway).
   static void become_subreaper();
