@@ -9,7 +9,7 @@ import json
 import secrets
 from pathlib import Path
 
-from inflight_testing.git_servers import git
+from inflight_testing.git_servers import branches, git
 from inflight_testing.procfs import descendants_of
 from test_model_journal import (all_objects, journal_entries, journal_text,  # noqa: F401
                                 model_log, wait_published)
@@ -99,3 +99,16 @@ def assert_key_nowhere(key, token, run_dirs, serves, repo, run_id):
     assert key not in git(repo.bare, "log", "-p", "--all")
     assert key.encode() not in all_objects(repo.bare)
 
+
+def assert_calls_in_flight_recorded(provider, pod, run_id, run_dir, repo, sigterm_at):
+    """After a SIGTERM with calls in flight: every call was read to its end
+    and paid once upstream, one was under way at the signal, each answer is
+    in the journal, and the run's branch holds its checkpoint."""
+    paid = provider.paid()
+    ledger = provider.ledger()
+    assert all(e["completed"] and e["status"] == 200 for e in ledger), ledger
+    assert any(e["started"] < sigterm_at < e["ended"] for e in ledger), "none in flight"
+    assert [(e["source"], e["outcome"]) for e in model_log(pod, run_id)] == \
+        [("upstream", "ok")] * paid
+    assert len(journal_entries(run_dir)) == paid
+    assert f"refs/heads/inflight/pod-a/{run_id}" in branches(repo.bare)

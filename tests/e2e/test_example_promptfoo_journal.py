@@ -22,10 +22,9 @@ import signal
 import time
 from collections import Counter
 
-from example_journal import (DELAY, KEY_ENV, QUESTIONS, assert_child_holds_a_token,
-                             assert_key_nowhere, journal_config, journal_entries, model_log,
-                             new_key, tool_processes, wait_published)
-from inflight_testing.git_servers import branches
+from example_journal import (DELAY, KEY_ENV, QUESTIONS, assert_calls_in_flight_recorded,
+                             assert_child_holds_a_token, assert_key_nowhere, journal_config,
+                             model_log, new_key, tool_processes, wait_published)
 from inflight_testing.model_provider import ModelProvider
 from inflight_testing.run_dirs import run_params
 from inflight_testing.waiting import wait_for
@@ -87,13 +86,7 @@ def test_promptfoo_pays_each_call_once_across_a_sigterm_and_a_wiped_disk_and_nev
         assert len(stored) < paid_before < len(QUESTIONS)
         # The calls in flight at SIGTERM were read to their end and recorded,
         # although promptfoo was gone: they have no result.
-        ledger = provider.ledger()
-        assert all(e["completed"] and e["status"] == 200 for e in ledger), ledger
-        assert any(e["started"] < sigterm_at < e["ended"] for e in ledger), "none in flight"
-        assert [(e["source"], e["outcome"]) for e in model_log(pod_a, run_id)] == \
-            [("upstream", "ok")] * paid_before
-        assert len(journal_entries(run_dir)) == paid_before
-        assert f"refs/heads/inflight/pod-a/{run_id}" in branches(bare_repo.bare)
+        assert_calls_in_flight_recorded(provider, pod_a, run_id, run_dir, bare_repo, sigterm_at)
         journal_a = tmp_path / "journal-a"  # the first pod's run dir, kept for the key checks
         shutil.copytree(run_dir, journal_a)
 
