@@ -103,12 +103,11 @@ class Call {
   // error or cut.
   void ended(unsigned status, std::string_view source, std::string_view outcome,
              const Usage& usage) {
-    const std::chrono::duration<double, std::milli> took = SteadyClock::now() - started_;
     log::info("model call ended", {{"run_id", attempt_->run_id},
                                    {"model", target_.model},
                                    {"attempt", attempt_->number},
                                    {"status", status},
-                                   {"ms", static_cast<std::uint64_t>(took.count())},
+                                   {"ms", elapsed_ms()},
                                    {"input_tokens", tokens_json(usage.input)},
                                    {"output_tokens", tokens_json(usage.output)},
                                    {"source", source},

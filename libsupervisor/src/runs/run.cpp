@@ -25,8 +25,13 @@ bool Run::on(ReleaseEvent event) {
   return lifecycle.apply(event) || refused(*this, event, to_string(from));
 }
 
-void Run::write_params(checkpoint::Durability durability) {
+// The current attempt's record takes its model calls as they stand.
+void Run::record_model_calls() {
   if (model_calls && !params.attempts.empty()) params.attempts.back().model = *model_calls;
+}
+
+void Run::write_params(checkpoint::Durability durability) {
+  record_model_calls();
   try {
     checkpoint::write_run_params(dir, params, durability);
   } catch (const std::exception& e) {
@@ -35,7 +40,7 @@ void Run::write_params(checkpoint::Durability durability) {
 }
 
 std::optional<checkpoint::ModelCounts> Run::model_totals() {
-  if (model_calls && !params.attempts.empty()) params.attempts.back().model = *model_calls;
+  record_model_calls();
   return checkpoint::model_counts(params.attempts);
 }
 

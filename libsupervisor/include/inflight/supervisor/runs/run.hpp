@@ -99,6 +99,9 @@ struct Run {
   std::optional<checkpoint::ModelCounts> model_totals();
   // Records the run holds when done, when its template says (progress_total).
   std::optional<std::uint64_t> records_expected() const;
+
+ private:
+  void record_model_calls();
 };
 
 }  // namespace inflight
