@@ -515,11 +515,13 @@ def json_lines(text):
     return events
 
 
-def test_inflight_run_sigtermed_twice_then_resumed_pays_each_call_once(tmp_path, bare_repo, key):
+def test_inflight_run_sigtermed_three_times_then_resumed_pays_each_call_once(
+        tmp_path, bare_repo, key):
     """`inflight run` SIGTERMed; the same command on a wiped disk, SIGTERMed
-    again; `inflight resume` (with the command as the config's template)
-    finishes it. Each attempt's first calls come from the journal."""
-    cases = 8
+    again, and a third time; `inflight resume` (with the command as the
+    config's template) finishes it. Each attempt's first calls come from the
+    journal: a tool with no resume of its own pays once for each call."""
+    cases = 10
     with ModelProvider(api_key=key, delay=0.25) as provider:
         models = {"openai": openai_model(provider)}
         models_file = tmp_path / "models.json"
@@ -530,24 +532,21 @@ def test_inflight_run_sigtermed_twice_then_resumed_pays_each_call_once(tmp_path,
         command = [*(w for name, value in env.items() for w in ("--env", f"{name}={value}")),
                    "--config", str(models_file), "--", *adhoc_command(cases)]
 
-        def interrupted(pod, attempt, answered):
-            run = RunProcess(tmp_path, bare_repo, pod, *command, run_id="adhoc",
-                             extra_env={KEY_ENV: key})
+        paid = [0]
+        for attempt in (1, 2, 3):
+            run = RunProcess(tmp_path, bare_repo, f"job-try-{attempt}", *command,
+                             run_id="adhoc", extra_env={KEY_ENV: key})
+            answered = paid[-1] + 2
             wait_for(lambda: sum(r["attempt"] == attempt for r in records(run.runs / "adhoc"))
                      >= answered, 60, f"{answered} answered cases in attempt {attempt}")
             run.proc.send_signal(signal.SIGTERM)
             assert run.wait() == 75, run.log.read_text()[-3000:]
-            return run
-
-        first = interrupted("job-try-1", 1, 2)
-        paid = [provider.paid()]
-        assert len(journal_entries(first.runs / "adhoc")) == paid[0]
-        second = interrupted("job-try-2", 2, paid[0] + 2)
-        paid.append(provider.paid())
-        assert paid[0] < paid[1] < cases
-        ended = [e for e in second.events() if e.get("msg") == "model call ended"]
-        assert [e["source"] for e in ended] == \
-            ["journal"] * paid[0] + ["upstream"] * (paid[1] - paid[0]), ended
+            paid.append(provider.paid())
+            assert paid[-2] < paid[-1] < cases
+            assert len(journal_entries(run.runs / "adhoc")) == paid[-1]
+            ended = [e for e in run.events() if e.get("msg") == "model call ended"]
+            assert [e["source"] for e in ended] == \
+                ["journal"] * paid[-2] + ["upstream"] * (paid[-1] - paid[-2]), ended
 
         template = {"argv": adhoc_command(cases), "env": env, "resume_argv": []}
         config = write_config(tmp_path, models, {"default": template})
@@ -561,13 +560,13 @@ def test_inflight_run_sigtermed_twice_then_resumed_pays_each_call_once(tmp_path,
         assert all(e["completed"] for e in ledger)
         ended = [e for e in json_lines(resumed.stderr) if e.get("msg") == "model call ended"]
         assert [(e["attempt"], e["source"]) for e in ended] == \
-            [(3, "journal")] * paid[1] + [(3, "upstream")] * (cases - paid[1]), ended
+            [(4, "journal")] * paid[-1] + [(4, "upstream")] * (cases - paid[-1]), ended
         directory = ops / ".inflight" / "runs" / "adhoc"
-        third = [r for r in records(directory) if r["attempt"] == 3]
-        assert [r["case"] for r in third] == list(range(cases))
+        fourth = [r for r in records(directory) if r["attempt"] == 4]
+        assert [r["case"] for r in fourth] == list(range(cases))
         sent = {e["prompt"]: e["sent"] for e in ledger}
         for i in range(cases):
-            assert (directory / "raw" / f"a3-case-{i}.bin").read_bytes() == sent[f"case-{i}"]
+            assert (directory / "raw" / f"a4-case-{i}.bin").read_bytes() == sent[f"case-{i}"]
         assert len(journal_entries(directory)) == cases
 
 

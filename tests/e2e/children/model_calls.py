@@ -3,7 +3,7 @@ some at once, and writes down what each got (SPEC §13): for the tests where
 model_caller.py's eval loop is too rigid (several models in one run, headers
 of the test's choosing, two calls in flight at once).
 
-    model_calls.py --output DIR --plan FILE
+    model_calls.py --output DIR --plan FILE [--results NAME]
 
 FILE is JSON: {"steps": [STEP, ...]}, done in order. A step is one of
 
@@ -23,9 +23,13 @@ FILE is JSON: {"steps": [STEP, ...]}, done in order. A step is one of
         go-ahead, once it saw what it waits for.
     {"join": true}
         waits for every background call.
+    {"exit": CODE}
+        waits for every background call, writes the results and exits CODE
+        (75, for example: a template's retry_exit_codes).
 
 It first writes its token to DIR/token (for the test to look for it where
-it must not be). Then it writes DIR/calls.json: {NAME: {"status": S, "body": the answer's
+it must not be). Then it writes DIR/NAME (default calls.json; a template
+may give calls-{attempt}.json): {CALL: {"status": S, "body": the answer's
 text (first 2000 characters), "content_type": ..., "error": why no answer
 came (null when one did)}}, and exits 0 whatever the statuses.
 """
@@ -40,6 +44,8 @@ from pathlib import Path
 
 out = Path(sys.argv[sys.argv.index("--output") + 1])
 plan = json.loads(Path(sys.argv[sys.argv.index("--plan") + 1]).read_text())
+results_name = sys.argv[sys.argv.index("--results") + 1] if "--results" in sys.argv \
+    else "calls.json"
 token = os.environ.get("MODEL_KEY", "")
 (out / "token").write_text(token)
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
@@ -117,10 +123,13 @@ for step in plan["steps"]:
             if time.monotonic() > deadline:
                 sys.exit(f"no {step['wait_file']} in 60 s")
             time.sleep(0.02)
-    elif step.get("join"):
+    elif step.get("join") or "exit" in step:
         for thread in threads:
             thread.join()
         threads = []
+        if "exit" in step:
+            break
 for thread in threads:
     thread.join()
-(out / "calls.json").write_text(json.dumps(results))
+(out / results_name).write_text(json.dumps(results))
+sys.exit(next((step["exit"] for step in plan["steps"] if "exit" in step), 0))

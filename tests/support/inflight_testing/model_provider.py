@@ -75,7 +75,8 @@ A ledger entry (a dict):
     status     the status sent (None before the headers went)
     sent       the answer's body bytes written so far (a stream de-chunked:
                the SSE events exactly as a client reads them)
-    fault      None, "status", "reset" or "hang"
+    fault      None, "status", "reset", "hang", "close_after", "rst_after" or
+               "unanswered"
     fault_status  the status of a "status" fault
     usage      {"input_tokens", "output_tokens"} the answer reports
     answer     the answer's text
@@ -105,6 +106,15 @@ PROMPT only (the other calls pass it by):
                                 terminal event
   hang_next(n=1, when=None)     never answer; the call ends when the client
                                 goes away or stop() is called
+  close_after_next(n=1, when=None, rst=False)
+                                answer in full, then close the kept-alive
+                                connection as a server's idle timeout does
+                                (a FIN; with rst=True an RST), before the
+                                ledger entry ends
+  close_unanswered_next(n=1, when=None)
+                                read the request, then close the connection
+                                without a byte of answer (a stale keep-alive
+                                connection's race, seen from the client)
 
 Thread-safe. stop() (or leaving the `with`) closes every connection, hung
 ones included.
@@ -316,6 +326,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "hang":
             self._hang()
             return
+        if fault == "unanswered":
+            self._close(rst=False)
         if fault == "status":
             self._pause(entry["delay"])
             self._send_error_status(entry)
@@ -324,6 +336,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(entry, provider._events(entry))
         else:
             self._plain(entry, provider._plain_body(entry))
+        if fault in ("close_after", "rst_after"):
+            self._close(rst=fault == "rst_after")
 
     def _pause(self, seconds):
         if seconds > 0 and self.server.provider._stopping.wait(seconds):
@@ -386,16 +400,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _reset(self):
         """Closes the connection with an RST, at once (no FIN first, no
-        terminal chunk): the socket's last reference, rfile's, goes too, so
-        that the close is real."""
-        try:
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
+        terminal chunk)."""
+        self._close(rst=True)
+        raise _ClientGone()
+
+    def _close(self, rst):
+        """Closes the connection now, with a FIN or an RST: the socket's last
+        reference, rfile's, goes too, so that the close is real."""
+        if rst:
+            try:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+        else:
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self.close_connection = True
         self.rfile.close()
         self.connection.close()
-        raise _ClientGone()
 
     def _plain(self, entry, data):
         self._pause(entry["delay"])
@@ -589,6 +614,14 @@ class ModelProvider:
     def hang_next(self, n=1, when=None):
         with self._lock:
             self._faults.extend([("hang", None, when)] * n)
+
+    def close_after_next(self, n=1, when=None, rst=False):
+        with self._lock:
+            self._faults.extend([("rst_after" if rst else "close_after", None, when)] * n)
+
+    def close_unanswered_next(self, n=1, when=None):
+        with self._lock:
+            self._faults.extend([("unanswered", None, when)] * n)
 
     def clear_faults(self):
         with self._lock:

@@ -1,0 +1,117 @@
+"""Which request reaches the provider, and which recorded answer each gets
+(SPEC §13, docs/models.md "Upstreams" and "What is replayed"): kept-alive
+connections that the provider closed while they were idle are not used
+again, a request that was sent is never sent twice, identical requests sent
+at once each get their own recorded answer, and an SDK's retry after a 429
+is the request whose answer is recorded.
+
+The provider, the helpers and the children are test_model_journal.py's and
+test_model_journal_faults.py's."""
+import json
+from collections import Counter
+
+from inflight_testing.model_provider import ModelProvider
+from inflight_testing.waiting import wait_for
+from test_model_journal import (KEY_ENV, journal_entries, key, model_log, openai_model,
+                                run_dir, start_pod, write_config)
+from test_model_journal_faults import calls_template, write_plan
+
+__all__ = ["key"]  # the fixture, imported for pytest to find it here
+
+
+def call(name, prompt, **extra):
+    return {"call": name, "prompt": prompt, **extra}
+
+
+def results(serve, run_id, name="calls.json"):
+    return json.loads((run_dir(serve, run_id) / name).read_text())
+
+
+def test_a_connection_the_provider_closed_is_not_reused_and_a_sent_request_is_never_resent(
+        serve_factory, bare_repo, tmp_path, key):
+    """The provider closes a kept-alive connection after an answer (a FIN, as
+    an idle timeout does, then an RST): the next call takes a new connection
+    and is paid once. A request the provider read and never answered on a
+    reused connection gets a 502 and is not sent again: a byte of it had
+    left, so the provider may have been paid."""
+    with ModelProvider(api_key=key) as provider:
+        provider.close_after_next(when="fin")
+        provider.close_after_next(when="rst", rst=True)
+        provider.close_unanswered_next(when="unanswered")
+        steps = [call("fin", "fin"), {"wait_file": "go-1"},
+                 call("rst", "rst"), {"wait_file": "go-2"},
+                 call("kept", "kept"), call("unanswered", "unanswered"), call("after", "after")]
+        plan = write_plan(tmp_path, "connections", steps)
+        config = write_config(tmp_path, {"openai": openai_model(provider)},
+                              {"calls": calls_template(plan)})
+        pod = start_pod(serve_factory, tmp_path, "pod-a", bare_repo, config, env={KEY_ENV: key})
+        run_id = pod.submit(child="calls")
+        directory = run_dir(pod, run_id)
+        # Each go-ahead once the provider closed the connection (before its
+        # ledger entry ends): serve has the FIN or the RST in its socket.
+        for prompt, go in (("fin", "go-1"), ("rst", "go-2")):
+            wait_for(lambda: any(e["prompt"] == prompt and e["ended"] for e in provider.ledger()),
+                     30, f"the provider to close after {prompt}")
+            (directory / go).write_text("")
+        pod.wait_status(run_id, "succeeded", timeout=60)
+
+        got = results(pod, run_id)
+        assert {name: r["status"] for name, r in got.items()} == \
+            {"fin": 200, "rst": 200, "kept": 200, "unanswered": 502, "after": 200}, got
+        assert json.loads(got["unanswered"]["body"])["error"]["code"] == "upstream_failed"
+        assert Counter(e["prompt"] for e in provider.ledger()) == \
+            {"fin": 1, "rst": 1, "kept": 1, "unanswered": 1, "after": 1}
+        # fin, rst and kept each on a new connection (the first two closed
+        # after them), unanswered on kept's, after on a new one.
+        assert provider.connections() == 4
+        ledger = {e["prompt"]: e for e in provider.ledger()}
+        assert ledger["unanswered"]["peer"] == ledger["kept"]["peer"]
+        outcomes = [(e["status"], e["outcome"]) for e in model_log(pod, run_id)]
+        assert outcomes == [(200, "ok")] * 3 + [(502, "error"), (200, "ok")], outcomes
+
+
+def test_identical_requests_at_once_and_an_sdk_retry_each_get_their_own_recorded_answer(
+        serve_factory, bare_repo, tmp_path, key):
+    """Attempt 1 sends one prompt twice at once, and a request that gets a 429
+    and is sent again with x-stainless-retry-count, then exits 75 (a retry
+    exit code). Attempt 2 sends the twins again and the retried request
+    once: each twin gets one of the two recorded answers (in the order the
+    requests arrive), the retried request the answer its retry got, and
+    nothing reaches the provider."""
+    # Serial numbers in every answer's ids: the twins' answers differ.
+    with ModelProvider(api_key=key, unique_ids=True) as provider:
+        provider.set_delay(1.0, when="twin")  # both twins in flight at once
+        provider.fail_next(429, when="flaky")
+        twins = [call("twin-1", "twin", background=True),
+                 call("twin-2", "twin", background=True), {"join": True}]
+        write_plan(tmp_path, "plan-1", [
+            *twins, call("flaky", "flaky"),
+            call("flaky-retry", "flaky", headers={"x-stainless-retry-count": "1"}),
+            {"exit": 75}])
+        write_plan(tmp_path, "plan-2", [*twins, call("flaky", "flaky")])
+        template = calls_template(tmp_path / "plan-{attempt}.plan.json")
+        template["argv"] += ["--results", "calls-{attempt}.json"]
+        template.update(retry_exit_codes=[75], retry_backoff="1s")
+        config = write_config(tmp_path, {"openai": openai_model(provider)}, {"calls": template})
+        pod = start_pod(serve_factory, tmp_path, "pod-a", bare_repo, config, env={KEY_ENV: key})
+        run_id = pod.submit(child="calls")
+        pod.wait_status(run_id, "succeeded", timeout=60)
+
+        first, second = (results(pod, run_id, f"calls-{n}.json") for n in (1, 2))
+        assert [first[n]["status"] for n in ("twin-1", "twin-2", "flaky", "flaky-retry")] == \
+            [200, 200, 429, 200], first
+        ledger = provider.ledger()
+        assert Counter(e["prompt"] for e in ledger) == {"twin": 2, "flaky": 2}, \
+            "attempt 2 reached the provider"
+        twin_calls = [e for e in ledger if e["prompt"] == "twin"]
+        assert twin_calls[1]["started"] < twin_calls[0]["ended"], "the twins were not at once"
+        recorded_twins = {first["twin-1"]["body"], first["twin-2"]["body"]}
+        assert len(recorded_twins) == 2, "the provider's twin answers should differ"
+        assert {second["twin-1"]["body"], second["twin-2"]["body"]} == recorded_twins
+        assert second["flaky"]["status"] == 200
+        assert second["flaky"]["body"] == first["flaky-retry"]["body"]
+
+        ended = model_log(pod, run_id)
+        assert [(e["attempt"], e["source"], e["status"]) for e in ended if e["attempt"] == 2] == \
+            [(2, "journal", 200)] * 3, ended
+        assert len(journal_entries(run_dir(pod, run_id))) == 3, "a 429 was recorded"
