@@ -137,8 +137,11 @@ def test_rejected_push_fences_the_old_owner(serve_factory, tmp_path, git_daemon)
     run taken when it wakes: its next push is rejected and it stops the child."""
     pod_a = tmp_path / "pod-a"
     pod_a.mkdir()
+    # A short lease term (interval + grace period) for the take-over; a
+    # grace period of 2 s left the last push, the lease's release, 1 s: too
+    # short for a sanitized agent on a loaded machine (exit 1).
     owner = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-                          "--checkpoint-interval", "1s", "--grace-period", "2s",
+                          "--checkpoint-interval", "1s", "--grace-period", "5s",
                           "--flush-window", "500ms", workdir=pod_a)
     owner.wait_ready()
     # Long enough that its child, which runs on while serve is frozen, is not
