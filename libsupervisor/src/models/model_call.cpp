@@ -7,9 +7,9 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
 
+#include "call.hpp"
 #include "inflight/core/clock.hpp"
 #include "inflight/core/log.hpp"
-#include "inflight/supervisor/models/model_answer.hpp"
 #include "inflight/supervisor/models/model_request.hpp"
 
 namespace inflight::models {
@@ -20,9 +20,6 @@ namespace http = beast::http;
 
 namespace {
 
-// One write to a child that does not read its answer ends the call after
-// this (outside a shutdown): it holds only its own call.
-constexpr auto kChildWriteDeadline = std::chrono::seconds(30);
 // A body larger than this has its identity computed off the event loop, so
 // that one run's 32 MiB request never stalls another run's stream.
 constexpr std::size_t kLargeBody = 256 * 1024;
@@ -67,139 +64,6 @@ RequestParts parts_of(const ChildRequest& request, const CallTarget& target) {
       parts.identity_headers.emplace_back(std::string(name), std::string(it->value()));
   return parts;
 }
-
-OrderedJson tokens_json(const std::optional<std::uint64_t>& tokens) {
-  return tokens ? OrderedJson(*tokens) : OrderedJson("unknown");
-}
-
-// One call from its admission to its end: its place among the calls in
-// flight, its log lines and its counts.
-class Call {
- public:
-  Call(Hub& hub, std::shared_ptr<Attempt> attempt, beast::tcp_stream& child,
-       const CallTarget& target, std::size_t request_bytes)
-      : hub_(hub), attempt_(std::move(attempt)), target_(target), started_(SteadyClock::now()) {
-    handle_.run_id = attempt_->run_id;
-    handle_.attempt = attempt_->number;
-    handle_.child = &child;
-    position_ = hub_.calls.insert(hub_.calls.end(), &handle_);
-    hub_.call_started(*attempt_, target_.model);
-    log::info("model call started", {{"run_id", attempt_->run_id},
-                                     {"model", target.model},
-                                     {"attempt", attempt_->number},
-                                     {"request_bytes", request_bytes}});
-  }
-  ~Call() {
-    hub_.calls.erase(position_);
-    hub_.call_ended(*attempt_, target_.model);
-  }
-  Call(const Call&) = delete;
-  Call& operator=(const Call&) = delete;
-
-  CallHandle& handle() { return handle_; }
-  Attempt& attempt() { return *attempt_; }
-
-  // Logs the end and counts it: `source` upstream or journal; `outcome` ok,
-  // error or cut.
-  void ended(unsigned status, std::string_view source, std::string_view outcome,
-             const Usage& usage) {
-    log::info("model call ended", {{"run_id", attempt_->run_id},
-                                   {"model", target_.model},
-                                   {"attempt", attempt_->number},
-                                   {"status", status},
-                                   {"ms", elapsed_ms()},
-                                   {"input_tokens", tokens_json(usage.input)},
-                                   {"output_tokens", tokens_json(usage.output)},
-                                   {"source", source},
-                                   {"outcome", outcome}});
-    hub_.count(target_.model, source, outcome, usage);
-    if (outcome != "ok") return;
-    auto& counts = *attempt_->counts;
-    ++counts.calls;
-    if (source == "journal") {
-      ++counts.replayed;
-      counts.saved_input_tokens += usage.input.value_or(0);
-      counts.saved_output_tokens += usage.output.value_or(0);
-    } else {
-      counts.input_tokens += usage.input.value_or(0);
-      counts.output_tokens += usage.output.value_or(0);
-    }
-  }
-
-  std::uint64_t elapsed_ms() const {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started_)
-            .count());
-  }
-
- private:
-  Hub& hub_;
-  std::shared_ptr<Attempt> attempt_;
-  CallTarget target_;
-  SteadyClock::time_point started_;
-  CallHandle handle_;
-  std::list<CallHandle*>::iterator position_;
-};
-
-// Where the answer's bytes go: the child while it reads them, the journal's
-// copy while it stays under --model-max-answer-bytes.
-class AnswerSink {
- public:
-  AnswerSink(Hub& hub, beast::tcp_stream& child, unsigned version)
-      : hub_(hub), child_(child), version_(version) {}
-
-  // False once the child is gone (or stopped reading): the caller decides
-  // whether the call goes on.
-  net::awaitable<bool> head(unsigned status, std::string_view content_type,
-                            const std::vector<std::pair<std::string, std::string>>& headers) {
-    http::response<http::empty_body> response(static_cast<http::status>(status), version_);
-    if (!content_type.empty()) response.set(http::field::content_type, content_type);
-    for (const auto& [name, value] : headers) response.set(name, value);
-    response.chunked(true);
-    response.keep_alive(true);
-    http::response_serializer<http::empty_body> serializer(response);
-    child_.expires_after(kChildWriteDeadline);
-    auto [ec, n] = co_await http::async_write_header(child_, serializer, kAwait);
-    child_ok_ = !ec;
-    co_return child_ok_;
-  }
-
-  net::awaitable<bool> piece(std::string_view bytes) {
-    if (recording_) {
-      if (recorded_.size() + bytes.size() > hub_.settings.max_answer_bytes) {
-        recording_ = false;
-        std::string().swap(recorded_);
-      } else {
-        recorded_.append(bytes);
-      }
-    }
-    if (!child_ok_ || bytes.empty()) co_return child_ok_;
-    child_.expires_after(kChildWriteDeadline);
-    auto [ec, n] = co_await net::async_write(child_, http::make_chunk(net::buffer(bytes)), kAwait);
-    child_ok_ = !ec;
-    co_return child_ok_;
-  }
-
-  net::awaitable<bool> last() {
-    if (!child_ok_) co_return false;
-    child_.expires_after(kChildWriteDeadline);
-    auto [ec, n] = co_await net::async_write(child_, http::make_chunk_last(), kAwait);
-    child_ok_ = !ec;
-    co_return child_ok_;
-  }
-
-  bool child_ok() const { return child_ok_; }
-  bool recording() const { return recording_; }
-  std::string& recorded() { return recorded_; }
-
- private:
-  Hub& hub_;
-  beast::tcp_stream& child_;
-  unsigned version_;
-  bool child_ok_ = true;
-  bool recording_ = true;
-  std::string recorded_;
-};
 
 http::request<http::string_body> upstream_request(const ModelRoute& route,
                                                   const ChildRequest& request,
@@ -254,53 +118,6 @@ void record(Call& call, const CallTarget& target, const ChildRequest& request,
     log::warn("model-call journal full (--model-max-journal-bytes): calls go on unrecorded",
               {{"run_id", attempt.run_id}});
   }
-}
-
-std::optional<JournalRecord> recorded_answer(Attempt& attempt, const ModelRoute& route,
-                                             const std::string& digest) {
-  const auto k = attempt.asked[digest]++;
-  if (!route.spec.replay || attempt.journal.problem) return std::nullopt;
-  const auto it = attempt.journal.by_digest.find(digest);
-  if (it == attempt.journal.by_digest.end() || k >= it->second.size()) return std::nullopt;
-  auto entry = read_journal_entry(attempt.journal, it->second[k]);
-  // The run dir is the child's to write: what was read is checked again.
-  if (entry && entry->digest == digest) return std::move(*entry);
-  if (entry) entry = Error{Failure::other, "the recorded answer changed since it was read", {}};
-  log::warn("a recorded answer cannot be read; the call goes upstream",
-            {{"run_id", attempt.run_id}, {"error", entry.error().message}});
-  return std::nullopt;
-}
-
-// The k-th identical request gets the k-th recorded answer, as the child
-// first got it: a stream as a stream, event by event.
-net::awaitable<bool> replay(Call& call, beast::tcp_stream& child, const JournalRecord& answer,
-                            unsigned version) {
-  bool ok = true;
-  if (answer.stream) {
-    http::response<http::empty_body> head(static_cast<http::status>(answer.status), version);
-    head.set(http::field::content_type, answer.content_type);
-    head.chunked(true);
-    http::response_serializer<http::empty_body> serializer(head);
-    child.expires_after(kChildWriteDeadline);
-    auto [ec, n] = co_await http::async_write_header(child, serializer, kAwait);
-    ok = !ec;
-    for (const auto event : stream_events(answer.body)) {
-      if (!ok) break;
-      auto [chunk_ec, written] =
-          co_await net::async_write(child, http::make_chunk(net::buffer(event)), kAwait);
-      ok = !chunk_ec;
-    }
-    if (ok) ok = !std::get<0>(co_await net::async_write(child, http::make_chunk_last(), kAwait));
-  } else {
-    http::response<http::string_body> whole(static_cast<http::status>(answer.status), version);
-    whole.set(http::field::content_type, answer.content_type);
-    whole.body() = answer.body;
-    whole.prepare_payload();
-    child.expires_after(kChildWriteDeadline);
-    ok = !std::get<0>(co_await http::async_write(child, whole, kAwait));
-  }
-  call.ended(static_cast<unsigned>(answer.status), "journal", ok ? "ok" : "cut", answer.usage);
-  co_return ok;
 }
 
 struct Sent {

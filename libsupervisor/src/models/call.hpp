@@ -1,0 +1,91 @@
+// A model call's own state, from the listener's admission to its end: its
+// place among the calls in flight, its log lines and counts (Call), and
+// where its answer's bytes go (AnswerSink). model_call.cpp forwards a call
+// upstream with them, replay.cpp answers one from the journal.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hub.hpp"
+#include "inflight/supervisor/models/model_answer.hpp"
+#include "model_call.hpp"
+
+namespace inflight::models {
+
+// One write to a child that does not read its answer ends the call after
+// this (outside a shutdown): it holds only its own call.
+inline constexpr auto kChildWriteDeadline = std::chrono::seconds(30);
+
+// One call from its admission to its end: its place among the calls in
+// flight, its log lines and its counts.
+class Call {
+ public:
+  Call(Hub& hub, std::shared_ptr<Attempt> attempt, boost::beast::tcp_stream& child,
+       const CallTarget& target, std::size_t request_bytes);
+  ~Call();
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  CallHandle& handle() { return handle_; }
+  Attempt& attempt() { return *attempt_; }
+
+  // Logs the end and counts it: `source` upstream or journal; `outcome` ok,
+  // error or cut.
+  void ended(unsigned status, std::string_view source, std::string_view outcome,
+             const Usage& usage);
+  std::uint64_t elapsed_ms() const;
+
+ private:
+  Hub& hub_;
+  std::shared_ptr<Attempt> attempt_;
+  CallTarget target_;
+  SteadyClock::time_point started_;
+  CallHandle handle_;
+  std::list<CallHandle*>::iterator position_;
+};
+
+// Where the answer's bytes go: the child while it reads them, the journal's
+// copy while it stays under --model-max-answer-bytes.
+class AnswerSink {
+ public:
+  AnswerSink(Hub& hub, boost::beast::tcp_stream& child, unsigned version)
+      : hub_(hub), child_(child), version_(version) {}
+
+  // False once the child is gone (or stopped reading): the caller decides
+  // whether the call goes on.
+  boost::asio::awaitable<bool> head(
+      unsigned status, std::string_view content_type,
+      const std::vector<std::pair<std::string, std::string>>& headers);
+  boost::asio::awaitable<bool> piece(std::string_view bytes);
+  boost::asio::awaitable<bool> last();
+
+  bool child_ok() const { return child_ok_; }
+  bool recording() const { return recording_; }
+  std::string& recorded() { return recorded_; }
+
+ private:
+  Hub& hub_;
+  boost::beast::tcp_stream& child_;
+  unsigned version_;
+  bool child_ok_ = true;
+  bool recording_ = true;
+  std::string recorded_;
+};
+
+// The recorded answer for the attempt's next request of `digest` (the k-th
+// for the k-th), if the journal holds one and the model replays.
+std::optional<JournalRecord> recorded_answer(Attempt& attempt, const ModelRoute& route,
+                                             const std::string& digest);
+// Answers the call with `answer`, as the child first got it: a stream as a
+// stream, event by event. Whether the child got it all.
+boost::asio::awaitable<bool> replay(Call& call, boost::beast::tcp_stream& child,
+                                    const JournalRecord& answer, unsigned version);
+
+}  // namespace inflight::models

@@ -1,0 +1,62 @@
+// A call answered from the attempt's journal (docs/models.md "What is
+// replayed"): see call.hpp.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+
+#include "call.hpp"
+#include "inflight/core/log.hpp"
+
+namespace inflight::models {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+std::optional<JournalRecord> recorded_answer(Attempt& attempt, const ModelRoute& route,
+                                             const std::string& digest) {
+  const auto k = attempt.asked[digest]++;
+  if (!route.spec.replay || attempt.journal.problem) return std::nullopt;
+  const auto it = attempt.journal.by_digest.find(digest);
+  if (it == attempt.journal.by_digest.end() || k >= it->second.size()) return std::nullopt;
+  auto entry = read_journal_entry(attempt.journal, it->second[k]);
+  // The run dir is the child's to write: what was read is checked again.
+  if (entry && entry->digest == digest) return std::move(*entry);
+  if (entry) entry = Error{Failure::other, "the recorded answer changed since it was read", {}};
+  log::warn("a recorded answer cannot be read; the call goes upstream",
+            {{"run_id", attempt.run_id}, {"error", entry.error().message}});
+  return std::nullopt;
+}
+
+net::awaitable<bool> replay(Call& call, beast::tcp_stream& child, const JournalRecord& answer,
+                            unsigned version) {
+  bool ok = true;
+  if (answer.stream) {
+    http::response<http::empty_body> head(static_cast<http::status>(answer.status), version);
+    head.set(http::field::content_type, answer.content_type);
+    head.chunked(true);
+    http::response_serializer<http::empty_body> serializer(head);
+    child.expires_after(kChildWriteDeadline);
+    auto [ec, n] = co_await http::async_write_header(child, serializer, kAwait);
+    ok = !ec;
+    for (const auto event : stream_events(answer.body)) {
+      if (!ok) break;
+      auto [chunk_ec, written] =
+          co_await net::async_write(child, http::make_chunk(net::buffer(event)), kAwait);
+      ok = !chunk_ec;
+    }
+    if (ok) ok = !std::get<0>(co_await net::async_write(child, http::make_chunk_last(), kAwait));
+  } else {
+    http::response<http::string_body> whole(static_cast<http::status>(answer.status), version);
+    whole.set(http::field::content_type, answer.content_type);
+    whole.body() = answer.body;
+    whole.prepare_payload();
+    child.expires_after(kChildWriteDeadline);
+    ok = !std::get<0>(co_await http::async_write(child, whole, kAwait));
+  }
+  call.ended(static_cast<unsigned>(answer.status), "journal", ok ? "ok" : "cut", answer.usage);
+  co_return ok;
+}
+
+}  // namespace inflight::models
