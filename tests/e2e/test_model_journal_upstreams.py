@@ -2,8 +2,9 @@
 (SPEC §13, docs/models.md "Upstreams" and "What is replayed"): kept-alive
 connections that the provider closed while they were idle are not used
 again, a request that was sent is never sent twice, identical requests sent
-at once each get their own recorded answer, and an SDK's retry after a 429
-is the request whose answer is recorded.
+at once each get their own recorded answer, an SDK's retry after a 429 is
+the request whose answer is recorded, and a request body at the size limit
+is answered, recorded and replayed (one over it gets 413).
 
 The provider, the helpers and the children are test_model_journal.py's and
 test_model_journal_faults.py's."""
@@ -115,3 +116,33 @@ def test_identical_requests_at_once_and_an_sdk_retry_each_get_their_own_recorded
         assert [(e["attempt"], e["source"], e["status"]) for e in ended if e["attempt"] == 2] == \
             [(2, "journal", 200)] * 3, ended
         assert len(journal_entries(run_dir(pod, run_id))) == 3, "a 429 was recorded"
+
+
+def test_a_body_at_the_size_limit_is_answered_recorded_and_replayed_and_one_over_gets_413(
+        serve_factory, bare_repo, tmp_path, key):
+    """A 32 MiB body (--model-max-request-bytes' default) has its identity
+    computed off the event loop: it once crashed serve (a double free)."""
+    limit = 32 << 20
+    envelope = len(json.dumps({"model": "fake-model", "messages": [
+        {"role": "user", "content": "big"}], "filler": ""}))
+    with ModelProvider(api_key=key) as provider:
+        write_plan(tmp_path, "plan-1", [
+            call("big", "big", filler_bytes=limit - envelope),
+            call("over", "over", filler_bytes=limit - envelope + 1), {"exit": 75}])
+        write_plan(tmp_path, "plan-2", [call("big", "big", filler_bytes=limit - envelope)])
+        template = calls_template(tmp_path / "plan-{attempt}.plan.json")
+        template["argv"] += ["--results", "calls-{attempt}.json"]
+        template.update(retry_exit_codes=[75], retry_backoff="1s")
+        config = write_config(tmp_path, {"openai": openai_model(provider)}, {"calls": template})
+        pod = start_pod(serve_factory, tmp_path, "pod-a", bare_repo, config, env={KEY_ENV: key})
+        run_id = pod.submit(child="calls")
+        pod.wait_status(run_id, "succeeded", timeout=120)
+
+        first, second = (results(pod, run_id, f"calls-{n}.json") for n in (1, 2))
+        assert (first["big"]["status"], first["over"]["status"]) == (200, 413), first
+        assert second["big"]["status"] == 200 and second["big"]["body"] == first["big"]["body"]
+        assert [e["prompt"] for e in provider.ledger()] == ["big"]
+        assert len(provider.ledger()[0]["body"]["filler"]) == limit - envelope
+        assert [(e["attempt"], e["source"]) for e in model_log(pod, run_id)] == \
+            [(1, "upstream"), (2, "journal")]
+        assert pod.proc.poll() is None

@@ -22,6 +22,8 @@ namespace {
 // within this, however slowly the child sends it.
 constexpr auto kRequestDeadline = std::chrono::seconds(120);
 constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
+// What a refused child still sends is read and dropped for at most this.
+constexpr auto kLingerDeadline = std::chrono::seconds(10);
 
 // The token a child's SDK sends: OpenAI's as a bearer, Anthropic's as x-api-key.
 std::string token_of(const ChildRequest& request) {
@@ -90,6 +92,40 @@ std::variant<Refusal, std::shared_ptr<Attempt>> admit(const Hub& hub, const Chil
   return attempt;
 }
 
+// Answers `refusal` and ends the connection. What the child still sends
+// (the body of a refused request) is read and dropped, within
+// kLingerDeadline, before the close: a client that reads the answer only
+// once its body is sent gets the refusal, not a reset.
+net::awaitable<void> refuse_and_close(beast::tcp_stream& child, Refusal& refusal) {
+  refusal.keep_alive(false);
+  child.expires_after(kLingerDeadline);
+  auto [ec, written] = co_await http::async_write(child, refusal, kAwait);
+  if (ec) co_return;
+  beast::error_code ignored;
+  child.socket().shutdown(net::socket_base::shutdown_send, ignored);
+  std::array<char, 16 * 1024> dropped;
+  for (;;) {
+    auto [read_ec, n] = co_await child.async_read_some(net::buffer(dropped), kAwait);
+    if (read_ec) co_return;
+  }
+}
+
+Refusal too_large(unsigned version) {
+  return error_answer(413, "request_too_large", "the request is over --model-max-request-bytes",
+                      version);
+}
+
+// An admitted request is still refused before its body is read when its
+// run holds its limit of connections.
+std::optional<Refusal> before_body(const Hub& hub,
+                                   const http::request_parser<http::string_body>& parser,
+                                   const std::shared_ptr<Attempt>& attempt, ConnectionSlot& slot) {
+  if (slot.bind(attempt, hub.settings.max_connections_per_run)) return std::nullopt;
+  return error_answer(429, "too_many_connections",
+                      "the run holds --model-max-connections-per-run connections",
+                      parser.get().version());
+}
+
 }  // namespace
 
 net::awaitable<void> serve_connection(std::shared_ptr<Hub> hub, net::ip::tcp::socket socket) {
@@ -97,38 +133,40 @@ net::awaitable<void> serve_connection(std::shared_ptr<Hub> hub, net::ip::tcp::so
   beast::flat_buffer buffer;
   ConnectionSlot slot;
   for (;;) {
+    // The head first: a request is admitted before its body is read.
     http::request_parser<http::string_body> parser;
     parser.body_limit(hub->settings.max_request_bytes);
     parser.header_limit(kMaxHeaderBytes);
     child.expires_after(kRequestDeadline);
-    auto [ec, read] = co_await http::async_read(child, buffer, parser, kAwait);
-    if (ec == http::error::body_limit || ec == http::error::header_limit) {
-      auto refusal = error_answer(413, "request_too_large",
-                                  "the request is over --model-max-request-bytes", 11);
-      refusal.keep_alive(false);
-      co_await http::async_write(child, refusal, kAwait);
+    auto [ec, read] = co_await http::async_read_header(child, buffer, parser, kAwait);
+    // The parser refuses a declared length over the body limit with the head.
+    if (ec && ec != http::error::header_limit && ec != http::error::body_limit) co_return;
+    std::optional<Refusal> refusal;
+    std::shared_ptr<Attempt> attempt;
+    std::optional<CallTarget> target;
+    if (!ec) target = target_of(parser.get().target());
+    if (ec) {
+      refusal = too_large(11);
+    } else if (auto admitted = admit(*hub, parser.get(), target);
+               auto* refused = std::get_if<Refusal>(&admitted)) {
+      hub->refused(refused->result_int(), refused->body());
+      refusal = std::move(*refused);
+    } else {
+      attempt = std::get<std::shared_ptr<Attempt>>(std::move(admitted));
+      refusal = before_body(*hub, parser, attempt, slot);
+    }
+    if (!refusal) {
+      auto [body_ec, body_read] = co_await http::async_read(child, buffer, parser, kAwait);
+      if (body_ec == http::error::body_limit)
+        refusal = too_large(parser.get().version());
+      else if (body_ec)
+        co_return;
+    }
+    if (refusal) {
+      co_await refuse_and_close(child, *refusal);
       co_return;
     }
-    if (ec) co_return;
     auto request = parser.release();
-    const auto target = target_of(request.target());
-    auto admitted = admit(*hub, request, target);
-    if (auto* refusal = std::get_if<Refusal>(&admitted)) {
-      hub->refused(refusal->result_int(), refusal->body());
-      refusal->keep_alive(request.keep_alive());
-      auto [write_ec, written] = co_await http::async_write(child, *refusal, kAwait);
-      if (write_ec || !request.keep_alive()) co_return;
-      continue;
-    }
-    auto attempt = std::get<std::shared_ptr<Attempt>>(std::move(admitted));
-    if (!slot.bind(attempt, hub->settings.max_connections_per_run)) {
-      auto refusal = error_answer(429, "too_many_connections",
-                                  "the run holds --model-max-connections-per-run connections",
-                                  request.version());
-      refusal.keep_alive(false);
-      co_await http::async_write(child, refusal, kAwait);
-      co_return;
-    }
     const bool keep_alive =
         co_await answer_call(hub, std::move(attempt), child, std::move(request), *target);
     if (!keep_alive) co_return;

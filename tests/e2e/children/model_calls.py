@@ -9,7 +9,7 @@ FILE is JSON: {"steps": [STEP, ...]}, done in order. A step is one of
 
     {"call": NAME, "model": "openai", "api": "chat"|"responses"|"messages",
      "prompt": TEXT, "stream": false, "auth": "bearer"|"x-api-key"|"none",
-     "headers": {NAME: VALUE}, "background": false}
+     "headers": {NAME: VALUE}, "background": false, "filler_bytes": 0}
         a call to model MODEL through $MODEL_URL_<MODEL> (the template's
         "{model_url:MODEL}", MODEL upper-cased, '-' and '.' as '_'), to
         /v1/chat/completions, /v1/responses or /v1/messages, with the token
@@ -17,7 +17,8 @@ FILE is JSON: {"steps": [STEP, ...]}, done in order. A step is one of
         "messages"; "messages" also sends anthropic-version). In `headers`,
         "$TOKEN" stands for the token. Each call has a connection of its own
         (Connection: close). "background": true makes it in a thread of its
-        own, and the next step follows at once.
+        own, and the next step follows at once. "filler_bytes": N adds a
+        string of N bytes to the body ("filler"), for a body of a size.
     {"wait_file": NAME}
         waits (60 s at most, else exit 1) until DIR/NAME exists: the test's
         go-ahead, once it saw what it waits for.
@@ -69,6 +70,8 @@ def body_of(step):
         body = {"model": "fake-model", "messages": [{"role": "user", "content": text}]}
     if step.get("stream"):
         body["stream"] = True
+    if step.get("filler_bytes"):
+        body["filler"] = "x" * step["filler_bytes"]
     return json.dumps(body).encode()
 
 
