@@ -60,6 +60,13 @@ Measured, each against its baseline in the same run:
    takes against a `git fetch` of the run's result through the same relay:
    it should download console.log, not the journal. At 200 MB, item 5 alone
    takes about 3 minutes on 2 cores.
+6. One run's stream, an event every 5 ms (400 events), one after another
+   for --stall-seconds, alone and then while another run's client uploads
+   32 MiB request bodies one after another (each its own, so each is hashed
+   and forwarded, from a process of its own, to a provider process of their
+   own, model `bulk`, which answers them unparsed): the longest gap between
+   two reads of the stream, through inflight and directly. Goal: no stall
+   over 50 ms.
 
 serve runs with --checkpoint-interval 0 (no periodic save: the final
 checkpoint pushes the whole journal) and --model-max-calls-per-run and
@@ -84,6 +91,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -97,6 +105,15 @@ from inflight_testing.waiting import wait_for
 from serve_process import BenchServe, bin_dir
 
 HOLD_AT = 10         # a held stream sends this many events, then waits for /release
+BIG_REQUEST_PARSED = 1 << 20  # a larger request is the stall phase's upload
+UPLOAD_ANSWER = (b'{"id":"chatcmpl-upload","object":"chat.completion","created":1700000000,'
+                 b'"model":"fake-model","choices":[{"index":0,"finish_reason":"stop","message":'
+                 b'{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":1,'
+                 b'"completion_tokens":1,"total_tokens":2}}')
+PACE_MS = 5          # the stall phase's stream: an event every 5 ms
+PACED_EVENTS = 380   # ... 400 events in all, 2 s a stream
+UPLOAD_BYTES = 32 << 20
+GOAL_STALL_MS = 50.0
 BIG_ANSWER = 1_000_000
 KEY_ENV = "BENCH_PROVIDER_KEY"
 GOAL_ADDED_MS = 1.0
@@ -279,6 +296,9 @@ class Provider(asyncio.Protocol):
             self.send(401, b"application/json",
                       b'{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}')
             return
+        if len(body) > BIG_REQUEST_PARSED:  # the stall phase's upload: not parsed
+            self.send(200, b"application/json", UPLOAD_ANSWER)
+            return
         req = json.loads(body)
         prompt = req["messages"][-1]["content"]
         seed = zlib.crc32(prompt.encode())
@@ -301,6 +321,7 @@ class Provider(asyncio.Protocol):
         head = ('{"id":"chatcmpl-%s","object":"chat.completion.chunk","created":1700000000,'
                 '"model":"fake-model","choices":' % suffix)
         deltas = ["answer", " to", " " + prompt] + [f" w{(seed >> k) % 997}" for k in range(14)]
+        deltas += [f" p{k}" for k in range(int(req.get("paced_events", 0)))]
         # 21 events: the role, 17 deltas, the finish, the usage, [DONE]
         events = [head + '[{"index":0,"delta":{"role":"assistant","content":""},'
                   '"finish_reason":null}]}']
@@ -317,6 +338,11 @@ class Provider(asyncio.Protocol):
         chunks.append(b"0\r\n\r\n")
         self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                              b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
+        if req.get("pace_ms"):  # an event every pace_ms, as a model writes them
+            loop, pace = asyncio.get_running_loop(), req["pace_ms"] / 1000
+            for i, c in enumerate(chunks):
+                loop.call_later(i * pace, self.transport.write, c)
+            return
         if req.get("hold"):
             for c in chunks[:HOLD_AT]:
                 self.transport.write(c)
@@ -480,6 +506,7 @@ class AsyncConn(asyncio.Protocol):
         self.buf = bytearray()
         self.answer = None
         self.waiter = None
+        self.arrivals = None  # perf_counter() of each read, when a phase asks
 
     def connection_made(self, transport):
         self.transport = transport
@@ -487,6 +514,8 @@ class AsyncConn(asyncio.Protocol):
 
     def data_received(self, data):
         self.buf += data
+        if self.arrivals is not None:
+            self.arrivals.append(time.perf_counter())
         if self.answer is not None and self.answer.feed(self.buf):
             answer, self.answer = self.answer, None
             self.waiter.set_result(answer)
@@ -586,6 +615,71 @@ async def throughput(spec):
     return result
 
 
+async def paced_gaps(conn, target, tag, seconds):
+    """Paced streams one after another for `seconds`: the longest gap
+    between two reads of one stream, and how many reads there were."""
+    prefix, auth = target[1].encode(), target[2].encode()
+    longest, reads, n = 0.0, 0, 0
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        body = chat(f"{tag} paced {n}", True, pace_ms=PACE_MS, paced_events=PACED_EVENTS)
+        conn.arrivals = []
+        answer = await conn.call(request_bytes(prefix, auth, body))
+        if answer.status != 200 or not answer.body.data().endswith(b"data: [DONE]\n\n"):
+            raise RuntimeError(f"paced stream: HTTP {answer.status}")
+        times, conn.arrivals = conn.arrivals, None
+        longest = max([longest] + [b - a for a, b in zip(times, times[1:])])
+        reads += len(times)
+        n += 1
+    return {"longest_gap_ms": longest * 1000, "reads": reads, "streams": n}
+
+
+async def stall(spec):
+    """One run's paced stream, alone and then while another run uploads
+    32 MiB request bodies, one after another, each its own (so each is hashed
+    and forwarded), from a process of its own (making and sending the bodies
+    must not pause this one's reads), to a provider of their own: the longest
+    gap between two events of the stream. The same made directly."""
+    out = {}
+    for name, stream, upload in (("direct", spec["stream_direct"], spec["upload_direct"]),
+                                 ("inflight", spec["stream"], spec["upload"])):
+        [conn] = await open_conns(stream, 1)
+        alone = await paced_gaps(conn, stream, f"{name} alone", spec["seconds"])
+        uploader = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--client",
+             json.dumps({"phase": "upload", "upload": upload})],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if uploader.stdout.readline().strip() != "ready":
+            raise RuntimeError("the uploader did not start")
+        during = await paced_gaps(conn, stream, f"{name} during", spec["seconds"])
+        uploader.stdin.close()
+        uploads = json.loads(uploader.stdout.readline())
+        uploader.wait(60)
+        conn.transport.close()
+        out[name] = {"alone": alone, "during": during, **uploads}
+    return out
+
+
+def phase_upload(spec):
+    """32 MiB requests, each its own, one after another until stdin closes."""
+    filler = os.urandom((UPLOAD_BYTES - 4096) // 2).hex().encode()  # under the 413 limit
+    conn = SyncConn(spec["upload"])
+    stop = threading.Event()  # set once stdin closes
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    print("ready", flush=True)
+    seconds = []
+    while not stop.is_set():
+        body = (b'{"model":"fake-model","messages":[{"role":"user","content":"upload %d"}],'
+                b'"filler":"%s"}' % (len(seconds), filler))
+        t0 = time.perf_counter()
+        status, _, _ = conn.call(body)
+        if status != 200:
+            raise RuntimeError(f"upload: HTTP {status}")
+        seconds.append(time.perf_counter() - t0)
+    return {"uploads": len(seconds),
+            "upload_s_median": statistics.median(seconds) if seconds else None}
+
+
 async def provider_get(port, path):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" % path)
@@ -635,11 +729,11 @@ async def hold(spec):
 def client_main(spec):
     gc.disable()
     phase = spec["phase"]
-    if phase in ("throughput", "hold"):
-        out = asyncio.run({"throughput": throughput, "hold": hold}[phase](spec))
+    if phase in ("throughput", "hold", "stall"):
+        out = asyncio.run({"throughput": throughput, "hold": hold, "stall": stall}[phase](spec))
     else:
         out = {"latency": phase_latency, "record": phase_record, "replay": phase_replay,
-               "big": phase_big}[phase](spec)
+               "big": phase_big, "upload": phase_upload}[phase](spec)
     print(json.dumps(out))
 
 
@@ -690,6 +784,8 @@ def main():
     ap.add_argument("--window", type=float, default=20.0,
                     help="seconds of concurrent calls in all, half direct, half through inflight")
     ap.add_argument("--journal-mb", type=int, default=100, help="1 MB answers in the big run")
+    ap.add_argument("--stall-seconds", type=float, default=6.0,
+                    help="seconds of paced streams, alone and then beside the uploads")
     ap.add_argument("--no-git-baseline", action="store_true",
                     help="skip the git CLI push of the big run dir")
     args = ap.parse_args()
@@ -699,27 +795,34 @@ def main():
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
     key = "sk-bench-" + os.urandom(12).hex()
     os.environ[KEY_ENV] = key  # serve's api_key_env; serve blanks it for its children
-    provider = serve = proxy = None
+    provider = bulk = serve = proxy = None
     with gitbench.workspace("inflight-bench-models-") as (tmp, daemon, _):
         try:
             provider = subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "--provider", key],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             provider_port = int(provider.stdout.readline())
+            # Item 6's uploads go to a provider of their own (model `bulk`):
+            # the one provider process would stall the stream itself.
+            bulk = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--provider", key],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            bulk_port = int(bulk.stdout.readline())
             envdir = Path(tmp) / "envs"
             envdir.mkdir()
             child = Path(tmp) / "child.py"
             child.write_text(CHILD)
             config = Path(tmp) / "config.json"
+            def waiter(model):
+                return {"argv": [sys.executable, str(child), str(envdir), "{run_id}", "{attempt}"],
+                        "resume_argv": [],
+                        "env": {"OPENAI_BASE_URL": f"{{model_url:{model}}}/v1",
+                                "OPENAI_API_KEY": "{model_key}"},
+                        "retry_exit_codes": [75], "retry_backoff": "1s"}
             config.write_text(json.dumps({
-                "models": {"openai": {"upstream": f"http://127.0.0.1:{provider_port}",
-                                      "api_key_env": KEY_ENV}},
-                "children": {"waiter": {
-                    "argv": [sys.executable, str(child), str(envdir), "{run_id}", "{attempt}"],
-                    "resume_argv": [],
-                    "env": {"OPENAI_BASE_URL": "{model_url:openai}/v1",
-                            "OPENAI_API_KEY": "{model_key}"},
-                    "retry_exit_codes": [75], "retry_backoff": "1s"}}}))
+                "models": {name: {"upstream": f"http://127.0.0.1:{port}", "api_key_env": KEY_ENV}
+                           for name, port in (("openai", provider_port), ("bulk", bulk_port))},
+                "children": {"waiter": waiter("openai"), "uploader": waiter("bulk")}}))
             daemon.new_repo("results.git")
             proxy = RelayProxy(daemon.port)
             t_spawn = time.monotonic()
@@ -744,9 +847,9 @@ def main():
                     raise RuntimeError(f"base url {info['base_url']}")
                 return info, [model_port, prefix[:-3], info["key"]]
 
-            runs = ["lat", "tput", "replay", "big", "small"]
+            runs = ["lat", "tput", "replay", "big", "small", "upload"]
             for r in runs:
-                serve.submit(child="waiter", id=f"bench-{r}")
+                serve.submit(child="uploader" if r == "upload" else "waiter", id=f"bench-{r}")
             envs = {r: env_of(f"bench-{r}", 1) for r in runs}
             print("command: INFLIGHT_BUILD_DIR=" + os.path.dirname(bin_dir()) +
                   " tests/support/python bench/model_journal.py " + " ".join(sys.argv[1:]))
@@ -764,6 +867,12 @@ def main():
             # 1. latency
             lat = client({"phase": "latency", "direct": direct, "journal": envs["lat"][1],
                           "calls": args.calls, "tag": "lat"})
+
+            # 6. one run's stream while another run uploads 32 MiB bodies
+            stalled = client({"phase": "stall", "stream": envs["lat"][1],
+                              "upload": envs["upload"][1], "stream_direct": direct,
+                              "upload_direct": [bulk_port, "", key],
+                              "seconds": args.stall_seconds})
 
             # 3. replay: record, exit 75, the next attempt replays
             rec = client({"phase": "record", "journal": envs["replay"][1], "calls": args.calls,
@@ -859,9 +968,10 @@ def main():
         finally:
             if serve:
                 serve.cleanup()
-            if provider:
-                provider.stdin.close()
-                provider.wait(10)
+            for process in (provider, bulk):
+                if process:
+                    process.stdin.close()
+                    process.wait(10)
             if proxy:
                 proxy.close()
 
@@ -921,6 +1031,15 @@ def main():
               f"{out} bytes printed, {secs:.2f} s")
     print(f"  git fetch of bench-big's result: {fetch_big[0] / 1e6:.2f} MB, {fetch_big[1]:.2f} s")
     print(f"  console.log of bench-big: {console_big} bytes")
+    print("6. one run's stream (an event every %d ms) while another run uploads %d MiB bodies"
+          % (PACE_MS, UPLOAD_BYTES >> 20))
+    for name in ("direct", "inflight"):
+        r = stalled[name]
+        a, d = r["alone"], r["during"]
+        print(f"  {name:8} longest gap between two reads of the stream: alone "
+              f"{a['longest_gap_ms']:.1f} ms ({a['streams']} streams, {a['reads']} reads); during "
+              f"{r['uploads']} uploads (median {r['upload_s_median'] or 0:.2f} s each) "
+              f"{d['longest_gap_ms']:.1f} ms ({d['streams']} streams)")
     print("phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in PHASE_SECONDS.items()))
     print("serve's log: model call ended by (run, source, outcome, status):")
     for k, v in sorted(ended.items(), key=str):
@@ -972,6 +1091,11 @@ def main():
     rows.append(("5. runs logs: time", f"{logs_big[2]:.2f} s",
                  f"git fetch of the result {fetch_big[1]:.2f} s", f"{logs_big[2] / fetch_big[1]:.2f}",
                  ""))
+    si, sd = stalled["inflight"]["during"], stalled["direct"]["during"]
+    rows.append((f"6. longest gap of a stream, {UPLOAD_BYTES >> 20} MiB uploads beside it",
+                 f"{si['longest_gap_ms']:.1f} ms", f"direct {sd['longest_gap_ms']:.1f} ms",
+                 f"{si['longest_gap_ms'] / sd['longest_gap_ms']:.2f}",
+                 f"<= {GOAL_STALL_MS:.0f} ms: {met(si['longest_gap_ms'] <= GOAL_STALL_MS)}"))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in [("figure", "through inflight", "baseline (same run)", "ratio", "goal")] + rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -993,6 +1117,11 @@ def main():
           + (f"; vs git CLI {pub_big / git_push_s:.2f}" if git_push_s else ""))
     print(f"RATIO model_runs_logs_bytes with/without journal = "
           f"{logs_big[0] / max(1, logs_small[0]):.0f} ({logs_big[0] / journal_bytes:.2f} of the journal)")
+    stall_ms = stalled["inflight"]["during"]["longest_gap_ms"]
+    direct_ms = stalled["direct"]["during"]["longest_gap_ms"]
+    print(f"RATIO model_stream_gap_during_uploads inflight/direct = {stall_ms / direct_ms:.2f}; "
+          f"longest {stall_ms:.1f} ms against {direct_ms:.1f} ms "
+          f"(goal <= {GOAL_STALL_MS:.0f} ms) {met(stall_ms <= GOAL_STALL_MS)}")
 
 
 if __name__ == "__main__":

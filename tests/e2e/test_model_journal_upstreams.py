@@ -1,5 +1,7 @@
 """Which request reaches the provider, and which recorded answer each gets
-(SPEC §13, docs/models.md "Upstreams" and "What is replayed"): kept-alive
+(SPEC §13, docs/models.md "Keys and tokens", "Upstreams" and "What is
+replayed"): a token copied from another run's running child works for that
+run alone, kept-alive
 connections that the provider closed while they were idle are not used
 again, a request that was sent is never sent twice, identical requests sent
 at once each get their own recorded answer, an SDK's retry after a 429 is
@@ -8,13 +10,15 @@ is answered, recorded and replayed (one over it gets 413).
 
 The provider, the helpers and the children are test_model_journal.py's and
 test_model_journal_faults.py's."""
+import http.client
 import json
+import urllib.parse
 from collections import Counter
 
 from inflight_testing.model_provider import ModelProvider
 from inflight_testing.waiting import wait_for
-from test_model_journal import (KEY_ENV, journal_entries, key, model_log, openai_model,
-                                run_dir, start_pod, write_config)
+from test_model_journal import (KEY_ENV, journal_entries, key, mentioning, model_log,
+                                openai_model, run_dir, start_pod, write_config)
 from test_model_journal_faults import calls_template, write_plan
 
 __all__ = ["key"]  # the fixture, imported for pytest to find it here
@@ -146,3 +150,55 @@ def test_a_body_at_the_size_limit_is_answered_recorded_and_replayed_and_one_over
         assert [(e["attempt"], e["source"]) for e in model_log(pod, run_id)] == \
             [(1, "upstream"), (2, "journal")]
         assert pod.proc.poll() is None
+
+
+def chat_call(base_url, token, prompt, model_path="/v1/chat/completions"):
+    """One chat call with `token`, as a process of the children's user makes it."""
+    url = urllib.parse.urlsplit(base_url)
+    body = json.dumps({"model": "fake-model", "messages": [{"role": "user", "content": prompt}]})
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    try:
+        conn.request("POST", url.path + model_path, body=body,
+                     headers={"Authorization": f"Bearer {token}",
+                              "Content-Type": "application/json"})
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode()
+    finally:
+        conn.close()
+
+
+def test_a_token_copied_from_a_running_child_works_for_that_run_alone(
+        serve_factory, bare_repo, tmp_path, key):
+    """docs/models.md names this under "What remains": children run as the
+    same user, so a process can copy a running child's token (here from the
+    file the child wrote it to; /proc/PID/environ gives the same). Its calls
+    are that run's: recorded in its journal and counted in its status, to
+    the models its template names only; the key never shows."""
+    with ModelProvider(api_key=key) as provider:
+        plan = write_plan(tmp_path, "holder", [{"wait_file": "go"}])
+        models = {"openai": openai_model(provider),
+                  "anthropic": openai_model(provider, auth="x-api-key")}
+        config = write_config(tmp_path, models, {"holder": calls_template(plan)})
+        pod = start_pod(serve_factory, tmp_path, "pod-a", bare_repo, config, env={KEY_ENV: key})
+        holder = pod.submit(child="holder")
+        directory = run_dir(pod, holder)
+        wait_for(lambda: (directory / "token").exists() and (directory / "token").read_text(),
+                 30, "the holder's token")
+        token = (directory / "token").read_text()
+        listener = pod.wait_log(lambda e: e.get("msg") == "model listener", 10)["address"]
+        base = f"http://{listener}/models"
+
+        status, body = chat_call(f"{base}/openai", token, "copied")
+        assert status == 200 and "answer to copied" in body and key not in body
+        status, body = chat_call(f"{base}/anthropic", token, "copied-elsewhere",
+                                 model_path="/v1/messages")
+        assert status == 404, body
+        assert [e["prompt"] for e in provider.ledger()] == ["copied"]
+
+        (directory / "go").write_text("")
+        status = pod.wait_status(holder, "succeeded", timeout=60)
+        assert status["model"]["calls"] == 1 and status["model"]["replayed"] == 0
+        assert len(mentioning(journal_entries(directory), "copied")) == 1
+        # Once the holder's attempt ended, the copy opens nothing.
+        assert chat_call(f"{base}/openai", token, "too late")[0] == 401
+        assert [e["prompt"] for e in provider.ledger()] == ["copied"]

@@ -67,8 +67,9 @@ RequestParts parts_of(const ChildRequest& request, const CallTarget& target) {
   return parts;
 }
 
-http::request<http::string_body> upstream_request(const ModelRoute& route,
-                                                  const ChildRequest& request,
+// The request as it goes upstream. It takes the child's body, which is not
+// needed after: a 32 MiB body is not copied on the event loop.
+http::request<http::string_body> upstream_request(const ModelRoute& route, ChildRequest& request,
                                                   const CallTarget& target) {
   const auto& url = route.spec.upstream;
   auto path = url.base_path + target.path;
@@ -87,7 +88,7 @@ http::request<http::string_body> upstream_request(const ModelRoute& route,
   // The journal holds decoded bodies: the provider is asked for none other.
   up.set(http::field::accept_encoding, "identity");
   up.keep_alive(true);
-  up.body() = request.body();
+  up.body() = std::move(request.body());
   up.prepare_payload();
   return up;
 }
@@ -196,9 +197,8 @@ std::vector<std::pair<std::string, std::string>> answer_headers(
 
 // Upstream with the model's key; the answer streams back to the child while
 // it is recorded. In a shutdown, a child that went away does not end it.
-net::awaitable<bool> forward(Hub& hub, Call& call, beast::tcp_stream& child,
-                             const ChildRequest& request, const CallTarget& target,
-                             const std::string& digest) {
+net::awaitable<bool> forward(Hub& hub, Call& call, beast::tcp_stream& child, ChildRequest& request,
+                             const CallTarget& target, const std::string& digest) {
   const auto& route = hub.settings.models.at(target.model);
   const auto started_at = iso8601_utc(SystemClock::now());
   const auto deadline = SteadyClock::now() + route.spec.timeout;

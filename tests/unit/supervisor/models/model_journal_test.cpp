@@ -28,12 +28,13 @@ JournalRecord journal_record(int n, std::string body = "") {
   if (body.empty())
     body = R"({"choices":[{"message":{"content":"answer )" + std::to_string(n) +
            R"("}}],"usage":{"prompt_tokens":3,"completion_tokens":4}})";
+  const auto request_body = R"({"n":)" + std::to_string(n % 2) + "}";
   RequestParts parts{.model = "openai",
                      .method = "POST",
                      .path = "/v1/chat/completions",
                      .query = "",
                      .identity_headers = {},
-                     .body = R"({"n":)" + std::to_string(n % 2) + "}"};
+                     .body = request_body};
   return {.digest = request_digest(parts, {}),
           .model = "openai",
           .method = "POST",

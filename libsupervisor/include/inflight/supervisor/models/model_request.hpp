@@ -20,7 +20,9 @@ struct RequestParts {
   // Lower-cased names of the headers that change an answer, as sent: anthropic-version,
   // anthropic-beta, openai-beta (only those present, in this order).
   std::vector<std::pair<std::string, std::string>> identity_headers;
-  std::string body;
+  // The request's own body, which must outlive the parts: a 32 MiB body is
+  // not copied for its identity.
+  std::string_view body;
 };
 
 // The body as compared: when it parses as JSON (bounded: its own size, depth 64), keys sorted, no
