@@ -4,7 +4,8 @@ dir and answers a later attempt's identical request from it. A tool with no
 resume of its own, run again from its start on a wiped disk, pays each call
 once; a call in flight at a shutdown is read to its end within the flush
 window and saved, one the window cuts is paid again (twice, never more); a
-child's token reaches no provider, its own token opens no other model, and
+SIGKILL pays again only for the calls the last periodic checkpoint had not
+pushed; a child's token reaches no provider, its own token opens no other model, and
 the provider's key is in no child, file, log, commit or result.
 
 The provider is tests/support/inflight_testing/model_provider.py, a real
@@ -23,6 +24,7 @@ import json
 import secrets
 import signal
 import stat
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -357,6 +359,54 @@ def test_a_call_cut_by_the_flush_window_is_not_recorded_and_is_paid_twice_never_
         assert [e["source"] for e in model_log(pod_b, run_id)] == \
             ["journal", "upstream", "upstream"]
         assert pod_b.status(run_id)["model"]["replayed"] == 1
+
+
+def pushed_journal(repo, ref):
+    """The journal entries of a branch's tip (its first segment, stored whole
+    while under 64 KiB)."""
+    try:
+        text = git(repo.bare, "show", f"{ref}:{JOURNAL}/calls-000001.jsonl")
+    except AssertionError:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_a_sigkill_loses_at_most_the_calls_the_last_periodic_checkpoint_had_not_pushed(
+        serve_factory, bare_repo, tmp_path, key):
+    """serve SIGKILLed: no flush, no shutdown checkpoint. The next pod (after
+    the lease's term) replays what the last periodic checkpoint pushed; only
+    the calls recorded since are paid again, once."""
+    cases = 12
+    with ModelProvider(api_key=key, delay=0.3) as provider:
+        config = write_config(tmp_path, {"openai": openai_model(provider)},
+                              {"caller": caller(cases)})
+        args = ("--checkpoint-interval", "1s", "--grace-period", "3s", "--flush-window", "1s")
+        pod_a = start_pod(serve_factory, tmp_path, "pod-a", bare_repo, config, *args,
+                          env={KEY_ENV: key})
+        run_id = pod_a.submit(child="caller", id="killed")
+        ref = f"refs/heads/inflight/pod-a/{run_id}"
+        wait_for(lambda: len(pushed_journal(bare_repo, ref)) >= 3, 60,
+                 "a periodic checkpoint with three recorded calls")
+        pod_a.proc.kill()
+        pod_a.wait_exit()
+        subprocess.run(["pkill", "-KILL", "-f", str(run_dir(pod_a, run_id))], check=False)
+        pushed = pushed_journal(bare_repo, ref)
+        saved = {p for p in (f"case-{i}" for i in range(cases)) if mentioning(pushed, p)}
+        paid_before = provider.paid()
+        assert len(saved) == len(pushed) < paid_before <= cases
+
+        pod_b = start_pod(serve_factory, tmp_path, "pod-b", bare_repo, config, *args,
+                          env={KEY_ENV: key})
+        wait_for(lambda: pod_b.get(f"/api/eval/status/{run_id}").status == 200, 30,
+                 "pod-b to take the run once pod-a's lease is over")
+        pod_b.wait_status(run_id, "succeeded", timeout=90)
+        paid = Counter(e["prompt"] for e in provider.ledger())
+        assert set(paid) == {f"case-{i}" for i in range(cases)}
+        assert all(paid[p] == 1 for p in saved), paid
+        assert all(n <= 2 for n in paid.values()), paid
+        ended = model_log(pod_b, run_id)
+        assert [e["source"] for e in ended] == \
+            ["journal"] * len(saved) + ["upstream"] * (cases - len(saved)), ended
 
 
 # --------------------------------------------------------------------------
