@@ -32,6 +32,22 @@ def results(serve, run_id, name="calls.json"):
     return json.loads((run_dir(serve, run_id) / name).read_text())
 
 
+def two_attempts(serve_factory, bare_repo, tmp_path, key, provider, first, second, timeout=60):
+    """A run whose attempt 1 makes the calls of `first` and exits 75 (a
+    retry exit code), and attempt 2 those of `second`: the pod, the run id
+    and what each attempt got ({call: result})."""
+    write_plan(tmp_path, "plan-1", [*first, {"exit": 75}])
+    write_plan(tmp_path, "plan-2", second)
+    template = calls_template(tmp_path / "plan-{attempt}.plan.json")
+    template["argv"] += ["--results", "calls-{attempt}.json"]
+    template.update(retry_exit_codes=[75], retry_backoff="1s")
+    config = write_config(tmp_path, {"openai": openai_model(provider)}, {"calls": template})
+    pod = start_pod(serve_factory, tmp_path, "pod-a", bare_repo, config, env={KEY_ENV: key})
+    run_id = pod.submit(child="calls")
+    pod.wait_status(run_id, "succeeded", timeout=timeout)
+    return pod, run_id, [results(pod, run_id, f"calls-{n}.json") for n in (1, 2)]
+
+
 def test_a_connection_the_provider_closed_is_not_reused_and_a_sent_request_is_never_resent(
         serve_factory, bare_repo, tmp_path, key):
     """The provider closes a kept-alive connection after an answer (a FIN, as
@@ -89,20 +105,11 @@ def test_identical_requests_at_once_and_an_sdk_retry_each_get_their_own_recorded
         provider.fail_next(429, when="flaky")
         twins = [call("twin-1", "twin", background=True),
                  call("twin-2", "twin", background=True), {"join": True}]
-        write_plan(tmp_path, "plan-1", [
-            *twins, call("flaky", "flaky"),
-            call("flaky-retry", "flaky", headers={"x-stainless-retry-count": "1"}),
-            {"exit": 75}])
-        write_plan(tmp_path, "plan-2", [*twins, call("flaky", "flaky")])
-        template = calls_template(tmp_path / "plan-{attempt}.plan.json")
-        template["argv"] += ["--results", "calls-{attempt}.json"]
-        template.update(retry_exit_codes=[75], retry_backoff="1s")
-        config = write_config(tmp_path, {"openai": openai_model(provider)}, {"calls": template})
-        pod = start_pod(serve_factory, tmp_path, "pod-a", bare_repo, config, env={KEY_ENV: key})
-        run_id = pod.submit(child="calls")
-        pod.wait_status(run_id, "succeeded", timeout=60)
-
-        first, second = (results(pod, run_id, f"calls-{n}.json") for n in (1, 2))
+        pod, run_id, (first, second) = two_attempts(
+            serve_factory, bare_repo, tmp_path, key, provider,
+            [*twins, call("flaky", "flaky"),
+             call("flaky-retry", "flaky", headers={"x-stainless-retry-count": "1"})],
+            [*twins, call("flaky", "flaky")])
         assert [first[n]["status"] for n in ("twin-1", "twin-2", "flaky", "flaky-retry")] == \
             [200, 200, 429, 200], first
         ledger = provider.ledger()
@@ -130,19 +137,10 @@ def test_a_body_at_the_size_limit_is_answered_recorded_and_replayed_and_one_over
     envelope = len(json.dumps({"model": "fake-model", "messages": [
         {"role": "user", "content": "big"}], "filler": ""}))
     with ModelProvider(api_key=key) as provider:
-        write_plan(tmp_path, "plan-1", [
-            call("big", "big", filler_bytes=limit - envelope),
-            call("over", "over", filler_bytes=limit - envelope + 1), {"exit": 75}])
-        write_plan(tmp_path, "plan-2", [call("big", "big", filler_bytes=limit - envelope)])
-        template = calls_template(tmp_path / "plan-{attempt}.plan.json")
-        template["argv"] += ["--results", "calls-{attempt}.json"]
-        template.update(retry_exit_codes=[75], retry_backoff="1s")
-        config = write_config(tmp_path, {"openai": openai_model(provider)}, {"calls": template})
-        pod = start_pod(serve_factory, tmp_path, "pod-a", bare_repo, config, env={KEY_ENV: key})
-        run_id = pod.submit(child="calls")
-        pod.wait_status(run_id, "succeeded", timeout=120)
-
-        first, second = (results(pod, run_id, f"calls-{n}.json") for n in (1, 2))
+        big = call("big", "big", filler_bytes=limit - envelope)
+        pod, run_id, (first, second) = two_attempts(
+            serve_factory, bare_repo, tmp_path, key, provider,
+            [big, call("over", "over", filler_bytes=limit - envelope + 1)], [big], timeout=120)
         assert (first["big"]["status"], first["over"]["status"]) == (200, 413), first
         assert second["big"]["status"] == 200 and second["big"]["body"] == first["big"]["body"]
         assert [e["prompt"] for e in provider.ledger()] == ["big"]
