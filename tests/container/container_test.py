@@ -13,7 +13,12 @@ empty host directory), submits several runs of the default demo child and
 0 and that every run's `inflight/<pod>/<run-id>` branch landed; runs pod B on
 another empty directory and checks that it resumes every run to the end with
 every test recorded exactly once, deletes the branches, reaps an orphan as
-PID 1, leaves no zombie, and exits 0 when stopped too. Every wait has a
+PID 1, leaves no zombie, and exits 0 when stopped too. Then plays
+deploy/kubernetes with `podman kube play`, runs the agentv example's image,
+and runs a shard of the example Job (deploy/kubernetes/example/job.yaml) in
+it twice, agentv's model calls going through the journal to a fake provider
+on 127.0.0.1 with the key from a podman secret: stopped with calls in
+flight, then finished by the next pod, each call paid once. Every wait has a
 deadline; containers, the test's image tag and the git daemon are removed on
 exit (the base image and the build cache are kept, so reruns are fast).
 
@@ -23,6 +28,7 @@ Needs root, podman with runc, mmdebstrap, git and Debian's mirror
 (which puts the test support package, tests/support/inflight_testing, on the path).
 """
 
+import collections
 import contextlib
 import json
 import os
@@ -40,7 +46,9 @@ import yaml
 
 from inflight_testing.git_servers import INFLIGHT_PREFIX, branches, free_port, git, start_git_daemon
 from inflight_testing.http import http, metric
+from inflight_testing.model_provider import ModelProvider
 from inflight_testing.pod_failure_policy import action_for
+from inflight_testing.procfs import descendants_of
 from inflight_testing.run_dirs import index_ids, run_params
 from inflight_testing.waiting import wait_for
 
@@ -432,43 +440,82 @@ def agentv_image(stack, work, daemon, pods):
     print("agentv ran the example's 16 tests in its image", flush=True)
 
 
-def job_container(stack, work, daemon, index, pod_name):
+def job_container(stack, work, daemon, index, pod_name, secret, config):
     """The example Job's pod for `index` as `podman run` can make it (podman
-    4.3 has no Job kind): its command, args and env as the manifest gives
-    them, JOB_COMPLETION_INDEX set as the Job controller sets it, this
-    results repo, a shorter eval. Returns (container name, its volume)."""
+    4.3 has no Job kind): the agentv image, its command, args and env as the
+    manifest gives them, JOB_COMPLETION_INDEX set as the Job controller sets
+    it, the model's key from a podman secret as the Secret's secretKeyRef,
+    this results repo, and the example's config pointed at the test's
+    provider in place of the image's. Returns (container name, its volume,
+    the Job)."""
     with open(ROOT / "deploy" / "kubernetes" / "example" / "job.yaml") as f:
         job = yaml.safe_load(f)
     [spec] = job["spec"]["template"]["spec"]["containers"]
     args = [a.replace("$(JOB_COMPLETION_INDEX)", str(index)) for a in spec["args"]]
-    args[args.index("--tests") + 1] = str(TESTS)
-    args[args.index("--test-ms") + 1] = str(TEST_MS)
     env = {e["name"]: e["value"] for e in spec["env"] if "value" in e}
     env.pop("INFLIGHT_GIT_TOKEN_FILE")  # git:// needs none
     env.update({"INFLIGHT_RESULTS_REPO": daemon.url, "INFLIGHT_POD_NAME": pod_name,
                 "JOB_COMPLETION_INDEX": str(index)})
+    [key_ref] = [e["valueFrom"]["secretKeyRef"] for e in spec["env"]
+                 if e["name"] == "OPENAI_API_KEY"]
+    if key_ref["key"] != "openai-api-key":
+        raise Failed(f"the Job's OPENAI_API_KEY comes from {key_ref}, not the Secret's openai-api-key")
     name = f"inflight-container-test-{os.getpid()}-{pod_name}"
     data = work / pod_name
     data.mkdir()
     os.chown(data, UID, UID)
     stack.callback(lambda: podman("rm", "--force", "--time", "0", name, timeout=60, check=False))
     env_flags = [flag for k, v in env.items() for flag in ("--env", f"{k}={v}")]
-    podman("run", "--detach", "--name", name, "--network", "host", *ulimits(),
-           "--volume", f"{data}:/data", *env_flags,
-           "--entrypoint", json.dumps(spec["command"]), IMAGE, *args)
+    # The manifest's volumes (emptyDirs) and read-only root file system.
+    podman("run", "--detach", "--name", name, "--network", "host", *ulimits(), "--read-only",
+           "--volume", f"{data}:/data", "--tmpfs", "/tmp", "--tmpfs", "/home/inflight",
+           "--volume", f"{config}:{args[args.index('--config') + 1]}:ro",
+           "--secret", f"{secret},type=env,target=OPENAI_API_KEY", "--workdir", spec["workingDir"],
+           *env_flags, "--entrypoint", json.dumps(spec["command"]), AGENTV_IMAGE, *args)
     return name, data, job
 
 
+def environs(container):
+    """The environment of the container's PID 1 and of each of its
+    descendants, read from the host (a `podman exec`'d process gets the
+    container's configured environment, the secret included: it is no
+    descendant)."""
+    pid = int(podman("inspect", "--format", "{{.State.Pid}}", container).stdout)
+    seen = b""
+    for p in [pid, *descendants_of(pid)]:
+        with contextlib.suppress(OSError):
+            seen += Path(f"/proc/{p}/environ").read_bytes() + b"\n"
+    return seen.decode(errors="replace")
+
+
 def job_shard(stack, work, daemon):
-    """A shard of the example Job: its pod stopped part-way, then the pod the
-    Job makes in its place; each exit code judged by the Job's own
-    podFailurePolicy."""
-    step("a shard of the example Job (deploy/kubernetes/example/job.yaml), twice")
-    run_id = "suite-2"
-    first, data, job = job_container(stack, work, daemon, 2, "inflight-evals-2-first")
+    """A shard of the example Job, agentv's model calls through the journal
+    to a fake provider: its pod stopped with calls in flight, then the pod
+    the Job makes in its place; each exit code judged by the Job's own
+    podFailurePolicy; each call paid once, with a key no process but
+    inflight held."""
+    step("a shard of the example Job (deploy/kubernetes/example/job.yaml), twice, through the journal")
+    run_id, key = "suite-1", f"sk-test-{secrets.token_hex(20)}"
+    secret = f"inflight-ct{os.getpid()}-openai"
+    (work / "openai-api-key").write_text(key)
+    stack.callback(lambda: podman("secret", "rm", secret, check=False))
+    podman("secret", "create", secret, work / "openai-api-key")
+    provider = stack.enter_context(ModelProvider(api_key=key, delay=1.0))
+    config = json.loads((ROOT / "examples" / "agentv" / "inflight-journal.json").read_text())
+    config["models"]["openai"]["upstream"] = provider.url
+    (work / "journal-config.json").write_text(json.dumps(config))
+    os.chmod(work / "journal-config.json", 0o644)
+
+    first, data, job = job_container(stack, work, daemon, 1, "inflight-evals-1-first", secret,
+                                     work / "journal-config.json")
     index = data / "runs" / run_id / "index.jsonl"
-    wait_for(lambda: index.exists() and len(index.read_text().splitlines()) >= 3, 120,
-             "3 records in the first pod of the shard")
+    wait_for(lambda: index.exists() and len(index.read_text().splitlines()) >= 2 and
+             provider.in_flight(), 120, "2 tests answered and calls in flight in the first pod")
+    seen = environs(first)
+    if key in seen:
+        raise Failed("a process of the first pod holds the key in its environment")
+    if "OPENAI_API_KEY=" not in seen:
+        raise Failed("no process of the first pod got a token as OPENAI_API_KEY")
     podman("stop", "--time", str(job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]),
            first, timeout=120)
     policy = job["spec"]["podFailurePolicy"]
@@ -476,20 +523,30 @@ def job_shard(stack, work, daemon):
     if code != 75 or action_for(policy, "eval", code) != "Ignore":
         raise Failed(f"the stopped shard exited {code} ({action_for(policy, 'eval', code)}), "
                      "not 75 (Ignore)")
-    second, _, _ = job_container(stack, work, daemon, 2, "inflight-evals-2-second")
+    paid_before = provider.paid()
+    second, _, _ = job_container(stack, work, daemon, 1, "inflight-evals-1-second", secret,
+                                 work / "journal-config.json")
     wait_for(lambda: podman("inspect", "--format", "{{.State.Running}}", second).stdout.strip()
              == "false", 300, "the second pod of the shard to end")
     code = int(podman("inspect", "--format", "{{.State.ExitCode}}", second).stdout)
+    logs = podman("logs", second, check=False)
     if code != 0:
-        logs = podman("logs", second, check=False)
         raise Failed(f"the second pod of the shard exited {code}:\n{logs.stdout[-4000:]}{logs.stderr[-4000:]}")
     records = git(daemon.bare, "show", f"refs/inflight-results/{run_id}:index.jsonl")
-    ids = [json.loads(line)["test_id"] for line in records.splitlines()]
-    if sorted(ids) != [f"t{n:03d}" for n in range(1, TESTS + 1)]:
-        raise Failed(f"{run_id}: the published records are not each test exactly once: {ids}")
+    ids = sorted(json.loads(line)["test_id"] for line in records.splitlines())
+    if ids != [f"sum-{n}" for n in range(10, 17)]:
+        raise Failed(f"{run_id}: the published records are not each of sum-1* exactly once: {ids}")
+    prompts = collections.Counter(e["prompt"] for e in provider.ledger())
+    if len(prompts) != 7 or set(prompts.values()) != {1}:
+        raise Failed(f"{run_id}: calls paid {dict(prompts)}: each of 7 once expected")
     if any(ref.endswith("/" + run_id) for ref in branches(daemon.bare)):
         raise Failed(f"{run_id}: its branch is still there after it was published")
-    print(f"the shard exited 75 (Ignore), then 0 on its next pod: {TESTS} records once", flush=True)
+    published = run(["git", "-C", daemon.bare, "grep", "-c", "-F", key,
+                     f"refs/inflight-results/{run_id}"], 60, check=False).stdout
+    if key in logs.stdout + logs.stderr or published.strip():
+        raise Failed("the key is in the second pod's log or in the published result")
+    print(f"the shard exited 75 (Ignore) with {paid_before} calls paid, then 0 on its next pod: "
+          "7 records once, 7 calls paid once", flush=True)
 
 
 def on_signal(signum, frame):

@@ -768,22 +768,55 @@ def test_the_jobs_pod_failure_policy_retries_interruptions_for_free(objects):
     assert action_for(policy, name, 3) == "Count"
 
 
+def test_the_jobs_model_key_is_inflights_alone(objects):
+    """The key comes from the Secret into inflight's environment (the
+    config's api_key_env); agentv gets a token of its attempt and the
+    listener's URL through --env, never the key's variable."""
+    container = job_container(objects)
+    key_ref = env_entry(container, "OPENAI_API_KEY")["valueFrom"]["secretKeyRef"]
+    assert key_ref["name"] == "inflight" and key_ref["key"] in objects["Secret/inflight"][
+        "stringData"]
+    args = container["args"]
+    given = [args[i + 1] for i, a in enumerate(args[:args.index("--")]) if a == "--env"]
+    assert "OPENAI_API_KEY={model_key}" in given
+    assert "OPENAI_BASE_URL={model_url:openai}/v1" in given
+    assert "--inherit-env" not in args
+
+
 @pytest.mark.runs_inflight
 def test_inflight_run_accepts_the_jobs_command(objects, tmp_path):
-    """The Job's args as `inflight run` takes them, with the index the Job
-    controller would set, a local results repo and a short eval."""
+    """The Job's command as `inflight run` takes it, with the index the Job
+    controller would set, a local results repo, the example's config pointed
+    at the fake provider and agentv from the example's lock: shard 1's seven
+    tests, each call paid once with the key, which agentv never held."""
+    from example_journal import journal_config, new_key
+    from inflight_testing.model_provider import ModelProvider
+    from npm_tools import npm_install
+    from test_example_agentv import EXAMPLE, example_copy
+    agentv = npm_install(EXAMPLE, "agentv", "--omit=optional")
     container = job_container(objects)
-    args = [a.replace("$(JOB_COMPLETION_INDEX)", "3") for a in container["args"]]
-    args[args.index("/usr/local/libexec/inflight/inflight-demo-eval")] = str(BIN_DIR / "inflight-demo-eval")
-    args[args.index("--tests") + 1] = "3"
-    args[args.index("--test-ms") + 1] = "1"
+    example = example_copy(tmp_path)
+    args = [a.replace("$(JOB_COMPLETION_INDEX)", "1") for a in container["args"]]
+    config = "/srv/agentv/inflight-journal.json"
+    args[args.index(config)] = str(example / "inflight-journal.json")
+    key = new_key()
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")}
     env.update({k: v for k, v in env_values(container).items()
                 if v is not None and k not in ("INFLIGHT_GIT_TOKEN_FILE", "INFLIGHT_RESULTS_REPO",
                                                "INFLIGHT_RUNS_DIR", "HOME")})
-    env["INFLIGHT_POD_NAME"] = "inflight-evals-3-abcde"
+    env.update({"INFLIGHT_POD_NAME": "inflight-evals-1-abcde", "OPENAI_API_KEY": key,
+                "PATH": f"{agentv}:{os.environ['PATH']}",
+                "INFLIGHT_RESULTS_REPO": str(tmp_path / "results.git"),
+                "INFLIGHT_RUNS_DIR": str(tmp_path / "runs")})
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "results.git")], check=True)
     assert container["command"][1:] == ["run"]
-    r = subprocess.run([str(INFLIGHT), "run", *args], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "suite-3" in r.stderr
+    with ModelProvider(api_key=key) as provider:
+        journal_config(example, provider, "agentv")
+        r = subprocess.run([str(INFLIGHT), "run", *args], cwd=example, env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr[-4000:]
+        assert "suite-1" in r.stderr
+        prompts = [e["prompt"] for e in provider.ledger()]
+        assert len(prompts) == 7 == len(set(prompts)), prompts
+        assert all(e["headers"]["authorization"] == f"Bearer {key}" for e in provider.ledger())
+    assert key not in r.stdout + r.stderr
