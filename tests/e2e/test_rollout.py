@@ -15,7 +15,11 @@ from inflight_testing.waiting import wait_for
 OLD_PODS = 4
 RUNS_PER_POD = 8
 TESTS = 300
-TEST_MS = 150
+# 90 s a run: the old pods stay busy through the rollout. At 45 s, a
+# sanitized run on a loaded machine ended an old pod's own runs before its
+# SIGTERM: idle, it took a handed-over run (as an idle pod should), and its
+# SIGTERM moved that run a second time.
+TEST_MS = 300
 INTERVAL = "2s"
 # A pod's shutdown pushes its 8 runs and gives its lease up in one push: under
 # the sanitizers that took 8.5-9.1 s, and a grace period of 10 s (a push
@@ -60,7 +64,7 @@ def test_a_rollout_moves_each_run_once(serve_factory, tmp_path, git_daemon):
                     done.setdefault(run_id, []).append(run_dir)
         return done if len(done) == len(origin) else None
 
-    done = wait_for(finished, 180, "every run to finish")
+    done = wait_for(finished, 300, "every run to finish")
     for pod in new:
         pod.signal(signal.SIGTERM)
         assert pod.wait_exit(timeout=30) == 0
