@@ -88,7 +88,7 @@ net::awaitable<bool> AnswerSink::head(
 
 net::awaitable<bool> AnswerSink::piece(std::string_view bytes) {
   if (recording_) {
-    if (recorded_.size() + bytes.size() > hub_.settings.max_answer_bytes) {
+    if (recorded_.size() + bytes.size() > max_recorded_) {
       recording_ = false;
       std::string().swap(recorded_);
     } else {

@@ -51,12 +51,14 @@ class Call {
   std::list<CallHandle*>::iterator position_;
 };
 
-// Where the answer's bytes go: the child while it reads them, the journal's
-// copy while it stays under --model-max-answer-bytes.
+// Where the answer's bytes go: the child while it reads them, as a chunked
+// answer, and a copy for the journal while it stays under `max_recorded`
+// bytes (--model-max-answer-bytes; 0 for an answer replayed, which keeps
+// none).
 class AnswerSink {
  public:
-  AnswerSink(Hub& hub, boost::beast::tcp_stream& child, unsigned version)
-      : hub_(hub), child_(child), version_(version) {}
+  AnswerSink(boost::beast::tcp_stream& child, unsigned version, std::size_t max_recorded)
+      : child_(child), version_(version), max_recorded_(max_recorded) {}
 
   // False once the child is gone (or stopped reading): the caller decides
   // whether the call goes on.
@@ -71,11 +73,11 @@ class AnswerSink {
   std::string& recorded() { return recorded_; }
 
  private:
-  Hub& hub_;
   boost::beast::tcp_stream& child_;
   unsigned version_;
+  std::size_t max_recorded_;
   bool child_ok_ = true;
-  bool recording_ = true;
+  bool recording_ = max_recorded_ > 0;
   std::string recorded_;
 };
 

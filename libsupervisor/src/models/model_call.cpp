@@ -220,7 +220,7 @@ net::awaitable<bool> forward(Hub& hub, Call& call, beast::tcp_stream& child, Chi
   const std::string content_type(parser.get()[http::field::content_type]);
   const bool stream = content_type.starts_with("text/event-stream");
   AnswerWatcher watcher(stream);
-  AnswerSink sink(hub, child, request.version());
+  AnswerSink sink(child, request.version(), hub.settings.max_answer_bytes);
   co_await sink.head(status, content_type, answer_headers(parser));
   std::array<char, 16384> piece;
   bool short_read = false;

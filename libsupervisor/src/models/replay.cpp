@@ -3,7 +3,6 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/http/chunk_encode.hpp>
 
 #include "call.hpp"
 #include "inflight/core/log.hpp"
@@ -33,20 +32,14 @@ net::awaitable<bool> replay(Call& call, beast::tcp_stream& child, const JournalR
                             unsigned version) {
   bool ok = true;
   if (answer.stream) {
-    http::response<http::empty_body> head(static_cast<http::status>(answer.status), version);
-    head.set(http::field::content_type, answer.content_type);
-    head.chunked(true);
-    http::response_serializer<http::empty_body> serializer(head);
-    child.expires_after(kChildWriteDeadline);
-    auto [ec, n] = co_await http::async_write_header(child, serializer, kAwait);
-    ok = !ec;
+    AnswerSink sink(child, version, 0);
+    const std::vector<std::pair<std::string, std::string>> no_headers;
+    ok = co_await sink.head(static_cast<unsigned>(answer.status), answer.content_type, no_headers);
     for (const auto event : stream_events(answer.body)) {
       if (!ok) break;
-      auto [chunk_ec, written] =
-          co_await net::async_write(child, http::make_chunk(net::buffer(event)), kAwait);
-      ok = !chunk_ec;
+      ok = co_await sink.piece(event);
     }
-    if (ok) ok = !std::get<0>(co_await net::async_write(child, http::make_chunk_last(), kAwait));
+    if (ok) ok = co_await sink.last();
   } else {
     http::response<http::string_body> whole(static_cast<http::status>(answer.status), version);
     whole.set(http::field::content_type, answer.content_type);
