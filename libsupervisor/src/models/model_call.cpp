@@ -195,6 +195,21 @@ std::vector<std::pair<std::string, std::string>> answer_headers(
   return headers;
 }
 
+// Parses into the body's room left what the connection has already read:
+// events that came together reach the child in one write, as they reach a
+// client of the provider itself in one read. A read parses one chunk only.
+beast::error_code parse_buffered(http::response_parser<http::buffer_body>& parser,
+                                 beast::flat_buffer& buffer) {
+  beast::error_code ec;
+  while (!parser.is_done() && buffer.size() > 0 && parser.get().body().size > 0) {
+    const auto used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == http::error::need_more) return {};
+    if (ec || used == 0) return ec;
+  }
+  return ec;
+}
+
 // Upstream with the model's key; the answer streams back to the child while
 // it is recorded. In a shutdown, a child that went away does not end it.
 net::awaitable<bool> forward(Hub& hub, Call& call, beast::tcp_stream& child, ChildRequest& request,
@@ -230,6 +245,7 @@ net::awaitable<bool> forward(Hub& hub, Call& call, beast::tcp_stream& child, Chi
     parser.get().body().size = piece.size();
     auto [ec, n] = co_await connection.with_stream(
         [&](auto& s) { return http::async_read_some(s, connection.buffer(), parser, kAwait); });
+    if (!ec) ec = parse_buffered(parser, connection.buffer());
     if (ec && ec != http::error::need_buffer) {
       short_read = true;
       break;
