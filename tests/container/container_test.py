@@ -22,12 +22,17 @@ flight, then finished by the next pod, each call paid once. Every wait has a
 deadline; containers, the test's image tag and the git daemon are removed on
 exit (the base image and the build cache are kept, so reruns are fast).
 
+The image's build stage compiles with warnings as errors here. With
+`--install-to DIR`, the tree it installed (/usr/local) is copied to DIR once
+the image is built: CI's Release build, whose installed demo .ci/run runs.
+
 Needs root, podman with runc, mmdebstrap, git and Debian's mirror
 (scripts/setup installs the packages). Run, as root:
-    tests/support/python tests/container/container_test.py
+    tests/support/python tests/container/container_test.py [--install-to DIR]
 (which puts the test support package, tests/support/inflight_testing, on the path).
 """
 
+import argparse
 import collections
 import contextlib
 import json
@@ -195,7 +200,7 @@ def check_orphan_reaped(pod):
              "inflight_orphans_reaped_total to count the orphan")
 
 
-def main():
+def main(install_to):
     if os.geteuid() != 0:
         raise Failed("run as root: podman with runc, host networking and the volume's owner need it")
     if not all(shutil.which(p) for p in ("podman", "runc", "mmdebstrap", "git")):
@@ -216,11 +221,14 @@ def main():
         started = time.monotonic()
         stack.callback(lambda: podman("rmi", "--force", IMAGE, timeout=120, check=False))
         build = run(["nice", "-n", "10", *PODMAN, "build", "--network", "host", "--layers",
-                     "--build-arg", f"BASE={BASE}", "--tag", IMAGE,
+                     "--build-arg", f"BASE={BASE}",
+                     "--build-arg", "INFLIGHT_CMAKE_ARGS=-DINFLIGHT_WERROR=ON", "--tag", IMAGE,
                      "--file", ROOT / "Containerfile", ROOT], 1800, check=False)
         if build.returncode != 0:
             raise Failed(f"podman build exited {build.returncode}:\n{build.stdout[-6000:]}{build.stderr[-6000:]}")
         timings["image build"] = time.monotonic() - started
+        if install_to:
+            copy_install(install_to)
 
         started = time.monotonic()
         # On every address: the pod of `podman kube play` is on podman's
@@ -243,6 +251,17 @@ def main():
         timings["test"] = time.monotonic() - started
     shutil.rmtree(work)
     print("container test passed: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
+
+
+def copy_install(target):
+    """The image's /usr/local, as its build stage installed it, into `target`."""
+    container = podman("create", IMAGE).stdout.strip()
+    try:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        podman("cp", f"{container}:/usr/local/.", str(target))
+    finally:
+        podman("rm", "--force", container, check=False)
+    print(f"the image's /usr/local copied to {target}", flush=True)
 
 
 def test(stack, work, daemon, pods):
@@ -555,8 +574,11 @@ def on_signal(signum, frame):
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, on_signal)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--install-to", metavar="DIR",
+                        help="copy the image's installed /usr/local to DIR")
     try:
-        main()
+        main(parser.parse_args().install_to)
     except Failed as e:
         print(f"container test: FAILED: {e}", file=sys.stderr)
         sys.exit(1)
