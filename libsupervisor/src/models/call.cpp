@@ -1,10 +1,14 @@
 // See call.hpp.
 #include "call.hpp"
 
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/message.hpp>
+#include <charconv>
 
 #include "inflight/core/log.hpp"
 
@@ -71,22 +75,18 @@ std::uint64_t Call::elapsed_ms() const {
       std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started_).count());
 }
 
-net::awaitable<bool> AnswerSink::head(
-    unsigned status, std::string_view content_type,
-    const std::vector<std::pair<std::string, std::string>>& headers) {
+void AnswerSink::head(unsigned status, std::string_view content_type,
+                      const std::vector<std::pair<std::string, std::string>>& headers) {
   http::response<http::empty_body> response(static_cast<http::status>(status), version_);
   if (!content_type.empty()) response.set(http::field::content_type, content_type);
   for (const auto& [name, value] : headers) response.set(name, value);
   response.chunked(true);
   response.keep_alive(true);
-  http::response_serializer<http::empty_body> serializer(response);
-  child_.expires_after(kChildWriteDeadline);
-  auto [ec, n] = co_await http::async_write_header(child_, serializer, kAwait);
-  child_ok_ = !ec;
-  co_return child_ok_;
+  http::fields::writer serialized(response.base(), response.version(), response.result_int());
+  held_head_ = beast::buffers_to_string(serialized.get());
 }
 
-net::awaitable<bool> AnswerSink::piece(std::string_view bytes) {
+net::awaitable<bool> AnswerSink::piece(std::string_view bytes, bool last) {
   if (recording_) {
     if (recorded_.size() + bytes.size() > max_recorded_) {
       recording_ = false;
@@ -95,17 +95,36 @@ net::awaitable<bool> AnswerSink::piece(std::string_view bytes) {
       recorded_.append(bytes);
     }
   }
-  if (!child_ok_ || bytes.empty()) co_return child_ok_;
-  child_.expires_after(kChildWriteDeadline);
-  auto [ec, n] = co_await net::async_write(child_, http::make_chunk(net::buffer(bytes)), kAwait);
-  child_ok_ = !ec;
-  co_return child_ok_;
+  co_return co_await write(bytes, last);
 }
 
 net::awaitable<bool> AnswerSink::last() {
-  if (!child_ok_) co_return false;
+  if (ended_) co_return child_ok_;
+  co_return co_await write({}, true);
+}
+
+// The held head, `bytes` as a chunk and the answer's end, as far as each is
+// there, in one write.
+net::awaitable<bool> AnswerSink::write(std::string_view bytes, bool last) {
+  if (!child_ok_ || (held_head_.empty() && bytes.empty() && !last)) co_return child_ok_;
+  std::array<char, 20> size_line{};  // the chunk's size in hex, and CRLF
+  std::size_t size_length = 0;
+  if (!bytes.empty()) {
+    size_length = static_cast<std::size_t>(
+        std::to_chars(size_line.data(), size_line.data() + 16, bytes.size(), 16).ptr -
+        size_line.data());
+    size_line[size_length++] = '\r';
+    size_line[size_length++] = '\n';
+  }
+  std::string_view end = bytes.empty() ? "" : "\r\n";
+  if (last) end = bytes.empty() ? "0\r\n\r\n" : "\r\n0\r\n\r\n";
+  const std::array<net::const_buffer, 4> parts{
+      net::buffer(held_head_), net::buffer(size_line.data(), size_length),
+      net::buffer(bytes.data(), bytes.size()), net::buffer(end.data(), end.size())};
   child_.expires_after(kChildWriteDeadline);
-  auto [ec, n] = co_await net::async_write(child_, http::make_chunk_last(), kAwait);
+  auto [ec, n] = co_await net::async_write(child_, parts, kAwait);
+  held_head_.clear();
+  ended_ = last;
   child_ok_ = !ec;
   co_return child_ok_;
 }

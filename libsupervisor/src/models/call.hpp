@@ -54,18 +54,22 @@ class Call {
 // Where the answer's bytes go: the child while it reads them, as a chunked
 // answer, and a copy for the journal while it stays under `max_recorded`
 // bytes (--model-max-answer-bytes; 0 for an answer replayed, which keeps
-// none).
+// none). What is ready at once goes in one write: the head with the first
+// piece, the last piece with the chunked answer's end. A write per part
+// took twice the system calls of serve and of the child.
 class AnswerSink {
  public:
   AnswerSink(boost::beast::tcp_stream& child, unsigned version, std::size_t max_recorded)
       : child_(child), version_(version), max_recorded_(max_recorded) {}
 
-  // False once the child is gone (or stopped reading): the caller decides
-  // whether the call goes on.
-  boost::asio::awaitable<bool> head(
-      unsigned status, std::string_view content_type,
-      const std::vector<std::pair<std::string, std::string>>& headers);
-  boost::asio::awaitable<bool> piece(std::string_view bytes);
+  // Held until the first piece, or until flush().
+  void head(unsigned status, std::string_view content_type,
+            const std::vector<std::pair<std::string, std::string>>& headers);
+  // Each false once the child is gone (or stopped reading): the caller
+  // decides whether the call goes on. `last` ends the answer with the piece.
+  boost::asio::awaitable<bool> flush() { return write({}, false); }
+  boost::asio::awaitable<bool> piece(std::string_view bytes, bool last = false);
+  // Ends the answer, unless its last piece did.
   boost::asio::awaitable<bool> last();
 
   bool child_ok() const { return child_ok_; }
@@ -73,9 +77,13 @@ class AnswerSink {
   std::string& recorded() { return recorded_; }
 
  private:
+  boost::asio::awaitable<bool> write(std::string_view bytes, bool last);
+
   boost::beast::tcp_stream& child_;
   unsigned version_;
   std::size_t max_recorded_;
+  std::string held_head_;
+  bool ended_ = false;
   bool child_ok_ = true;
   bool recording_ = max_recorded_ > 0;
   std::string recorded_;

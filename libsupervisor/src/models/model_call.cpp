@@ -236,7 +236,9 @@ net::awaitable<bool> forward(Hub& hub, Call& call, beast::tcp_stream& child, Chi
   const bool stream = content_type.starts_with("text/event-stream");
   AnswerWatcher watcher(stream);
   AnswerSink sink(child, request.version(), hub.settings.max_answer_bytes);
-  co_await sink.head(status, content_type, answer_headers(parser));
+  sink.head(status, content_type, answer_headers(parser));
+  // What came with the head goes with it; else the child has the head now.
+  if (connection.buffer().size() == 0 && !parser.is_done()) co_await sink.flush();
   std::array<char, 16384> piece;
   bool short_read = false;
   while (!parser.is_done()) {
@@ -252,7 +254,7 @@ net::awaitable<bool> forward(Hub& hub, Call& call, beast::tcp_stream& child, Chi
     }
     const std::string_view got(piece.data(), piece.size() - parser.get().body().size);
     watcher.feed(got);
-    co_await sink.piece(got);
+    co_await sink.piece(got, parser.is_done());
   }
   const bool whole = parser.is_done() && !short_read;
   const bool complete = whole && watcher.finish() == AnswerEnd::complete && status < 300;

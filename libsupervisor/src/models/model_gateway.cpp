@@ -62,7 +62,8 @@ void Attempt::journal_loaded(JournalScan scan, std::optional<JournalWriter> jour
 Hub::Hub(net::io_context& io_context, ModelSettings model_settings)
     : io(io_context), settings(std::move(model_settings)), acceptor(io_context) {
   for (const auto& [name, route] : settings.models) {
-    pools.emplace(name, std::make_unique<UpstreamPool>(io, route.spec));
+    pools.emplace(name,
+                  std::make_unique<UpstreamPool>(io, route.spec, settings.max_calls_per_model));
     // Every series from the start, at 0: increase() sees a model's first
     // error, which a series born at 1 would hide.
     for (const auto* source : {"upstream", "journal"}) {

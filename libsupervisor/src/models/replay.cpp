@@ -34,7 +34,7 @@ net::awaitable<bool> replay(Call& call, beast::tcp_stream& child, const JournalR
   if (answer.stream) {
     AnswerSink sink(child, version, 0);
     const std::vector<std::pair<std::string, std::string>> no_headers;
-    ok = co_await sink.head(static_cast<unsigned>(answer.status), answer.content_type, no_headers);
+    sink.head(static_cast<unsigned>(answer.status), answer.content_type, no_headers);
     for (const auto event : stream_events(answer.body)) {
       if (!ok) break;
       ok = co_await sink.piece(event);

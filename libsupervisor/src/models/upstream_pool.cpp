@@ -22,7 +22,6 @@ namespace {
 // Providers close idle connections after a minute or so; one idle longer
 // than this is not worth the stale-connection risk.
 constexpr auto kMaxIdle = std::chrono::seconds(30);
-constexpr std::size_t kMaxIdleConnections = 64;
 
 Error unreachable(const std::string& what, const boost::system::error_code& ec) {
   return {Failure::unreachable, what + ": " + ec.message(), {}};
@@ -51,8 +50,8 @@ void UpstreamConnection::close() {
   tcp().socket().close(ignored);
 }
 
-UpstreamPool::UpstreamPool(net::io_context& io, const ModelSpec& spec)
-    : io_(io), spec_(spec), tls_(net::ssl::context::tls_client) {
+UpstreamPool::UpstreamPool(net::io_context& io, const ModelSpec& spec, std::size_t max_idle)
+    : io_(io), spec_(spec), max_idle_(max_idle), tls_(net::ssl::context::tls_client) {
   tls_.set_verify_mode(net::ssl::verify_peer);
   if (spec.ca_file.empty())
     tls_.set_default_verify_paths();
@@ -105,8 +104,7 @@ net::awaitable<Result<Connection>> UpstreamPool::connect(SteadyClock::time_point
 }
 
 void UpstreamPool::release(Connection connection) {
-  if (connection->buffer().size() > 0 || idle_.size() >= kMaxIdleConnections)
-    return connection->close();
+  if (connection->buffer().size() > 0 || idle_.size() >= max_idle_) return connection->close();
   connection->idle_since = SteadyClock::now();
   idle_.push_back(std::move(connection));
 }

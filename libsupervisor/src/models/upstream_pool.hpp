@@ -64,8 +64,10 @@ using Connection = std::unique_ptr<UpstreamConnection>;
 
 class UpstreamPool {
  public:
+  // Keeps at most `max_idle` connections idle: as many as the model may have
+  // calls at once, so that a steady load never closes one to open another.
   // Throws std::runtime_error when the model's ca_file cannot be read.
-  UpstreamPool(boost::asio::io_context& io, const ModelSpec& spec);
+  UpstreamPool(boost::asio::io_context& io, const ModelSpec& spec, std::size_t max_idle);
 
   // An idle connection the provider has not closed, else a new one,
   // connected (and its TLS handshake done, the host name checked) by
@@ -79,6 +81,7 @@ class UpstreamPool {
  private:
   boost::asio::io_context& io_;
   const ModelSpec& spec_;
+  std::size_t max_idle_;
   boost::asio::ssl::context tls_;
   std::deque<Connection> idle_;
 };
