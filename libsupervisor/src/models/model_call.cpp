@@ -239,7 +239,7 @@ net::awaitable<bool> forward(Hub& hub, Call& call, beast::tcp_stream& child, Chi
   sink.head(status, content_type, answer_headers(parser));
   // What came with the head goes with it; else the child has the head now.
   if (connection.buffer().size() == 0 && !parser.is_done()) co_await sink.flush();
-  std::array<char, 16384> piece;
+  auto& piece = connection.body_room();
   bool short_read = false;
   while (!parser.is_done()) {
     if (!sink.child_ok() && !hub.shutting_down) break;

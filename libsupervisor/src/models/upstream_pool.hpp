@@ -3,6 +3,7 @@
 // provider has not closed, else opens one, every step within its deadline.
 #pragma once
 
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -45,6 +46,10 @@ class UpstreamConnection {
   }
   // Bytes read past the last answer; a connection is reused only when empty.
   boost::beast::flat_buffer& buffer() { return buffer_; }
+  // Where an answer's body is parsed to, a piece at a time: one per
+  // connection, not 16 KiB more in each call's coroutine frame, which took
+  // malloc's slow path at every call.
+  std::array<char, 16384>& body_room() { return body_room_; }
   // Closes the socket: what waits on it ends with an error at once.
   void close();
 
@@ -58,6 +63,7 @@ class UpstreamConnection {
 
   std::variant<std::unique_ptr<Plain>, std::unique_ptr<Tls>> stream_;
   boost::beast::flat_buffer buffer_;
+  std::array<char, 16384> body_room_;
 };
 
 using Connection = std::unique_ptr<UpstreamConnection>;
