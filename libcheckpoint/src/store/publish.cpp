@@ -80,6 +80,20 @@ git_oid without_spoilt_runs(git_repository* git, const git_oid& root) {
   return without;
 }
 
+// The records of a final state. The final checkpoint's trailer counts them; a periodic
+// checkpoint's counts what the supervisor had seen when it asked for the save, and its snapshot
+// may hold the final state all the same (the pod died before the final one). Then the progress
+// file's complete lines in the tree count them, when it is one blob (a chunked one keeps the
+// trailer's count).
+std::uint64_t final_records(CacheRepo& cache, const std::string& commit, const RunParams& params,
+                            const CheckpointMessage& message) {
+  const auto trailer = message.records.value_or(0);
+  if (message.reason == CheckpointReason::final) return trailer;
+  const auto progress_file = params.child.find("progress_file");
+  if (progress_file == params.child.end() || !progress_file->is_string()) return trailer;
+  return lines_of_blob_at(cache, commit, progress_file->get<std::string>()).value_or(trailer);
+}
+
 }  // namespace
 
 std::optional<std::string> write_index(CacheRepo& cache, const std::optional<std::string>& tip,
@@ -158,8 +172,8 @@ CheckpointStore::Publication CheckpointStore::publication(const std::string& fin
   if (!text) throw std::runtime_error("the final checkpoint has no run-params.json");
   const auto params = run_params_from_text(*text);
   const auto message = parse_checkpoint_message(commit_summary(cache_, final_commit).message);
-  const auto entry =
-      write_index_entry(index_entry_of(params, message.records.value_or(0), message.total));
+  const auto records = final_records(cache_, final_commit, params, message);
+  const auto entry = write_index_entry(index_entry_of(params, records, message.total));
   return {.run_id = params.run_id,
           .result = write_result(cache_, final_commit, params),
           .entry = entry,

@@ -478,6 +478,24 @@ TEST_F(CheckpointStoreTest, FinishedRunsAndReleasedBranchesAreNotRestored) {
   EXPECT_EQ(git(remote(), "branch --list inflight/pod-a/done"), "");
 }
 
+// A pod that died between a periodic save, whose snapshot caught the run's final state, and the
+// final save left a tip whose trailer counts the records seen when the save was asked for: the
+// next pod publishes the count of the tree's progress file.
+TEST_F(CheckpointStoreTest, APeriodicTipHoldingTheFinalStateIsPublishedWithItsTreesRecords) {
+  const auto runs = temp_.path() / "runs-a";
+  const auto dir = finished_run(runs, "r1", "succeeded");
+  write_file(dir / "index.jsonl", "{\"t\":1}\n{\"t\":2}\n{\"t\":3}\n{\"t\":4}\n{\"t\":5}\n");
+  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", CheckpointReason::periodic));
+  const auto empty = temp_.path() / "runs-b";
+  fs::create_directories(empty);
+  const auto report = restore(CheckpointStore(config("b")), empty, "pod-b");
+  EXPECT_EQ(report.released, std::vector<std::string>{"inflight/pod-a/r1"});
+  const auto entry =
+      parse_index_entry(git(remote(), "show refs/heads/inflight-index:runs/r1.json"));
+  ASSERT_TRUE(entry) << entry.error().message;
+  EXPECT_EQ(entry->records, 5u);  // the trailer said 2
+}
+
 // A finished run (docs/results.md): its final state
 // as plain files on its result ref, on top of its final checkpoint, and its
 // index entry; then its branch goes.
