@@ -42,7 +42,7 @@ import time
 import gitbench
 from inflight_testing.git_servers import git
 from inflight_testing.proxies import RelayProxy
-from runs_list import run_params
+from runs_list import data, run_params
 from serve_process import bin_dir
 
 GOAL = 1.2
@@ -87,11 +87,6 @@ def write_history(bare, n):
     subprocess.run(["git", "-C", bare, "update-ref", "--stdin"], input=updates.encode(),
                    check=True)
     git(bare, "pack-refs", "--all")
-
-
-def data(text):
-    raw = text.encode()
-    return f"data {len(raw)}\n".encode() + raw + b"\n"
 
 
 class Measures:
