@@ -1,9 +1,11 @@
 #include "inflight/core/log.hpp"
 
+#include <limits.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 #include "inflight/core/clock.hpp"
@@ -13,6 +15,36 @@ namespace inflight::log {
 namespace {
 
 Format g_format = default_format();
+
+// The batch's lines, guarded: serve logs from worker threads too.
+struct Pending {
+  std::mutex mutex;
+  std::string lines;
+  std::function<void()> schedule_flush;  // empty: no batch, every line written at once
+  bool flush_scheduled = false;
+};
+
+Pending& pending() {
+  static Pending p;
+  return p;
+}
+
+// Called with the mutex held, so that lines of two threads keep their order.
+void write_out(std::string_view lines) {
+  while (!lines.empty()) {
+    std::size_t piece = lines.size();
+    if (piece > PIPE_BUF) {
+      const auto end = lines.rfind('\n', PIPE_BUF - 1);
+      piece = end == std::string_view::npos ? lines.find('\n') : end + 1;
+      if (piece == std::string_view::npos) piece = lines.size();
+    }
+    [[maybe_unused]] auto written = ::write(STDERR_FILENO, lines.data(), piece);
+    lines.remove_prefix(piece);
+  }
+}
+
+// What the batch may hold before it is written without waiting for its flush.
+constexpr std::size_t kMaxPending = 64 * 1024;
 
 std::string_view level_name(Level level) {
   switch (level) {
@@ -57,8 +89,38 @@ Format default_format() {
 void write(Level level, std::string_view message, const nlohmann::json& fields) {
   const auto line = g_format == Format::json ? json_line(level, message, fields)
                                              : text_line(level, message, fields);
-  // One write per line keeps lines whole when several processes share stderr.
-  [[maybe_unused]] auto written = ::write(STDERR_FILENO, line.data(), line.size());
+  auto& p = pending();
+  const std::lock_guard lock(p.mutex);
+  if (!p.schedule_flush) return write_out(line);
+  p.lines += line;
+  if (level != Level::info || p.lines.size() >= kMaxPending) {
+    write_out(p.lines);
+    p.lines.clear();
+  } else if (!p.flush_scheduled) {
+    p.flush_scheduled = true;
+    p.schedule_flush();
+  }
+}
+
+void flush() {
+  auto& p = pending();
+  const std::lock_guard lock(p.mutex);
+  write_out(p.lines);
+  p.lines.clear();
+  p.flush_scheduled = false;
+}
+
+Batch::Batch(std::function<void()> schedule_flush) {
+  auto& p = pending();
+  const std::lock_guard lock(p.mutex);
+  p.schedule_flush = std::move(schedule_flush);
+}
+
+Batch::~Batch() {
+  flush();
+  auto& p = pending();
+  const std::lock_guard lock(p.mutex);
+  p.schedule_flush = nullptr;
 }
 
 }  // namespace inflight::log

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <boost/asio/post.hpp>
 #include <csignal>
 #include <exception>
 
@@ -22,6 +23,7 @@ void block_stop_signals() {
 }  // namespace
 
 void run_event_loop(boost::asio::io_context& io) {
+  const log::Batch batch([&io] { boost::asio::post(io, log::flush); });
   for (;;) {
     try {
       io.run();

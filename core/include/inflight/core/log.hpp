@@ -2,6 +2,7 @@
 // `time level message key=value…` for people.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -15,6 +16,24 @@ void set_format(Format format);
 Format default_format();
 
 void write(Level level, std::string_view message, const nlohmann::json& fields = {});
+
+// While a Batch lives, info lines are gathered in memory and written by
+// flush(), which `schedule_flush` arranges to run soon: an event loop posts
+// it, so that the lines of one turn of the loop cost one write(2), not one
+// each (a model call writes two). A warning or an error flushes at once, with
+// what came before it, so that a line that may precede a crash is not held.
+// Lines are written in pieces of at most PIPE_BUF bytes that end at a line's
+// end: a pipe keeps each piece whole when other processes share stderr. The
+// destructor flushes.
+class Batch {
+ public:
+  explicit Batch(std::function<void()> schedule_flush);
+  ~Batch();
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+};
+
+void flush();
 
 inline void info(std::string_view message, const nlohmann::json& fields = {}) {
   write(Level::info, message, fields);

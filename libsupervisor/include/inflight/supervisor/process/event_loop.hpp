@@ -12,7 +12,8 @@ namespace inflight {
 // Runs `io` until it is stopped or out of work. SIGTERM and SIGINT are
 // blocked once it returns: the loop's signal_set is about to go, and a late
 // second signal must not kill the process between the loop's end and its exit
-// (it would turn a decided exit code into "killed by SIGTERM").
+// (it would turn a decided exit code into "killed by SIGTERM"). While it
+// runs, the log's lines are written once per turn of the loop (log::Batch).
 void run_event_loop(boost::asio::io_context& io);
 
 }  // namespace inflight

@@ -1,0 +1,94 @@
+// The log's batch: lines held until a flush, a warning written at once with
+// what came before it, and pieces that a pipe keeps whole. stderr is a
+// datagram socket here, so that each write(2) arrives as one datagram.
+#include "inflight/core/log.hpp"
+
+#include <gtest/gtest.h>
+#include <limits.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+namespace inflight::log {
+namespace {
+
+class LogBatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, sockets_), 0);
+    saved_stderr_ = ::dup(STDERR_FILENO);
+    ::dup2(sockets_[0], STDERR_FILENO);
+    set_format(Format::json);
+  }
+  void TearDown() override {
+    ::dup2(saved_stderr_, STDERR_FILENO);
+    ::close(saved_stderr_);
+    ::close(sockets_[0]);
+    ::close(sockets_[1]);
+  }
+
+  // Each write(2) to stderr so far, in order.
+  std::vector<std::string> writes() {
+    std::vector<std::string> out;
+    char buffer[65536];
+    for (ssize_t n; (n = ::recv(sockets_[1], buffer, sizeof buffer, 0)) > 0;)
+      out.emplace_back(buffer, static_cast<std::size_t>(n));
+    return out;
+  }
+
+  int sockets_[2]{};
+  int saved_stderr_ = -1;
+};
+
+TEST_F(LogBatchTest, InfoLinesWaitForTheFlushAndGoOutInOneWrite) {
+  int scheduled = 0;
+  {
+    const Batch batch([&] { ++scheduled; });
+    info("first");
+    info("second");
+    EXPECT_TRUE(writes().empty());
+    EXPECT_EQ(scheduled, 1);
+    flush();
+    const auto out = writes();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_NE(out[0].find("first"), std::string::npos);
+    EXPECT_LT(out[0].find("first"), out[0].find("second"));
+    info("third");
+    EXPECT_EQ(scheduled, 2);
+  }
+  const auto out = writes();  // the batch's end flushed it
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].find("third"), std::string::npos);
+  info("unbatched");
+  EXPECT_EQ(writes().size(), 1u);
+}
+
+TEST_F(LogBatchTest, AWarningGoesOutAtOnceAfterTheLinesBeforeIt) {
+  const Batch batch([] {});
+  info("before");
+  warn("trouble");
+  const auto out = writes();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_LT(out[0].find("before"), out[0].find("trouble"));
+}
+
+TEST_F(LogBatchTest, ABigBatchIsWrittenInWholeLinesOfAtMostPipeBuf) {
+  const Batch batch([] {});
+  const std::string filler(300, 'x');
+  for (int i = 0; i < 40; ++i) info(filler);
+  flush();
+  const auto out = writes();
+  ASSERT_GT(out.size(), 1u);
+  std::size_t lines = 0;
+  for (const auto& piece : out) {
+    EXPECT_LE(piece.size(), static_cast<std::size_t>(PIPE_BUF));
+    EXPECT_EQ(piece.back(), '\n');
+    for (const char c : piece) lines += c == '\n';
+  }
+  EXPECT_EQ(lines, 40u);
+}
+
+}  // namespace
+}  // namespace inflight::log
