@@ -88,6 +88,21 @@ def write_config(path, child, **options):
     return str(path)
 
 
+def demo_child(test_ms):
+    """The built-in demo template, but each test takes `test_ms` whatever the
+    run asked: a pod that resumes runs with it finishes them sooner, while the
+    pods they came from run at the speed the run asked for."""
+    return {
+        "argv": [str(DEMO), "--output", "{output_dir}", "--tests", "{tests}",
+                 "--test-ms", str(test_ms)],
+        "resume_argv": ["--resume"],
+        "params": {"tests": {"type": "integer", "min": 0, "max": 99999, "default": 20},
+                   "test_ms": {"type": "integer", "min": 0, "max": 86400000, "default": 500}},
+        "progress_file": "index.jsonl",
+        "progress_total": "{tests}",
+    }
+
+
 def script_child(script, params=None, resume_argv=("--resume",), progress_file="index.jsonl"):
     """A child template that runs one of the test children in tests/e2e/children."""
     return {

@@ -12,6 +12,8 @@ from inflight_testing.git_servers import branches, git
 from inflight_testing.run_dirs import index_ids, run_params
 from inflight_testing.waiting import wait_for
 
+from conftest import demo_child, write_config
+
 OLD_PODS = 4
 RUNS_PER_POD = 8
 TESTS = 300
@@ -20,6 +22,9 @@ TESTS = 300
 # SIGTERM: idle, it took a handed-over run (as an idle pod should), and its
 # SIGTERM moved that run a second time.
 TEST_MS = 300
+# The new pods run what they resume at 20 ms a test: once the rollout is over,
+# the runs end in seconds instead of sleeping out their 90 s.
+NEW_POD_TEST_MS = 20
 INTERVAL = "2s"
 # A pod's shutdown pushes its 8 runs and gives its lease up in one push: under
 # the sanitizers that took 8.5-9.1 s, and a grace period of 10 s (a push
@@ -27,12 +32,13 @@ INTERVAL = "2s"
 GRACE = "20s"
 
 
-def start_pod(serve_factory, tmp_path, server, name):
+def start_pod(serve_factory, tmp_path, server, name, *config):
     workdir = tmp_path / name
     workdir.mkdir()
     pod = serve_factory("--pod-name", name, "--results-repo", server.url,
                         "--checkpoint-interval", INTERVAL, "--grace-period", GRACE,
-                        "--max-concurrent", str(RUNS_PER_POD * OLD_PODS), workdir=workdir)
+                        "--max-concurrent", str(RUNS_PER_POD * OLD_PODS), *config,
+                        workdir=workdir)
     pod.wait_ready()
     pod.name = name
     return pod
@@ -48,8 +54,9 @@ def test_a_rollout_moves_each_run_once(serve_factory, tmp_path, git_daemon):
              "a periodic checkpoint of every run")
 
     new = []
+    fast = write_config(tmp_path / "new-pods.json", demo_child(NEW_POD_TEST_MS))
     for n, pod in enumerate(old):
-        new.append(start_pod(serve_factory, tmp_path, git_daemon, f"new-{n}"))
+        new.append(start_pod(serve_factory, tmp_path, git_daemon, f"new-{n}", "--config", fast))
         pod.signal(signal.SIGTERM)
         assert pod.wait_exit(timeout=30) == 0, f"{pod.name}'s rollout SIGTERM did not exit 0"
 
@@ -64,7 +71,7 @@ def test_a_rollout_moves_each_run_once(serve_factory, tmp_path, git_daemon):
                     done.setdefault(run_id, []).append(run_dir)
         return done if len(done) == len(origin) else None
 
-    done = wait_for(finished, 300, "every run to finish")
+    done = wait_for(finished, 300, "every run to finish", interval=0.5)
     for pod in new:
         pod.signal(signal.SIGTERM)
         assert pod.wait_exit(timeout=30) == 0
