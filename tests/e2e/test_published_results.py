@@ -17,10 +17,13 @@ from test_resume_command import resume
 from test_runs_command import runs
 
 
+# A tick every 500 ms: each starts a checkpoint agent, and at 100 ms a
+# sanitized serve ran them back to back (a core, all the test long) for no
+# step the test waits on.
 def start(serve_factory, workdir, server, *args, pod="pod-a"):
     workdir.mkdir(exist_ok=True)
     serve = serve_factory("--pod-name", pod, "--results-repo", server.url, *server.flags,
-                          "--checkpoint-interval", "100ms", *args, workdir=workdir)
+                          "--checkpoint-interval", "500ms", *args, workdir=workdir)
     serve.wait_ready()
     return serve
 
