@@ -59,7 +59,13 @@ std::span<const git_remote_head*> RemoteStore::Impl::connect_and_list(
 RemoteHandle RemoteStore::Impl::open_remote(git_repository* from) {
   use_batched_sockets(!location.over_ssh);
   git_remote* raw = nullptr;
-  git_check(git_remote_create_anonymous(&raw, from != nullptr ? from : git(), location.url.c_str()),
+  // The URL is the one the command line gave: a gitconfig's url.*.insteadOf
+  // does not rewrite it (and libgit2 1.5 leaks a regex match per config
+  // entry it tries).
+  git_remote_create_options options = GIT_REMOTE_CREATE_OPTIONS_INIT;
+  options.repository = from != nullptr ? from : git();
+  options.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF;
+  git_check(git_remote_create_with_opts(&raw, location.url.c_str(), &options),
             "use remote " + location.display);
   return RemoteHandle(raw);
 }
