@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -148,6 +149,55 @@ std::string JournalFields::body() {
 
 }  // namespace
 
+namespace {
+
+// `text`, valid UTF-8, as the JSON string nlohmann's dump writes: quote,
+// backslash and control characters escaped, every other byte as it is. An
+// answer is most of a journal line; copying it into a json value to dump it
+// cost a copy and a decode of each byte.
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  std::size_t copied = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(text.data() + copied, i - copied);
+    copied = i + 1;
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default: {
+        char escaped[7];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+        out += escaped;
+      }
+    }
+  }
+  out.append(text.data() + copied, text.size() - copied);
+  out += '"';
+}
+
+}  // namespace
+
 std::string write_journal_line(const JournalRecord& record) {
   JournalJson json{{"v", 1},
                    {"digest", record.digest},
@@ -163,11 +213,17 @@ std::string write_journal_line(const JournalRecord& record) {
                    {"usage",
                     {{"input", optional_count_json(record.usage.input)},
                      {"output", optional_count_json(record.usage.output)}}}};
-  if (is_valid_utf8(record.body))
-    json["body"] = record.body;
-  else
-    json["body_base64"] = journal_base64(record.body);
-  return json.dump(-1, ' ', false, JournalJson::error_handler_t::replace) + '\n';
+  const bool utf8 = is_valid_utf8(record.body);
+  if (!utf8) json["body_base64"] = journal_base64(record.body);
+  auto line = json.dump(-1, ' ', false, JournalJson::error_handler_t::replace);
+  if (utf8) {
+    line.pop_back();  // the closing brace: the body is the last field
+    line.reserve(line.size() + record.body.size() + 16);
+    line += R"(,"body":)";
+    append_json_string(line, record.body);
+    line += '}';
+  }
+  return line + '\n';
 }
 
 Result<JournalRecord> parse_journal_line(std::string_view line) {

@@ -101,6 +101,20 @@ TEST(JournalLine, RoundTripsEveryField) {
   EXPECT_EQ(*parsed, record);
 }
 
+TEST(JournalLine, WritesATextBodyAsNlohmannWouldByteForByte) {
+  std::string controls;
+  for (int c = 0; c < 0x20; ++c) controls += static_cast<char>(c);
+  for (const std::string& body : {std::string("plain"), controls, std::string("\"\\/\x7f"),
+                                  std::string("caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80\n"),
+                                  std::string("data: {\"a\":\"b\\n\"}\r\n\r\n")}) {
+    const auto line = write_journal_line(journal_record(3, body));
+    EXPECT_EQ(line, nlohmann::ordered_json::parse(line).dump() + "\n") << body;
+    const auto parsed = parse_journal_line(line);
+    ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+    EXPECT_EQ(parsed->body, body);
+  }
+}
+
 TEST(JournalLine, HoldsNoFieldForHeaders) {
   const auto json = nlohmann::json::parse(write_journal_line(journal_record(1)));
   std::set<std::string> keys;
