@@ -62,7 +62,10 @@ std::size_t utf8_sequence(std::string_view text) {
 
 }  // namespace
 
-Result<nlohmann::ordered_json> parse_bounded_json(std::string_view text, const JsonLimits& limits) {
+namespace {
+
+template <class Json>
+Result<Json> parse_within(std::string_view text, const JsonLimits& limits) {
   const auto refused = [](std::string message) {
     return Error{.kind = Failure::other, .message = std::move(message), .candidates = {}};
   };
@@ -70,10 +73,20 @@ Result<nlohmann::ordered_json> parse_bounded_json(std::string_view text, const J
     return refused("larger than " + std::to_string(limits.max_bytes) + " bytes");
   if (nesting_depth(text, limits.max_depth) > limits.max_depth)
     return refused("nested deeper than " + std::to_string(limits.max_depth) + " levels");
-  auto json = nlohmann::ordered_json::parse(text, nullptr, false);
+  auto json = Json::parse(text, nullptr, false);
   if (json.is_discarded())
     return refused(is_valid_utf8(text) ? "not valid JSON" : "not valid UTF-8");
   return json;
+}
+
+}  // namespace
+
+Result<nlohmann::ordered_json> parse_bounded_json(std::string_view text, const JsonLimits& limits) {
+  return parse_within<nlohmann::ordered_json>(text, limits);
+}
+
+Result<nlohmann::json> parse_bounded_json_sorted(std::string_view text, const JsonLimits& limits) {
+  return parse_within<nlohmann::json>(text, limits);
 }
 
 bool is_valid_utf8(std::string_view text) {

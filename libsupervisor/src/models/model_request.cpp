@@ -55,7 +55,7 @@ std::optional<std::size_t> pointer_array_index(const std::string& token, std::si
 }
 
 // The value a token names inside `parent`, or nullptr.
-nlohmann::ordered_json* pointer_child(nlohmann::ordered_json& parent, const std::string& token) {
+nlohmann::json* pointer_child(nlohmann::json& parent, const std::string& token) {
   if (parent.is_object()) {
     const auto it = parent.find(token);
     return it == parent.end() ? nullptr : &*it;
@@ -68,10 +68,10 @@ nlohmann::ordered_json* pointer_child(nlohmann::ordered_json& parent, const std:
 }
 
 // Removes what `pointer` names, when it names something below the root.
-void remove_pointer(nlohmann::ordered_json& json, std::string_view pointer) {
+void remove_pointer(nlohmann::json& json, std::string_view pointer) {
   const auto tokens = pointer_tokens(pointer);
   if (!tokens) return;
-  nlohmann::ordered_json* parent = &json;
+  nlohmann::json* parent = &json;
   for (std::size_t i = 0; i + 1 < tokens->size() && parent != nullptr; ++i)
     parent = pointer_child(*parent, (*tokens)[i]);
   if (parent == nullptr) return;
@@ -128,14 +128,13 @@ class PartsDigest {
 }  // namespace
 
 std::string canonical_body(std::string_view body, const std::vector<std::string>& ignore_fields) {
+  // nlohmann::json keeps an object's keys in a std::map: sorted bytewise, and dump() writes
+  // no whitespace. A key given twice keeps its last value.
   auto parsed =
-      parse_bounded_json(body, {.max_bytes = body.size(), .max_depth = kRequestJsonDepth});
+      parse_bounded_json_sorted(body, {.max_bytes = body.size(), .max_depth = kRequestJsonDepth});
   if (!parsed) return std::string(body);
   for (const auto& pointer : ignore_fields) remove_pointer(*parsed, pointer);
-  // nlohmann::json keeps an object's keys in a std::map: sorted bytewise, and dump() writes
-  // no whitespace.
-  const nlohmann::json sorted(*parsed);
-  return sorted.dump();
+  return parsed->dump();
 }
 
 std::string request_digest(const RequestParts& parts,

@@ -21,6 +21,9 @@ struct JsonLimits {
 // The parsed document, or an Error (Failure::other) whose message names what
 // is wrong: too large, nested too deep, not JSON, not UTF-8.
 Result<nlohmann::ordered_json> parse_bounded_json(std::string_view text, const JsonLimits& limits);
+// The same into an nlohmann::json, whose objects keep their keys sorted (a
+// std::map): a canonical form without a copy of the ordered document.
+Result<nlohmann::json> parse_bounded_json_sorted(std::string_view text, const JsonLimits& limits);
 
 // Whether `text` is well-formed UTF-8 (no overlong forms, no surrogates).
 bool is_valid_utf8(std::string_view text);

@@ -40,6 +40,19 @@ TEST(CanonicalBody, KeepsValuesArrayOrderAndTypes) {
   EXPECT_NE(base, canonical_body(R"({"a":[1,2],"n":2})", kNoIgnoredFields));
 }
 
+// Journals recorded by earlier versions replay only if the canonical form never changes:
+// it is what the first scheme wrote, an ordered parse copied into a sorted document.
+TEST(CanonicalBody, IsTheSortedCopyOfTheOrderedParseByteForByte) {
+  for (const char* text :
+       {R"({"b":1,"a":2,"b":3})", R"({"z":{"y":[{"b":1,"a":null}],"x":true},"a":-0})",
+        R"({"n":[1.0,1e2,-1.5e-7,18446744073709551615,-9223372036854775808,0.1]})",
+        R"({"s":"\u0000\u001f\"\\\/\ud83d\ude00","":"empty key","\u00e9":1,"e":2})",
+        R"([{"b":2,"a":1},"x",3])", R"("just a string")", R"(42)"}) {
+    const auto old_form = nlohmann::json(nlohmann::ordered_json::parse(text)).dump();
+    EXPECT_EQ(canonical_body(text, kNoIgnoredFields), old_form) << text;
+  }
+}
+
 TEST(CanonicalBody, KeepsUnicodeTextAsUtf8) {
   EXPECT_EQ(canonical_body("{\"t\": \"caf\xc3\xa9 \\u00e9\"}", kNoIgnoredFields),
             "{\"t\":\"caf\xc3\xa9 \xc3\xa9\"}");
