@@ -34,9 +34,9 @@ void write_out(std::string_view lines) {
   while (!lines.empty()) {
     std::size_t piece = lines.size();
     if (piece > PIPE_BUF) {
-      const auto end = lines.rfind('\n', PIPE_BUF - 1);
-      piece = end == std::string_view::npos ? lines.find('\n') : end + 1;
-      if (piece == std::string_view::npos) piece = lines.size();
+      auto end = lines.rfind('\n', PIPE_BUF - 1);
+      if (end == std::string_view::npos) end = lines.find('\n');  // a longer line goes alone
+      piece = end == std::string_view::npos ? lines.size() : end + 1;
     }
     [[maybe_unused]] auto written = ::write(STDERR_FILENO, lines.data(), piece);
     lines.remove_prefix(piece);
@@ -117,10 +117,12 @@ Batch::Batch(std::function<void()> schedule_flush) {
 }
 
 Batch::~Batch() {
-  flush();
   auto& p = pending();
   const std::lock_guard lock(p.mutex);
+  write_out(p.lines);
+  p.lines.clear();
   p.schedule_flush = nullptr;
+  p.flush_scheduled = false;
 }
 
 }  // namespace inflight::log

@@ -147,10 +147,6 @@ std::string JournalFields::body() {
   return bytes.value_or("");
 }
 
-}  // namespace
-
-namespace {
-
 // `text`, valid UTF-8, as the JSON string nlohmann's dump writes: quote,
 // backslash and control characters escaped, every other byte as it is. An
 // answer is most of a journal line; copying it into a json value to dump it

@@ -90,5 +90,20 @@ TEST_F(LogBatchTest, ABigBatchIsWrittenInWholeLinesOfAtMostPipeBuf) {
   EXPECT_EQ(lines, 40u);
 }
 
+TEST_F(LogBatchTest, ALineLongerThanPipeBufGoesAloneWithItsNewline) {
+  const Batch batch([] {});
+  info("short");
+  info(std::string(2 * PIPE_BUF, 'y'));
+  info("after");
+  flush();
+  const auto out = writes();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_NE(out[0].find("short"), std::string::npos);
+  EXPECT_GT(out[1].size(), static_cast<std::size_t>(2 * PIPE_BUF));
+  EXPECT_EQ(out[1].back(), '\n');
+  EXPECT_EQ(out[1].find('\n'), out[1].size() - 1);
+  EXPECT_NE(out[2].find("after"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace inflight::log
