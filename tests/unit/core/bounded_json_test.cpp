@@ -40,6 +40,18 @@ TEST(Utf8, ValidatesAndShowsInvalidBytesEscaped) {
             "a\\xffb\xc3\xa9");
 }
 
+// is_valid_utf8 skips ASCII a word at a time: a bad byte or a sequence at any offset of a
+// long text, across a word's edge too, must still be seen.
+TEST(Utf8, LongTextIsCheckedAtEveryOffset) {
+  for (std::size_t at = 0; at < 40; ++at) {
+    std::string text(40, 'a');
+    EXPECT_TRUE(is_valid_utf8(text.substr(0, at) + "\xe2\x82\xac" + text.substr(at))) << at;
+    EXPECT_FALSE(is_valid_utf8(text.substr(0, at) + "\xe2\x82" + text.substr(at))) << at;
+    text[at] = '\x80';
+    EXPECT_FALSE(is_valid_utf8(text)) << at;
+  }
+}
+
 TEST(BranchName, OneRuleForRunIdsPodsAndRefs) {
   using namespace checkpoint;
   EXPECT_TRUE(is_valid_run_id("r-20261121T101500Z-a1b2c3"));

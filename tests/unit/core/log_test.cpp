@@ -105,5 +105,27 @@ TEST_F(LogBatchTest, ALineLongerThanPipeBufGoesAloneWithItsNewline) {
   EXPECT_NE(out[2].find("after"), std::string::npos);
 }
 
+// The line's form as it was first built (an ordered json of time, level, msg and the fields,
+// dumped): the fields in their order, a field named like the head replacing it in place, bytes
+// that are not UTF-8 as U+FFFD. Log readers parse this form.
+TEST_F(LogBatchTest, AJsonLineKeepsItsFormByteForByte) {
+  const nlohmann::json fields{{"run_id", "r\"1\n"},
+                              {"msg", "replaced"},
+                              {"n", 18446744073709551615u},
+                              {"bad", "\xff\xfe"},
+                              {"obj", {{"b", 1}, {"a", nullptr}}},
+                              {"list", {1.5, true, "x"}}};
+  warn("original \x80", fields);
+  const auto out = writes();
+  ASSERT_EQ(out.size(), 1u);
+  nlohmann::ordered_json expected = nlohmann::ordered_json::parse(out[0]);
+  ASSERT_TRUE(expected["time"].is_string());
+  nlohmann::ordered_json old{
+      {"time", expected["time"]}, {"level", "warn"}, {"msg", "original \x80"}};
+  for (const auto& [key, value] : fields.items()) old[key] = value;
+  EXPECT_EQ(out[0], old.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  EXPECT_EQ(expected["msg"], "replaced");
+}
+
 }  // namespace
 }  // namespace inflight::log

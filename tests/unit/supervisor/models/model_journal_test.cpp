@@ -115,6 +115,50 @@ TEST(JournalLine, WritesATextBodyAsNlohmannWouldByteForByte) {
   }
 }
 
+// The line as the journal's first writer built it: an ordered_json of the fields, dumped with
+// U+FFFD for bytes that are not UTF-8. The writer now writes it field by field; lines already
+// in journals must keep reading the same, and the two forms must not drift.
+std::string ordered_json_line(const JournalRecord& record) {
+  const auto count = [](const std::optional<std::uint64_t>& n) {
+    return n ? nlohmann::ordered_json(*n) : nlohmann::ordered_json(nullptr);
+  };
+  nlohmann::ordered_json json{
+      {"v", 1},
+      {"digest", record.digest},
+      {"model", record.model},
+      {"method", record.method},
+      {"path", record.path},
+      {"attempt", record.attempt},
+      {"status", record.status},
+      {"content_type", record.content_type},
+      {"stream", record.stream},
+      {"started_at", record.started_at},
+      {"ms", record.ms},
+      {"usage", {{"input", count(record.usage.input)}, {"output", count(record.usage.output)}}}};
+  json["body"] = record.body;  // a UTF-8 one: the test below takes the other form apart
+  return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+TEST(JournalLine, IsWhatAnOrderedJsonOfItsFieldsDumpsByteForByte) {
+  auto odd = journal_record(5, "caf\xc3\xa9 \"quoted\"\n\x01");
+  odd.path = "/v1/chat/\xff\xfe\"x\"\\y\x7f";
+  odd.content_type = "text/plain; q=\"1\"\t\x80";
+  odd.method = "P\xc3\xa9ST";
+  odd.stream = true;
+  odd.usage = {.input = std::nullopt, .output = 18446744073709551615u};
+  odd.ms = 0;
+  auto nulls = journal_record(6);
+  nulls.usage = {};
+  for (const auto& record : {journal_record(1), odd, nulls}) {
+    EXPECT_EQ(write_journal_line(record), ordered_json_line(record)) << record.path;
+  }
+  auto binary = journal_record(7, std::string("\xff\x00\x01", 3));
+  const auto line = write_journal_line(binary);
+  const auto json = nlohmann::ordered_json::parse(line);
+  EXPECT_EQ(line, json.dump() + "\n");
+  EXPECT_EQ(json["body_base64"], "/wAB");
+}
+
 TEST(JournalLine, HoldsNoFieldForHeaders) {
   const auto json = nlohmann::json::parse(write_journal_line(journal_record(1)));
   std::set<std::string> keys;
