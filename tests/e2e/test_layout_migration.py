@@ -1,0 +1,80 @@
+"""A results repo written by the pods of layout 1 (a result ref per run and a
+flat `inflight-index`; tests/fixtures/results-v1.bundle, made by
+scripts/make-results-v1-fixture before the layout changed) keeps working:
+`runs list|show|logs` read it as its pods left it, and a new pod takes over
+its waiting run, finishes it and publishes it beside the old results, running
+no finished run again."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from inflight_testing.git_servers import git
+from conftest import INFLIGHT, demo_child
+
+BUNDLE = Path(__file__).resolve().parent.parent / "fixtures" / "results-v1.bundle"
+FINISHED = ["v1-done-a", "v1-model"]  # v1-done-b's result ref was deleted
+
+
+def load_fixture(server):
+    git(server.bare, "fetch", "-q", str(BUNDLE), "+refs/*:refs/*")
+
+
+def runs(workdir, server, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")}
+    return subprocess.run([str(INFLIGHT), "runs", *args, "--results-repo", server.url,
+                           *server.flags], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def listed(workdir, server):
+    r = runs(workdir, server, "list", "--json")
+    assert r.returncode == 0, r.stderr
+    return {row["id"]: row for row in json.loads(r.stdout)["runs"]}, r.stderr
+
+
+def test_a_layout_1_repo_reads_as_its_pods_left_it(tmp_path, git_daemon):
+    load_fixture(git_daemon)
+    rows, warnings = listed(tmp_path, git_daemon)
+    assert sorted(rows) == sorted(FINISHED + ["v1-done-b", "v1-live"])
+    for run_id in FINISHED:
+        row = rows[run_id]
+        assert row["state"] == "succeeded" and row["pod"] == "pod-a", row
+        assert row["where"] == f"refs/inflight-results/{run_id}"
+    assert rows["v1-done-a"]["records"] == 3
+    assert rows["v1-done-b"]["state"] == "succeeded"  # from its index entry alone
+    assert rows["v1-live"]["where"] == "inflight/pod-a/v1-live"
+    assert "not-a-run.json" in warnings
+
+    logs = runs(tmp_path, git_daemon, "logs", "v1-done-a")
+    assert logs.returncode == 0, logs.stderr
+    assert "all 3 tests done" in logs.stdout
+    shown = runs(tmp_path, git_daemon, "show", "v1-model", "--json")
+    assert shown.returncode == 0, shown.stderr
+    shown = json.loads(shown.stdout)
+    assert shown["run_params"]["final_status"] == "succeeded"
+    assert shown["model"] == {"calls": 1, "replayed": 0, "input_tokens": 12, "output_tokens": 7,
+                              "saved_input_tokens": 0, "saved_output_tokens": 0}
+
+
+def test_a_new_pod_finishes_the_waiting_run_beside_the_old_results(serve_factory, tmp_path,
+                                                                   git_daemon):
+    load_fixture(git_daemon)
+    before = {run_id: git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{run_id}")
+              for run_id in FINISHED}
+    pod = tmp_path / "pod-b"
+    pod.mkdir()
+    config = tmp_path / "config.json"  # the fixture's runs name the template "demo"
+    config.write_text(json.dumps({"children": {"demo": demo_child(1)}}))
+    serve = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url,
+                          "--config", str(config), "--checkpoint-interval", "500ms", workdir=pod)
+    serve.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
+                   e.get("run_id") == "v1-live", 60)
+
+    rows, _ = listed(tmp_path, git_daemon)
+    assert rows["v1-live"]["state"] == "succeeded" and rows["v1-live"]["records"] == 50
+    assert rows["v1-live"]["pod"] == "pod-b"
+    for run_id, tip in before.items():
+        assert git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{run_id}") == tip
+    started = [e["run_id"] for e in serve.events() if e.get("msg") == "attempt started"]
+    assert started == ["v1-live"], started
