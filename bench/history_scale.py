@@ -21,7 +21,8 @@ refs/inflight-results/, by `git update-ref --stdin`, then packed). On it:
   bytes each way of that one push;
 - the release of that run (final checkpoint, result, index entry, branch
   deleted), with its bytes each way;
-- `inflight runs list --json` from an empty directory, then again from it.
+- `inflight runs list --json` from an empty directory, then again from it, and
+  `--state live` from an empty directory (no index read).
 
 Medians of --reps repetitions. The 100,000-run repo takes about a minute to
 write. Run:
@@ -151,11 +152,16 @@ class Measures:
 
     def runs_list(self, rep):
         cwd = tempfile.mkdtemp(dir=self.tmp, prefix="operator-")
-        for name in ("runs list, empty cache", "runs list, warm cache"):
+        lists = (("runs list, empty cache", []), ("runs list, warm cache", []),
+                 ("runs list --state live, empty cache", ["--state", "live"]))
+        for name, extra in lists:
+            if extra:  # from an empty cache again: it must not download the index either
+                shutil.rmtree(cwd)
+                cwd = tempfile.mkdtemp(dir=self.tmp, prefix="operator-")
             t0 = time.monotonic()
             out = subprocess.run([os.path.join(bin_dir(), "inflight"), "runs", "list", "--json",
-                                  "--results-repo", self.url], cwd=cwd, env=inflight_env(),
-                                 capture_output=True, text=True, timeout=600)
+                                  *extra, "--results-repo", self.url], cwd=cwd,
+                                 env=inflight_env(), capture_output=True, text=True, timeout=600)
             self.add(name + " s", time.monotonic() - t0)
             if out.returncode != 0:
                 raise RuntimeError(f"runs list exit {out.returncode}: {out.stderr[-3000:]}")

@@ -195,8 +195,8 @@ agent::Pruned prune(Context& c, const agent::Prune& call) {
   return answer;
 }
 
-agent::RunsListed list_runs(Context& c, const agent::ListRuns&) {
-  auto listing = ck::list_runs(c.store.cache(), c.store.remote());
+agent::RunsListed list_runs(Context& c, const agent::ListRuns& call) {
+  auto listing = ck::list_runs(c.store.cache(), c.store.remote(), call.finished);
   return {.url = c.store.remote().display_url(),
           .runs = std::move(listing.runs),
           .problems = std::move(listing.problems)};

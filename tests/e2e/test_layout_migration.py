@@ -46,6 +46,14 @@ def test_a_layout_1_repo_reads_as_its_pods_left_it(tmp_path, git_daemon):
     assert rows["v1-live"]["where"] == "inflight/pod-a/v1-live"
     assert "not-a-run.json" in warnings
 
+    # The unfinished runs alone read no index: its bad file goes unseen.
+    live = runs(tmp_path, git_daemon, "list", "--json", "--state", "live")
+    assert live.returncode == 0, live.stderr
+    assert [row["id"] for row in json.loads(live.stdout)["runs"]] == ["v1-live"]
+    assert "not-a-run.json" not in live.stderr
+    waiting = runs(tmp_path, git_daemon, "list", "--state", "waiting")
+    assert waiting.returncode == 0 and "no runs waiting" in waiting.stdout, waiting.stdout
+
     logs = runs(tmp_path, git_daemon, "logs", "v1-done-a")
     assert logs.returncode == 0, logs.stderr
     assert "all 3 tests done" in logs.stdout

@@ -134,7 +134,9 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix, Tips tips
   // Servers advertise refs in no promised order; callers and people want one.
   std::sort(branches.begin(), branches.end(),
             [](const RemoteBranch& a, const RemoteBranch& b) { return a.ref < b.ref; });
-  if (tips == Tips::downloaded) impl_->download_missing(remote.get(), callbacks, branches);
+  if (tips != Tips::listed)
+    impl_->download_missing(remote.get(), callbacks, branches,
+                            /*with_index=*/tips == Tips::downloaded);
   return branches;
 }
 
@@ -143,7 +145,8 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix, Tips tips
 // one ref's objects would fail them all: then each is fetched on its own when
 // read (fetch_listed), and fails alone.
 void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& callbacks,
-                                         const std::vector<RemoteBranch>& branches) {
+                                         const std::vector<RemoteBranch>& branches,
+                                         bool with_index) {
   const OdbHandle odb = open_odb(git());
   // One look for packs other agents wrote, not one per missing tip.
   if (git_odb_refresh(odb.get()) < 0) git_error_clear();
@@ -151,7 +154,8 @@ void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& ca
   for (const auto& branch : branches) {
     const git_oid oid = parse_oid(branch.oid);
     const bool read_by_restore = branch.ref.starts_with(kBranchPrefix) ||
-                                 branch.ref.starts_with(kLeasePrefix) || branch.ref == kIndexRef;
+                                 branch.ref.starts_with(kLeasePrefix) ||
+                                 (with_index && branch.ref == kIndexRef);
     if (read_by_restore && git_odb_exists_ext(odb.get(), &oid, GIT_ODB_LOOKUP_NO_REFRESH) != 1 &&
         is_valid_ref(branch.ref))
       refspecs.push_back(branch.ref);

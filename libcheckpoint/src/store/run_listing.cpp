@@ -144,10 +144,12 @@ std::vector<IndexEntry> read_index(CacheRepo& cache, const std::string& tip,
   return entries;
 }
 
-RunListing list_runs(CacheRepo& cache, RemoteStore& remote) {
+RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished) {
   RunListing listing;
-  const auto refs = map_refs(remote.list("refs/", RemoteStore::Tips::downloaded), listing.problems);
-  if (refs.index)
+  const auto tips =
+      finished ? RemoteStore::Tips::downloaded : RemoteStore::Tips::downloaded_but_index;
+  const auto refs = map_refs(remote.list("refs/", tips), listing.problems);
+  if (refs.index && finished)
     for (const auto& entry : read_index(cache, remote.fetch_listed(*refs.index), listing.problems))
       listing.runs.push_back(row_of(entry));
   for (const auto& branch : refs.branches) {

@@ -116,8 +116,9 @@ class RemoteStore {
   RemoteStore(CacheRepo& repo, RemoteConfig config);
   ~RemoteStore();
 
-  // Whether list() also downloads the listed tips the cache lacks.
-  enum class Tips { listed, downloaded };
+  // Whether list() also downloads the listed tips the cache lacks; the index's
+  // too, or not (a listing of unfinished runs reads no finished one).
+  enum class Tips { listed, downloaded, downloaded_but_index };
   // The refs under `prefix`, sorted; with Tips::downloaded, each listed run
   // branch, lease and index tip can be read from the cache afterwards (one
   // connection for both). Results are never downloaded.

@@ -24,8 +24,10 @@ struct RunListing {
 
 // Published runs from the index, unfinished ones from their branches (live:
 // the pod that wrote the tip holds a lease; waiting: none does). A run id
-// with a result is published, whatever branches it still has.
-RunListing list_runs(CacheRepo& cache, RemoteStore& remote);
+// with a result is published, whatever branches it still has. Without
+// `finished`, the index is neither downloaded nor read: the unfinished runs
+// alone, at the cost of branches and leases whatever the history holds.
+RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished = true);
 
 // The run ids with a result ref in `refs`: finished runs. A ref under the
 // results prefix whose name is no run id is a problem, left alone.
