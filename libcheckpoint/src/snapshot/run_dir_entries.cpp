@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "git/git_error.hpp"
+#include "inflight/core/bounded_json.hpp"
 
 namespace inflight::checkpoint {
 
@@ -22,6 +23,14 @@ bool entry_changed(int error) {
          error == EWOULDBLOCK;
 }
 
+// Throws EntryUnreadable when `error` is a refused permission, else the errno error.
+[[noreturn]] void throw_entry_error(int error, const std::string& what, const std::string& path) {
+  if (error == EACCES || error == EPERM)
+    throw EntryUnreadable(what + " " + printable(path) + ": " + std::strerror(error));
+  errno = error;
+  throw_errno(what, path);
+}
+
 // Opens `name` below `dir` with `flags`, then checks that the descriptor is
 // the same inode as `seen` and of `type` (S_IFREG, S_IFDIR).
 std::optional<Fd> open_same_entry(const OpenDir& dir, const std::string& name,
@@ -30,7 +39,7 @@ std::optional<Fd> open_same_entry(const OpenDir& dir, const std::string& name,
   Fd fd(::openat(dir.fd(), name.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd) {
     if (entry_changed(errno)) return std::nullopt;
-    throw_errno("open", dir.shown() + "/" + name);
+    throw_entry_error(errno, "open", dir.shown() + "/" + name);
   }
   struct stat now {};
   if (::fstat(fd.get(), &now) != 0) throw_errno("stat", dir.shown() + "/" + name);
@@ -70,7 +79,7 @@ std::optional<struct stat> stat_entry(const OpenDir& dir, const std::string& nam
   struct stat st {};
   if (::fstatat(dir.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return st;
   if (errno == ENOENT) return std::nullopt;  // deleted since the directory was listed
-  throw_errno("stat", dir.shown() + "/" + name);
+  throw_entry_error(errno, "stat", dir.shown() + "/" + name);
 }
 
 std::optional<OpenDir> open_dir_entry(const OpenDir& dir, const std::string& name,

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "inflight/core/fd.hpp"
@@ -34,6 +35,14 @@ class OpenDir {
   };
   std::unique_ptr<DIR, Closer> dir_;
   std::string shown_;
+};
+
+// Thrown by the calls below for an entry whose permissions keep us out (EACCES,
+// EPERM): a child can chmod 000 what it made. The message names the entry and
+// the error; the snapshot leaves that entry out and goes on.
+class EntryUnreadable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // The run dir itself, which must be a directory and not a symbolic link.

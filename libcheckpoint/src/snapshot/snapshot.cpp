@@ -39,6 +39,7 @@ struct RunSnapshotter::Impl {
   LeftOut left_out;
   SnapshotStats stats;
   std::optional<TreeTally> tally;  // of the snapshot under way
+  TreeHandle last_saved;           // the parent checkpoint's tree, if any
 
   git_repository* git() { return raw_repo(repo); }
   bool excluded(const std::string& name, const std::string& relative) const;
@@ -52,6 +53,8 @@ struct RunSnapshotter::Impl {
   std::optional<StoredFile> stored_version(const OpenDir& dir, const std::string& name,
                                            const std::string& relative, const struct stat& st);
   void count(const std::string& relative, std::uint64_t bytes);
+  void keep_last_saved(git_treebuilder* tree, const std::string& relative, const std::string& why);
+  void count_kept(const std::string& relative, const git_tree_entry* entry);
   void insert_entry(git_treebuilder* tree, const std::string& name, const std::string& relative,
                     const git_oid& oid, git_filemode_t mode);
   git_oid write_root(const fs::path& dir);
@@ -150,12 +153,74 @@ void RunSnapshotter::Impl::add_entry(git_treebuilder* tree, const OpenDir& dir,
                                      const std::string& name, const std::string& relative,
                                      int depth) {
   if (auto rule = name_refusal(name)) return left_out.add(relative, *rule);
-  const auto st = stat_entry(dir, name);
-  if (!st) return;  // deleted since the directory was listed
-  const EntryKind kind = entry_kind_of_mode(st->st_mode);
-  if (auto rule = kind_refusal(kind)) return left_out.add(relative, *rule);
-  if (kind == EntryKind::file) return add_file(tree, dir, name, relative, *st);
-  add_dir(tree, dir, name, relative, *st, depth + 1);
+  try {
+    const auto st = stat_entry(dir, name);
+    if (!st) return;  // deleted since the directory was listed
+    const EntryKind kind = entry_kind_of_mode(st->st_mode);
+    if (auto rule = kind_refusal(kind)) return left_out.add(relative, *rule);
+    if (kind == EntryKind::file) return add_file(tree, dir, name, relative, *st);
+    add_dir(tree, dir, name, relative, *st, depth + 1);
+  } catch (const EntryUnreadable& e) {
+    keep_last_saved(tree, relative, e.what());
+  }
+}
+
+// An entry we may not read (a child's chmod 000) keeps the version the last checkpoint saved,
+// if it had one, and the rest of the run is saved: the run loses nothing it had
+// (docs/checkpoints.md "What a checkpoint saves, a restore takes").
+void RunSnapshotter::Impl::keep_last_saved(git_treebuilder* tree, const std::string& relative,
+                                           const std::string& why) {
+  TreeEntryHandle saved;
+  if (last_saved) {
+    for (const auto& path : {relative, relative + std::string(kChunkSuffix)}) {
+      git_tree_entry* raw = nullptr;
+      if (git_tree_entry_bypath(&raw, last_saved.get(), path.c_str()) == 0) {
+        saved.reset(raw);
+        break;
+      }
+      git_error_clear();
+    }
+  }
+  if (!saved) return left_out.add(relative, why + "; never saved before");
+  count_kept(relative, saved.get());
+  insert_entry(tree, git_tree_entry_name(saved.get()), relative, *git_tree_entry_id(saved.get()),
+               git_tree_entry_filemode(saved.get()));
+  left_out.add(relative, why + "; its last saved version is kept");
+}
+
+// The kept entry is judged by the restore limits as a read one is: each file and directory one
+// entry, with its bytes; the chunks of a chunked file are bytes of that one file.
+void RunSnapshotter::Impl::count_kept(const std::string& relative, const git_tree_entry* entry) {
+  struct Walk {
+    git_odb* odb;
+    std::uint64_t bytes = 0;
+    std::uint64_t entries = 0;
+    int error = 0;
+  };
+  const OdbHandle odb = open_odb(git());
+  Walk walk{odb.get()};
+  const auto add = [](const char* root, const git_tree_entry* e, void* payload) {
+    auto& w = *static_cast<Walk*>(payload);
+    if (std::string_view(root).find(kChunkSuffix) == std::string_view::npos) ++w.entries;
+    if (git_tree_entry_type(e) != GIT_OBJECT_BLOB) return 0;
+    std::size_t size = 0;
+    git_object_t type{};
+    w.error = git_odb_read_header(&size, &type, w.odb, git_tree_entry_id(e));
+    w.bytes += size;
+    return w.error;
+  };
+  if (git_tree_entry_type(entry) == GIT_OBJECT_TREE) {
+    const TreeHandle kept = lookup_tree(git(), *git_tree_entry_id(entry));
+    const int code = git_tree_walk(kept.get(), GIT_TREEWALK_PRE, add, &walk);
+    git_check(code, "read the last saved " + relative);
+    // A chunked file is one file: its chunks are no entries of their own.
+    if (has_chunk_suffix(git_tree_entry_name(entry))) walk.entries = 0;
+  } else {
+    git_check(add("", entry, &walk), "read the last saved " + relative);
+    walk.entries = 0;
+  }
+  for (std::uint64_t i = 0; i < walk.entries; ++i) tally->add_entry();
+  count(relative, walk.bytes);
 }
 
 // `depth`: how many directories `dir` is below the run dir.
@@ -191,7 +256,7 @@ git_oid RunSnapshotter::Impl::write_root(const fs::path& dir) {
 RunSnapshotter::RunSnapshotter(CacheRepo& repo, std::vector<std::string> exclude_globs,
                                TreeLimits limits)
     : impl_(std::make_unique<Impl>(
-          Impl{repo, std::move(exclude_globs), limits, {}, {}, {}, {}, {}, std::nullopt})) {}
+          Impl{repo, std::move(exclude_globs), limits, {}, {}, {}, {}, {}, std::nullopt, {}})) {}
 RunSnapshotter::~RunSnapshotter() = default;
 RunSnapshotter::RunSnapshotter(RunSnapshotter&&) noexcept = default;
 
@@ -199,6 +264,7 @@ std::optional<std::string> RunSnapshotter::snapshot(const fs::path& run_dir,
                                                     const CheckpointInfo& info,
                                                     const std::optional<std::string>& parent) {
   const CommitHandle parent_commit = parent ? lookup_commit(impl_->git(), *parent) : CommitHandle();
+  impl_->last_saved = parent_commit ? tree_of(parent_commit.get()) : TreeHandle();
   const git_oid tree = impl_->write_root(run_dir);
   // Only a periodic save of an unchanged dir is skipped. Every other reason
   // marks a change of hands: a claim is the compare-and-swap token of a new

@@ -1,8 +1,10 @@
 // A snapshot leaves out what a restore would refuse, says what it left out,
 // and fails a run dir still over the limits: what it makes always restores.
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -54,6 +56,26 @@ std::string deep_path(const std::string& top, int levels) {
   for (int i = 1; i <= levels; ++i) path += "/d" + std::to_string(i);
   return path;
 }
+
+// While it lives, this thread is subject to file permissions even as root: CAP_DAC_OVERRIDE and
+// CAP_DAC_READ_SEARCH leave its effective set (they stay permitted, and come back at the end).
+// A mode-000 entry is then as closed to the test as to serve running as a user.
+class PermissionsApply {
+ public:
+  PermissionsApply() {
+    EXPECT_EQ(::syscall(SYS_capget, &header_, saved_), 0);
+    __user_cap_data_struct reduced[2] = {saved_[0], saved_[1]};
+    reduced[0].effective &= ~((1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH));
+    EXPECT_EQ(::syscall(SYS_capset, &header_, reduced), 0);
+  }
+  ~PermissionsApply() { ::syscall(SYS_capset, &header_, saved_); }
+  PermissionsApply(const PermissionsApply&) = delete;
+  PermissionsApply& operator=(const PermissionsApply&) = delete;
+
+ private:
+  __user_cap_header_struct header_{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct saved_[2]{};
+};
 
 class SnapshotRulesTest : public CheckpointTest {
  protected:
@@ -207,6 +229,69 @@ TEST_F(SnapshotRulesTest, ChunkTreesCountNeitherTowardDepthNorFiles) {
   const fs::path restored = temp_.path() / "restored";
   materialize(*repo_, *commit, restored, limits);
   EXPECT_EQ(fs::file_size(restored / fs::relative(bottom, run_dir()) / "big.jsonl"), 200'000u);
+}
+
+// A child can chmod 000 what it made. What we may not read keeps the version the last checkpoint
+// saved (a file, a chunked file, a whole directory); what was never saved is left out; both are
+// named; the rest of the run is saved as it is now.
+TEST_F(SnapshotRulesTest, AnEntryWeMayNotReadKeepsItsLastSavedVersion) {
+  write_file(run_dir() / "index.jsonl", "1\n");
+  write_file(run_dir() / "secret" / "notes.txt", "saved once");
+  write_file(run_dir() / "locked.txt", "saved too");
+  write_file(run_dir() / "big.jsonl", std::string(200'000, 'y'));  // chunked
+  RunSnapshotter snapshotter(*repo_, {}, kLimits);
+  const auto first = snapshotter.snapshot(run_dir(), info(), std::nullopt);
+  ASSERT_TRUE(first);
+
+  write_file(run_dir() / "index.jsonl", "1\n2\n");
+  write_file(run_dir() / "secret" / "notes.txt", "changed since");
+  write_file(run_dir() / "big.jsonl", "shorter now");
+  write_file(run_dir() / "new" / "never.txt", "never saved");
+  const std::vector<std::string> closed = {"secret", "locked.txt", "big.jsonl", "new"};
+  for (const auto& name : closed) ASSERT_EQ(::chmod((run_dir() / name).c_str(), 0), 0);
+  std::optional<std::string> second;
+  {
+    const PermissionsApply as_a_user;
+    second = snapshotter.snapshot(run_dir(), info(), first);
+  }
+  for (const auto& name : closed) ::chmod((run_dir() / name).c_str(), 0700);
+  ASSERT_TRUE(second);
+
+  const std::string kept = "; its last saved version is kept";
+  for (const auto* name : {"secret", "locked.txt", "big.jsonl"}) {
+    const auto rule = rule_for(snapshotter, name);
+    EXPECT_TRUE(rule.starts_with("open ")) << rule;
+    EXPECT_NE(rule.find("Permission denied" + kept), std::string::npos) << rule;
+  }
+  EXPECT_NE(rule_for(snapshotter, "new").find("Permission denied; never saved before"),
+            std::string::npos)
+      << rule_for(snapshotter, "new");
+  const fs::path restored = temp_.path() / "restored";
+  materialize(*repo_, *second, restored, kLimits);
+  EXPECT_EQ(read_file(restored / "index.jsonl"), "1\n2\n");
+  EXPECT_EQ(read_file(restored / "secret" / "notes.txt"), "saved once");
+  EXPECT_EQ(read_file(restored / "locked.txt"), "saved too");
+  EXPECT_EQ(fs::file_size(restored / "big.jsonl"), 200'000u);
+  EXPECT_FALSE(fs::exists(restored / "new"));
+}
+
+// The kept versions count toward the restore limits as read ones do.
+TEST_F(SnapshotRulesTest, AKeptVersionCountsTowardTheLimits) {
+  for (int i = 0; i < 5; ++i) write_file(run_dir() / "dir" / std::to_string(i), "x");
+  const TreeLimits limits{.max_bytes = 1 << 20, .max_files = 8};
+  RunSnapshotter snapshotter(*repo_, {}, limits);
+  const auto first = snapshotter.snapshot(run_dir(), info(), std::nullopt);
+  ASSERT_TRUE(first);  // 6 entries
+  for (int i = 0; i < 3; ++i) write_file(run_dir() / std::to_string(i), "y");
+  ASSERT_EQ(::chmod((run_dir() / "dir").c_str(), 0), 0);
+  try {
+    const PermissionsApply as_a_user;
+    snapshotter.snapshot(run_dir(), info(), first);
+    ADD_FAILURE() << "9 entries passed a limit of 8";
+  } catch (const GitError& e) {
+    EXPECT_EQ(e.kind(), Failure::over_limit) << e.what();
+  }
+  ::chmod((run_dir() / "dir").c_str(), 0700);
 }
 
 }  // namespace
