@@ -44,7 +44,8 @@ ck::StoreConfig store_config(const AgentStore& s) {
           .exclude_globs = s.excludes,
           .restore_limits = {.max_bytes = s.restore_max_bytes, .max_files = s.restore_max_files},
           .claim_lease = std::chrono::seconds(s.claim_lease_seconds),
-          .publish = s.publish};
+          .publish = s.publish,
+          .sweep_temp_after = std::chrono::seconds(s.sweep_temp_after_seconds)};
 }
 
 template <class Answer>
@@ -133,6 +134,9 @@ OrderedJson perform(const OrderedJson& message) {
   const auto request = message.get<AgentRequest>();
   ck::GitLibrary library;
   ck::CheckpointStore store(store_config(request.store));
+  if (const auto swept = store.swept_temp_files())
+    log::info("temp files of killed agents removed from the cache",
+              {{"files", swept}, {"cache", request.store.cache_dir}});
   Context context{.store = store,
                   .pod = request.pod,
                   .next_message = next_message,

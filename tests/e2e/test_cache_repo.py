@@ -25,6 +25,26 @@ def test_a_cache_left_half_created_is_recreated(serve_factory, tmp_path, bare_re
     assert (cache / "HEAD").exists() and not (cache / "HEAD.lock").exists()
 
 
+def test_temp_files_of_killed_agents_go_and_a_live_ones_stay(serve_factory, tmp_path,
+                                                               bare_repo):
+    cache = tmp_path / ".inflight" / "cache.git"
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", bare_repo.url)
+    serve.wait_ready()
+    serve.signal(signal.SIGTERM)
+    assert serve.wait_exit(timeout=30) == 0
+    pack = cache / "objects" / "pack"
+    dead, live = pack / "tmp_pack_inflight_dead01", pack / "tmp_pack_inflight_live01"
+    for path in (dead, live):
+        path.write_bytes(b"\0" * 4096)
+    # Older than --git-timeout (60 s) and the grace period (30 s) and a minute.
+    os.utime(dead, (os.path.getmtime(dead) - 300,) * 2)
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", bare_repo.url)
+    swept = serve.wait_log(lambda e: e.get("msg") ==
+                           "temp files of killed agents removed from the cache", 30)
+    assert swept["files"] == 1
+    assert not dead.exists() and live.exists()
+
+
 def fill(directory):
     """Writes until the volume is full; returns the filler file."""
     filler = directory / "filler"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "git/cache_sweep.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/core/run_dir.hpp"
 #include "snapshot/stat_cache.hpp"
@@ -14,7 +15,10 @@ namespace inflight::checkpoint {
 namespace fs = std::filesystem;
 
 CheckpointStore::CheckpointStore(StoreConfig config)
-    : config_(std::move(config)), cache_(config_.cache_dir), remote_(cache_, config_.remote) {}
+    : config_(std::move(config)), cache_(config_.cache_dir), remote_(cache_, config_.remote) {
+  if (config_.sweep_temp_after.count() > 0)
+    swept_ = sweep_temp_files(config_.cache_dir, config_.sweep_temp_after);
+}
 
 Result<std::optional<std::string>> CheckpointStore::save(const fs::path& run_dir,
                                                          const std::string& origin_pod,

@@ -108,6 +108,13 @@ std::pair<Fd, Fd> make_pipe() {
   return {Fd(fds[0]), Fd(fds[1])};
 }
 
+// The longest deadline an agent of this instance gets, and a minute for a clock that steps:
+// an older temp file in the cache is no live agent's.
+std::chrono::seconds sweep_temp_after(const StoreSettings& store) {
+  return std::chrono::ceil<std::chrono::seconds>(store.longest_agent_step) +
+         std::chrono::minutes(1);
+}
+
 }  // namespace
 
 fs::path cache_repo_path(const fs::path& runs_dir) {
@@ -129,7 +136,8 @@ AgentClient::AgentClient(boost::asio::io_context& io, ChildReaper& reaper,
               .restore_max_bytes = store.restore_limits.max_bytes,
               .restore_max_files = store.restore_limits.max_files,
               .claim_lease_seconds = checkpoint::claim_lease_for(store.git_timeout).count(),
-              .publish = store.publish}),
+              .publish = store.publish,
+              .sweep_temp_after_seconds = sweep_temp_after(store).count()}),
       pod_(store.pod_name),
       display_url_(checkpoint::display_url(store.results_repo)),
       agent_binary_(checkpoint_agent_binary()),

@@ -211,6 +211,7 @@ StoreSettings read_store_settings(const OptionSources& sources) {
   s.git_ssh_known_hosts = sources.text("git-ssh-known-hosts");
   s.git_ca_file = sources.text("git-ca-file");
   s.git_timeout = sources.duration("git-timeout");
+  s.longest_agent_step = s.git_timeout;
   s.checkpoint_exclude = sources.list("checkpoint-exclude");
   s.restore_limits = {
       .max_bytes = static_cast<std::uint64_t>(sources.integer("restore-max-bytes")),
@@ -377,6 +378,7 @@ ResumeSettings read_resume_settings(const OptionSources& sources) {
   ResumeSettings s;
   s.store = read_store_settings(sources);
   s.grace_period = sources.duration("grace-period");
+  s.store.longest_agent_step = std::max(s.store.git_timeout, s.grace_period);
   s.flush_window = sources.duration("flush-window");
   check_flush_window(s);
   s.checkpoint_interval = sources.duration("checkpoint-interval");

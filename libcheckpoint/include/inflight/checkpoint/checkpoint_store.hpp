@@ -93,6 +93,8 @@ class CheckpointStore {
 
   RemoteStore& remote() { return remote_; }
   CacheRepo& cache() { return cache_; }
+  // How many temp files of killed agents the store's opening removed.
+  std::size_t swept_temp_files() const { return swept_; }
 
  private:
   // What the run dir of a branch's run holds: nothing, a copy to weigh
@@ -195,6 +197,7 @@ class CheckpointStore {
   CacheRepo cache_;
   RemoteStore remote_;
   std::map<std::string, RunSnapshotter> snapshotters_;  // by run dir, for the stat cache
+  std::size_t swept_ = 0;
 };
 
 }  // namespace inflight::checkpoint

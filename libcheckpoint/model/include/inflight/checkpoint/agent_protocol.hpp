@@ -79,7 +79,7 @@ namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
 
-inline constexpr int kAgentProtocolVersion = 8;
+inline constexpr int kAgentProtocolVersion = 9;
 
 // Either side's message: a restore answer carries the run-params of every
 // run it holds back, each at most 1 MiB.
@@ -120,9 +120,13 @@ struct AgentStore {
   std::uint64_t restore_max_files = 0;
   std::int64_t claim_lease_seconds = 0;
   bool publish = true;
+  // The longest deadline an agent of this cache gets, with a margin: older temp files in the
+  // cache are of killed agents (StoreConfig::sweep_temp_after).
+  std::int64_t sweep_temp_after_seconds = 0;
 };
 INFLIGHT_AGENT_MESSAGE(AgentStore, cache_dir, url, username, token, ssh_key, known_hosts, ca_file,
-                       excludes, restore_max_bytes, restore_max_files, claim_lease_seconds, publish)
+                       excludes, restore_max_bytes, restore_max_files, claim_lease_seconds, publish,
+                       sweep_temp_after_seconds)
 
 namespace agent {
 

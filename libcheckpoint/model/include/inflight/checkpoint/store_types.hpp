@@ -135,6 +135,9 @@ struct StoreConfig {
   // A finished run is published (docs/results.md)
   // before its branch is deleted.
   bool publish = true;
+  // Temp files in the cache older than this are of agents killed at their
+  // deadline, and go when the store opens (cache_sweep.hpp); zero keeps them.
+  std::chrono::seconds sweep_temp_after{};
 };
 
 struct ClaimedRun {

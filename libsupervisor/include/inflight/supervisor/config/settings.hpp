@@ -87,6 +87,9 @@ struct StoreSettings {
   std::filesystem::path git_ssh_known_hosts;
   std::filesystem::path git_ca_file;
   Duration git_timeout{};
+  // Every agent is killed at its deadline, which is --git-timeout, or the grace period for a
+  // shutdown's push (read_resume_settings): the longest of them.
+  Duration longest_agent_step{};
   std::vector<std::string> checkpoint_exclude;
   checkpoint::TreeLimits restore_limits;
   bool publish{};  // finished runs are published before their branch goes
