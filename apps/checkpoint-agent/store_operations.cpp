@@ -104,7 +104,8 @@ agent::Restored restored(const ck::RestoreReport& report) {
                          .ambiguous = report.ambiguous,
                          .problems = report.problems,
                          .published = {},
-                         .watched = report.watched};
+                         .watched = report.watched,
+                         .indexed_by_libgit2 = report.indexed_by_libgit2};
   for (const auto& run : report.published)
     answer.published.push_back(
         {.run_id = run.run_id,

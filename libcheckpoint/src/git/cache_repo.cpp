@@ -163,12 +163,13 @@ CacheRepo::CacheRepo(const fs::path& path) {
   try {
     auto repo = open_or_init_bare(path);
     git_odb_backend* memory = hold_new_objects_in_memory(repo.get());
-    add_pack_writer(repo.get());
+    PackHandovers& handovers = add_pack_writer(repo.get());
     impl_ = std::make_unique<Impl>(Impl{.path = path,
                                         .repo = std::move(repo),
                                         .memory = memory,
                                         .new_commits = {},
-                                        .pending_refs = {}});
+                                        .pending_refs = {},
+                                        .handovers = &handovers});
   } catch (const GitError& e) {
     if (e.kind() == Failure::cache) throw;
     throw GitError(Failure::cache, e.what());
@@ -225,6 +226,10 @@ void CacheRepo::persist() {
   git_mempack_reset(impl_->memory);
   impl_->new_commits.clear();
   keep_pushed();
+}
+
+std::vector<std::string> CacheRepo::take_pack_handovers() {
+  return std::exchange(impl_->handovers->reasons, {});
 }
 
 bool CacheRepo::contains(const std::string& oid) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "git/git_handle.hpp"
+#include "git/pack_writer.hpp"
 #include "inflight/checkpoint/git_store.hpp"
 
 namespace inflight::checkpoint {
@@ -22,6 +23,7 @@ struct CacheRepo::Impl {
   std::vector<git_oid> new_commits;   // in `memory`: what persist() packs
   // remember_pushed()'s records, until keep_pushed() or persist() packs them.
   std::vector<std::pair<std::string, git_oid>> pending_refs;
+  PackHandovers* handovers = nullptr;  // the pack writer's; owned by the repo's odb
 };
 
 // Opens the bare repository at `path`, creating it and its parents if absent

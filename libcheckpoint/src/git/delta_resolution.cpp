@@ -25,8 +25,8 @@ PackIndexer::State PackIndexer::resolve_deltas(const PackFile& pack) {
       object_sha_.update(bytes_of(content->bytes));
       entry.id = object_sha_.finish();
     }
-  } catch (const std::exception&) {
-    give_up();
+  } catch (const std::exception& e) {
+    give_up(std::string("a delta cannot be made here: ") + e.what());
   }
   return state_;
 }

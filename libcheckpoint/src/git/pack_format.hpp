@@ -16,6 +16,7 @@ namespace inflight::checkpoint {
 // object of the pack (6) and against one named by id (7, left to libgit2).
 constexpr std::array<std::string_view, 5> kTypeNames = {"", "commit", "tree", "blob", "tag"};
 constexpr int kOffsetDelta = 6;
+constexpr int kRefDelta = 7;
 constexpr std::size_t kPackHeaderSize = 12;
 // Seven continuation bytes carry sizes up to 2^53: more is not an object of ours.
 constexpr std::size_t kMaxObjectHeader = 8;

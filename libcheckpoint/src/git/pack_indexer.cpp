@@ -58,10 +58,10 @@ PackIndexer::State PackIndexer::read(std::span<const unsigned char> bytes) {
           break;
       }
     }
-  } catch (const std::exception&) {
-    give_up();  // out of memory or libcrypto: libgit2 indexes it
+  } catch (const std::exception& e) {
+    give_up(std::string("cannot index it here: ") + e.what());  // memory, libcrypto, a bad delta
   }
-  if (!bytes.empty() && state_ == State::indexed) give_up();  // bytes past the trailer
+  if (!bytes.empty() && state_ == State::indexed) give_up("bytes past the pack's checksum");
   return state_;
 }
 
@@ -71,7 +71,7 @@ std::size_t PackIndexer::take_varint(std::span<const unsigned char> bytes, std::
   std::size_t used = 0;
   while (used < bytes.size() && (pending_.empty() || (pending_.back() & 0x80) != 0)) {
     if (pending_.size() == max) {
-      give_up();
+      give_up("an object header or offset longer than git writes");
       break;
     }
     pending_.push_back(bytes[used++]);
@@ -93,7 +93,10 @@ std::size_t PackIndexer::read_pack_header(std::span<const unsigned char> bytes) 
   const bool pack = std::equal(pending_.begin(), pending_.begin() + 4, "PACK");
   pending_.clear();
   // An empty pack is left to libgit2 too: there is nothing to gain.
-  if (!pack || (version != 2 && version != 3) || count_ == 0) give_up();
+  if (!pack || (version != 2 && version != 3))
+    give_up("not a pack of version 2 or 3");
+  else if (count_ == 0)
+    give_up("an empty pack");
   part_ = Part::object_header;
   return used;
 }
@@ -102,7 +105,7 @@ std::size_t PackIndexer::read_pack_header(std::span<const unsigned char> bytes) 
 std::size_t PackIndexer::read_object_header(std::span<const unsigned char> bytes) {
   if (pending_.empty()) object_.offset = static_cast<std::uint32_t>(offset_);
   if (offset_ > kMaxOffset) {
-    give_up();
+    give_up("a pack past 2 GiB");
     return 0;
   }
   const std::size_t used = take_varint(bytes, kMaxObjectHeader);
@@ -121,8 +124,10 @@ std::size_t PackIndexer::read_object_header(std::span<const unsigned char> bytes
   } else if (type >= 1 && type < static_cast<int>(kTypeNames.size())) {
     object_sha_.update(bytes_of(object_header(type, size)));
     start_inflating();
+  } else if (type == kRefDelta) {
+    give_up("a thin pack (a delta against an object named by id)");
   } else {
-    give_up();
+    give_up("an object of unknown type " + std::to_string(type));
   }
   return used;
 }
@@ -140,7 +145,7 @@ std::size_t PackIndexer::read_base_offset(std::span<const unsigned char> bytes) 
     back = ((back + 1) << 7) | (pending_[i] & 0x7fu);
   pending_.clear();
   Entry* base = back == 0 || back > object_.offset ? nullptr : find(object_.offset - back);
-  if (base == nullptr) return give_up(), used;
+  if (base == nullptr) return give_up("a delta whose base is not an object of the pack"), used;
   base->a_base = true;
   object_.base = base->offset;
   start_inflating();
@@ -149,7 +154,7 @@ std::size_t PackIndexer::read_base_offset(std::span<const unsigned char> bytes) 
 
 void PackIndexer::start_inflating() {
   zlib_ = z_stream{};
-  if (inflateInit(&zlib_) != Z_OK) return give_up();
+  if (inflateInit(&zlib_) != Z_OK) return give_up("zlib cannot start");
   inflating_ = true;
   object_.data = static_cast<std::uint32_t>(offset_);
   object_.result = object_.size;
@@ -189,7 +194,7 @@ std::size_t PackIndexer::read_object_data(std::span<const unsigned char> bytes) 
   if (rc == Z_STREAM_END && zlib_.total_out == object_.size) {
     end_object();
   } else if (rc != Z_OK && !(rc == Z_BUF_ERROR && zlib_.avail_in == 0)) {
-    give_up();
+    give_up("an object's zlib data is bad or not of its size");
   }
   return used;
 }
@@ -228,11 +233,12 @@ std::size_t PackIndexer::read_trailer(std::span<const unsigned char> bytes) {
   if (std::equal(checksum_.begin(), checksum_.end(), pending_.begin()))
     state_ = State::indexed;
   else
-    give_up();
+    give_up("the pack's checksum does not match");
   return used;
 }
 
-void PackIndexer::give_up() {
+void PackIndexer::give_up(std::string why) {
+  if (state_ != State::given_up) why_given_up_ = std::move(why);
   state_ = State::given_up;
   if (inflating_) inflateEnd(&zlib_);
   inflating_ = false;

@@ -63,6 +63,8 @@ class PackIndexer {
   // and gives up when one does not apply.
   State resolve_deltas(const PackFile& pack);
   State state() const { return state_; }
+  // Once given up: why, in words for an operator (the first reason).
+  const std::string& why_given_up() const { return why_given_up_; }
 
   std::uint32_t objects() const { return count_; }
   std::uint32_t objects_read() const { return static_cast<std::uint32_t>(entries_.size()); }
@@ -119,10 +121,11 @@ class PackIndexer {
   void check_delta_sizes();
   static std::uint64_t work_of(const Entry& entry);
   void end_object();
-  void give_up();
+  void give_up(std::string why);
 
   enum class Part { pack_header, object_header, base_offset, object_data, trailer };
   State state_ = State::reading;
+  std::string why_given_up_;
   Part part_ = Part::pack_header;
   std::vector<unsigned char> pending_;  // a header or trailer read in part
   std::uint64_t offset_ = 0;            // of the next byte: the pack's size at the end

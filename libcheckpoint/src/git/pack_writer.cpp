@@ -84,6 +84,7 @@ class PackDirFile {
 // One pack being written.
 struct Writepack {
   git_odb_backend* next;  // libgit2's packed backend
+  PackHandovers& handovers;
   git_odb* odb;
   git_indexer_progress_cb progress;
   void* payload;
@@ -112,7 +113,9 @@ int failed(const std::exception& e) {
 }
 
 // The pack so far to libgit2's writer, then `rest`, and from then on all.
-int hand_over(Writepack& w, std::span<const unsigned char> rest, git_indexer_progress* stats) {
+int hand_over(Writepack& w, std::span<const unsigned char> rest, git_indexer_progress* stats,
+              std::string why) {
+  w.handovers.reasons.push_back(std::move(why));
   if (const int rc = w.next->writepack(&w.handed_to, w.next, w.odb, w.progress, w.payload); rc < 0)
     return rc;
   stats->total_objects = stats->received_objects = 0;  // libgit2's indexer counts them again
@@ -136,10 +139,12 @@ int append(git_odb_writepack* base, const void* data, std::size_t size,
   try {
     try {
       w.pack->write(bytes);
-    } catch (const std::system_error&) {
-      return hand_over(w, bytes, stats);  // libgit2 writes its own file, or fails as it would
+    } catch (const std::system_error& e) {
+      // libgit2 writes its own file, or fails as it would.
+      return hand_over(w, bytes, stats, std::string("our copy of it: ") + e.what());
     }
-    if (w.index.read(bytes) == PackIndexer::State::given_up) return hand_over(w, {}, stats);
+    if (w.index.read(bytes) == PackIndexer::State::given_up)
+      return hand_over(w, {}, stats, w.index.why_given_up());
     // The transport counts the bytes; a progress callback may cancel, as with libgit2's indexer.
     stats->total_objects = w.index.objects();
     stats->received_objects = w.index.objects_read();
@@ -184,7 +189,11 @@ int commit(git_odb_writepack* base, git_indexer_progress* stats) {
         stats->indexed_objects = stats->received_objects = w.index.objects();
         return w.next->refresh != nullptr ? w.next->refresh(w.next) : 0;
       }
-      if (const int rc = hand_over(w, {}, stats); rc < 0) return rc;
+      const auto why = w.index.state() == PackIndexer::State::given_up ? w.index.why_given_up()
+                       : w.index.state() == PackIndexer::State::reading
+                           ? std::string("the pack ended early")
+                           : std::string("two objects of the pack have one id");
+      if (const int rc = hand_over(w, {}, stats, why); rc < 0) return rc;
     }
     return w.handed_to->commit(w.handed_to, stats);
   } catch (const std::exception& e) {
@@ -213,20 +222,23 @@ struct Backend {
   git_odb_backend base;
   git_odb_backend* next;
   const fs::path* pack_dir;  // owned
+  PackHandovers* handovers;  // owned
 
   static int writepack(git_odb_writepack** out, git_odb_backend* base, git_odb* odb,
                        git_indexer_progress_cb progress, void* payload) {
     const auto& self = *reinterpret_cast<Backend*>(base);
     try {
-      auto w = std::make_unique<Writepack>(self.next, odb, progress, payload, *self.pack_dir);
+      auto w = std::make_unique<Writepack>(self.next, *self.handovers, odb, progress, payload,
+                                           *self.pack_dir);
       w->pack.emplace(*self.pack_dir);
       auto handle = std::make_unique<WritepackHandle>(
           WritepackHandle{{base, append, commit, free_writepack}, w.get()});
       w.release();
       *out = &handle.release()->base;
       return 0;
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
       // No file of our own (or no memory for it): libgit2 writes the pack.
+      self.handovers->reasons.push_back(std::string("our copy of it: ") + e.what());
       return self.next->writepack(out, self.next, odb, progress, payload);
     }
   }
@@ -234,13 +246,14 @@ struct Backend {
   static void free_backend(git_odb_backend* base) {
     const std::unique_ptr<Backend> self(reinterpret_cast<Backend*>(base));
     delete self->pack_dir;
+    delete self->handovers;
   }
 };
 static_assert(std::is_standard_layout_v<Backend>);
 
 }  // namespace
 
-void add_pack_writer(git_repository* repo) {
+PackHandovers& add_pack_writer(git_repository* repo) {
   auto backend = std::make_unique<Backend>();
   git_check(git_odb_init_backend(&backend->base, GIT_ODB_BACKEND_VERSION),
             "set up the pack writer");
@@ -251,11 +264,14 @@ void add_pack_writer(git_repository* repo) {
   const OdbHandle odb = open_odb(repo);
   backend->next = next_writer(odb.get());
   if (backend->next == nullptr) throw GitError(Failure::cache, "no object backend writes packs");
+  auto handovers = std::make_unique<PackHandovers>();
   backend->pack_dir = pack_dir.get();
+  backend->handovers = handovers.get();
   git_check(git_odb_add_backend(odb.get(), &backend->base, kPriority),
             "add the pack writer to the object database");
   pack_dir.release();
   backend.release();
+  return *handovers.release();
 }
 
 }  // namespace inflight::checkpoint

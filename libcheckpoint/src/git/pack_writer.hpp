@@ -7,9 +7,19 @@
 
 #include <git2.h>
 
+#include <string>
+#include <vector>
+
 namespace inflight::checkpoint {
 
-// Adds the writer to `repo`'s object database, which owns it from then on.
-void add_pack_writer(git_repository* repo);
+// Why each pack since the last look went to libgit2's indexer, in order: an
+// operator chasing a slow restore wants to know.
+struct PackHandovers {
+  std::vector<std::string> reasons;
+};
+
+// Adds the writer to `repo`'s object database, which owns it from then on, and
+// its record of handovers with it.
+PackHandovers& add_pack_writer(git_repository* repo);
 
 }  // namespace inflight::checkpoint

@@ -79,6 +79,7 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   const auto branches = branches_to_restore(listing, request);
   if (request.only && branches.size() > 1) {
     for (const auto& branch : branches) report.ambiguous.push_back(short_branch(branch.ref));
+    report.indexed_by_libgit2 = cache_.take_pack_handovers();
     return report;
   }
   const auto taken = restore_branches(branches, request, leases, push, report);
@@ -93,6 +94,7 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   push_restore(push, report);
   const auto leases_watched = leases.watched();
   report.watched.insert(report.watched.end(), leases_watched.begin(), leases_watched.end());
+  report.indexed_by_libgit2 = cache_.take_pack_handovers();
   return report;
 }
 

@@ -221,6 +221,10 @@ RestoreResult AgentCheckpoints::restore_result(const agent::Restored& r,
                                                const std::vector<RestoredRun>& local) {
   RestoreResult result;
   for (const auto& problem : r.problems) log::warn("checkpoint not restored", {{"error", problem}});
+  if (!r.indexed_by_libgit2.empty())
+    log::info("restore: packs indexed by libgit2, not by inflight's own indexer",
+              {{"packs", r.indexed_by_libgit2.size()}, {"why", r.indexed_by_libgit2.front()}});
+  result.indexed_by_libgit2 = r.indexed_by_libgit2;
   for (const auto& branch : r.released)
     log::info("checkpoint branch of a finished run deleted", {{"branch", branch}});
   std::set<std::string> taken;

@@ -91,6 +91,10 @@ void ApiRoutes::run_events(std::ostringstream& out) {
   sample(out, "inflight_claims_lost_total", "counter",
          "Claims of runs that another instance won first.",
          static_cast<double>(events.claims_lost));
+  sample(out, "inflight_restore_packs_indexed_by_libgit2_total", "counter",
+         "Packs that restores downloaded and inflight's own indexer left to libgit2's (slower; "
+         "the log says why).",
+         static_cast<double>(events.packs_indexed_by_libgit2));
   sample(out, "inflight_runs_fenced_total", "counter",
          "Runs another instance took from this one (a push lost to its write).",
          static_cast<double>(supervisor_.checkpoints().runs_fenced()));

@@ -50,6 +50,7 @@ void Restoration::on_result(RestoreResult result, bool first) {
     supervisor_.disk_health().report_failure(result.failure->message);
   if (first) lease_.taken(!result.failure);
   supervisor_.count_lost_claims(result.claims_lost);
+  supervisor_.count_libgit2_indexed(result.indexed_by_libgit2.size());
   if (result.published) {  // the store answered: what it holds back is watched
     supervisor_.know_published(std::move(*result.published));
     watch_.saw(result.watched, SteadyClock::now());

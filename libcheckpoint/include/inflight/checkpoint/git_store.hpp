@@ -50,6 +50,9 @@ class CacheRepo {
   void persist();
   // Whether the object `oid` (hex) is in the cache, in memory or on disk.
   bool contains(const std::string& oid);
+  // Why each pack downloaded since the last call went to libgit2's indexer
+  // instead of ours (docs/checkpoints.md "How checkpoints are stored").
+  std::vector<std::string> take_pack_handovers();
   // Points the cache's `ref` at `commit` (the tip a push left on the
   // remote, for the next save to build on) once the commit is on disk:
   // keep_pushed() packs every such ref in one write, persist() those whose

@@ -102,6 +102,8 @@ struct RestoreResult {
   // Every run id with a result ref; set only when the store answered.
   std::optional<std::vector<checkpoint::PublishedRun>> published = std::nullopt;
   std::size_t claims_lost = 0;  // claims another instance won
+  // Why each pack the restore downloaded went to libgit2's indexer, not ours.
+  std::vector<std::string> indexed_by_libgit2 = {};
 };
 
 class CheckpointPort {

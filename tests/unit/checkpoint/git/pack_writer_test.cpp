@@ -113,6 +113,25 @@ TEST_F(PackWriterTest, HandsAThinPackToLibgit2) {
   EXPECT_EQ(our_file, 0u);
   EXPECT_EQ(read("hello!!!"), "hello!!!");
   EXPECT_EQ(pack_dir_files().size(), 2u) << "a .pack and an .idx, no file of ours";
+  // Said once, and taken: the next look starts empty.
+  EXPECT_EQ(cache.take_pack_handovers(),
+            std::vector<std::string>{"a thin pack (a delta against an object named by id)"});
+  EXPECT_EQ(cache.take_pack_handovers(), std::vector<std::string>{});
+}
+
+// A pack ours indexes leaves no handover; each it gives up on says why.
+TEST_F(PackWriterTest, SaysWhyEachPackWentToLibgit2) {
+  TestPack good;
+  good.whole(kBlobType, "hello world");
+  ASSERT_EQ(write(good.bytes()), 0);
+  EXPECT_EQ(cache.take_pack_handovers(), std::vector<std::string>{});
+  TestPack bad_checksum;
+  bad_checksum.whole(kBlobType, "hello there");
+  auto bytes = bad_checksum.bytes();
+  bytes.back() ^= 1;
+  EXPECT_LT(write(bytes), 0);  // libgit2 refuses it too
+  EXPECT_EQ(cache.take_pack_handovers(),
+            std::vector<std::string>{"the pack's checksum does not match"});
 }
 
 TEST_F(PackWriterTest, ATruncatedPackFailsAsInLibgit2AndLeavesNoFile) {

@@ -324,9 +324,10 @@ struct Restored {
   std::vector<std::string> problems;
   std::vector<Published> published;
   std::vector<checkpoint::WatchedRecord> watched;
+  std::vector<std::string> indexed_by_libgit2;
 };
 INFLIGHT_AGENT_MESSAGE(Restored, claimed, left, held, lost, released, ambiguous, problems,
-                       published, watched)
+                       published, watched, indexed_by_libgit2)
 
 struct Restore {
   static constexpr std::string_view op = "restore";

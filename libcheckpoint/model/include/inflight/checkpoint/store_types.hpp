@@ -230,6 +230,8 @@ struct RestoreReport {
   std::vector<std::string> problems;    // one line per branch that could not be used
   std::vector<PublishedRun> published;  // every run id with a result ref
   std::vector<WatchedRecord> watched;   // what held runs back this time
+  // Why each pack this restore downloaded went to libgit2's indexer, not ours.
+  std::vector<std::string> indexed_by_libgit2;
 };
 
 // One run as `inflight runs list` shows it (run_listing.hpp).

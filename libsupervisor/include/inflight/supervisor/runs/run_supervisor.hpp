@@ -107,12 +107,14 @@ class RunSupervisor {
   const std::map<Outcome, std::uint64_t>& attempts_by_outcome() const { return outcomes_; }
   // What happened to runs, for /metrics (docs/metrics.md "Metrics").
   struct RunEvents {
-    std::uint64_t restored = 0;     // runs taken from the results repo or this disk
-    std::uint64_t claims_lost = 0;  // claims another instance won
+    std::uint64_t restored = 0;                  // runs taken from the results repo or this disk
+    std::uint64_t claims_lost = 0;               // claims another instance won
+    std::uint64_t packs_indexed_by_libgit2 = 0;  // of restores, not by our indexer
     std::map<Budget, std::uint64_t> out_of_budget;
   };
   const RunEvents& run_events() const { return run_events_; }
   void count_lost_claims(std::size_t claims) { run_events_.claims_lost += claims; }
+  void count_libgit2_indexed(std::size_t packs) { run_events_.packs_indexed_by_libgit2 += packs; }
   const SupervisorSettings& settings() const { return settings_; }
 
  private:
