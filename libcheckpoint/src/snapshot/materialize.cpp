@@ -178,11 +178,10 @@ Fd open_run_dir(const std::filesystem::path& run_dir) {
   return dir;
 }
 
-std::uint64_t write_run_dir(git_repository* git, const std::string& commit,
-                            const std::filesystem::path& run_dir, const TreeLimits& limits,
-                            bool on_disk, const std::string& counted) {
-  const TreeHandle tree = tree_of(lookup_commit(git, commit).get());
-  validate_run_tree(git, tree.get(), limits);
+std::uint64_t write_run_dir(git_repository* git, const ValidatedCommit& commit,
+                            const std::filesystem::path& run_dir, bool on_disk,
+                            const std::string& counted) {
+  const TreeHandle tree = tree_of(lookup_commit(git, commit.commit()).get());
   const Fd dir = open_run_dir(run_dir);
   TreeWriter writer(git, on_disk, counted);
   writer.directory(dir.get(), tree.get(), "");
@@ -193,13 +192,13 @@ std::uint64_t write_run_dir(git_repository* git, const std::string& commit,
 
 void materialize(CacheRepo& repo, const std::string& commit, const std::filesystem::path& run_dir,
                  const TreeLimits& limits) {
-  write_run_dir(raw_repo(repo), commit, run_dir, limits, /*on_disk=*/false, "");
+  write_run_dir(raw_repo(repo), ValidatedCommit(raw_repo(repo), commit, limits), run_dir,
+                /*on_disk=*/false, "");
 }
 
-std::uint64_t materialize_tree(git_repository* git, const std::string& commit,
-                               const std::filesystem::path& run_dir, const TreeLimits& limits,
-                               const std::string& counted) {
-  return write_run_dir(git, commit, run_dir, limits, /*on_disk=*/true, counted);
+std::uint64_t materialize_tree(git_repository* git, const ValidatedCommit& commit,
+                               const std::filesystem::path& run_dir, const std::string& counted) {
+  return write_run_dir(git, commit, run_dir, /*on_disk=*/true, counted);
 }
 
 }  // namespace inflight::checkpoint

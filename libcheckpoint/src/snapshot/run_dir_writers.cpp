@@ -7,8 +7,8 @@ namespace inflight::checkpoint {
 
 constexpr int kWriters = 2;
 
-RunDirWriters::RunDirWriters(std::filesystem::path cache_path, TreeLimits limits)
-    : cache_path_(std::move(cache_path)), limits_(limits) {}
+RunDirWriters::RunDirWriters(std::filesystem::path cache_path)
+    : cache_path_(std::move(cache_path)) {}
 
 void RunDirWriters::stop() {
   {
@@ -20,12 +20,13 @@ void RunDirWriters::stop() {
   threads_.clear();
 }
 
-std::future<std::uint64_t> RunDirWriters::write(std::string commit, std::filesystem::path run_dir,
+std::future<std::uint64_t> RunDirWriters::write(ValidatedCommit commit,
+                                                std::filesystem::path run_dir,
                                                 std::string counted) {
   Job job([this, commit = std::move(commit), run_dir = std::move(run_dir),
            counted = std::move(counted)](RepositoryHandle& cache) {
     if (!cache) cache = open_bare(cache_path_);
-    return materialize_tree(cache.get(), commit, run_dir, limits_, counted);
+    return materialize_tree(cache.get(), commit, run_dir, counted);
   });
   auto done = job.get_future();
   {

@@ -17,19 +17,20 @@
 
 #include "git/git_handle.hpp"
 #include "inflight/checkpoint/git_store.hpp"
+#include "snapshot/tree_validation.hpp"
 
 namespace inflight::checkpoint {
 
 class RunDirWriters {
  public:
-  RunDirWriters(std::filesystem::path cache_path, TreeLimits limits);
+  explicit RunDirWriters(std::filesystem::path cache_path);
   ~RunDirWriters() { stop(); }
   RunDirWriters(const RunDirWriters&) = delete;
   RunDirWriters& operator=(const RunDirWriters&) = delete;
 
   // materialize_tree() of `commit` into `run_dir` on a writer: the complete
   // lines of its file `counted` (none when empty), or its failure.
-  std::future<std::uint64_t> write(std::string commit, std::filesystem::path run_dir,
+  std::future<std::uint64_t> write(ValidatedCommit commit, std::filesystem::path run_dir,
                                    std::string counted);
   // Jobs not started are dropped (their futures break); those under way end.
   void stop();
@@ -39,7 +40,6 @@ class RunDirWriters {
   void work();
 
   const std::filesystem::path cache_path_;
-  const TreeLimits limits_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> jobs_;

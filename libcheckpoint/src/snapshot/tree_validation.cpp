@@ -117,4 +117,9 @@ void validate_run_tree(git_repository* repo, const git_tree* tree, const TreeLim
   TreeValidator(repo, limits).directory(tree, "", 0);
 }
 
+ValidatedCommit::ValidatedCommit(git_repository* repo, std::string commit, const TreeLimits& limits)
+    : commit_(std::move(commit)) {
+  validate_run_tree(repo, tree_of(lookup_commit(repo, commit_).get()).get(), limits);
+}
+
 }  // namespace inflight::checkpoint

@@ -24,4 +24,16 @@ std::string target_name(const git_tree_entry* entry);
 // over its limits of bytes and files. The snapshot applies the same rules.
 void validate_run_tree(git_repository* repo, const git_tree* tree, const TreeLimits& limits);
 
+// A commit whose tree validate_run_tree() accepted: what the restore's writers
+// take, so that a tree is written only once checked, and checked only once.
+class ValidatedCommit {
+ public:
+  // Validates the tree of `commit` in `repo`; throws as validate_run_tree().
+  ValidatedCommit(git_repository* repo, std::string commit, const TreeLimits& limits);
+  const std::string& commit() const { return commit_; }
+
+ private:
+  std::string commit_;
+};
+
 }  // namespace inflight::checkpoint

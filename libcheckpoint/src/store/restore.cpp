@@ -68,7 +68,7 @@ std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<Remo
 
 RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   RestoreReport report;
-  RestorePush push(cache_.path(), config_.restore_limits);
+  RestorePush push(cache_.path());
   // A serve's restore always pushes (its lease at least).
   if (request.lease_until) remote_.connect_ahead();
   // Results are listed, never downloaded: their ids are finished runs.

@@ -34,13 +34,13 @@ void CheckpointStore::claim(const RemoteBranch& branch, const std::string& tip, 
   auto staging = request.runs_dir / (".restore-" + params.run_id);
   fs::remove_all(staging);  // left by a restore that stopped half-way
   if (branch_wins) {
-    validate_run_tree(raw_repo(cache_), tree_of(lookup_commit(raw_repo(cache_), tip).get()).get(),
-                      config_.restore_limits);
+    ValidatedCommit validated(raw_repo(cache_), tip, config_.restore_limits);
     push.staging.push_back(staging);
     const auto records = verdict.progress_file.empty()
                              ? std::optional<std::uint64_t>(0)
                              : lines_of_blob_at(cache_, tip, verdict.progress_file);
-    auto written = push.writers.write(tip, staging, records ? "" : verdict.progress_file);
+    auto written =
+        push.writers.write(std::move(validated), staging, records ? "" : verdict.progress_file);
     push.written.push_back({.branch = branch,
                             .tip = tip,
                             .params = std::move(params),

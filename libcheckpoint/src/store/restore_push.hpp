@@ -42,8 +42,7 @@ struct CheckpointStore::RestorePush {
     std::optional<std::uint64_t> total;
   };
 
-  RestorePush(const std::filesystem::path& cache, const TreeLimits& limits)
-      : writers(cache, limits) {}
+  explicit RestorePush(const std::filesystem::path& cache) : writers(cache) {}
   // A copy not moved in by now was not claimed (or the restore failed): it
   // goes, once no writer is at work on it.
   ~RestorePush() {

@@ -211,8 +211,8 @@ TEST_F(MaterializeTest, ABigChunkedFileIsWrittenInOrderByTwoThreads) {
   for (std::size_t g = 0; g < groups.size(); ++g)
     top.push_back({"40000", chunk_name(g), groups[g]});
   const std::string c = commit(tree({{"40000", "index.jsonl.inflight-chunks", tree(top)}}));
-  const auto lines = materialize_tree(raw_repo(*repo_), c, run_dir(),
-                                      {.max_bytes = 1 << 20, .max_files = 1000}, "index.jsonl");
+  const ValidatedCommit validated(raw_repo(*repo_), c, {.max_bytes = 1 << 20, .max_files = 1000});
+  const auto lines = materialize_tree(raw_repo(*repo_), validated, run_dir(), "index.jsonl");
   EXPECT_EQ(read_file(run_dir() / "index.jsonl"), whole);
   EXPECT_EQ(lines, static_cast<std::uint64_t>(std::count(whole.begin(), whole.end(), '\n')));
 }
@@ -220,11 +220,20 @@ TEST_F(MaterializeTest, ABigChunkedFileIsWrittenInOrderByTwoThreads) {
 TEST_F(MaterializeTest, CountsTheLinesOfTheFileAskedForAsItIsWritten) {
   const git_oid out = tree({{"100644", "p.jsonl", blob("a\nb\nc")}});
   const std::string c = commit(tree({{"40000", "out", out}, {"100644", "x", blob("\n\n\n")}}));
-  const TreeLimits limits{.max_bytes = 1 << 20, .max_files = 1000};
-  EXPECT_EQ(materialize_tree(raw_repo(*repo_), c, run_dir(), limits, "out/p.jsonl"), 2u);
-  EXPECT_EQ(materialize_tree(raw_repo(*repo_), c, run_dir(), limits, "./out//p.jsonl"), 2u);
-  EXPECT_EQ(materialize_tree(raw_repo(*repo_), c, run_dir(), limits, "missing.jsonl"), 0u);
-  EXPECT_EQ(materialize_tree(raw_repo(*repo_), c, run_dir(), limits, ""), 0u);
+  const ValidatedCommit v(raw_repo(*repo_), c, {.max_bytes = 1 << 20, .max_files = 1000});
+  EXPECT_EQ(materialize_tree(raw_repo(*repo_), v, run_dir(), "out/p.jsonl"), 2u);
+  EXPECT_EQ(materialize_tree(raw_repo(*repo_), v, run_dir(), "./out//p.jsonl"), 2u);
+  EXPECT_EQ(materialize_tree(raw_repo(*repo_), v, run_dir(), "missing.jsonl"), 0u);
+  EXPECT_EQ(materialize_tree(raw_repo(*repo_), v, run_dir(), ""), 0u);
+}
+
+// A tree over the limits is refused when its commit is validated, before any writer sees it:
+// the writers take only validated commits, and validate nothing again.
+TEST_F(MaterializeTest, ATreeIsValidatedOnceBeforeAnyWrite) {
+  const std::string c = commit(tree({{"100644", "a", blob("1")}, {"100644", "b", blob("2")}}));
+  EXPECT_THROW(ValidatedCommit(raw_repo(*repo_), c, {.max_bytes = 1 << 20, .max_files = 1}),
+               GitError);
+  EXPECT_FALSE(fs::exists(run_dir() / "a"));
 }
 
 // Chunk i must sit at i / 256 so that no two trees read as the same file.
