@@ -105,7 +105,8 @@ agent::Restored restored(const ck::RestoreReport& report) {
                          .problems = report.problems,
                          .published = {},
                          .watched = report.watched,
-                         .indexed_by_libgit2 = report.indexed_by_libgit2};
+                         .indexed_by_libgit2 = report.indexed_by_libgit2,
+                         .disk_failure = report.disk_failure};
   for (const auto& run : report.published)
     answer.published.push_back(
         {.run_id = run.run_id,

@@ -75,6 +75,36 @@ def test_a_disk_that_cannot_checkpoint_is_not_ready_until_it_can(serve_factory, 
 
 
 
+def test_a_restore_this_disk_cannot_write_makes_the_pod_not_ready(serve_factory, tmp_path,
+                                                                   bare_repo):
+    # pod-a leaves a run of ~2,000 records (~150 kB) on its branch.
+    (tmp_path / "a").mkdir()
+    pod_a = serve_factory("--pod-name", "pod-a", "--results-repo", bare_repo.url,
+                          workdir=tmp_path / "a")
+    pod_a.wait_ready()
+    run_id = pod_a.submit(tests=99999, test_ms=1)
+    wait_for(lambda: (tmp_path / "a" / ".inflight" / "runs" / run_id / "index.jsonl").exists() and
+             (tmp_path / "a" / ".inflight" / "runs" / run_id / "index.jsonl").stat().st_size >
+             150_000, 60, "150 kB of records")
+    pod_a.signal(signal.SIGTERM)
+    assert pod_a.wait_exit(timeout=30) == 0
+    # pod-b's volume holds its cache and a small write, not the run's copy.
+    (tmp_path / "b").mkdir()
+    with small_tmpfs(tmp_path / "b" / ".inflight", size="4m") as volume:
+        (volume / "runs").mkdir()
+        filler = fill(volume)
+        os.truncate(filler, filler.stat().st_size - 96 * 1024)
+        pod_b = serve_factory("--pod-name", "pod-b", "--results-repo", bare_repo.url,
+                              "--checkpoint-interval", "500ms", workdir=tmp_path / "b")
+        failed = pod_b.wait_log(lambda e: e.get("msg") ==
+                                "this disk cannot hold a checkpoint; not ready until it can", 30)
+        assert "restore a run" in failed["error"] and "No space left" in failed["error"], failed
+        filler.unlink()
+        pod_b.wait_log(lambda e: e.get("msg") == "run restored" and e.get("run_id") == run_id, 60)
+        pod_b.wait_ready(timeout=30)
+        assert pod_b.status(run_id)["status"] == "running"
+
+
 def blocked_on(lock_file):
     """Whether some process waits for a flock on `lock_file` (/proc/locks
     lists waiters with '->')."""

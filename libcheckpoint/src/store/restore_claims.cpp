@@ -21,6 +21,38 @@ namespace inflight::checkpoint {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// A branch copy this disk could not write or move in is the disk's failure, not the branch's
+// (the tree was validated before): the report names it for the caller's disk health, which
+// keeps the pod from taking more runs until the disk can hold them. Once the claim landed, the
+// run is this pod's, and it takes it again at a later look.
+void disk_failed(RestoreReport& report, const std::exception& e) {
+  if (!report.disk_failure) report.disk_failure = e.what();
+}
+
+// The records the writer counted, or its failure, rethrown.
+std::uint64_t written_copy(const std::shared_future<std::uint64_t>& writer, RestoreReport& report) {
+  try {
+    return writer.get();
+  } catch (const std::exception& e) {
+    disk_failed(report, e);
+    throw;
+  }
+}
+
+void move_in(const fs::path& staged, const fs::path& dir, RestoreReport& report) {
+  try {
+    fs::remove_all(dir);
+    fs::rename(staged, dir);
+  } catch (const std::exception& e) {
+    disk_failed(report, e);
+    throw;
+  }
+}
+
+}  // namespace
+
 // The branch copy is materialised beside the run dir (by a writer thread,
 // while the claim is pushed) and moved in only once the claim landed, so a
 // lost claim or a hostile tree leaves nothing behind. The tree is validated
@@ -66,7 +98,7 @@ void CheckpointStore::claim_written(const RestoreRequest& request, RestorePush& 
       const auto& writer = written.staged.written;
       const bool ask_writer =
           !written.records || writer.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-      const auto counted = ask_writer ? writer.get() : 0;  // throws what the writer threw
+      const auto counted = ask_writer ? written_copy(writer, report) : 0;
       const auto records = written.records.value_or(counted);
       auto commit = commit_on_own_tree(
           cache_, written.tip, claim_info(written.params, request.pod, records, written.total));
@@ -103,9 +135,8 @@ void CheckpointStore::add_claim(const RemoteBranch& branch, const std::string& t
                return report.problems.push_back(printable(branch.ref) + ": " + result.detail);
              }
              if (staged) {
-               staged->written.get();
-               fs::remove_all(dir);
-               fs::rename(staged->dir, dir);
+               written_copy(staged->written, report);
+               move_in(staged->dir, dir, report);
              } else if (auto local = read_run_params(dir)) {
                params = std::move(*local);
              }

@@ -225,6 +225,7 @@ RestoreResult AgentCheckpoints::restore_result(const agent::Restored& r,
     log::info("restore: packs indexed by libgit2, not by inflight's own indexer",
               {{"packs", r.indexed_by_libgit2.size()}, {"why", r.indexed_by_libgit2.front()}});
   result.indexed_by_libgit2 = r.indexed_by_libgit2;
+  result.disk_failure = r.disk_failure;
   for (const auto& branch : r.released)
     log::info("checkpoint branch of a finished run deleted", {{"branch", branch}});
   std::set<std::string> taken;

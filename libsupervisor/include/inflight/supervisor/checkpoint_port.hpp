@@ -104,6 +104,8 @@ struct RestoreResult {
   std::size_t claims_lost = 0;  // claims another instance won
   // Why each pack the restore downloaded went to libgit2's indexer, not ours.
   std::vector<std::string> indexed_by_libgit2 = {};
+  // A branch copy this disk could not write: the disk, not the branch, failed.
+  std::optional<std::string> disk_failure = std::nullopt;
 };
 
 class CheckpointPort {

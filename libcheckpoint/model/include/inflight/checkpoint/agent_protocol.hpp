@@ -325,9 +325,10 @@ struct Restored {
   std::vector<Published> published;
   std::vector<checkpoint::WatchedRecord> watched;
   std::vector<std::string> indexed_by_libgit2;
+  std::optional<std::string> disk_failure;
 };
 INFLIGHT_AGENT_MESSAGE(Restored, claimed, left, held, lost, released, ambiguous, problems,
-                       published, watched, indexed_by_libgit2)
+                       published, watched, indexed_by_libgit2, disk_failure)
 
 struct Restore {
   static constexpr std::string_view op = "restore";

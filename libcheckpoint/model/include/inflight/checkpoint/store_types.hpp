@@ -232,6 +232,9 @@ struct RestoreReport {
   std::vector<WatchedRecord> watched;   // what held runs back this time
   // Why each pack this restore downloaded went to libgit2's indexer, not ours.
   std::vector<std::string> indexed_by_libgit2;
+  // The first branch copy this disk could not write (before or after its
+  // claim landed): the caller's disk health hears of it.
+  std::optional<std::string> disk_failure;
 };
 
 // One run as `inflight runs list` shows it (run_listing.hpp).
