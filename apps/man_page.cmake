@@ -2,8 +2,25 @@
 # by Debian's help2man, so that it can never differ from what --help says.
 # Run at build time by `cmake -P` (apps/CMakeLists.txt) with INFLIGHT (the
 # built binary), HELP2MAN, VERSION and OUT (the page).
-set(commands serve run resume "checkpoints list" "checkpoints show" "checkpoints prune" "runs list"
-             "runs show" "runs logs" "runs prune" completion version)
+# The commands are the leaves of the CLI tree, as `inflight completion bash`
+# lists them (`["inflight runs list"]=""`: no subcommands): a new command gets
+# its section without anyone editing this file. `help` is --help itself.
+execute_process(COMMAND ${INFLIGHT} completion bash OUTPUT_VARIABLE completion RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "inflight completion bash exited ${rc}")
+endif()
+string(REGEX MATCHALL "\\[\"inflight [a-z ]+\"\\]=\"\"" leaves "${completion}")
+set(commands "")
+foreach(leaf IN LISTS leaves)
+  string(REGEX REPLACE "^\\[\"inflight ([a-z ]+)\"\\].*" "\\1" command "${leaf}")
+  if(NOT command STREQUAL "help")
+    list(APPEND commands "${command}")
+  endif()
+endforeach()
+list(LENGTH commands count)
+if(count LESS 5)
+  message(FATAL_ERROR "inflight completion bash named ${count} commands: ${commands}")
+endif()
 set(include "[COMMANDS]\n")
 foreach(command IN LISTS commands)
   separate_arguments(words UNIX_COMMAND "${command}")
