@@ -232,6 +232,61 @@ def test_the_page_asks_for_the_token_and_shows_every_run_live(pod, browser):
     assert page.evaluate("document.getElementById('log').hidden")
 
 
+# Before the page's script: each refresh timer (a setTimeout of the page's 2 s) and each fetch is
+# counted while pending, and `document.hidden` answers what the test says.
+COUNT_TIMERS_AND_FETCHES = """
+window.testHidden = false;
+Object.defineProperty(document, 'hidden', {get: () => window.testHidden, configurable: true});
+window.refreshTimers = new Set();
+window.timersWhileHidden = 0;
+window.fetches = {started: 0, pending: 0};
+const realSetTimeout = window.setTimeout, realClearTimeout = window.clearTimeout;
+window.setTimeout = (f, ms, ...a) => {
+  if (ms !== 2000) return realSetTimeout(f, ms, ...a);
+  if (window.testHidden) window.timersWhileHidden++;
+  const id = realSetTimeout(() => { window.refreshTimers.delete(id); f(...a); }, ms);
+  window.refreshTimers.add(id);
+  return id;
+};
+window.clearTimeout = (id) => { window.refreshTimers.delete(id); realClearTimeout(id); };
+const realFetch = window.fetch;
+window.fetch = async (...a) => {
+  window.fetches.started++; window.fetches.pending++;
+  try { return await realFetch(...a); } finally { window.fetches.pending--; }
+};
+"""
+
+
+def set_hidden(page, hidden):
+    """Hides or shows the tab; returns [refresh timers, requests under way] right after."""
+    return page.evaluate(f"window.testHidden = {json.dumps(hidden)}; "
+                         "document.dispatchEvent(new Event('visibilitychange')); "
+                         "[window.refreshTimers.size, window.fetches.pending]")
+
+
+# A hidden tab asks serve for nothing: hiding it drops the pending refresh timer at once, and with
+# no timer and no request under way nothing but showing the tab can start one; shown, it
+# refreshes at once and goes on.
+def test_a_hidden_tab_pauses_its_refresh_and_resumes_when_shown(pod, browser):
+    serve, _ = pod
+    page = browser.new_page()
+    page.call("Page.enable")
+    page.call("Page.addScriptToEvaluateOnNewDocument", {"source": COUNT_TIMERS_AND_FETCHES})
+    page.navigate(serve.url + "/")
+    page.wait(FORM_SHOWN, 10, "the page to ask for the token")
+    enter_token(page, TOKEN)
+    page.wait(f"{ROWS} > 0 && window.refreshTimers.size === 1 && window.fetches.pending === 0",
+              10, "runs, a refresh timer and no request under way")
+
+    assert set_hidden(page, True) == [0, 0]  # [refresh timers, requests under way], at once
+    quiet = page.evaluate("window.fetches.started")
+
+    set_hidden(page, False)
+    page.wait(f"window.fetches.started > {quiet}", 5, "a refresh as soon as the tab shows")
+    page.wait("window.refreshTimers.size === 1", 10, "the refresh timer again")
+    assert page.evaluate("window.timersWhileHidden") == 0
+
+
 def test_a_run_whose_checkpoints_fail_shows_since_when_and_why(serve_factory, browser):
     # Nothing listens there: every push fails, the run goes on.
     serve = serve_factory("--api-token", TOKEN, "--results-repo",
