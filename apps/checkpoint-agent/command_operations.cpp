@@ -196,7 +196,7 @@ agent::Pruned prune(Context& c, const agent::Prune& call) {
 }
 
 agent::RunsListed list_runs(Context& c, const agent::ListRuns& call) {
-  auto listing = ck::list_runs(c.store.cache(), c.store.remote(), call.finished);
+  auto listing = ck::list_runs(c.store.cache(), c.store.remote(), call.with_finished);
   return {.url = c.store.remote().display_url(),
           .runs = std::move(listing.runs),
           .problems = std::move(listing.problems)};

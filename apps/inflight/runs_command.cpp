@@ -108,8 +108,8 @@ int RunsCommand::run(const OptionSources& sources) const {
 
 int RunsCommand::list(const StoreSettings& store) const {
   // The states of runs not finished come from branches and leases alone.
-  const bool finished = state_ != "live" && state_ != "waiting";
-  const auto reply = call_agent(store, agent::ListRuns{.finished = finished});
+  const bool with_finished = state_ != "live" && state_ != "waiting";
+  const auto reply = call_agent(store, agent::ListRuns{.with_finished = with_finished});
   if (!reply) return report_failure(reply.error(), kRunsListed);
   auto runs = reply->runs;
   if (!state_.empty())

@@ -15,11 +15,12 @@ def main():
     root, man_page, binary = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     completion = subprocess.run([binary, "completion", "bash"], capture_output=True, text=True,
                                 timeout=30, check=True).stdout
-    tree = set(re.findall(r'\["inflight ([a-z ]+)"\]=""', completion)) - {"help"}
+    table = completion[completion.index("local -A commands=("):completion.index("local -A flags=(")]
+    tree = set(re.findall(r'\["inflight ([a-z0-9 -]+)"\]=""', table)) - {"help"}
     sections = {
-        "the man page": set(re.findall(r'^\.SS "inflight ([a-z ]+)"$',
+        "the man page": set(re.findall(r'^\.SS "inflight ([a-z0-9 -]+)"$',
                                        man_page.read_text(encoding="utf-8"), re.M)),
-        "docs/reference.md": set(re.findall(r"^## inflight ([a-z ]+)$",
+        "docs/reference.md": set(re.findall(r"^## inflight ([a-z0-9 -]+)$",
                                             (root / "docs" / "reference.md").read_text(
                                                 encoding="utf-8"), re.M)),
     }

@@ -36,8 +36,8 @@ def test_temp_files_of_killed_agents_go_and_a_live_ones_stay(serve_factory, tmp_
     dead, live = pack / "tmp_pack_inflight_dead01", pack / "tmp_pack_inflight_live01"
     for path in (dead, live):
         path.write_bytes(b"\0" * 4096)
-    # Older than --git-timeout (60 s) and the grace period (30 s) and a minute.
-    os.utime(dead, (os.path.getmtime(dead) - 300,) * 2)
+    # Older than an hour, the least age swept (the deadlines are 60 s and 30 s).
+    os.utime(dead, (os.path.getmtime(dead) - 2 * 3600,) * 2)
     serve = serve_factory("--pod-name", "pod-a", "--results-repo", bare_repo.url)
     swept = serve.wait_log(lambda e: e.get("msg") ==
                            "temp files of killed agents removed from the cache", 30)
@@ -77,12 +77,13 @@ def test_a_disk_that_cannot_checkpoint_is_not_ready_until_it_can(serve_factory, 
 
 def test_a_restore_this_disk_cannot_write_makes_the_pod_not_ready(serve_factory, tmp_path,
                                                                    bare_repo):
-    # pod-a leaves a run of ~2,000 records (~150 kB) on its branch.
+    # pod-a leaves a run of 2,000 to 4,000 records (150 to 300 kB) on its branch: its copy never
+    # fits in pod-b's 96 kB, its pack always does.
     (tmp_path / "a").mkdir()
     pod_a = serve_factory("--pod-name", "pod-a", "--results-repo", bare_repo.url,
                           workdir=tmp_path / "a")
     pod_a.wait_ready()
-    run_id = pod_a.submit(tests=99999, test_ms=1)
+    run_id = pod_a.submit(tests=4000, test_ms=5)
     wait_for(lambda: (tmp_path / "a" / ".inflight" / "runs" / run_id / "index.jsonl").exists() and
              (tmp_path / "a" / ".inflight" / "runs" / run_id / "index.jsonl").stat().st_size >
              150_000, 60, "150 kB of records")

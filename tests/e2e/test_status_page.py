@@ -257,11 +257,10 @@ window.fetch = async (...a) => {
 """
 
 
-def set_hidden(page, hidden):
-    """Hides or shows the tab; returns [refresh timers, requests under way] right after."""
-    return page.evaluate(f"window.testHidden = {json.dumps(hidden)}; "
-                         "document.dispatchEvent(new Event('visibilitychange')); "
-                         "[window.refreshTimers.size, window.fetches.pending]")
+# Hides the tab; the value is [refresh timers, requests under way] right after.
+HIDE = ("(window.testHidden = true, document.dispatchEvent(new Event('visibilitychange')), "
+        "[window.refreshTimers.size, window.fetches.pending])")
+SHOW = "(window.testHidden = false, document.dispatchEvent(new Event('visibilitychange')), true)"
 
 
 # A hidden tab asks serve for nothing: hiding it drops the pending refresh timer at once, and with
@@ -275,13 +274,15 @@ def test_a_hidden_tab_pauses_its_refresh_and_resumes_when_shown(pod, browser):
     page.navigate(serve.url + "/")
     page.wait(FORM_SHOWN, 10, "the page to ask for the token")
     enter_token(page, TOKEN)
-    page.wait(f"{ROWS} > 0 && window.refreshTimers.size === 1 && window.fetches.pending === 0",
-              10, "runs, a refresh timer and no request under way")
-
-    assert set_hidden(page, True) == [0, 0]  # [refresh timers, requests under way], at once
+    # Hidden in the same turn of the page's loop as a timer is seen pending and no request under
+    # way; right after, [refresh timers, requests under way] must be [0, 0].
+    hidden = page.wait(f"{ROWS} > 0 && window.refreshTimers.size === 1 && "
+                       f"window.fetches.pending === 0 && {HIDE}", 10,
+                       "runs, a refresh timer and no request under way")
+    assert hidden == [0, 0]
     quiet = page.evaluate("window.fetches.started")
 
-    set_hidden(page, False)
+    page.evaluate(SHOW)
     page.wait(f"window.fetches.started > {quiet}", 5, "a refresh as soon as the tab shows")
     page.wait("window.refreshTimers.size === 1", 10, "the refresh timer again")
     assert page.evaluate("window.timersWhileHidden") == 0

@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       *read.run_id, *read.attempt, *read.reason, *read.pod, read.records.value_or(0), read.total};
   const auto again = parse_checkpoint_message(write_checkpoint_message(info));
   if (again.run_id != read.run_id || again.attempt != read.attempt || again.reason != read.reason ||
-      again.pod != read.pod)
+      again.pod != read.pod || again.records != read.records.value_or(0) ||
+      again.total != read.total)
     std::abort();
   return 0;
 }

@@ -39,9 +39,16 @@ Failure classify_git_error(int code, int error_class, GitCallScope scope) {
   return Failure::other;
 }
 
+bool disk_full_or_read_only(int error) {
+  return error == ENOSPC || error == EDQUOT || error == EROFS;
+}
+
+// A disk that is full or read-only cannot hold a checkpoint (Failure::cache): the caller's disk
+// health hears of it.
 void throw_errno(const std::string& what, const std::string& path) {
   const int error = errno;
-  throw GitError(Failure::other, what + " " + printable(path) + ": " + std::strerror(error));
+  throw GitError(disk_full_or_read_only(error) ? Failure::cache : Failure::other,
+                 what + " " + printable(path) + ": " + std::strerror(error));
 }
 
 void throw_git_error(int code, const std::string& context, GitCallScope scope) {

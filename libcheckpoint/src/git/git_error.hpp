@@ -21,7 +21,10 @@ Failure classify_git_error(int code, int error_class, GitCallScope scope);
 
 // Throws the failure of a system call on `path` (shown with printable(): a
 // run dir's names are a child's), errno read before anything can change it.
+// Throws GitError for errno after `what` on `path`: Failure::cache when the disk is full or
+// read-only (disk_full_or_read_only), else Failure::other.
 [[noreturn]] void throw_errno(const std::string& what, const std::string& path);
+bool disk_full_or_read_only(int error);
 
 // Throws when code < 0; `context` says what was being done, e.g. "open cache repo /x".
 inline void git_check(int code, const std::string& context,

@@ -237,8 +237,12 @@ struct Backend {
       *out = &handle.release()->base;
       return 0;
     } catch (const std::exception& e) {
-      // No file of our own (or no memory for it): libgit2 writes the pack.
-      self.handovers->reasons.push_back(std::string("our copy of it: ") + e.what());
+      // No file of our own (or no memory for it): libgit2 writes the pack. Nothing may throw
+      // out of this callback into libgit2's C, the record of why included.
+      try {
+        self.handovers->reasons.push_back(std::string("our copy of it: ") + e.what());
+      } catch (...) {
+      }
       return self.next->writepack(out, self.next, odb, progress, payload);
     }
   }

@@ -27,6 +27,17 @@ namespace {
 // left out; the next checkpoint takes what is there then.
 constexpr const char* kChangedWhileRead = "changed while read";
 
+// Whether a tree walk's `root` ("a/b/", "" at the top) is inside a chunked file's tree: one of
+// its directories is named as chunk trees are (a restore reads only those as chunks).
+bool in_chunk_tree(std::string_view root) {
+  while (!root.empty()) {
+    const auto slash = root.find('/');
+    if (has_chunk_suffix(root.substr(0, slash))) return true;
+    root.remove_prefix(slash == std::string_view::npos ? root.size() : slash + 1);
+  }
+  return false;
+}
+
 }  // namespace
 
 struct RunSnapshotter::Impl {
@@ -201,7 +212,7 @@ void RunSnapshotter::Impl::count_kept(const std::string& relative, const git_tre
   Walk walk{odb.get()};
   const auto add = [](const char* root, const git_tree_entry* e, void* payload) {
     auto& w = *static_cast<Walk*>(payload);
-    if (std::string_view(root).find(kChunkSuffix) == std::string_view::npos) ++w.entries;
+    if (!in_chunk_tree(root)) ++w.entries;
     if (git_tree_entry_type(e) != GIT_OBJECT_BLOB) return 0;
     std::size_t size = 0;
     git_object_t type{};

@@ -23,12 +23,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A branch copy this disk could not write or move in is the disk's failure, not the branch's
-// (the tree was validated before): the report names it for the caller's disk health, which
-// keeps the pod from taking more runs until the disk can hold them. Once the claim landed, the
-// run is this pod's, and it takes it again at a later look.
+// A branch copy this disk could not write or move in for want of room (full, over quota,
+// read-only) is the disk's failure, not the branch's: the report names it for the caller's disk
+// health, which keeps the pod from taking more runs until the disk can hold a checkpoint. Once
+// the claim landed, the run is this pod's, and it takes it again at a later look.
 void disk_failed(RestoreReport& report, const std::exception& e) {
-  if (!report.disk_failure) report.disk_failure = e.what();
+  const auto* git = dynamic_cast<const GitError*>(&e);
+  const auto* system = dynamic_cast<const std::system_error*>(&e);
+  const bool disk = (git != nullptr && git->kind() == Failure::cache) ||
+                    (system != nullptr && system->code().category() == std::generic_category() &&
+                     disk_full_or_read_only(system->code().value()));
+  if (disk && !report.disk_failure) report.disk_failure = e.what();
 }
 
 // The records the writer counted, or its failure, rethrown.

@@ -108,11 +108,13 @@ std::pair<Fd, Fd> make_pipe() {
   return {Fd(fds[0]), Fd(fds[1])};
 }
 
-// The longest deadline an agent of this instance gets, and a minute for a clock that steps:
-// an older temp file in the cache is no live agent's.
+// The longest deadline an agent of this instance gets, and a minute for a clock that steps, but
+// at least an hour: an operator's `inflight runs` in serve's directory shares its cache with
+// other timeouts. An older temp file in the cache is no live agent's.
 std::chrono::seconds sweep_temp_after(const StoreSettings& store) {
-  return std::chrono::ceil<std::chrono::seconds>(store.longest_agent_step) +
-         std::chrono::minutes(1);
+  return std::max<std::chrono::seconds>(
+      std::chrono::ceil<std::chrono::seconds>(store.longest_agent_step) + std::chrono::minutes(1),
+      std::chrono::hours(1));
 }
 
 }  // namespace

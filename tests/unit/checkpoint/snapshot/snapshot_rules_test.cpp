@@ -275,15 +275,17 @@ TEST_F(SnapshotRulesTest, AnEntryWeMayNotReadKeepsItsLastSavedVersion) {
   EXPECT_FALSE(fs::exists(restored / "new"));
 }
 
-// The kept versions count toward the restore limits as read ones do.
+// The kept versions count toward the restore limits as read ones do: a directory whose name only
+// contains the chunk suffix is a directory, its files entries.
 TEST_F(SnapshotRulesTest, AKeptVersionCountsTowardTheLimits) {
-  for (int i = 0; i < 5; ++i) write_file(run_dir() / "dir" / std::to_string(i), "x");
+  for (int i = 0; i < 5; ++i)
+    write_file(run_dir() / "dir.inflight-chunks.d" / std::to_string(i), "x");
   const TreeLimits limits{.max_bytes = 1 << 20, .max_files = 8};
   RunSnapshotter snapshotter(*repo_, {}, limits);
   const auto first = snapshotter.snapshot(run_dir(), info(), std::nullopt);
   ASSERT_TRUE(first);  // 6 entries
   for (int i = 0; i < 3; ++i) write_file(run_dir() / std::to_string(i), "y");
-  ASSERT_EQ(::chmod((run_dir() / "dir").c_str(), 0), 0);
+  ASSERT_EQ(::chmod((run_dir() / "dir.inflight-chunks.d").c_str(), 0), 0);
   try {
     const PermissionsApply as_a_user;
     snapshotter.snapshot(run_dir(), info(), first);
@@ -291,7 +293,7 @@ TEST_F(SnapshotRulesTest, AKeptVersionCountsTowardTheLimits) {
   } catch (const GitError& e) {
     EXPECT_EQ(e.kind(), Failure::over_limit) << e.what();
   }
-  ::chmod((run_dir() / "dir").c_str(), 0700);
+  ::chmod((run_dir() / "dir.inflight-chunks.d").c_str(), 0700);
 }
 
 }  // namespace

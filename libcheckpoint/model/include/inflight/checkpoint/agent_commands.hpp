@@ -144,16 +144,9 @@ struct ListRuns {
   static constexpr std::string_view op = "list_runs";
   using Answer = RunsListed;
   // false: the unfinished runs only (`--state live|waiting`), the index unread.
-  // A call without it (an older inflight's) lists them all.
-  bool finished = true;
+  bool with_finished = true;
 };
-inline void to_json(OrderedJson& j, const ListRuns& call) {
-  j = OrderedJson{{"finished", call.finished}};
-}
-inline void from_json(const OrderedJson& j, ListRuns& call) {
-  const auto it = j.find("finished");
-  call.finished = it == j.end() || !it->is_boolean() || it->get<bool>();
-}
+INFLIGHT_AGENT_MESSAGE(ListRuns, with_finished)
 
 // `inflight runs show` and `inflight runs logs`: the run's data, from its
 // result when published, else from its one branch.
