@@ -2,7 +2,10 @@
 // on any bytes a results-repo server may send. Differential: when ours indexes
 // a pack, libgit2 indexes it too and writes the same .idx byte for byte; when
 // libgit2 refuses a pack, ours has given up on it; and ours reads the pack the
-// same whole or cut at any byte. Input: a cut byte, then the pack.
+// same whole or cut at any byte. Input: a cut byte, then the pack without its
+// trailing checksum, which is added here (as libgit2's packfile_fuzzer does):
+// else nearly every mutation would end at a wrong checksum, short of the
+// comparison.
 #include <git2.h>
 #include <stdlib.h>
 
@@ -15,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "git/pack_indexer.hpp"
 
@@ -63,7 +67,12 @@ std::optional<std::string> our_index(std::span<const unsigned char> pack, std::s
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1) return 0;
-  const std::span<const unsigned char> pack(data + 1, size - 1);
+  std::vector<unsigned char> bytes(data + 1, data + size);
+  inflight::checkpoint::Sha1 sha;
+  sha.update(bytes);
+  const auto checksum = sha.finish();
+  bytes.insert(bytes.end(), checksum.begin(), checksum.end());
+  const std::span<const unsigned char> pack(bytes);
   const std::size_t cut = data[0] % (pack.size() + 1);
   const auto ours = our_index(pack, cut);
   if (ours != our_index(pack, pack.size())) std::abort();  // pieces change nothing
