@@ -1,5 +1,7 @@
 #include "inflight/core/bounded_json.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -107,6 +109,68 @@ bool is_valid_utf8(std::string_view text) {
     text.remove_prefix(length);
   }
   return true;
+}
+
+namespace {
+
+// How many bytes each byte takes once escaped: 1 as it is, 2 as `\n`, 6 as `\u001f`.
+constexpr std::array<std::uint8_t, 256> kEscapedWidth = [] {
+  std::array<std::uint8_t, 256> width{};
+  for (std::size_t c = 0; c < width.size(); ++c) width[c] = c < 0x20 ? 6 : 1;
+  for (const unsigned char c : {'"', '\\', '\b', '\f', '\n', '\r', '\t'}) width[c] = 2;
+  return width;
+}();
+
+char escape_letter(unsigned char c) {
+  switch (c) {
+    case '\b':
+      return 'b';
+    case '\f':
+      return 'f';
+    case '\n':
+      return 'n';
+    case '\r':
+      return 'r';
+    case '\t':
+      return 't';
+    default:
+      return static_cast<char>(c);  // '"' and '\\'
+  }
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view text) {
+  if (!is_valid_utf8(text)) {
+    out += nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return;
+  }
+  // Measured first, then written in place: an answer of a few KB has a quote every few bytes,
+  // and an append per escape cost more than the two passes.
+  std::size_t width = 2;
+  for (const char c : text) width += kEscapedWidth[static_cast<unsigned char>(c)];
+  const auto start = out.size();
+  out.resize(start + width);
+  char* at = out.data() + start;
+  *at++ = '"';
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    switch (kEscapedWidth[byte]) {
+      case 1:
+        *at++ = c;
+        break;
+      case 2:
+        *at++ = '\\';
+        *at++ = escape_letter(byte);
+        break;
+      default:
+        static constexpr char kHex[] = "0123456789abcdef";
+        at = std::copy_n("\\u00", 4, at);
+        *at++ = kHex[byte >> 4];
+        *at++ = kHex[byte & 0xf];
+    }
+  }
+  *at = '"';
 }
 
 std::string printable(std::string_view text) {

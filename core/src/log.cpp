@@ -3,11 +3,15 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <mutex>
 #include <string>
 
+#include "inflight/core/bounded_json.hpp"
 #include "inflight/core/clock.hpp"
 
 namespace inflight::log {
@@ -68,34 +72,54 @@ std::string text_line(Level level, std::string_view message, const nlohmann::jso
   return line + "\n";
 }
 
+// A field's value as nlohmann dumps it; strings and integers, nearly all of them, are written
+// without a dump's temporary string.
+void append_json_value(std::string& line, const nlohmann::json& value) {
+  char digits[24];
+  switch (value.type()) {
+    case nlohmann::json::value_t::string:
+      return append_json_string(line, value.get_ref<const std::string&>());
+    case nlohmann::json::value_t::number_unsigned:
+      line.append(digits, std::to_chars(digits, std::end(digits), value.get<std::uint64_t>()).ptr);
+      return;
+    case nlohmann::json::value_t::number_integer:
+      line.append(digits, std::to_chars(digits, std::end(digits), value.get<std::int64_t>()).ptr);
+      return;
+    default:
+      line += value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+}
+
 // {"time":…,"level":…,"msg":…, then the fields in their order}; a field named time, level or
 // msg replaces that value in place. Written piece by piece: serve logs two lines a model call,
 // and copying the fields into an ordered json first cost more than the dump.
 std::string json_line(Level level, std::string_view message, const nlohmann::json& fields) {
-  const auto dump = [](const nlohmann::json& value) {
-    return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  };
-  const auto field = [&](std::string_view key) {
-    return fields.is_object() ? fields.find(key) : fields.end();
-  };
   std::string line;
-  const auto put = [&](std::string_view key, const std::string& value) {
+  line.reserve(256);
+  const auto key = [&](std::string_view name) {
     line += line.empty() ? '{' : ',';
-    line += dump(nlohmann::json(key));
+    append_json_string(line, name);
     line += ':';
-    line += value;
   };
-  const auto head = [&](std::string_view key, std::string_view value) {
-    const auto it = field(key);
-    put(key, dump(it != fields.end() ? *it : nlohmann::json(value)));
+  const auto head = [&](std::string_view name, std::string_view value) {
+    key(name);
+    const auto it = fields.is_object() ? fields.find(name) : fields.end();
+    if (it != fields.end())
+      append_json_value(line, *it);
+    else
+      append_json_string(line, value);
   };
   head("time", iso8601_utc(SystemClock::now()));
   head("level", level_name(level));
   head("msg", message);
   if (fields.is_object())
-    for (const auto& [key, value] : fields.items())
-      if (key != "time" && key != "level" && key != "msg") put(key, dump(value));
-  return line + "}\n";
+    for (const auto& [name, value] : fields.items())
+      if (name != "time" && name != "level" && name != "msg") {
+        key(name);
+        append_json_value(line, value);
+      }
+  line += "}\n";
+  return line;
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // See model_answer.hpp: an answer's end and usage, read as its bytes pass.
 #include "inflight/supervisor/models/model_answer.hpp"
 
-#include <array>
 #include <nlohmann/json.hpp>
 
 #include "inflight/core/bounded_json.hpp"
@@ -24,12 +23,29 @@ bool is_error_event(std::string_view type) {
 }
 
 // Whether an event's data can say anything we read (its type, an error, its usage): content
-// deltas, most of a stream, say none of these words and are not parsed at all.
+// deltas, most of a stream, start no string with these words and are not parsed at all. Each
+// word we read is a key or a whole value, so it follows a quote: one pass over the quotes, where
+// a search for each word anywhere stopped at every 'e' and 'r' of a chunk.
 bool event_may_matter(std::string_view data) {
-  static constexpr std::array<std::string_view, 4> kWords{"usage", "error", "response.",
-                                                          "message_"};
-  for (const auto word : kWords)
-    if (data.find(word) != std::string_view::npos) return true;
+  for (auto quote = data.find('"'); quote != std::string_view::npos;
+       quote = data.find('"', quote + 1)) {
+    const auto rest = data.substr(quote + 1);
+    if (rest.empty()) break;
+    switch (rest.front()) {
+      case 'u':
+        if (rest.starts_with("usage")) return true;
+        break;
+      case 'e':
+        if (rest.starts_with("error")) return true;
+        break;
+      case 'r':
+        if (rest.starts_with("response.")) return true;
+        break;
+      case 'm':
+        if (rest.starts_with("message_")) return true;
+        break;
+    }
+  }
   return false;
 }
 

@@ -6,7 +6,6 @@
 #include <array>
 #include <cerrno>
 #include <climits>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -143,60 +142,6 @@ std::string JournalFields::body() {
   return bytes.value_or("");
 }
 
-// `text`, valid UTF-8, as the JSON string nlohmann's dump writes: quote,
-// backslash and control characters escaped, every other byte as it is. An
-// answer is most of a journal line; copying it into a json value to dump it
-// cost a copy and a decode of each byte.
-void append_json_string(std::string& out, std::string_view text) {
-  out += '"';
-  std::size_t copied = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(text.data() + copied, i - copied);
-    copied = i + 1;
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default: {
-        char escaped[7];
-        std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-        out += escaped;
-      }
-    }
-  }
-  out.append(text.data() + copied, text.size() - copied);
-  out += '"';
-}
-
-// A field that is not the answer: most are ours and ASCII; a path or a content type that is not
-// UTF-8 comes from a child or a provider and goes as nlohmann writes it, U+FFFD for each bad byte.
-void append_json_text(std::string& out, const std::string& text) {
-  if (is_valid_utf8(text))
-    append_json_string(out, text);
-  else
-    out += JournalJson(text).dump(-1, ' ', false, JournalJson::error_handler_t::replace);
-}
-
 }  // namespace
 
 std::string write_journal_line(const JournalRecord& record) {
@@ -211,7 +156,7 @@ std::string write_journal_line(const JournalRecord& record) {
   };
   const auto text = [&](std::string_view name, const std::string& value) {
     key(name);
-    append_json_text(line, value);
+    append_json_string(line, value);
   };
   const auto count = [](const std::optional<std::uint64_t>& n) {
     return n ? std::to_string(*n) : std::string("null");

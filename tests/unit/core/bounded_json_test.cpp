@@ -52,6 +52,26 @@ TEST(Utf8, LongTextIsCheckedAtEveryOffset) {
   }
 }
 
+// Journal and log lines are written with append_json_string instead of a dump: the two must
+// agree on every byte, alone and amid text, and on text that is not UTF-8.
+TEST(JsonString, IsWhatNlohmannDumpsForEveryByte) {
+  const auto dumped = [](std::string_view text) {
+    return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  const auto appended = [](std::string_view text) {
+    std::string out = "prefix ";
+    append_json_string(out, text);
+    return out.substr(7);
+  };
+  for (int byte = 0; byte < 256; ++byte) {
+    const std::string text = "a" + std::string(1, static_cast<char>(byte)) + "z\"\\\x7f";
+    EXPECT_EQ(appended(text), dumped(text)) << byte;
+  }
+  for (const std::string_view text :
+       {"", "caf\xc3\xa9 \xf0\x9f\x99\x82\n", "\xe2\x82 torn", "data: {\"usage\":null}\n\n"})
+    EXPECT_EQ(appended(text), dumped(text)) << printable(text);
+}
+
 TEST(BranchName, OneRuleForRunIdsPodsAndRefs) {
   using namespace checkpoint;
   EXPECT_TRUE(is_valid_run_id("r-20261121T101500Z-a1b2c3"));

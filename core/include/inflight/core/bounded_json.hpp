@@ -1,7 +1,8 @@
 // JSON from outside (HTTP bodies, run-params.json from a branch or a disk,
 // config files, the agent's messages) is parsed only within limits. The
 // depth is checked on the raw text before nlohmann's recursive parser runs,
-// so a deeply nested document costs a scan, never the stack.
+// so a deeply nested document costs a scan, never the stack. Strings written
+// into JSON text by hand (journal and log lines) are escaped here too.
 #pragma once
 
 #include <cstddef>
@@ -30,5 +31,12 @@ bool is_valid_utf8(std::string_view text);
 // `text` with each byte that is not part of valid UTF-8 shown as `\xNN`, for
 // messages about names that came from outside.
 std::string printable(std::string_view text);
+
+// Appends `text` as a JSON string in the form nlohmann's dump(-1, ' ', false,
+// error_handler_t::replace) gives it: quotes, backslashes and control
+// characters escaped, every other byte as it is, and each byte that is not
+// valid UTF-8 as U+FFFD. Journal and log lines are written field by field
+// with it: building a json value first copied each field, an answer most of all.
+void append_json_string(std::string& out, std::string_view text);
 
 }  // namespace inflight
