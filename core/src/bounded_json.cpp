@@ -145,29 +145,28 @@ void append_json_string(std::string& out, std::string_view text) {
     out += nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return;
   }
-  // Measured first, then written in place: an answer of a few KB has a quote every few bytes,
-  // and an append per escape cost more than the two passes.
+  // Measured first, then written in place, plain runs copied whole: an answer of a few KB has a
+  // quote every few bytes, and an append per escape cost more than the two passes.
   std::size_t width = 2;
   for (const char c : text) width += kEscapedWidth[static_cast<unsigned char>(c)];
   const auto start = out.size();
   out.resize(start + width);
   char* at = out.data() + start;
   *at++ = '"';
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    switch (kEscapedWidth[byte]) {
-      case 1:
-        *at++ = c;
-        break;
-      case 2:
-        *at++ = '\\';
-        *at++ = escape_letter(byte);
-        break;
-      default:
-        static constexpr char kHex[] = "0123456789abcdef";
-        at = std::copy_n("\\u00", 4, at);
-        *at++ = kHex[byte >> 4];
-        *at++ = kHex[byte & 0xf];
+  for (std::size_t i = 0; i < text.size();) {
+    const auto run_start = i;
+    while (i < text.size() && kEscapedWidth[static_cast<unsigned char>(text[i])] == 1) ++i;
+    at = std::copy(text.data() + run_start, text.data() + i, at);
+    if (i == text.size()) break;
+    const auto byte = static_cast<unsigned char>(text[i++]);
+    *at++ = '\\';
+    if (kEscapedWidth[byte] == 2) {
+      *at++ = escape_letter(byte);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      at = std::copy_n("u00", 3, at);
+      *at++ = kHex[byte >> 4];
+      *at++ = kHex[byte & 0xf];
     }
   }
   *at = '"';
