@@ -9,17 +9,10 @@
 #include <boost/beast/http.hpp>
 #include <memory>
 
+#include "child_request.hpp"
 #include "hub.hpp"
 
 namespace inflight::models {
-
-using ChildRequest = boost::beast::http::request<boost::beast::http::string_body>;
-
-struct CallTarget {
-  std::string model;
-  std::string path;   // after /models/NAME: "/v1/chat/completions"
-  std::string query;  // without '?'
-};
 
 // Whether the child's connection may carry its next request.
 boost::asio::awaitable<bool> answer_call(std::shared_ptr<Hub> hub, std::shared_ptr<Attempt> attempt,

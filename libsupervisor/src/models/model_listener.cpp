@@ -6,6 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http.hpp>
 
+#include "child_request.hpp"
 #include "hub.hpp"
 #include "inflight/core/log.hpp"
 #include "model_call.hpp"
@@ -21,33 +22,8 @@ namespace {
 // A request (or the wait for the next on a kept-alive connection) is read
 // within this, however slowly the child sends it.
 constexpr auto kRequestDeadline = std::chrono::seconds(120);
-constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
 // What a refused child still sends is read and dropped for at most this.
 constexpr auto kLingerDeadline = std::chrono::seconds(10);
-
-// The token a child's SDK sends: OpenAI's as a bearer, Anthropic's as x-api-key.
-std::string token_of(const ChildRequest& request) {
-  const auto bearer = request[http::field::authorization];
-  if (bearer.starts_with("Bearer ")) return std::string(bearer.substr(7));
-  return std::string(request["x-api-key"]);
-}
-
-std::optional<CallTarget> target_of(std::string_view target) {
-  constexpr std::string_view kPrefix = "/models/";
-  if (!target.starts_with(kPrefix)) return std::nullopt;
-  target.remove_prefix(kPrefix.size());
-  const auto query = target.find('?');
-  CallTarget parsed;
-  if (query != std::string_view::npos) {
-    parsed.query = std::string(target.substr(query + 1));
-    target = target.substr(0, query);
-  }
-  const auto slash = target.find('/');
-  parsed.model = std::string(target.substr(0, slash));
-  parsed.path = slash == std::string_view::npos ? "/" : std::string(target.substr(slash));
-  if (!is_model_name(parsed.model)) return std::nullopt;
-  return parsed;
-}
 
 // Counts a connection against its run's limit once a request named the run.
 class ConnectionSlot {
@@ -136,7 +112,7 @@ net::awaitable<void> serve_connection(std::shared_ptr<Hub> hub, net::ip::tcp::so
     // The head first: a request is admitted before its body is read.
     http::request_parser<http::string_body> parser;
     parser.body_limit(hub->settings.max_request_bytes);
-    parser.header_limit(kMaxHeaderBytes);
+    parser.header_limit(kMaxChildHeaderBytes);
     child.expires_after(kRequestDeadline);
     auto [ec, read] = co_await http::async_read_header(child, buffer, parser, kAwait);
     // The parser refuses a declared length over the body limit with the head.
@@ -144,7 +120,7 @@ net::awaitable<void> serve_connection(std::shared_ptr<Hub> hub, net::ip::tcp::so
     std::optional<Refusal> refusal;
     std::shared_ptr<Attempt> attempt;
     std::optional<CallTarget> target;
-    if (!ec) target = target_of(parser.get().target());
+    if (!ec) target = parse_call_target(parser.get().target());
     if (ec) {
       refusal = too_large(11);
     } else if (auto admitted = admit(*hub, parser.get(), target);

@@ -1,0 +1,103 @@
+// A checkpoint's tree on any bytes, as a restore takes it from a branch that
+// anyone with push access writes: validated (tree_validation.hpp) and, once
+// accepted, written to a run dir (materialize.hpp). The input is the raw
+// root tree object; the target first writes a few objects whose ids the seeds
+// name (a text blob, an empty one, a directory holding the text), so that
+// entries point at something. The tree is refused with a GitError that names
+// why, or written whole; either way nothing lands outside the run dir.
+#include <git2.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "inflight/checkpoint/store_types.hpp"
+#include "snapshot/materialize.hpp"
+#include "snapshot/tree_validation.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace inflight::checkpoint;
+
+void check(int git_result) {
+  if (git_result != 0) std::abort();
+}
+
+// A bare cache repo and a place for run dirs, this process's own, removed at its exit.
+struct Scratch {
+  fs::path root = fs::temp_directory_path() /
+                  ("inflight-fuzz-run-tree-" + std::to_string(static_cast<long>(::getpid())));
+  git_repository* repo = nullptr;
+  git_signature* author = nullptr;
+
+  Scratch() {
+    git_libgit2_init();
+    fs::create_directories(root);
+    check(git_repository_init(&repo, (root / "cache.git").c_str(), 1));
+    check(git_signature_new(&author, "fuzz", "fuzz@example.invalid", 0, 0));
+    git_oid text, empty, directory;
+    check(git_blob_create_from_buffer(&text, repo, "line 1\nline 2\n", 14));
+    check(git_blob_create_from_buffer(&empty, repo, "", 0));
+    git_treebuilder* builder = nullptr;
+    check(git_treebuilder_new(&builder, repo, nullptr));
+    check(git_treebuilder_insert(nullptr, builder, "a.txt", &text, GIT_FILEMODE_BLOB));
+    check(git_treebuilder_write(&directory, builder));
+    git_treebuilder_free(builder);
+  }
+  ~Scratch() {
+    git_signature_free(author);
+    git_repository_free(repo);
+    std::error_code ignored;
+    fs::remove_all(root, ignored);
+  }
+};
+
+Scratch& scratch() {
+  static Scratch s;
+  return s;
+}
+
+// The commit of the tree the input is, or nullopt when libgit2 cannot read it as a tree.
+std::optional<std::string> commit_of_tree(const std::uint8_t* data, std::size_t size) {
+  auto& s = scratch();
+  git_odb* odb = nullptr;
+  check(git_repository_odb(&odb, s.repo));
+  git_oid tree_id, commit_id;
+  check(git_odb_write(&tree_id, odb, data, size, GIT_OBJECT_TREE));
+  git_odb_free(odb);
+  git_tree* tree = nullptr;
+  if (git_tree_lookup(&tree, s.repo, &tree_id) != 0) return std::nullopt;
+  const int made = git_commit_create(&commit_id, s.repo, nullptr, s.author, s.author, nullptr,
+                                     "checkpoint", tree, 0, nullptr);
+  git_tree_free(tree);
+  if (made != 0) return std::nullopt;
+  return std::string(git_oid_tostr_s(&commit_id));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const auto commit = commit_of_tree(data, size);
+  if (!commit) return 0;
+  auto& s = scratch();
+  const auto run_dir = s.root / "runs" / "run";
+  std::error_code ignored;
+  fs::remove_all(s.root / "runs", ignored);
+  try {
+    const ValidatedCommit validated(s.repo, *commit, {.max_bytes = 1 << 20, .max_files = 64});
+    materialize_tree(s.repo, validated, run_dir, "a.txt");
+  } catch (const GitError& refused) {
+    if (std::string_view(refused.what()).empty()) std::abort();
+  }
+  for (const auto& entry : fs::directory_iterator(s.root))
+    if (entry.path().filename() != "cache.git" && entry.path().filename() != "runs") std::abort();
+  for (const auto& entry : fs::recursive_directory_iterator(s.root / "runs", ignored))
+    if (entry.is_symlink()) std::abort();
+  return 0;
+}
