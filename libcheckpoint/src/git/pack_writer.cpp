@@ -83,6 +83,16 @@ class PackDirFile {
 
 // One pack being written.
 struct Writepack {
+  // Spelt out: clang 14, the fuzz build's compiler, cannot make an aggregate from parentheses.
+  Writepack(git_odb_backend* next, PackHandovers& handovers, git_odb* odb,
+            git_indexer_progress_cb progress, void* payload, fs::path pack_dir)
+      : next(next),
+        handovers(handovers),
+        odb(odb),
+        progress(progress),
+        payload(payload),
+        pack_dir(std::move(pack_dir)) {}
+
   git_odb_backend* next;  // libgit2's packed backend
   PackHandovers& handovers;
   git_odb* odb;
