@@ -4,14 +4,15 @@
 // root tree object; the target first writes a few objects whose ids the seeds
 // name (a text blob, an empty one, a directory holding the text), so that
 // entries point at something. The tree is refused with a GitError that names
-// why, or written whole; either way nothing lands outside the run dir.
+// why, or written; either way nothing lands outside the run dir, and no
+// symlink inside it. Each input's tree and commit are removed after it, so
+// that a long run does not fill the disk with loose objects.
 #include <git2.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -35,13 +36,14 @@ struct Scratch {
                   ("inflight-fuzz-run-tree-" + std::to_string(static_cast<long>(::getpid())));
   git_repository* repo = nullptr;
   git_signature* author = nullptr;
+  git_oid seeds[3];  // text, empty, directory: kept across inputs
 
   Scratch() {
     git_libgit2_init();
     fs::create_directories(root);
     check(git_repository_init(&repo, (root / "cache.git").c_str(), 1));
     check(git_signature_new(&author, "fuzz", "fuzz@example.invalid", 0, 0));
-    git_oid text, empty, directory;
+    auto& [text, empty, directory] = seeds;
     check(git_blob_create_from_buffer(&text, repo, "line 1\nline 2\n", 14));
     check(git_blob_create_from_buffer(&empty, repo, "", 0));
     git_treebuilder* builder = nullptr;
@@ -49,6 +51,15 @@ struct Scratch {
     check(git_treebuilder_insert(nullptr, builder, "a.txt", &text, GIT_FILEMODE_BLOB));
     check(git_treebuilder_write(&directory, builder));
     git_treebuilder_free(builder);
+  }
+
+  // Removes the loose object `id` wrote, unless it is a seed.
+  void forget(const git_oid& id) const {
+    for (const auto& seed : seeds)
+      if (git_oid_equal(&seed, &id)) return;
+    const std::string hex = git_oid_tostr_s(&id);
+    std::error_code ignored;
+    fs::remove(root / "cache.git" / "objects" / hex.substr(0, 2) / hex.substr(2), ignored);
   }
   ~Scratch() {
     git_signature_free(author);
@@ -63,38 +74,48 @@ Scratch& scratch() {
   return s;
 }
 
-// The commit of the tree the input is, or nullopt when libgit2 cannot read it as a tree.
-std::optional<std::string> commit_of_tree(const std::uint8_t* data, std::size_t size) {
+// The input written as a tree, and its commit: both ids are zero when libgit2 cannot read the
+// input as a tree.
+struct Written {
+  git_oid tree{};
+  git_oid commit{};
+};
+
+Written write_tree_and_commit(const std::uint8_t* data, std::size_t size) {
   auto& s = scratch();
+  Written written;
   git_odb* odb = nullptr;
   check(git_repository_odb(&odb, s.repo));
-  git_oid tree_id, commit_id;
-  check(git_odb_write(&tree_id, odb, data, size, GIT_OBJECT_TREE));
+  check(git_odb_write(&written.tree, odb, data, size, GIT_OBJECT_TREE));
   git_odb_free(odb);
   git_tree* tree = nullptr;
-  if (git_tree_lookup(&tree, s.repo, &tree_id) != 0) return std::nullopt;
-  const int made = git_commit_create(&commit_id, s.repo, nullptr, s.author, s.author, nullptr,
-                                     "checkpoint", tree, 0, nullptr);
+  if (git_tree_lookup(&tree, s.repo, &written.tree) != 0) return written;
+  if (git_commit_create(&written.commit, s.repo, nullptr, s.author, s.author, nullptr, "checkpoint",
+                        tree, 0, nullptr) != 0)
+    written.commit = {};
   git_tree_free(tree);
-  if (made != 0) return std::nullopt;
-  return std::string(git_oid_tostr_s(&commit_id));
+  return written;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const auto commit = commit_of_tree(data, size);
-  if (!commit) return 0;
   auto& s = scratch();
+  const auto written = write_tree_and_commit(data, size);
   const auto run_dir = s.root / "runs" / "run";
   std::error_code ignored;
   fs::remove_all(s.root / "runs", ignored);
-  try {
-    const ValidatedCommit validated(s.repo, *commit, {.max_bytes = 1 << 20, .max_files = 64});
-    materialize_tree(s.repo, validated, run_dir, "a.txt");
-  } catch (const GitError& refused) {
-    if (std::string_view(refused.what()).empty()) std::abort();
+  if (!git_oid_is_zero(&written.commit)) {
+    try {
+      const ValidatedCommit validated(s.repo, git_oid_tostr_s(&written.commit),
+                                      {.max_bytes = 1 << 20, .max_files = 64});
+      materialize_tree(s.repo, validated, run_dir, "a.txt");
+    } catch (const GitError& refused) {
+      if (std::string_view(refused.what()).empty()) std::abort();
+    }
   }
+  s.forget(written.tree);
+  if (!git_oid_is_zero(&written.commit)) s.forget(written.commit);
   for (const auto& entry : fs::directory_iterator(s.root))
     if (entry.path().filename() != "cache.git" && entry.path().filename() != "runs") std::abort();
   for (const auto& entry : fs::recursive_directory_iterator(s.root / "runs", ignored))

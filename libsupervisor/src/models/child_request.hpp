@@ -25,8 +25,9 @@ struct CallTarget {
   std::string query;  // without '?'
 };
 
-// The parts of `/models/NAME[/PATH][?QUERY]`; nullopt for any other target, or a NAME that is
-// not a model name.
+// The parts of `/models/NAME[/PATH][?QUERY]`; nullopt for any other target, a NAME that is not a
+// model name, or a PATH with a "." or ".." segment (plain or percent-encoded), which would leave
+// the model's base path upstream.
 std::optional<CallTarget> parse_call_target(std::string_view target);
 
 // The token a child's SDK sends: OpenAI's as a bearer, Anthropic's as x-api-key.

@@ -38,8 +38,10 @@ bool event_may_matter(std::string_view data) {
       case 'e':
         if (rest.starts_with("error")) return true;
         break;
-      case 'r':
-        if (rest.starts_with("response.")) return true;
+      case 'r':  // a Responses API delta is "response.output_text.delta": not these
+        if (rest.starts_with("response.completed") || rest.starts_with("response.incomplete") ||
+            rest.starts_with("response.failed"))
+          return true;
         break;
       case 'm':
         if (rest.starts_with("message_")) return true;

@@ -247,5 +247,26 @@ TEST(RunParams, FromOutsideIsBoundedAndChecked) {
   EXPECT_EQ(run_params_from_text(old.dump()).child_name, "default");
 }
 
+// An int field is a JSON integer within int's range: a float is refused, never cast (one beyond
+// int's range cast to int is undefined behaviour; the fuzz target found a version of 7.8e42).
+TEST(RunParams, AnIntFieldIsAWholeNumberWithinRange) {
+  const auto good = to_json(valid_params());
+  for (const auto& version : {"7.8e42", "1.0", "4294967297", "-1e300"})
+    EXPECT_NE(refusal(std::string(good.dump())
+                          .replace(good.dump().find("\"version\":1"), 11,
+                                   std::string("\"version\":") + version))
+                  .find("version is not a whole number"),
+              std::string::npos)
+        << version;
+  for (const auto& field : {"attempt", "exit_code", "signal"}) {
+    auto bad = good;
+    bad["attempts"] = {{{"attempt", 1}, {"pod", "p"}, {"started_at", "t"}}};
+    bad["attempts"][0][field] = 1e300;
+    EXPECT_NE(refusal(bad.dump()).find(std::string(field) + " is not a whole number"),
+              std::string::npos)
+        << field;
+  }
+}
+
 }  // namespace
 }  // namespace inflight::checkpoint

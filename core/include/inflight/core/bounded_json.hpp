@@ -34,9 +34,10 @@ std::string printable(std::string_view text);
 
 // Appends `text` as a JSON string in the form nlohmann's dump(-1, ' ', false,
 // error_handler_t::replace) gives it: quotes, backslashes and control
-// characters escaped, every other byte as it is, and each byte that is not
-// valid UTF-8 as U+FFFD. Journal and log lines are written field by field
-// with it: building a json value first copied each field, an answer most of all.
+// characters escaped, every other byte as it is, and text that is not valid
+// UTF-8 with U+FFFD where nlohmann puts it (one for each bad sequence). Journal and log lines are
+// written field by field with it: building a json value first copied each field, an answer most of
+// all.
 void append_json_string(std::string& out, std::string_view text);
 
 }  // namespace inflight

@@ -138,6 +138,10 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
       {R"({"ok":true,"answer":{}})", "malformed"},
       {this_version(R"("ok":true})"), "malformed"},
       {std::string(70, '[') + std::string(70, ']'), "malformed"},
+      // A float where a struct reads an integer: cast beyond its range, undefined behaviour.
+      {R"({"version":1e117,"ok":true,"answer":{}})", "fractional number"},
+      {this_version(R"("ok":true,"answer":{"lost":[],"left":[{"until":-1.5}]}})"),
+       "fractional number"},
   };
   for (const auto& [output, says] : cases) {
     const auto out = read_output(output);
@@ -145,6 +149,16 @@ TEST(AgentProtocol, AnythingButAnAnswerOfThisVersionIsAFailureThatSaysWhy) {
     EXPECT_EQ(out.error().kind, Failure::other) << output;
     EXPECT_NE(out.error().message.find(says), std::string::npos) << out.error().message;
   }
+}
+
+// A held run's params are a run-params.json as its branch holds it: a fraction there is judged
+// when the params are read, and does not cost the rest of the answer.
+TEST(AgentProtocol, AFractionInAHeldRunsParamsIsLeftToTheirReader) {
+  const auto out = read_output(
+      this_version(R"("ok":true,"answer":{"held":[{"params":{"version":1.5},"branch":"b",)"
+                   R"("reason":"r"}]}})"));
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ((*out)["held"][0]["params"]["version"], 1.5);
 }
 
 TEST(AgentProtocol, AnAnswerThatLacksAFieldIsMalformed) {
