@@ -10,7 +10,8 @@ invariants after every trial.
 One trial (every choice drawn from the trial's seed):
 
 1. pod-a starts on an empty results repo (a `git daemon` behind a TCP proxy
-   that can go down or hang), gets 2 to 4 demo runs, and after a random delay
+   that can go down or hang; with --history-one-in K, one trial in K on a
+   repo that already holds 20,000 finished runs), gets 2 to 4 demo runs, and after a random delay
    one fault: SIGTERM, SIGINT, a double SIGTERM, SIGKILL of the whole pod while
    periodic checkpoints run, SIGKILL of one child (then SIGTERM), SIGTERM to
    the next instance while it restores, the remote down at shutdown, or the
@@ -66,7 +67,8 @@ import pytest
 
 from conftest import DEMO, INFLIGHT
 from inflight_testing.git_servers import branches, start_git_daemon
-from inflight_testing.procfs import process_exists
+from inflight_testing.history import write_history
+from inflight_testing.procfs import kill_tagged, process_exists, tagged_processes
 from inflight_testing.proxies import FlakyRemote
 from inflight_testing.run_dirs import index_ids
 from inflight_testing.serve import Serve
@@ -79,6 +81,7 @@ FLUSH_S = 1
 GIT_TIMEOUT_S = 5
 SHUTDOWN_SLACK_S = 2
 MAX_ATTEMPTS = 20
+HISTORY_RUNS = 20_000
 RECOVERY_DEADLINE_S = 90
 PUSH_FAILURES = {"checkpoint not pushed; the run stays on local disk",
                  "grace period over before every checkpoint landed",
@@ -114,19 +117,23 @@ class TrialPlan:
     max_concurrent: int
     interval_ms: int
     fault_delay: float
+    history: int  # finished runs the results repo holds before the trial starts
     rng: random.Random = field(repr=False)
 
     def describe(self):
         return (f"trial {self.index}: fault={self.fault} disk={self.disk} restart={self.restart} "
                 f"runs={[(r.tests, r.test_ms) for r in self.runs]} max_concurrent={self.max_concurrent} "
-                f"interval={self.interval_ms}ms delay={self.fault_delay:.2f}s trial_seed={self.seed}")
+                f"interval={self.interval_ms}ms delay={self.fault_delay:.2f}s history={self.history} "
+                f"trial_seed={self.seed}")
 
     def rerun(self):
         script = "tests/support/python tests/e2e/test_chaos.py"
-        alone = f"{script} --trial-seed {self.seed} --fault {self.fault}"
+        history = " --history-one-in 1" if self.history else ""
+        alone = f"{script} --trial-seed {self.seed} --fault {self.fault}{history}"
         if self.master_seed is None:
             return alone
-        return f"{script} --seed {self.master_seed} --only-trial {self.index}   (or: {alone})"
+        return (f"{script} --seed {self.master_seed} --only-trial {self.index}{history}"
+                f"   (or: {alone})")
 
 
 def fault_for(master_seed, index):
@@ -136,7 +143,15 @@ def fault_for(master_seed, index):
     return rounds.sample(names, len(names))[index % len(names)]
 
 
-def plan_trial(master_seed, index, fault=None, seed=None):
+def history_for(seed, one_in):
+    """With --history-one-in K, one trial in K starts on a results repo that
+    already holds HISTORY_RUNS finished runs. Drawn apart from the trial's
+    other choices, which stay what they are without it."""
+    drawn = one_in and random.Random(f"{seed}:history").randrange(one_in) == 0
+    return HISTORY_RUNS if drawn else 0
+
+
+def plan_trial(master_seed, index, fault=None, seed=None, history_one_in=0):
     if seed is None:
         seed = random.Random(f"{master_seed}:{index}").getrandbits(32)
     rng = random.Random(seed)
@@ -146,41 +161,8 @@ def plan_trial(master_seed, index, fault=None, seed=None):
                      fault=fault or fault_for(master_seed, index),
                      disk=rng.choice(["kept", "wiped"]), restart=rng.choice(["single", "pair"]),
                      runs=runs, max_concurrent=rng.randint(1, 3), interval_ms=rng.randint(250, 1000),
-                     fault_delay=rng.uniform(0.2, 4.0), rng=rng)
-
-
-# --------------------------------------------------------------------------
-# processes of one instance
-
-
-def tagged_processes(tag):
-    """Live processes whose environment carries this instance's tag: serve,
-    its children and their descendants, its checkpoint agents."""
-    needle = f"{TAG_VAR}={tag}".encode()
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            if needle in environ.read_bytes().split(b"\0"):
-                pid = int(environ.parent.name)
-                cmd = (environ.parent / "cmdline").read_bytes().replace(b"\0", b" ")
-                if process_exists(pid):
-                    found.append((pid, cmd.decode(errors="replace").strip()))
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-    return found
-
-
-def kill_tagged(tag, timeout=5):
-    """SIGKILLs every process of an instance until none is left."""
-    deadline = time.monotonic() + timeout
-    while (procs := tagged_processes(tag)) and time.monotonic() < deadline:
-        for pid, _ in procs:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.02)
-    return tagged_processes(tag)
+                     fault_delay=rng.uniform(0.2, 4.0), history=history_for(seed, history_one_in),
+                     rng=rng)
 
 
 # --------------------------------------------------------------------------
@@ -409,7 +391,7 @@ class Trial:
     def kill_pod(self, instance):
         """SIGKILL of the whole pod: serve first, then everything it started."""
         instance.serve.proc.kill()
-        left = kill_tagged(instance.tag)
+        left = kill_tagged(TAG_VAR, instance.tag)
         assert not left, f"{instance.name}: processes survive SIGKILL: {left}"
         instance.exit_code = instance.serve.wait_exit(timeout=10)
         self.check_run_dirs(instance, log_complete=False)
@@ -425,9 +407,9 @@ class Trial:
 
     def check_no_process_left(self, instance):
         try:
-            wait_for(lambda: not tagged_processes(instance.tag), 2, "no process left")
+            wait_for(lambda: not tagged_processes(TAG_VAR, instance.tag), 2, "no process left")
         except AssertionError:
-            raise AssertionError(f"{instance.name} exited and left {tagged_processes(instance.tag)}")
+            raise AssertionError(f"{instance.name} exited and left {tagged_processes(TAG_VAR, instance.tag)}")
 
     def check_exit_code(self, instance, remote_ok):
         code = instance.exit_code
@@ -619,7 +601,7 @@ class Trial:
         for instance in self.instances:
             if instance.serve is not None and instance.serve.proc.poll() is None:
                 instance.serve.proc.kill()
-            kill_tagged(instance.tag)
+            kill_tagged(TAG_VAR, instance.tag)
             if instance.serve is not None:
                 try:
                     instance.serve.proc.wait(timeout=10)
@@ -764,6 +746,7 @@ def run_trial(plan, root):
         with start_git_daemon(root / "remote") as daemon:
             remote = FlakyRemote(daemon.port)
             trial = Trial(plan, root, remote, daemon.bare)
+            write_history(daemon.bare, plan.history)
             try:
                 first = trial.start(trial.new_disk(), "first")
                 trial.submit_all(first)
@@ -803,6 +786,8 @@ def parse_args(argv):
     parser.add_argument("--trial-seed", type=int, help="run one trial from its own seed")
     parser.add_argument("--fault", choices=sorted(FAULTS), help="the fault of --trial-seed")
     parser.add_argument("--keep", action="store_true", help="keep the dirs of passing trials too")
+    parser.add_argument("--history-one-in", type=int, default=0, metavar="K",
+                        help=f"one trial in K starts on {HISTORY_RUNS} finished runs (default: none)")
     args = parser.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(2**31)
@@ -813,11 +798,12 @@ def parse_args(argv):
 
 
 def standalone_plans(args):
+    history = args.history_one_in
     if args.trial_seed is not None:
-        return [plan_trial(None, 0, fault=args.fault, seed=args.trial_seed)]
+        return [plan_trial(None, 0, fault=args.fault, seed=args.trial_seed, history_one_in=history)]
     if args.only_trial is not None:
-        return [plan_trial(args.seed, args.only_trial)]
-    return [plan_trial(args.seed, k) for k in range(args.trials)]
+        return [plan_trial(args.seed, args.only_trial, history_one_in=history)]
+    return [plan_trial(args.seed, k, history_one_in=history) for k in range(args.trials)]
 
 
 def main(argv=None):

@@ -1,6 +1,9 @@
 """Processes as /proc shows them, for tests that check nothing outlives or is
 left unreaped by serve, and for benchmarks that read its CPU and memory."""
 
+import os
+import signal
+import time
 from pathlib import Path
 
 
@@ -68,3 +71,35 @@ def cpu(pid):
     status = status_fields(pid)
     switches = int(status["voluntary_ctxt_switches"]) + int(status["nonvoluntary_ctxt_switches"])
     return ticks, ns, switches
+
+
+def tagged_processes(var, tag):
+    """Live processes whose environment holds VAR=TAG, as (pid, command line):
+    a serve started with such a tag, and every child, descendant and agent
+    of it that inherits its environment."""
+    needle = f"{var}={tag}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if needle in environ.read_bytes().split(b"\0"):
+                pid = int(environ.parent.name)
+                cmd = (environ.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                if process_exists(pid):
+                    found.append((pid, cmd.decode(errors="replace").strip()))
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return found
+
+
+def kill_tagged(var, tag, timeout=5):
+    """SIGKILLs every process tagged VAR=TAG until none is left (or `timeout`
+    seconds pass); returns those still there."""
+    deadline = time.monotonic() + timeout
+    while (procs := tagged_processes(var, tag)) and time.monotonic() < deadline:
+        for pid, _ in procs:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+    return tagged_processes(var, tag)
