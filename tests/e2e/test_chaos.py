@@ -746,8 +746,8 @@ def run_trial(plan, root):
         with start_git_daemon(root / "remote") as daemon:
             remote = FlakyRemote(daemon.port)
             trial = Trial(plan, root, remote, daemon.bare)
-            write_history(daemon.bare, plan.history)
             try:
+                write_history(daemon.bare, plan.history)
                 first = trial.start(trial.new_disk(), "first")
                 trial.submit_all(first)
                 last = FAULTS[plan.fault](trial, first)

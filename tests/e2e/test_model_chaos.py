@@ -11,32 +11,36 @@ One trial (every choice drawn from the trial's seed):
 
 1. pod-a starts on an empty results repo (a `git daemon`), with a fake
    provider (tests/support/inflight_testing/model_provider.py) whose calls
-   take 0.1 to 0.9 s, and gets 2 or 3 runs of children/model_eval.py: an
-   eval that resumes, with 1 to 8 workers making calls at once, streaming or
-   not, retrying a failed call twice as an SDK does.
+   take 0.1 to 0.9 s, and gets 2 or 3 runs of children/model_eval.py, 1 to
+   8 workers making calls at once, streaming or not, retrying a failed call
+   as an SDK does; each run's child either resumes (asks only the cases it
+   lacks) or has no resume of its own (asks every case again, each attempt).
 2. One fault: a SIGTERM at a random moment; a SIGTERM with 50 calls in
    flight; the provider hanging on some calls (then a SIGTERM while they
    hang); the provider resetting streams midway, or answering 429 or 500
-   (then a SIGTERM); a child SIGKILLed mid-call (then a SIGTERM); or a
-   SIGTERM and then a journal file truncated on the kept disk.
+   (then, once the children saw it, a SIGTERM); a child SIGKILLed mid-call
+   (then a SIGTERM); or a SIGTERM and then a journal file cut short on the
+   kept disk.
 3. pod-b starts on the kept disk or on a wiped one and finishes every run;
    then it gets a SIGTERM too.
 
 Invariants:
 - no call paid twice after a SIGTERM: a prompt is answered in full (200,
-  the whole body) at most once, unless its first whole answer ended after
-  the flush window had run out (a call the window cut, which costs once
-  more and no more), its child was SIGKILLed with it in flight, or its
-  run's journal was truncated;
+  the whole body) once; twice only when its first whole answer ended as
+  pod-a's flush window ran out (a call the window cut costs once more, and
+  a hung one is paid exactly twice), its child was SIGKILLed with it in
+  flight, or the journal line of its answer was cut off; never three times;
 - no error and no cut stream is ever replayed: every call answered from
-  the journal ended 200 and "ok";
+  the journal ended 200 and "ok", and every answer in a published journal
+  is a 200, a stream to its `data: [DONE]`;
 - serve never goes down and never skips a checkpoint: every pod exits 0,
-  within grace period + 2 s, and leaves no process behind;
+  within grace period + 2 s, leaves no process behind, and every run it
+  leaves unfinished has a branch holding its disk's index.jsonl;
 - each case has exactly one record in the published result, with the
   provider's answer to it.
 
 Running it:
-    tests/support/python -m pytest tests/e2e/test_model_chaos.py   # CI: 4 trials, fixed seed
+    tests/support/python -m pytest tests/e2e/test_model_chaos.py   # CI: 7 trials, fixed seed
     tests/support/python tests/e2e/test_model_chaos.py --trials 200 --seed 12345 [--jobs 4]
     tests/support/python tests/e2e/test_model_chaos.py --seed 12345 --only-trial 17
 A failing trial prints its seed, what it drew, and the command that reruns
@@ -47,6 +51,7 @@ import argparse
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import signal
@@ -71,7 +76,7 @@ from inflight_testing.serve import Serve
 from inflight_testing.waiting import wait_for
 
 DEFAULT_SEED = 20261129
-CI_TRIALS = 4
+CI_TRIALS = 7  # one of each fault
 GRACE_S = 6
 FLUSH_S = 2
 SHUTDOWN_SLACK_S = 2
@@ -79,6 +84,9 @@ SHUTDOWN_SLACK_S = 2
 # by it on serve's side although the provider finished writing it.
 WINDOW_SLACK_S = 0.25
 KEY_ENV = "PROVIDER_KEY"
+# A child's retries of a failed call; a fault queues at most this many, so that
+# no case runs out of tries (a child that gives up exits 1, and its run fails).
+RETRIES = 3
 TAG_VAR = "CHAOS_POD_TAG"
 JOURNAL = Path(".inflight") / "model-calls"
 
@@ -89,6 +97,7 @@ class RunSpec:
     cases: int
     workers: int
     stream: bool
+    child: str  # "resumes" (asks only what it lacks) or "restarts" (asks everything again)
 
     def prompt(self, case):
         return f"{self.run_id}/case-{case}"
@@ -107,7 +116,7 @@ class TrialPlan:
     rng: random.Random = field(repr=False)
 
     def describe(self):
-        runs = [(r.cases, r.workers, "stream" if r.stream else "json") for r in self.runs]
+        runs = [(r.cases, r.workers, "stream" if r.stream else "json", r.child) for r in self.runs]
         return (f"trial {self.index}: fault={self.fault} disk={self.disk} runs={runs} "
                 f"delay={self.delay:.2f}s fault_delay={self.fault_delay:.2f}s trial_seed={self.seed}")
 
@@ -132,11 +141,12 @@ def plan_trial(master_seed, index, fault=None, seed=None):
     fault = fault or fault_for(master_seed, index)
     delay = rng.uniform(0.1, 0.9)
     if fault == "sigterm_50_in_flight":  # calls long enough for 50 workers to have 50 out
-        runs = [RunSpec(f"m{index}-{n}", 100, 25, rng.random() < 0.5) for n in range(2)]
+        runs = [RunSpec(f"m{index}-{n}", 100, 25, rng.random() < 0.5, "resumes")
+                for n in range(2)]
         delay = rng.uniform(1.0, 1.5)
     else:
-        runs = [RunSpec(f"m{index}-{n}", rng.randint(6, 24), rng.randint(1, 8), rng.random() < 0.5)
-                for n in range(rng.randint(2, 3))]
+        runs = [RunSpec(f"m{index}-{n}", rng.randint(6, 24), rng.randint(1, 8), rng.random() < 0.5,
+                        rng.choice(["resumes", "restarts"])) for n in range(rng.randint(2, 3))]
     disk = "kept" if fault == "journal_truncated" else rng.choice(["kept", "wiped"])
     return TrialPlan(index=index, seed=seed, master_seed=master_seed, fault=fault, disk=disk,
                      delay=delay, fault_delay=rng.uniform(0.3, 2.5), runs=runs,
@@ -156,6 +166,7 @@ class Trial:
         self.key = provider.api_key
         self.pods = []
         self.sigterm_at = []  # time.monotonic() of each SIGTERM to a pod
+        self.exited_at = []  # and of each pod's exit after it
         self.excused = set()  # prompts a fault may make pay twice
         self.notes = []
         self.after_recovery = []  # checks a fault adds, run after pod-b's SIGTERM
@@ -164,17 +175,19 @@ class Trial:
         path = self.root / "config.json"
         def integer(default):
             return {"type": "integer", "min": 0, "max": 1000, "default": default}
-        path.write_text(json.dumps({
-            "models": {"openai": {"upstream": self.provider.url, "api_key_env": KEY_ENV}},
-            "child": {
+        def template(resume_argv):
+            return {
                 "argv": [PYTHON, str(CHILDREN / "model_eval.py"), "--output", "{output_dir}",
                          "--cases", "{cases}", "--workers", "{workers}", "--stream", "{stream}",
-                         "--prefix", "{run_id}"],
-                "resume_argv": ["--resume"],
+                         "--prefix", "{run_id}", "--retries", str(RETRIES)],
+                "resume_argv": resume_argv,
                 "env": {"OPENAI_BASE_URL": "{model_url:openai}/v1", "OPENAI_API_KEY": "{model_key}"},
                 "inherit_env": [TAG_VAR],
                 "params": {"cases": integer(10), "workers": integer(1), "stream": integer(0)},
-                "progress_file": "index.jsonl"}}))
+                "progress_file": "index.jsonl"}
+        path.write_text(json.dumps({
+            "models": {"openai": {"upstream": self.provider.url, "api_key_env": KEY_ENV}},
+            "children": {"resumes": template(["--resume"]), "restarts": template([])}}))
         return path
 
     def start(self, name, disk):
@@ -192,7 +205,8 @@ class Trial:
 
     def submit_all(self, pod):
         for run in self.plan.runs:
-            pod.submit(id=run.run_id, cases=run.cases, workers=run.workers, stream=int(run.stream))
+            pod.submit(id=run.run_id, child=run.child, cases=run.cases, workers=run.workers,
+                       stream=int(run.stream))
 
     def sigterm(self, pod):
         """SIGTERM; the pod must exit 0 (the remote is up) within grace + 2 s
@@ -205,13 +219,36 @@ class Trial:
             pod.exit_code = pod.wait_exit(timeout=limit + 10)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{pod.name}: still running {limit + 10}s after SIGTERM") from None
-        took = time.monotonic() - started
+        self.exited_at.append(time.monotonic())
+        took = self.exited_at[-1] - started
         assert took <= limit, f"{pod.name}: shutdown took {took:.2f}s, over grace + 2s"
         assert pod.exit_code == 0, f"{pod.name}: exit {pod.exit_code} with the remote up"
         try:
             wait_for(lambda: not tagged_processes(TAG_VAR, pod.tag), 2, "no process left")
         except AssertionError:
             raise AssertionError(f"{pod.name} exited and left {tagged_processes(TAG_VAR, pod.tag)}") from None
+        self.check_saved(pod)
+
+    def check_saved(self, pod):
+        """Exit 0 means every checkpoint landed: each run the pod leaves
+        unfinished on its disk has a branch whose index.jsonl is the disk's."""
+        for params_file in (pod.workdir / ".inflight" / "runs").glob("*/run-params.json"):
+            run_dir = params_file.parent
+            if "final_status" in json.loads(params_file.read_text()):
+                continue
+            ref = f"refs/heads/inflight/{pod.name}/{run_dir.name}"
+            tip = subprocess.run(["git", "-C", str(self.bare), "rev-parse", "-q", "--verify", ref],
+                                 capture_output=True)
+            assert tip.returncode == 0, f"{pod.name} exited 0 but run {run_dir.name} has no {ref}"
+            # An empty progress file has no complete line to save.
+            saved = subprocess.run(["git", "-C", str(self.bare), "show", f"{ref}:index.jsonl"],
+                                   capture_output=True, text=True).stdout
+            local = (run_dir / "index.jsonl").read_text() if (run_dir / "index.jsonl").exists() \
+                else ""
+            assert saved == local, \
+                (f"{pod.name} exited 0 but run {run_dir.name}'s last checkpoint is not on {ref}: "
+                 f"{saved[-300:]!r} there, "
+                 f"{local[-300:]!r} on disk")
 
     def wait_calls(self, n, timeout=30):
         wait_for(lambda: len(self.provider.in_flight()) >= n, timeout, f"{n} calls in flight")
@@ -233,25 +270,45 @@ class Trial:
     # checks
 
     def check_ledger(self):
+        """A prompt is answered in full once; twice only when a fault excuses
+        it or its first whole answer ended as pod-a's flush window ran out
+        (between the window's end, less WINDOW_SLACK_S, and pod-a's exit);
+        never three times."""
         whole = defaultdict(list)  # prompt -> end times of its whole 200 answers
         for e in self.provider.ledger():
             if e["status"] == 200 and e["completed"]:
                 whole[e["prompt"]].append(e["ended"])
-        cut_after = [t + FLUSH_S - WINDOW_SLACK_S for t in self.sigterm_at]
+        cut_from = self.sigterm_at[0] + FLUSH_S - WINDOW_SLACK_S
         for prompt, ends in whole.items():
-            if len(ends) < 2 or prompt in self.excused:
-                continue
             first = min(ends)
-            assert any(first >= limit for limit in cut_after), \
+            cut = cut_from <= first <= self.exited_at[0]
+            allowed = 2 if prompt in self.excused or cut else 1
+            assert len(ends) <= allowed, \
                 (f"{prompt} paid {len(ends)} times in full, its first answer whole at "
-                 f"{first - self.sigterm_at[0]:+.2f}s from the SIGTERM (window {FLUSH_S}s)")
+                 f"{first - self.sigterm_at[0]:+.2f}s from pod-a's SIGTERM (window {FLUSH_S}s)")
 
     def check_replays(self):
+        """Nothing but whole answers replayed, by the log; and nothing but
+        whole answers recorded in any published journal."""
         for pod in self.pods:
             for e in pod.events():
                 if e.get("msg") == "model call ended" and e.get("source") == "journal":
                     assert e.get("status") == 200 and e.get("outcome") == "ok", \
                         f"{pod.name} replayed what was not a whole answer: {e}"
+        for run in self.plan.runs:
+            for line in self.published_journal(run.run_id).splitlines():
+                record = json.loads(line)
+                whole = record["status"] == 200 and (
+                    not record["stream"] or record["body"].endswith("data: [DONE]\n\n"))
+                assert whole, f"run {run.run_id} recorded what is not a whole answer: {line[:300]}"
+
+    def published_journal(self, run_id):
+        ref = f"refs/inflight-results/{run_id}"
+        names = subprocess.run(["git", "-C", str(self.bare), "ls-tree", "--name-only",
+                                f"{ref}:{JOURNAL}"], capture_output=True, text=True).stdout.split()
+        return "".join(subprocess.run(["git", "-C", str(self.bare), "show", f"{ref}:{JOURNAL}/{n}"],
+                                      capture_output=True, text=True, check=True).stdout
+                       for n in names)
 
     def check_results(self):
         for run in self.plan.runs:
@@ -329,20 +386,27 @@ def check_paid_once_more(trial, prompts):
         assert paid == 2, f"{prompt} hung past the window and was paid {paid} times, not 2"
 
 
-def fault_provider_resets(trial, pod):
-    trial.provider.reset_mid_stream_next(n=trial.rng.randint(1, 4))
+def faults_then_sigterm(trial, pod, kind, n):
+    """The SIGTERM comes after the first n calls took their fault (and the
+    children saw it), so that their retries meet the shutdown."""
+    wait_for(lambda: sum(1 for e in trial.provider.ledger()
+                         if e["fault"] == kind and e["ended"] is not None) >= n,
+             30, f"{n} calls answered with fault {kind}")
     time.sleep(trial.plan.fault_delay)
     trial.sigterm(pod)
-    trial.provider.clear_faults()
+
+
+def fault_provider_resets(trial, pod):
+    n = trial.rng.randint(1, RETRIES)
+    trial.provider.reset_mid_stream_next(n=n)
+    faults_then_sigterm(trial, pod, "reset", n)
 
 
 def fault_provider_errors(trial, pod):
-    status = trial.rng.choice([429, 500])
-    trial.provider.fail_next(status=status, n=trial.rng.randint(1, 4))
-    trial.notes.append(f"status {status}")
-    time.sleep(trial.plan.fault_delay)
-    trial.sigterm(pod)
-    trial.provider.clear_faults()
+    status, n = trial.rng.choice([429, 500]), trial.rng.randint(1, RETRIES)
+    trial.provider.fail_next(status=status, n=n)
+    trial.notes.append(f"{n} x status {status}")
+    faults_then_sigterm(trial, pod, "status", n)
 
 
 def fault_child_killed(trial, pod):
@@ -377,13 +441,19 @@ def fault_journal_truncated(trial, pod):
         trial.notes.append("no journal to truncate")
         return
     victim = trial.rng.choice(files)
-    size = victim.stat().st_size
-    with open(victim, "r+b") as f:
-        f.truncate(trial.rng.randint(0, size - 1))
+    data = victim.read_bytes()
+    cut = trial.rng.randint(0, len(data) - 1)
+    victim.write_bytes(data[:cut])
     run_id = victim.relative_to(pod.workdir / ".inflight" / "runs").parts[0]
-    trial.excused |= {run.prompt(c) for run in trial.plan.runs if run.run_id == run_id
-                      for c in range(run.cases)}
-    trial.notes.append(f"truncated {victim.name} of {run_id} from {size} bytes")
+    segments = sorted(victim.parent.glob("calls-*.jsonl"))
+    if victim != segments[-1]:  # a torn line mid-journal: nothing of the run is replayed
+        lost = data
+    else:  # the lines from the torn one on are lost: their answers name their prompts
+        lost = data[data.rfind(b"\n", 0, cut) + 1:]
+    cases = {int(c) for c in re.findall(rb"%s/case-(\d+)" % re.escape(run_id.encode()), lost)}
+    trial.excused |= {f"{run_id}/case-{c}" for c in cases}
+    trial.notes.append(f"cut {victim.name} of {run_id} at {cut} of {len(data)} bytes, "
+                       f"{len(cases)} answers lost")
 
 
 FAULTS = {

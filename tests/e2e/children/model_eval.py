@@ -19,7 +19,8 @@ an SDK does; a case still failing after that is left out, and the eval
 exits 1 once every thread is done.
 
 --resume keeps the complete lines of index.jsonl (a torn last line is cut
-off) and asks only the cases they lack. SIGTERM ends it at once (default
+off) and asks only the cases they lack; without it, index.jsonl is started
+over and every case asked again, as by a tool with no resume of its own. SIGTERM ends it at once (default
 disposition), whatever calls are in flight.
 """
 import http.client
@@ -89,9 +90,12 @@ def answer_of(raw):
 
 lock = threading.Lock()
 failed = []
-index = open(index_path, "a")
-todo = sorted(set(range(cases)) - recorded_cases()) if "--resume" in sys.argv else \
-    list(range(cases))
+if "--resume" in sys.argv:
+    todo = sorted(set(range(cases)) - recorded_cases())
+    index = open(index_path, "a")
+else:  # a tool with no resume of its own starts its output over
+    todo = list(range(cases))
+    index = open(index_path, "w")
 
 
 def next_case():
