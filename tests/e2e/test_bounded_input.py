@@ -28,6 +28,25 @@ def test_deeply_nested_bodies_are_refused_and_serve_goes_on(serve_factory):
     assert serve.submit(tests=1, test_ms=1)
 
 
+def test_a_request_whose_run_params_would_not_read_back_is_refused(serve_factory, tmp_path):
+    """A body under the 1 MiB limit can render to a run-params.json over the
+    1 MiB a restore reads (the request and the rendered argv both hold each
+    id, pretty-printed): such a run would be saved and never restored. It is
+    refused at submit, naming the size and the limit, and nothing is kept."""
+    config = write_config(tmp_path / "ids.json", {
+        "argv": ["/bin/true"], "optional": {"ids": ["--id", "{ids}"]},
+        "params": {"ids": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}}}})
+    serve = serve_factory("--config", config)
+    serve.wait_ready()
+    body = json.dumps({"id": "too-big", "ids": ["abcdefgh"] * 60_000}).encode()
+    assert len(body) < 1 << 20
+    r = serve.post("/api/eval/run", body)
+    assert r.status == 413 and r.json()["error"] == "run_params_too_large", r.body
+    assert "at most 524288" in r.json()["message"], r.body
+    assert not (tmp_path / ".inflight" / "runs" / "too-big").exists()
+    assert serve.post("/api/eval/run", {"id": "fits", "ids": ["abcdefgh"] * 1000}).status == 202
+
+
 def test_a_full_queue_answers_503_queue_full_with_retry_after(serve_factory):
     serve = serve_factory("--max-concurrent", "1", "--max-queued", "2")
     serve.wait_ready()

@@ -228,9 +228,13 @@ RunParams run_params_from_text(std::string_view text) {
   return run_params_from_json(*json);
 }
 
+std::string run_params_text(const RunParams& params) {
+  return to_json(params).dump(2) + "\n";
+}
+
 void write_run_params(const std::filesystem::path& run_dir, const RunParams& params,
                       Durability durability) {
-  write_file_atomically(run_dir / kRunParamsFile, to_json(params).dump(2) + "\n", durability);
+  write_file_atomically(run_dir / kRunParamsFile, run_params_text(params), durability);
 }
 
 std::optional<RunParams> read_run_params(const std::filesystem::path& run_dir) {

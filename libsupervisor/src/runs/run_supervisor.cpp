@@ -174,6 +174,14 @@ std::optional<SubmitResult> RunSupervisor::admission_refusal() const {
 // then the queue.
 SubmitResult RunSupervisor::accept(const std::string& id, OrderedJson request,
                                    const ChildTemplate& child) {
+  auto params = first_params(id, std::move(request), child, settings_.runs_dir / id);
+  if (const auto size = checkpoint::run_params_text(params).size();
+      size > checkpoint::kMaxNewRunParamsBytes)
+    return refused(413, "run_params_too_large",
+                   "this run's run-params.json (its request and rendered template) would be " +
+                       std::to_string(size) + " bytes; a new run's may be at most " +
+                       std::to_string(checkpoint::kMaxNewRunParamsBytes) +
+                       ", half of the 1 MiB a restore reads, the rest kept for its attempts");
   const auto dir = settings_.runs_dir / id;
   std::error_code ec;
   fs::create_directories(settings_.runs_dir, ec);
@@ -182,7 +190,6 @@ SubmitResult RunSupervisor::accept(const std::string& id, OrderedJson request,
     return refused(409, "run_exists",
                    "run dir " + dir.string() + " already exists and belongs to no active run");
   }
-  auto params = first_params(id, std::move(request), child, dir);
   try {
     checkpoint::write_run_params(dir, params);
   } catch (const std::exception& e) {

@@ -83,8 +83,14 @@ inline constexpr const char* kRunParamsFile = "run-params.json";
 inline constexpr std::size_t kMaxRunParamsBytes = 1 << 20;
 inline constexpr std::size_t kMaxAttemptRecords = 1000;
 inline constexpr std::size_t kMaxAttemptErrorBytes = 1024;
+// A new run's run-params.json (its request, its rendered template) takes at
+// most half of kMaxRunParamsBytes: the rest is its attempt history's, so that
+// the file every checkpoint saves stays one a restore reads back.
+inline constexpr std::size_t kMaxNewRunParamsBytes = kMaxRunParamsBytes / 2;
 
 OrderedJson to_json(const RunParams& params);
+// The file's text, as write_run_params() writes it.
+std::string run_params_text(const RunParams& params);
 // Throws std::runtime_error naming the field that is missing, malformed or
 // over its limit.
 RunParams run_params_from_json(const OrderedJson& json);
