@@ -45,7 +45,6 @@ Binaries come from INFLIGHT_BIN_DIR (default build/bin), as for every e2e test.
 tests/support/python puts the support package (tests/support) on the path.
 """
 
-import argparse
 import json
 import os
 import random
@@ -53,7 +52,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -71,6 +69,8 @@ from inflight_testing.history import write_history
 from inflight_testing.procfs import kill_tagged, process_exists, tagged_processes
 from inflight_testing.proxies import FlakyRemote
 from inflight_testing.run_dirs import index_ids
+from inflight_testing.seeded_trials import (argument_parser, ci_plans, fault_for, parse_args,
+                                            plans_of, run_trials)
 from inflight_testing.serve import Serve
 from inflight_testing.waiting import wait_for
 
@@ -136,13 +136,6 @@ class TrialPlan:
                 f"   (or: {alone})")
 
 
-def fault_for(master_seed, index):
-    """Faults in a seeded order that covers each once per len(FAULTS) trials."""
-    names = sorted(FAULTS)
-    rounds = random.Random(f"{master_seed}:round{index // len(names)}")
-    return rounds.sample(names, len(names))[index % len(names)]
-
-
 def history_for(seed, one_in):
     """With --history-one-in K, one trial in K starts on a results repo that
     already holds HISTORY_RUNS finished runs. Drawn apart from the trial's
@@ -158,7 +151,7 @@ def plan_trial(master_seed, index, fault=None, seed=None, history_one_in=0):
     runs = [RunSpec(f"c{index}-{n}", rng.randint(8, 24), rng.randint(60, 160))
             for n in range(rng.randint(2, 4))]
     return TrialPlan(index=index, seed=seed, master_seed=master_seed,
-                     fault=fault or fault_for(master_seed, index),
+                     fault=fault or fault_for(master_seed, index, FAULTS),
                      disk=rng.choice(["kept", "wiped"]), restart=rng.choice(["single", "pair"]),
                      runs=runs, max_concurrent=rng.randint(1, 3), interval_ms=rng.randint(250, 1000),
                      fault_delay=rng.uniform(0.2, 4.0), history=history_for(seed, history_one_in),
@@ -765,76 +758,21 @@ def run_trial(plan, root):
     return trial
 
 
-def ci_plans():
-    trials = int(os.environ.get("INFLIGHT_CHAOS_TRIALS", CI_TRIALS))
-    seed = int(os.environ.get("INFLIGHT_CHAOS_SEED", DEFAULT_SEED))
-    return [plan_trial(seed, k) for k in range(trials)]
-
-
-@pytest.mark.parametrize("plan", ci_plans(), ids=lambda p: f"{p.index}-{p.fault}")
+@pytest.mark.parametrize("plan", ci_plans(plan_trial, CI_TRIALS, DEFAULT_SEED),
+                         ids=lambda p: f"{p.index}-{p.fault}")
 def test_chaos_trial(plan, tmp_path):
     print(plan.describe())
     print(run_trial(plan, tmp_path).summary())
 
 
-def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=int(os.environ.get("INFLIGHT_CHAOS_TRIALS", 40)))
-    parser.add_argument("--seed", type=int, default=os.environ.get("INFLIGHT_CHAOS_SEED"),
-                        help="master seed (default: INFLIGHT_CHAOS_SEED, else a random one)")
-    parser.add_argument("--only-trial", type=int, help="run trial K of --seed alone")
-    parser.add_argument("--trial-seed", type=int, help="run one trial from its own seed")
-    parser.add_argument("--fault", choices=sorted(FAULTS), help="the fault of --trial-seed")
-    parser.add_argument("--keep", action="store_true", help="keep the dirs of passing trials too")
+def main(argv=None):
+    parser = argument_parser(__doc__.split("\n\n")[0], FAULTS)
     parser.add_argument("--history-one-in", type=int, default=0, metavar="K",
                         help=f"one trial in K starts on {HISTORY_RUNS} finished runs (default: none)")
-    args = parser.parse_args(argv)
-    if args.seed is None:
-        args.seed = random.SystemRandom().randrange(2**31)
-    args.seed = int(args.seed)
-    if args.trial_seed is not None and args.fault is None:
-        parser.error("--trial-seed needs --fault")
-    return args
-
-
-def standalone_plans(args):
-    history = args.history_one_in
-    if args.trial_seed is not None:
-        return [plan_trial(None, 0, fault=args.fault, seed=args.trial_seed, history_one_in=history)]
-    if args.only_trial is not None:
-        return [plan_trial(args.seed, args.only_trial, history_one_in=history)]
-    return [plan_trial(args.seed, k, history_one_in=history) for k in range(args.trials)]
-
-
-def main(argv=None):
-    args = parse_args(argv)
-    plans = standalone_plans(args)
-    workdir = Path(tempfile.mkdtemp(prefix=f"inflight-chaos-{args.seed}-"))
-    binaries = os.environ.get("INFLIGHT_BIN_DIR", "build/bin")
-    print(f"master seed {args.seed}, {len(plans)} trials, binaries {binaries}, dirs under {workdir}",
-          flush=True)
-    started = time.monotonic()
-    failures, per_fault, per_restart = [], Counter(), Counter()
-    for plan in plans:
-        per_fault[plan.fault] += 1
-        per_restart[f"{plan.disk} disk, {plan.restart}"] += 1
-        root = workdir / f"trial-{plan.index}"
-        root.mkdir()
-        t0 = time.monotonic()
-        try:
-            trial = run_trial(plan, root)
-            took = time.monotonic() - t0
-            print(f"ok   {plan.describe()} ({took:.1f}s)\n     {trial.summary()}", flush=True)
-            if not args.keep:
-                shutil.rmtree(root, ignore_errors=True)
-        except AssertionError as e:
-            failures.append((plan, str(e)))
-            print(f"FAIL {e}", flush=True)
-    print(f"\n{len(plans)} trials in {time.monotonic() - started:.0f}s\n"
-          f"faults: {dict(sorted(per_fault.items()))}\nrestarts: {dict(sorted(per_restart.items()))}")
-    print(f"{len(failures)} failed" + "".join(f"\n  trial {p.index} seed {p.seed} {p.fault}: "
-                                             f"{msg.splitlines()[1].strip()}" for p, msg in failures))
-    return 1 if failures else 0
+    args = parse_args(parser, argv)
+    plans = plans_of(args, plan_trial, history_one_in=args.history_one_in)
+    return run_trials("chaos", args, plans, run_trial,
+                      lambda plan: {"restarts": f"{plan.disk} disk, {plan.restart}"})
 
 
 if __name__ == "__main__":

@@ -47,7 +47,6 @@ A failing trial prints its seed, what it drew, and the command that reruns
 it alone. Binaries come from INFLIGHT_BIN_DIR (default build/bin).
 """
 
-import argparse
 import json
 import os
 import random
@@ -57,12 +56,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 import uuid
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +69,8 @@ from conftest import CHILDREN, INFLIGHT, PYTHON
 from inflight_testing.git_servers import start_git_daemon
 from inflight_testing.model_provider import ModelProvider
 from inflight_testing.procfs import kill_tagged, tagged_processes
+from inflight_testing.seeded_trials import (argument_parser, ci_plans, fault_for, parse_args,
+                                            plans_of, run_trials)
 from inflight_testing.serve import Serve
 from inflight_testing.waiting import wait_for
 
@@ -127,18 +126,11 @@ class TrialPlan:
         return f"{script} --seed {self.master_seed} --only-trial {self.index}"
 
 
-def fault_for(master_seed, index):
-    """Faults in a seeded order that covers each once per len(FAULTS) trials."""
-    names = sorted(FAULTS)
-    rounds = random.Random(f"{master_seed}:round{index // len(names)}")
-    return rounds.sample(names, len(names))[index % len(names)]
-
-
 def plan_trial(master_seed, index, fault=None, seed=None):
     if seed is None:
         seed = random.Random(f"{master_seed}:{index}").getrandbits(32)
     rng = random.Random(seed)
-    fault = fault or fault_for(master_seed, index)
+    fault = fault or fault_for(master_seed, index, FAULTS)
     delay = rng.uniform(0.1, 0.9)
     if fault == "sigterm_50_in_flight":  # calls long enough for 50 workers to have 50 out
         runs = [RunSpec(f"m{index}-{n}", 100, 25, rng.random() < 0.5, "resumes")
@@ -502,72 +494,17 @@ def run_trial(plan, root):
     return trial
 
 
-def ci_plans():
-    trials = int(os.environ.get("INFLIGHT_CHAOS_TRIALS", CI_TRIALS))
-    seed = int(os.environ.get("INFLIGHT_CHAOS_SEED", DEFAULT_SEED))
-    return [plan_trial(seed, k) for k in range(trials)]
-
-
-@pytest.mark.parametrize("plan", ci_plans(), ids=lambda p: f"{p.index}-{p.fault}")
+@pytest.mark.parametrize("plan", ci_plans(plan_trial, CI_TRIALS, DEFAULT_SEED),
+                         ids=lambda p: f"{p.index}-{p.fault}")
 def test_model_chaos_trial(plan, tmp_path):
     print(plan.describe())
     print(run_trial(plan, tmp_path).summary())
 
 
-def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=40)
-    parser.add_argument("--seed", type=int, help="master seed (default: a random one)")
-    parser.add_argument("--only-trial", type=int, help="run trial K of --seed alone")
-    parser.add_argument("--trial-seed", type=int, help="run one trial from its own seed")
-    parser.add_argument("--fault", choices=sorted(FAULTS), help="the fault of --trial-seed")
-    parser.add_argument("--jobs", type=int, default=1, help="trials at once")
-    parser.add_argument("--keep", action="store_true", help="keep the dirs of passing trials too")
-    args = parser.parse_args(argv)
-    if args.seed is None:
-        args.seed = random.SystemRandom().randrange(2**31)
-    if args.trial_seed is not None and args.fault is None:
-        parser.error("--trial-seed needs --fault")
-    return args
-
-
 def main(argv=None):
-    args = parse_args(argv)
-    if args.trial_seed is not None:
-        plans = [plan_trial(None, 0, fault=args.fault, seed=args.trial_seed)]
-    elif args.only_trial is not None:
-        plans = [plan_trial(args.seed, args.only_trial)]
-    else:
-        plans = [plan_trial(args.seed, k) for k in range(args.trials)]
-    workdir = Path(tempfile.mkdtemp(prefix=f"inflight-model-chaos-{args.seed}-"))
-    print(f"master seed {args.seed}, {len(plans)} trials, {args.jobs} at once, binaries "
-          f"{os.environ.get('INFLIGHT_BIN_DIR', 'build/bin')}, dirs under {workdir}", flush=True)
-    started = time.monotonic()
-
-    def one(plan):
-        root = workdir / f"trial-{plan.index}"
-        root.mkdir()
-        t0 = time.monotonic()
-        try:
-            trial = run_trial(plan, root)
-        except AssertionError as e:
-            print(f"FAIL {e}", flush=True)
-            return plan, str(e)
-        print(f"ok   {plan.describe()} ({time.monotonic() - t0:.1f}s)\n     {trial.summary()}",
-              flush=True)
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-        return plan, None
-
-    with ThreadPoolExecutor(args.jobs) as pool:
-        outcomes = list(pool.map(one, plans))
-    failures = [(p, msg) for p, msg in outcomes if msg]
-    print(f"\n{len(plans)} trials in {time.monotonic() - started:.0f}s\n"
-          f"faults: {dict(sorted(Counter(p.fault for p in plans).items()))}\n"
-          f"disks: {dict(sorted(Counter(p.disk for p in plans).items()))}")
-    print(f"{len(failures)} failed" + "".join(f"\n  trial {p.index} seed {p.seed} {p.fault}: "
-                                             f"{msg.splitlines()[1].strip()}" for p, msg in failures))
-    return 1 if failures else 0
+    args = parse_args(argument_parser(__doc__.split("\n\n")[0], FAULTS), argv)
+    return run_trials("model-chaos", args, plans_of(args, plan_trial), run_trial,
+                      lambda plan: {"disks": plan.disk})
 
 
 if __name__ == "__main__":
