@@ -54,7 +54,6 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -69,8 +68,8 @@ from inflight_testing.history import write_history
 from inflight_testing.procfs import kill_tagged, process_exists, tagged_processes
 from inflight_testing.proxies import FlakyRemote
 from inflight_testing.run_dirs import index_ids
-from inflight_testing.seeded_trials import (argument_parser, ci_plans, fault_for, parse_args,
-                                            plans_of, run_trials)
+from inflight_testing.seeded_trials import (argument_parser, ci_plans, failure, fault_for,
+                                            parse_args, plans_of, run_trials)
 from inflight_testing.serve import Serve
 from inflight_testing.waiting import wait_for
 
@@ -751,10 +750,7 @@ def run_trial(plan, root):
                 remote.stop()
                 trial.write_logs()
     except Exception as e:  # noqa: BLE001 -- every failure is reported with its seed
-        logs = root / "logs" if trial else root
-        what = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
-        raise AssertionError(f"chaos {plan.describe()}\n  broke: {what}\n  logs: {logs}\n"
-                             f"  rerun: {plan.rerun()}") from None
+        raise failure("chaos", plan, e, root / "logs" if trial else root) from None
     return trial
 
 

@@ -57,7 +57,6 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -69,8 +68,8 @@ from conftest import CHILDREN, INFLIGHT, PYTHON
 from inflight_testing.git_servers import start_git_daemon
 from inflight_testing.model_provider import ModelProvider
 from inflight_testing.procfs import kill_tagged, tagged_processes
-from inflight_testing.seeded_trials import (argument_parser, ci_plans, fault_for, parse_args,
-                                            plans_of, run_trials)
+from inflight_testing.seeded_trials import (argument_parser, ci_plans, failure, fault_for,
+                                            parse_args, plans_of, run_trials)
 from inflight_testing.serve import Serve
 from inflight_testing.waiting import wait_for
 
@@ -488,9 +487,7 @@ def run_trial(plan, root):
                 trial.kill_everything()
                 trial.write_logs()
     except Exception as e:  # noqa: BLE001 -- every failure is reported with its seed
-        what = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
-        raise AssertionError(f"model chaos {plan.describe()}\n  broke: {what}\n"
-                             f"  logs: {root / 'logs'}\n  rerun: {plan.rerun()}") from None
+        raise failure("model chaos", plan, e, root / "logs") from None
     return trial
 
 

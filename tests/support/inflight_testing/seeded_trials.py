@@ -5,9 +5,8 @@ trials with a report of each.
 
 A runner gives its FAULTS (name -> function), its plan_trial(master_seed,
 index, fault=None, seed=None, **options) whose plans have index, seed, fault
-and describe(), and its run_trial(plan, root) that raises AssertionError
-naming the seed and the broken invariant, or returns a trial with
-summary()."""
+and describe(), and its run_trial(plan, root) that raises failure(...) or returns a
+trial with summary()."""
 
 import argparse
 import os
@@ -15,6 +14,7 @@ import random
 import shutil
 import tempfile
 import time
+import traceback
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +25,15 @@ def fault_for(master_seed, index, faults):
     names = sorted(faults)
     rounds = random.Random(f"{master_seed}:round{index // len(names)}")
     return rounds.sample(names, len(names))[index % len(names)]
+
+
+def failure(name, plan, error, logs):
+    """The AssertionError a failed trial raises: the runner's `name`, what the
+    trial drew, the broken invariant (or the traceback of an unexpected
+    error), where its logs are and the command that reruns it alone."""
+    what = str(error) if isinstance(error, AssertionError) else traceback.format_exc()
+    return AssertionError(f"{name} {plan.describe()}\n  broke: {what}\n  logs: {logs}\n"
+                          f"  rerun: {plan.rerun()}")
 
 
 def ci_plans(plan_trial, trials, seed):
