@@ -65,7 +65,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CHILDREN, INFLIGHT, PYTHON
-from inflight_testing.git_servers import start_git_daemon
+from inflight_testing.git_servers import branches, git, start_git_daemon
 from inflight_testing.model_provider import ModelProvider
 from inflight_testing.procfs import kill_tagged, tagged_processes
 from inflight_testing.seeded_trials import (argument_parser, ci_plans, failure, fault_for,
@@ -228,12 +228,10 @@ class Trial:
             if "final_status" in json.loads(params_file.read_text()):
                 continue
             ref = f"refs/heads/inflight/{pod.name}/{run_dir.name}"
-            tip = subprocess.run(["git", "-C", str(self.bare), "rev-parse", "-q", "--verify", ref],
-                                 capture_output=True)
-            assert tip.returncode == 0, f"{pod.name} exited 0 but run {run_dir.name} has no {ref}"
+            assert ref in branches(self.bare), \
+                f"{pod.name} exited 0 but run {run_dir.name} has no {ref}"
             # An empty progress file has no complete line to save.
-            saved = subprocess.run(["git", "-C", str(self.bare), "show", f"{ref}:index.jsonl"],
-                                   capture_output=True, text=True).stdout
+            saved = self.file_at(ref, "index.jsonl") or ""
             local = (run_dir / "index.jsonl").read_text() if (run_dir / "index.jsonl").exists() \
                 else ""
             assert saved == local, \
@@ -244,9 +242,15 @@ class Trial:
     def wait_calls(self, n, timeout=30):
         wait_for(lambda: len(self.provider.in_flight()) >= n, timeout, f"{n} calls in flight")
 
+    def file_at(self, ref, path):
+        """The text of `path` in `ref`'s tree, None when it has none."""
+        try:
+            return git(self.bare, "show", f"{ref}:{path}")
+        except AssertionError:
+            return None
+
     def published(self):
-        refs = subprocess.run(["git", "-C", str(self.bare), "for-each-ref", "--format=%(refname)",
-                               "refs/inflight-results/"], capture_output=True, text=True).stdout
+        refs = git(self.bare, "for-each-ref", "--format=%(refname)", "refs/inflight-results/")
         return {ref.rsplit("/", 1)[1] for ref in refs.split()}
 
     def finish(self, pod):
@@ -295,19 +299,15 @@ class Trial:
 
     def published_journal(self, run_id):
         ref = f"refs/inflight-results/{run_id}"
-        names = subprocess.run(["git", "-C", str(self.bare), "ls-tree", "--name-only",
-                                f"{ref}:{JOURNAL}"], capture_output=True, text=True).stdout.split()
-        return "".join(subprocess.run(["git", "-C", str(self.bare), "show", f"{ref}:{JOURNAL}/{n}"],
-                                      capture_output=True, text=True, check=True).stdout
-                       for n in names)
+        if self.file_at(ref, JOURNAL) is None:  # no call was ever recorded
+            return ""
+        names = git(self.bare, "ls-tree", "--name-only", f"{ref}:{JOURNAL}").split()
+        return "".join(git(self.bare, "show", f"{ref}:{JOURNAL}/{n}") for n in names)
 
     def check_results(self):
         for run in self.plan.runs:
-            ref = f"refs/inflight-results/{run.run_id}"
-            shown = subprocess.run(["git", "-C", str(self.bare), "show", f"{ref}:index.jsonl"],
-                                   capture_output=True, text=True)
-            assert shown.returncode == 0, f"run {run.run_id}: no published index.jsonl: {shown.stderr}"
-            text = shown.stdout
+            text = self.file_at(f"refs/inflight-results/{run.run_id}", "index.jsonl")
+            assert text is not None, f"run {run.run_id}: no published index.jsonl"
             assert text.endswith("\n"), f"run {run.run_id}: torn last line {text[-80:]!r}"
             lines = [json.loads(line) for line in text.splitlines()]
             counts = Counter(line["case"] for line in lines)

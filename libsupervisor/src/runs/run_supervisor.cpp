@@ -174,7 +174,8 @@ std::optional<SubmitResult> RunSupervisor::admission_refusal() const {
 // then the queue.
 SubmitResult RunSupervisor::accept(const std::string& id, OrderedJson request,
                                    const ChildTemplate& child) {
-  auto params = first_params(id, std::move(request), child, settings_.runs_dir / id);
+  const auto dir = settings_.runs_dir / id;
+  auto params = first_params(id, std::move(request), child, dir);
   if (const auto size = checkpoint::run_params_text(params).size();
       size > checkpoint::kMaxNewRunParamsBytes)
     return refused(413, "run_params_too_large",
@@ -182,7 +183,6 @@ SubmitResult RunSupervisor::accept(const std::string& id, OrderedJson request,
                        std::to_string(size) + " bytes; a new run's may be at most " +
                        std::to_string(checkpoint::kMaxNewRunParamsBytes) +
                        ", half of the 1 MiB a restore reads, the rest kept for its attempts");
-  const auto dir = settings_.runs_dir / id;
   std::error_code ec;
   fs::create_directories(settings_.runs_dir, ec);
   if (!fs::create_directory(dir, ec)) {

@@ -20,8 +20,8 @@ exits 1 once every thread is done.
 
 --resume keeps the complete lines of index.jsonl (a torn last line is cut
 off) and asks only the cases they lack; without it, index.jsonl is started
-over and every case asked again, as by a tool with no resume of its own. SIGTERM ends it at once (default
-disposition), whatever calls are in flight.
+over and every case asked again, as by a tool with no resume of its own.
+SIGTERM ends it at once (default disposition), whatever calls are in flight.
 """
 import http.client
 import json

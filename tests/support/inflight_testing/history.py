@@ -6,7 +6,8 @@ Written by `git fast-import` and `git update-ref --stdin` in seconds, where
 publishing each run would take hours."""
 
 import json
-import subprocess
+
+from inflight_testing.git_servers import git
 
 RUN_PREFIX = "history-"
 
@@ -32,7 +33,7 @@ def write_history(bare, n):
     their result refs, packed, all naming one result commit (what the
     history costs is its refs and entries, not its results' bytes)."""
     if n == 0:
-        return []
+        return
     ids = [f"{RUN_PREFIX}{i:06d}" for i in range(n)]
     committer = b"committer inflight <inflight@localhost> 1795650000 +0000\n"
     params = json.dumps({"version": 1, "run_id": "history", "final_status": "succeeded"})
@@ -41,20 +42,14 @@ def write_history(bare, n):
              b"M 100644 inline run-params.json\n", _data(params + "\n"), b"\n",
              b"commit refs/heads/inflight-index\n", committer,
              _data(f"inflight index: {n} runs of history\n")]
-    has_index = subprocess.run(["git", "-C", str(bare), "rev-parse", "-q", "--verify",
-                                "refs/heads/inflight-index"], capture_output=True).returncode == 0
-    if has_index:
+    if git(bare, "for-each-ref", "refs/heads/inflight-index"):
         parts.append(b"from refs/heads/inflight-index^0\n")
     parts += [f"M 100644 inline runs/{run_id}.json\n".encode() + _data(_entry(run_id))
               for run_id in ids]
     parts.append(b"\n")
-    subprocess.run(["git", "-C", str(bare), "fast-import", "--quiet"], input=b"".join(parts),
-                   check=True)
-    result = subprocess.run(["git", "-C", str(bare), "rev-parse", "refs/inflight-history-result"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    git(bare, "fast-import", "--quiet", input=b"".join(parts), binary=True)
+    result = git(bare, "rev-parse", "refs/inflight-history-result").strip()
     updates = "".join(f"create refs/inflight-results/{run_id} {result}\n" for run_id in ids)
     updates += f"delete refs/inflight-history-result {result}\n"
-    subprocess.run(["git", "-C", str(bare), "update-ref", "--stdin"], input=updates.encode(),
-                   check=True)
-    subprocess.run(["git", "-C", str(bare), "pack-refs", "--all"], check=True)
-    return ids
+    git(bare, "update-ref", "--stdin", input=updates)
+    git(bare, "pack-refs", "--all")
