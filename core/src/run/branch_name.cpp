@@ -4,6 +4,8 @@
 #include <ctime>
 #include <random>
 
+#include "inflight/core/fnv1a.hpp"
+
 namespace inflight::checkpoint {
 
 namespace {
@@ -90,6 +92,14 @@ std::optional<std::string> parse_result_ref(std::string_view ref) {
 
 std::string index_path(std::string_view run_id) {
   return "runs/" + std::string(run_id) + ".json";
+}
+
+std::string runs_bucket(std::string_view run_id) {
+  Fnv1a hash;
+  hash.mix(run_id);
+  char hex[3];
+  std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned>(hash.value() & 0xff));
+  return hex;
 }
 
 }  // namespace inflight::checkpoint

@@ -25,6 +25,18 @@ inline constexpr std::string_view kResultPrefix = "refs/inflight-results/";
 // The branch that holds one small JSON summary per published run.
 inline constexpr std::string_view kIndexRef = "refs/heads/inflight-index";
 
+// Layout 2 of the results repo (docs/design/history-layout.md §3.1), where a new run costs the
+// same however many were published before it:
+// - the archive, a chain of commits whose parents are published results, that keeps each result
+//   reachable once its own ref is deleted. No pod ever fetches it; it is named by its tip only.
+inline constexpr std::string_view kArchiveRef = "refs/inflight-archive";
+// - the index as a snapshot of entries in buckets, and a log of the entries added since.
+inline constexpr std::string_view kRunsRef = "refs/heads/inflight-runs";
+inline constexpr std::string_view kRunsLogRef = "refs/heads/inflight-runs-log";
+// The snapshot's bucket of `run_id`'s entry, one of 256: two lower-case hex digits, the low byte
+// of the id's FNV-1a. Fixed forever: every reader finds an entry where a writer put it.
+std::string runs_bucket(std::string_view run_id);
+
 // The rule of run ids (and template names), as error messages show it.
 inline constexpr std::string_view kRunIdPattern = "[A-Za-z0-9][A-Za-z0-9._-]{0,63}";
 // Whether `id` matches kRunIdPattern.
