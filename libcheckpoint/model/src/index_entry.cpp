@@ -97,7 +97,9 @@ IndexEntry index_entry_of(const RunParams& params, std::uint64_t records,
   return entry;
 }
 
-std::string write_index_entry(const IndexEntry& entry) {
+namespace {
+
+OrderedJson entry_json(const IndexEntry& entry) {
   OrderedJson attempts = OrderedJson::array();
   for (const auto& a : entry.attempts)
     attempts.push_back({{"pod", a.pod},
@@ -114,28 +116,33 @@ std::string write_index_entry(const IndexEntry& entry) {
                    {"finished_at", optional_json(entry.finished_at)},
                    {"result", entry.result}};
   if (entry.model) json["model"] = to_json(*entry.model);
-  return json.dump(2) + "\n";
+  if (entry.result_commit) json["result_commit"] = *entry.result_commit;
+  return json;
 }
 
-Result<IndexEntry> parse_index_entry(std::string_view text) {
-  auto json = parse_bounded_json(text, {.max_bytes = kMaxIndexEntryBytes, .max_depth = 8});
-  if (!json) return json.error();
-  if (!json->is_object()) return Error{Failure::other, "an index entry is not an object", {}};
-  Fields fields(*json);
+bool is_commit_id(std::string_view text) {
+  return text.size() == 40 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+Result<IndexEntry> entry_of_json(const OrderedJson& json) {
+  Fields fields(json);
   IndexEntry entry{.id = fields.text("id"),
                    .final_status = fields.text("final_status"),
                    .pod = fields.text("pod"),
-                   .attempts = read_attempts(*json, fields),
+                   .attempts = read_attempts(json, fields),
                    .records = fields.optional_count("records").value_or(0),
                    .total = fields.optional_count("total"),
                    .created_at = fields.text("created_at"),
                    .finished_at = fields.optional_text("finished_at"),
-                   .result = fields.text("result")};
+                   .result = fields.text("result"),
+                   .result_commit = fields.optional_text("result_commit")};
   if (!fields.problem() && !is_valid_run_id(entry.id)) fields.fail("id", "is not a run id");
   if (!fields.problem() && entry.result != result_ref(entry.id))
     fields.fail("result", "is not " + result_ref(entry.id));
+  if (!fields.problem() && entry.result_commit && !is_commit_id(*entry.result_commit))
+    fields.fail("result_commit", "is not 40 lower-case hex digits");
   if (fields.problem()) return Error{Failure::other, "index entry: " + *fields.problem(), {}};
-  if (const auto model = json->find("model"); model != json->end() && !model->is_null()) {
+  if (const auto model = json.find("model"); model != json.end() && !model->is_null()) {
     try {
       entry.model = model_counts_from_json(*model);
     } catch (const std::runtime_error& e) {
@@ -143,6 +150,56 @@ Result<IndexEntry> parse_index_entry(std::string_view text) {
     }
   }
   return entry;
+}
+
+Error line_error(const std::string& why) {
+  return {Failure::other, "index line: " + why, {}};
+}
+
+// A removal names its run and nothing else.
+Result<IndexLine> removal_of_json(const OrderedJson& json) {
+  const auto id = json.find("id");
+  if (json.size() != 2 || json.at("removed") != true || id == json.end() || !id->is_string() ||
+      !is_valid_run_id(id->get_ref<const std::string&>()))
+    return line_error("a removal is not {\"id\": <run id>, \"removed\": true}");
+  return IndexLine{.id = id->get<std::string>(), .entry = std::nullopt};
+}
+
+}  // namespace
+
+std::string write_index_entry(const IndexEntry& entry) {
+  return entry_json(entry).dump(2) + "\n";
+}
+
+Result<IndexEntry> parse_index_entry(std::string_view text) {
+  auto json = parse_bounded_json(text, {.max_bytes = kMaxIndexEntryBytes, .max_depth = 8});
+  if (!json) return json.error();
+  if (!json->is_object()) return Error{Failure::other, "an index entry is not an object", {}};
+  return entry_of_json(*json);
+}
+
+std::string write_index_line(const IndexEntry& entry) {
+  return entry_json(entry).dump() + "\n";
+}
+
+std::string write_removal_line(std::string_view run_id) {
+  return OrderedJson{{"id", run_id}, {"removed", true}}.dump() + "\n";
+}
+
+Result<IndexLine> parse_index_line(std::string_view line, Removals removals) {
+  if (line.ends_with('\n')) line.remove_suffix(1);
+  if (line.find('\n') != std::string_view::npos) return line_error("holds a newline");
+  auto json = parse_bounded_json(line, {.max_bytes = kMaxIndexEntryBytes, .max_depth = 8});
+  if (!json) return line_error(json.error().message);
+  if (!json->is_object()) return line_error("is not an object");
+  if (json->contains("removed")) {
+    if (removals == Removals::refused) return line_error("a removal where none is allowed");
+    return removal_of_json(*json);
+  }
+  auto entry = entry_of_json(*json);
+  if (!entry) return entry.error();
+  auto id = entry->id;
+  return IndexLine{.id = std::move(id), .entry = std::move(*entry)};
 }
 
 }  // namespace inflight::checkpoint

@@ -60,5 +60,52 @@ TEST(IndexEntry, AHostileFileIsRefusedNamingTheField) {
   EXPECT_FALSE(parse_index_entry("[]"));
 }
 
+TEST(IndexEntry, ALineHoldsTheWholeEntryAndItsResultCommit) {
+  auto entry = index_entry_of(finished_run(), 42, 100);
+  entry.result_commit = std::string(40, 'a');
+  const auto line = write_index_line(entry);
+  EXPECT_EQ(line.find('\n'), line.size() - 1);
+  const auto parsed = parse_index_line(line, Removals::refused);
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  EXPECT_EQ(parsed->id, "r1");
+  ASSERT_TRUE(parsed->entry.has_value());
+  EXPECT_EQ(write_index_line(*parsed->entry), line);
+  // Layout 1's file of the same run reads the same, and a file without the commit still reads.
+  EXPECT_EQ(parse_index_entry(write_index_entry(entry))->result_commit, entry.result_commit);
+  EXPECT_EQ(
+      parse_index_entry(write_index_entry(index_entry_of(finished_run(), 1, {})))->result_commit,
+      std::nullopt);
+}
+
+TEST(IndexEntry, ARemovalIsALineOfTheLogOnly) {
+  const auto line = write_removal_line("r1");
+  EXPECT_EQ(line, "{\"id\":\"r1\",\"removed\":true}\n");
+  const auto removal = parse_index_line(line, Removals::allowed);
+  ASSERT_TRUE(removal) << removal.error().message;
+  EXPECT_EQ(removal->id, "r1");
+  EXPECT_FALSE(removal->entry.has_value());
+  const auto refused = parse_index_line(line, Removals::refused);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("removal"), std::string::npos);
+}
+
+TEST(IndexEntry, AHostileLineIsRefusedNamingWhatIsWrong) {
+  const auto refusal = [](std::string_view line) {
+    const auto parsed = parse_index_line(line, Removals::allowed);
+    return parsed ? std::string("accepted") : parsed.error().message;
+  };
+  auto entry = index_entry_of(finished_run(), 1, {});
+  entry.result_commit = std::string(40, 'A');
+  EXPECT_NE(refusal(write_index_line(entry)).find("result_commit"), std::string::npos);
+  entry.result_commit = std::string(39, 'a');
+  EXPECT_NE(refusal(write_index_line(entry)).find("result_commit"), std::string::npos);
+  for (const auto* bad : {R"({"id":"r1","removed":false})", R"({"id":"../x","removed":true})",
+                          R"({"id":"r1","removed":true,"pod":"p"})", R"({"removed":true})"})
+    EXPECT_NE(refusal(bad).find("removal"), std::string::npos) << bad;
+  EXPECT_NE(refusal("{\"id\":\"r1\",\n\"removed\":true}").find("newline"), std::string::npos);
+  EXPECT_NE(refusal("[]").find("not an object"), std::string::npos);
+  EXPECT_NE(refusal(std::string(kMaxIndexEntryBytes + 1, ' ')), "accepted");
+}
+
 }  // namespace
 }  // namespace inflight::checkpoint
