@@ -169,7 +169,8 @@ class TreeWriter {
   std::uint64_t lines_ = 0;
 };
 
-Fd open_run_dir(const std::filesystem::path& run_dir) {
+// The run dir to write into, made when it is missing.
+Fd create_run_dir(const std::filesystem::path& run_dir) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw GitError(Failure::other, "create " + run_dir.string() + ": " + ec.message());
@@ -182,7 +183,7 @@ std::uint64_t write_run_dir(git_repository* git, const ValidatedCommit& commit,
                             const std::filesystem::path& run_dir, bool on_disk,
                             const std::string& counted) {
   const TreeHandle tree = tree_of(lookup_commit(git, commit.commit()).get());
-  const Fd dir = open_run_dir(run_dir);
+  const Fd dir = create_run_dir(run_dir);
   TreeWriter writer(git, on_disk, counted);
   writer.directory(dir.get(), tree.get(), "");
   return writer.lines();

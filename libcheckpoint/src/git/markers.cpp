@@ -1,0 +1,65 @@
+// See markers.hpp.
+#include "git/markers.hpp"
+
+#include "git/git_error.hpp"
+#include "git/oid_text.hpp"
+#include "git/repo_objects.hpp"
+#include "inflight/core/bounded_json.hpp"
+#include "inflight/core/branch_name.hpp"
+
+namespace inflight::checkpoint {
+
+namespace {
+
+// git's empty tree, named by every marker.
+constexpr std::string_view kEmptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+// The same signature at time 0 in every marker: their ids depend on nothing else.
+constexpr std::string_view kSignatures =
+    "author inflight <inflight@localhost> 0 +0000\n"
+    "committer inflight <inflight@localhost> 0 +0000\n";
+
+std::string marker(std::string_view parent, std::string_view message) {
+  std::string bytes = "tree " + std::string(kEmptyTree) + "\n";
+  if (!parent.empty()) bytes += "parent " + std::string(parent) + "\n";
+  return bytes + std::string(kSignatures) + "\n" + std::string(message) + "\n";
+}
+
+// A marker's words become a commit's bytes: they must not break its lines.
+void check_word(std::string_view what, std::string_view word, bool valid) {
+  if (!valid)
+    throw GitError(Failure::other, "no marker for " + std::string(what) + " '" +
+                                       printable(std::string(word)) + "'");
+}
+
+}  // namespace
+
+std::string published_marker(std::string_view run_id) {
+  check_word("run id", run_id, is_valid_run_id(run_id));
+  return marker("", "inflight published " + std::string(run_id));
+}
+
+std::string status_marker(std::string_view run_id, std::string_view final_status) {
+  check_word("final status", final_status,
+             !final_status.empty() &&
+                 final_status.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos);
+  const auto parent = oid_hex(marker_id(published_marker(run_id)));
+  return marker(parent,
+                "inflight published " + std::string(run_id) + " " + std::string(final_status));
+}
+
+std::string archive_genesis() {
+  return marker("", "inflight archive");
+}
+
+git_oid marker_id(std::string_view marker) {
+  git_oid oid;
+  git_check(git_odb_hash(&oid, marker.data(), marker.size(), GIT_OBJECT_COMMIT), "hash marker");
+  return oid;
+}
+
+git_oid write_marker(CacheRepo& cache, std::string_view marker) {
+  write_object(cache, "", 0, GIT_OBJECT_TREE);  // kEmptyTree
+  return write_object(cache, marker.data(), marker.size(), GIT_OBJECT_COMMIT);
+}
+
+}  // namespace inflight::checkpoint
