@@ -2,6 +2,7 @@
 
 #include <git2/sys/odb_backend.h>
 
+#include <ctime>
 #include <span>
 #include <vector>
 
@@ -73,6 +74,16 @@ git_oid write_commit(CacheRepo& cache, const git_oid& tree_oid, const git_commit
   const git_commit* parents[] = {parent};
   return write_commit_of(cache, tree_oid, std::span(parents, parent != nullptr ? 1 : 0), message,
                          at);
+}
+
+git_oid write_commit_on(CacheRepo& cache, const git_oid& tree,
+                        const std::vector<std::string>& parents, const std::string& message) {
+  std::string bytes = "tree " + oid_hex(tree) + "\n";
+  for (const auto& parent : parents) bytes += "parent " + oid_hex(parse_oid(parent)) + "\n";
+  const auto signature =
+      "inflight <inflight@localhost> " + std::to_string(std::time(nullptr)) + " +0000\n";
+  bytes += "author " + signature + "committer " + signature + "\n" + message;
+  return write_object(cache, bytes.data(), bytes.size(), GIT_OBJECT_COMMIT);
 }
 
 std::string merge_onto(CacheRepo& cache, const std::string& commit, const std::string& second) {

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "git/git_handle.hpp"
 #include "inflight/checkpoint/git_store.hpp"
@@ -26,6 +27,11 @@ git_oid write_object(CacheRepo& cache, const void* data, std::size_t size, git_o
 // since the epoch) for a commit that must come out the same each time.
 git_oid write_commit(CacheRepo& cache, const git_oid& tree, const git_commit* parent,
                      const std::string& message, std::optional<git_time_t> at = std::nullopt);
+// A commit by "inflight" of `tree` on `parents` (hex ids), made now, which need not be in the
+// cache: the server's commits that a RefUpdate::build names. Held in memory for the push and never
+// persisted, so that no ref of the cache names it.
+git_oid write_commit_on(CacheRepo& cache, const git_oid& tree,
+                        const std::vector<std::string>& parents, const std::string& message);
 // `commit` again, with `second` as its second parent: the same tree and
 // first-parent history, now a fast-forward of `second`.
 std::string merge_onto(CacheRepo& cache, const std::string& commit, const std::string& second);

@@ -127,10 +127,11 @@ git_refdb_backend* map_refdb(const std::map<std::string, git_oid>& refs) {
 
 }  // namespace
 
-PushSources::PushSources(CacheRepo& cache) : repo_(open_bare(cache.path())) {
+PushSources::PushSources(CacheRepo& cache)
+    : cache_objects_(open_odb(raw_repo(cache))),  // with the objects held in memory
+      repo_(open_bare(cache.path())) {
   git_repository* raw = repo_.get();
-  const OdbHandle odb = open_odb(raw_repo(cache));  // with the objects held in memory
-  git_check(git_repository_set_odb(raw, odb.get()), "share the cache's objects");
+  git_check(git_repository_set_odb(raw, cache_objects_.get()), "share the cache's objects");
   git_refdb* refdb = nullptr;
   git_check(git_refdb_new(&refdb, raw), "create the push sources");
   const RefdbHandle owned(refdb);
@@ -140,6 +141,14 @@ PushSources::PushSources(CacheRepo& cache) : repo_(open_bare(cache.path())) {
     throw_git_error(rc, "create the push sources");
   }
   git_check(git_repository_set_refdb(raw, refdb), "use the push sources");
+}
+
+void PushSources::stub(const git_oid& commit) {
+  if (stubs_.empty()) {
+    const OdbHandle objects = stubbed_objects(cache_objects_.get(), stubs_);
+    git_check(git_repository_set_odb(repo_.get(), objects.get()), "stand stubs in");
+  }
+  stubs_.insert(commit);
 }
 
 std::string PushSources::add(const std::string& ref, const git_oid& commit) {

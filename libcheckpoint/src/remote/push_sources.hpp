@@ -15,6 +15,7 @@
 
 #include "git/git_handle.hpp"
 #include "inflight/checkpoint/git_store.hpp"
+#include "remote/stub_objects.hpp"
 
 namespace inflight::checkpoint {
 
@@ -26,11 +27,18 @@ class PushSources {
 
   // A ref at `commit` to push `ref` from.
   std::string add(const std::string& ref, const git_oid& commit);
+  // The server holds `commit`, a parent of a commit this push sends, which the cache may lack: a
+  // stub stands in for it (stub_objects.hpp). The push reads the cache's objects through a
+  // database of its own from then on; the cache never sees a stub.
+  void stub(const git_oid& commit);
   // The repository to push from: its refs are the sources alone.
   git_repository* git() const { return repo_.get(); }
 
  private:
-  std::map<std::string, git_oid> refs_;  // outlives repo_, whose refdb reads it
+  // Outlive repo_, whose refdb and object database read them.
+  std::map<std::string, git_oid> refs_;
+  OdbHandle cache_objects_;
+  OidSet stubs_;
   RepositoryHandle repo_;
 };
 

@@ -90,6 +90,14 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
       results[i] = {RefOutcome::taken, "it is gone, and the run is published (" + *u.result + ")"};
       continue;
     }
+    if (u.build) {
+      const git_oid built = parse_oid(u.build(tip_hex));
+      const OdbHandle odb = open_odb(git());
+      if (tip != tips.end() && git_odb_exists(odb.get(), &tip->second) != 1)
+        connection.sources.stub(tip->second);
+      sends.push_back({.update = i, .refspec = connection.sources.add(u.ref, built) + ":" + u.ref});
+      continue;
+    }
     if (u.commit.empty()) {  // a deletion; a ref already gone is deleted
       if (tip != tips.end()) sends.push_back({.update = i, .refspec = ":" + u.ref});
       continue;

@@ -29,7 +29,7 @@ inline constexpr std::string_view kIndexRef = "refs/heads/inflight-index";
 // same however many were published before it:
 // - the archive, a chain of commits whose parents are published results, that keeps each result
 //   reachable once its own ref is deleted. No pod ever fetches it; it is named by its tip only.
-inline constexpr std::string_view kArchiveRef = "refs/inflight-archive";
+inline constexpr std::string_view kArchiveRef = "refs/inflight-archive/results";
 // - the index as a snapshot of entries in buckets, and a log of the entries added since.
 inline constexpr std::string_view kRunsRef = "refs/heads/inflight-runs";
 inline constexpr std::string_view kRunsLogRef = "refs/heads/inflight-runs-log";

@@ -6,6 +6,11 @@
 
 #include "checkpoint/background_process.hpp"
 #include "checkpoint/checkpoint_test_support.hpp"
+#include "git/cache_repo_impl.hpp"
+#include "git/markers.hpp"
+#include "git/oid_text.hpp"
+#include "git/repo_objects.hpp"
+#include "inflight/core/branch_name.hpp"
 
 namespace inflight::checkpoint::testing {
 namespace {
@@ -63,6 +68,45 @@ class RemoteStoreTest : public CheckpointTest {
     });
   }
 
+  // `commits` commits on the server's archive, each with a file of its own, made there as other
+  // pods' folds would be; its tip.
+  std::string archive_on_server(int commits) {
+    const bool exists = !git(remote_path(), "for-each-ref " + std::string(kArchiveRef)).empty();
+    std::string stream;
+    for (int i = 1; i <= commits; ++i) {
+      const auto content = "result " + std::to_string(i) + "\n";
+      stream += "commit " + std::string(kArchiveRef) + "\ncommitter t <t@t> " +
+                std::to_string(1700000000 + i) + " +0000\ndata 5\nfold\n" +
+                (i == 1 && exists ? "from " + std::string(kArchiveRef) + "^0\n" : "") +
+                "M 644 inline f" + std::to_string(i) + "\ndata " + std::to_string(content.size()) +
+                "\n" + content + "\n";
+    }
+    write_file(temp_.path() / "archive.stream", stream);
+    git(remote_path(),
+        "fast-import --quiet < '" + (temp_.path() / "archive.stream").string() + "'");
+    return archive_tip();
+  }
+  std::string archive_tip() {
+    return trimmed(git(remote_path(), "rev-parse " + std::string(kArchiveRef)));
+  }
+  // An update that folds run `run_id` into the archive, on whatever tip the server advertises.
+  RefUpdate fold(const std::string& run_id) {
+    const auto marker = oid_hex(write_marker(*repo_, published_marker(run_id)));
+    const auto tree = write_object(*repo_, "", 0, GIT_OBJECT_TREE);
+    return {.ref = std::string(kArchiveRef),
+            .commit = "",
+            .from = std::nullopt,
+            .build = [this, marker, tree, run_id](const std::string& tip) {
+              std::vector<std::string> parents{marker};
+              if (!tip.empty()) parents.insert(parents.begin(), tip);
+              return oid_hex(write_commit_on(*repo_, tree, parents, "fold " + run_id + "\n"));
+            }};
+  }
+  std::size_t server_objects() {
+    const auto listed = git(remote_path(), "rev-list --objects --all");
+    return static_cast<std::size_t>(std::count(listed.begin(), listed.end(), '\n'));
+  }
+
   std::optional<CacheRepo> repo_;
   std::optional<RunSnapshotter> snapshotter_;
 };
@@ -114,6 +158,29 @@ TEST_F(RemoteStoreTest, FileUrlsAreLocalToo) {
   store.push(kRef, commit);
   ASSERT_EQ(store.list().size(), 1u);
   EXPECT_EQ(store.fetch(kRef), commit);
+}
+
+// Layout 2's archive grows on a tip this cache never downloaded: a stub
+// stands in for it, and only the new commit, its marker and the empty tree go.
+TEST_F(RemoteStoreTest, ACommitBuiltOnTheServersTipIsPushedWithoutDownloadingIt) {
+  const auto old_tip = archive_on_server(50);
+  const auto before = server_objects();
+  RemoteStore store(*repo_, config(remote_path().string()));
+  const auto results = store.update({fold("r-7")});
+  ASSERT_EQ(results[0].outcome, RefOutcome::updated) << results[0].detail;
+  const auto tip = archive_tip();
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + tip + "^1")), old_tip);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + tip + "^2")),
+            oid_hex(marker_id(published_marker("r-7"))));
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + tip)), "52");
+  EXPECT_EQ(server_objects(), before + 3);  // the fold, the marker, the empty tree
+  run("git -C '" + remote_path().string() + "' fsck --strict --no-dangling");
+  EXPECT_FALSE(repo_->contains(old_tip));  // neither downloaded nor stubbed in the cache
+  EXPECT_FALSE(repo_->pushed_tip(std::string(kLocalPrefix) + "inflight-archive").has_value());
+  // An archive that is not there yet starts with the first fold.
+  git(remote_path(), "update-ref -d " + std::string(kArchiveRef));
+  ASSERT_EQ(store.update({fold("r-8")})[0].outcome, RefOutcome::updated);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + archive_tip())), "2");
 }
 
 TEST_F(RemoteStoreTest, MissingLocalResultsRepoIsCreatedBare) {
@@ -338,6 +405,24 @@ TEST_F(GitDaemonTest, AnUpdateOverAConnectionOpenedAheadIsJudgedByTheServer) {
   EXPECT_EQ(results[0].outcome, RefOutcome::taken) << results[0].detail;
   EXPECT_EQ(results[1].outcome, RefOutcome::updated) << results[1].detail;
   EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + kRef)), theirs);
+}
+
+// Two pods fold at once: the one whose tip went stale is refused by the
+// server, builds again on the tip it finds then, and neither fold is lost.
+TEST_F(GitDaemonTest, AFoldOnATipThatMovedIsBuiltAgainOnTheNewOne) {
+  archive_on_server(20);
+  RemoteStore store(*repo_, config(url()));
+  store.connect_ahead();                     // advertises the archive as it is now
+  const auto theirs = archive_on_server(1);  // another pod's fold meanwhile
+  const auto results = store.update({fold("r-7")});
+  ASSERT_EQ(results[0].outcome, RefOutcome::updated) << results[0].detail;
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + archive_tip() + "^1")), theirs);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + archive_tip())), "23");
+  run("git -C '" + remote_path().string() + "' fsck --strict --no-dangling");
+  // With the tip it was judged on named, a moved archive is another's.
+  auto judged = fold("r-9");
+  judged.from = std::string(40, '1');
+  EXPECT_EQ(store.update({judged})[0].outcome, RefOutcome::taken);
 }
 
 TEST_F(RemoteStoreTest, AConnectionThatCouldNotBeOpenedAheadFailsTheUpdate) {

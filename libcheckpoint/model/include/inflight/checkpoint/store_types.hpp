@@ -76,6 +76,12 @@ struct RefUpdate {
   // run released it. Taken, never created again by a pod that was paused or
   // cut off meanwhile.
   std::optional<std::string> result = std::nullopt;
+  // Instead of `commit`: the commit to send, built once the server advertised the ref's tip
+  // (passed as hex; empty: no ref) and on it, as layout 2's archive and index log grow. The tip
+  // need not be in this cache: the push stands a stub in for it (push_sources.hpp). Not judged as a
+  // fast-forward, which it is by construction; `from` still applies. Not remembered as a pushed
+  // tip: the next build takes the tip the server advertises then.
+  std::function<std::string(const std::string& tip)> build = nullptr;
 };
 
 enum class RefOutcome {

@@ -1,0 +1,143 @@
+// See stub_objects.hpp.
+#include "remote/stub_objects.hpp"
+
+#include <git2/sys/odb_backend.h>
+
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "git/git_error.hpp"
+#include "git/oid_text.hpp"
+
+namespace inflight::checkpoint {
+
+namespace {
+
+// A stub's tree is empty, but not git's empty tree: libgit2 takes a hidden commit's tree to be the
+// server's, and would never send the empty tree that a new marker names, which the server may lack.
+// So it has an id that no real object has, that of a tree whose bytes are not a tree.
+constexpr std::string_view kStubTreeBytes = "inflight: the tree of a stub";
+
+// What libgit2 holds of each backend: a C struct that leads with it.
+struct ForwardBackend {
+  git_odb_backend backend;
+  git_odb* cache;
+};
+
+struct StubBackend {
+  git_odb_backend backend;
+  const OidSet* stubs;
+  git_oid tree;
+  std::string commit;  // the bytes of each stub
+};
+
+git_odb* cache_of(git_odb_backend* backend) {
+  return reinterpret_cast<ForwardBackend*>(backend)->cache;
+}
+
+const StubBackend& stub_of(git_odb_backend* backend) {
+  return *reinterpret_cast<StubBackend*>(backend);
+}
+
+// `bytes`, copied where libgit2 frees what a backend read.
+int give(void** data, std::size_t* size, git_odb_backend* backend, const void* bytes,
+         std::size_t length) {
+  *data = git_odb_backend_data_alloc(backend, length);
+  if (*data == nullptr) return -1;
+  std::memcpy(*data, bytes, length);
+  *size = length;
+  return 0;
+}
+
+int forward_read(void** data, std::size_t* size, git_object_t* type, git_odb_backend* backend,
+                 const git_oid* oid) {
+  git_odb_object* raw = nullptr;
+  if (const int rc = git_odb_read(&raw, cache_of(backend), oid); rc < 0) return rc;
+  const OdbObjectHandle object(raw);
+  *type = git_odb_object_type(object.get());
+  return give(data, size, backend, git_odb_object_data(object.get()),
+              git_odb_object_size(object.get()));
+}
+
+int forward_read_header(std::size_t* size, git_object_t* type, git_odb_backend* backend,
+                        const git_oid* oid) {
+  return git_odb_read_header(size, type, cache_of(backend), oid);
+}
+
+int forward_exists(git_odb_backend* backend, const git_oid* oid) {
+  return git_odb_exists(cache_of(backend), oid);
+}
+
+int stub_read(void** data, std::size_t* size, git_object_t* type, git_odb_backend* backend,
+              const git_oid* oid) {
+  const auto& stub = stub_of(backend);
+  if (git_oid_equal(oid, &stub.tree)) {
+    *type = GIT_OBJECT_TREE;
+    return give(data, size, backend, "", 0);
+  }
+  if (!stub.stubs->contains(*oid)) return GIT_ENOTFOUND;
+  *type = GIT_OBJECT_COMMIT;
+  return give(data, size, backend, stub.commit.data(), stub.commit.size());
+}
+
+int stub_read_header(std::size_t* size, git_object_t* type, git_odb_backend* backend,
+                     const git_oid* oid) {
+  const auto& stub = stub_of(backend);
+  if (git_oid_equal(oid, &stub.tree)) {
+    *type = GIT_OBJECT_TREE;
+    *size = 0;
+    return 0;
+  }
+  if (!stub.stubs->contains(*oid)) return GIT_ENOTFOUND;
+  *type = GIT_OBJECT_COMMIT;
+  *size = stub.commit.size();
+  return 0;
+}
+
+int stub_exists(git_odb_backend* backend, const git_oid* oid) {
+  const auto& stub = stub_of(backend);
+  return git_oid_equal(oid, &stub.tree) || stub.stubs->contains(*oid) ? 1 : 0;
+}
+
+// Adds `backend` to `odb`, which frees it from then on.
+void add(git_odb* odb, git_odb_backend* backend, int priority) {
+  if (const int rc = git_odb_add_backend(odb, backend, priority); rc < 0) {
+    backend->free(backend);
+    throw_git_error(rc, "make the push's objects");
+  }
+}
+
+}  // namespace
+
+OdbHandle stubbed_objects(git_odb* cache, const OidSet& stubs) {
+  git_odb* raw = nullptr;
+  git_check(git_odb_new(&raw), "make the push's objects");
+  OdbHandle odb(raw);
+  auto* forward = new ForwardBackend{.backend = {}, .cache = cache};
+  forward->backend.version = GIT_ODB_BACKEND_VERSION;
+  forward->backend.read = forward_read;
+  forward->backend.read_header = forward_read_header;
+  forward->backend.exists = forward_exists;
+  forward->backend.free = [](git_odb_backend* b) { delete reinterpret_cast<ForwardBackend*>(b); };
+  add(odb.get(), &forward->backend, 2);  // a real object wins over its stub
+  git_oid tree;
+  git_check(git_odb_hash(&tree, kStubTreeBytes.data(), kStubTreeBytes.size(), GIT_OBJECT_TREE),
+            "make the push's objects");
+  auto* stub = new StubBackend{.backend = {},
+                               .stubs = &stubs,
+                               .tree = tree,
+                               .commit = "tree " + oid_hex(tree) +
+                                         "\nauthor inflight <inflight@localhost> 0 +0000\n"
+                                         "committer inflight <inflight@localhost> 0 +0000\n\n"
+                                         "a commit of the server's, not downloaded\n"};
+  stub->backend.version = GIT_ODB_BACKEND_VERSION;
+  stub->backend.read = stub_read;
+  stub->backend.read_header = stub_read_header;
+  stub->backend.exists = stub_exists;
+  stub->backend.free = [](git_odb_backend* b) { delete reinterpret_cast<StubBackend*>(b); };
+  add(odb.get(), &stub->backend, 1);
+  return odb;
+}
+
+}  // namespace inflight::checkpoint
