@@ -40,13 +40,28 @@ std::size_t sweep_dir(const fs::path& dir, bool (*is_temp)(std::string_view),
   return removed;
 }
 
+// The lookup repositories last changed before `cutoff`, each a directory.
+std::size_t sweep_lookups(const fs::path& dir, std::chrono::system_clock::time_point cutoff) {
+  std::size_t removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (std::chrono::system_clock::from_time_t(st.st_mtime) >= cutoff) continue;
+    std::error_code gone;
+    if (fs::remove_all(it->path(), gone) > 0) ++removed;
+  }
+  return removed;
+}
+
 }  // namespace
 
 std::size_t sweep_temp_files(const fs::path& cache, std::chrono::seconds older_than) {
   const auto cutoff = std::chrono::system_clock::now() - older_than;
   return sweep_dir(cache / "objects" / "pack", temp_in_pack_dir, cutoff) +
          sweep_dir(cache, atomic_write_temp, cutoff) +
-         sweep_dir(cache / "inflight-stat", atomic_write_temp, cutoff);
+         sweep_dir(cache / "inflight-stat", atomic_write_temp, cutoff) +
+         sweep_lookups(cache / kLookupDir, cutoff);
 }
 
 }  // namespace inflight::checkpoint

@@ -9,6 +9,7 @@ git_remote_callbacks RemoteCallbacks::callbacks() {
   callbacks.credentials = &RemoteCallbacks::credentials;
   callbacks.certificate_check = &RemoteCallbacks::certificate_check;
   callbacks.push_update_reference = &RemoteCallbacks::push_update_reference;
+  if (download_limit_) callbacks.transfer_progress = &RemoteCallbacks::transfer_progress;
   callbacks.payload = this;
   return callbacks;
 }
@@ -18,6 +19,13 @@ int RemoteCallbacks::refuse(Failure kind, const std::string& message, int code) 
   // libgit2 reports the message set here if it reports any.
   git_error_set_str(GIT_ERROR_CALLBACK, failure_->what());
   return code;
+}
+
+int RemoteCallbacks::transfer_progress(const git_indexer_progress* progress, void* payload) {
+  auto& self = *static_cast<RemoteCallbacks*>(payload);
+  if (progress->received_bytes <= *self.download_limit_) return 0;
+  return self.refuse(Failure::other,
+                     "the answer passed " + std::to_string(*self.download_limit_) + " bytes", -1);
 }
 
 int RemoteCallbacks::push_update_reference(const char* refname, const char* status, void* payload) {

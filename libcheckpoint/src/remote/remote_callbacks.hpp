@@ -38,12 +38,17 @@ class RemoteCallbacks {
   std::optional<RefResult> failure_of(const std::string& ref) const;
   // Before a push sent again: what the last one was refused is forgotten.
   void forget_refusals() { refused_refs_.clear(); }
+  // A download that passes `bytes` is given up, as a failure naming the limit.
+  void limit_download(std::size_t bytes) { download_limit_ = bytes; }
+  // Whether a callback failed the operation (throw_failure throws what it recorded).
+  bool failed() const { return failure_.has_value(); }
 
  private:
   static int credentials(git_credential** out, const char* url, const char* username_from_url,
                          unsigned int allowed_types, void* payload);
   static int certificate_check(git_cert* cert, int valid, const char* host, void* payload);
   static int push_update_reference(const char* refname, const char* status, void* payload);
+  static int transfer_progress(const git_indexer_progress* progress, void* payload);
 
   int provide_credential(git_credential** out, const char* username_from_url,
                          unsigned int allowed_types);
@@ -56,6 +61,7 @@ class RemoteCallbacks {
   int credential_calls_ = 0;
   std::optional<GitError> failure_;
   std::vector<std::pair<std::string, std::string>> refused_refs_;  // ref, status
+  std::optional<std::size_t> download_limit_;
 };
 
 }  // namespace inflight::checkpoint

@@ -1,5 +1,7 @@
 // RemoteStore (git_store.hpp): the connection to the results repo, its
 // listing, fetches and single pushes; ref_updates.cpp: batched ref updates.
+#include <stdlib.h>
+
 #include <algorithm>
 #include <future>
 #include <map>
@@ -9,6 +11,7 @@
 
 #include "git/cache_lock.hpp"
 #include "git/cache_repo_impl.hpp"
+#include "git/cache_sweep.hpp"
 #include "git/git_error.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
@@ -215,6 +218,91 @@ std::string RemoteStore::fetch_listed(const RemoteBranch& branch) {
 
 std::optional<std::string> RemoteStore::last_pushed(const std::string& ref) {
   return impl_->repo.pushed_tip(std::string(kLocalPrefix) + short_name(ref));
+}
+
+namespace {
+
+// What a lookup may download: a marker commit and its (empty) tree, in a pack.
+constexpr std::size_t kMaxLookupBytes = 64 * 1024;
+
+// A bare repository under the cache's `inflight-lookup/`, removed with this (and, left behind by
+// a killed agent, by the next cache sweep).
+class LookupRepo {
+ public:
+  explicit LookupRepo(const std::filesystem::path& cache) {
+    const auto parent = cache / kLookupDir;
+    std::filesystem::create_directories(parent);
+    std::string path = (parent / "XXXXXX").string();
+    if (::mkdtemp(path.data()) == nullptr) throw_errno("make a lookup repository", path);
+    path_ = path;
+    repo_ = open_or_init_bare(path_);
+  }
+  ~LookupRepo() {
+    repo_ = {};
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  LookupRepo(const LookupRepo&) = delete;
+  LookupRepo& operator=(const LookupRepo&) = delete;
+  git_repository* git() const { return repo_.get(); }
+  bool holds(const std::string& commit) const {
+    const git_oid oid = parse_oid(commit);
+    return git_odb_exists(open_odb(repo_.get()).get(), &oid) == 1;
+  }
+
+ private:
+  std::filesystem::path path_;
+  RepositoryHandle repo_;
+};
+
+}  // namespace
+
+RemoteStore::Impl::ById RemoteStore::Impl::fetch_by_id(const std::string& commit) {
+  const LookupRepo lookup(repo.path());
+  const RemoteHandle remote = open_remote(lookup.git());
+  RemoteCallbacks callbacks(config, location);
+  callbacks.limit_download(kMaxLookupBytes);
+  git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
+  options.callbacks = callbacks.callbacks();
+  options.proxy_opts = environment_proxy();
+  options.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+  // A server that cannot be reached fails here, apart from a refusal.
+  connect_and_list(remote.get(), callbacks, options.callbacks, GIT_DIRECTION_FETCH);
+  const std::string refspec = commit + ":refs/lookup";
+  char* refspecs[] = {const_cast<char*>(refspec.c_str())};
+  const git_strarray specs{refspecs, 1};
+  const int rc = git_remote_download(remote.get(), &specs, &options);
+  // libgit2's local transport skips a want the repository lacks, and succeeds.
+  if (rc == 0) return lookup.holds(commit) ? ById::fetched : ById::refused_or_lost;
+  const git_error* error = git_error_last();
+  if (error != nullptr && std::string_view(error->message).find("cannot fetch a specific object") !=
+                              std::string_view::npos)
+    return ById::not_allowed;  // the server advertised no wants by id
+  if (callbacks.failed()) callbacks.throw_failure(rc, "look up " + commit + " on");
+  return ById::refused_or_lost;
+}
+
+RemoteStore::Reachable RemoteStore::reachable(const std::string& commit, const std::string& known) {
+  parse_oid(commit);
+  parse_oid(known);
+  switch (impl_->fetch_by_id(commit)) {
+    case Impl::ById::fetched:
+      return Reachable::yes;
+    case Impl::ById::not_allowed:
+      return Reachable::unknown;
+    case Impl::ById::refused_or_lost:
+      break;
+  }
+  switch (impl_->fetch_by_id(known)) {
+    case Impl::ById::fetched:
+      return Reachable::no;  // the server answers, and did not serve `commit`
+    case Impl::ById::not_allowed:
+      return Reachable::unknown;
+    case Impl::ById::refused_or_lost:
+      break;
+  }
+  throw GitError(Failure::unreachable, "look up " + commit + " on " + display_url() +
+                                           ": the connection ended before an answer, twice");
 }
 
 void RemoteStore::push(const std::string& ref, const std::string& oid) {

@@ -117,6 +117,11 @@ struct RemoteStore::Impl {
   std::span<const git_remote_head*> connect_and_list(git_remote* remote, RemoteCallbacks& callbacks,
                                                      const git_remote_callbacks& raw_callbacks,
                                                      git_direction direction);
+  // How a fetch of one commit by its id, into a throwaway repository, went. libgit2 1.5 drops
+  // upload-pack's "ERR not our ref" (wait_while_ack reads past it) and reports the end of the
+  // connection that follows, as it would a connection lost: the two are one outcome here.
+  enum class ById { fetched, refused_or_lost, not_allowed };
+  ById fetch_by_id(const std::string& commit);
   static bool may_write_again(const RefResult& failure, int attempt) {
     return failure.outcome == RefOutcome::unwritten && attempt < kWriteTries;
   }

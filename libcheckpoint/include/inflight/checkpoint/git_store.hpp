@@ -147,6 +147,17 @@ class RemoteStore {
   void connect_ahead();
   // Deletes the remote branch; a refused deletion throws as push() does.
   void remove(const std::string& ref);
+  // Whether the results repo holds `commit` (hex) reachable from one of its refs: layout 2's
+  // lookup of a marker (docs/design/history-layout.md §3.4), asked by fetching it by id. A
+  // server allows that with uploadpack.allowReachableSHA1InWant (a local path answers so too); with
+  // allowAnySHA1InWant, any object it holds counts. `unknown`: it allows neither. libgit2 1.5
+  // reports a refused want as a connection that ended, so `known`, a small commit the caller knows
+  // is reachable (the archive's genesis), is fetched after a refusal: served, `commit` was not
+  // there. The fetches go to a throwaway repository beside the cache, never into it (libgit2
+  // skips a want the cache has, so a positive would outlive a prune), and are given up past
+  // 64 KiB: a marker is a few hundred bytes. Throws GitError when the server cannot be asked.
+  enum class Reachable { yes, no, unknown };
+  Reachable reachable(const std::string& commit, const std::string& known);
   // The remote URL with any password removed, for messages and logs.
   const std::string& display_url() const;
 

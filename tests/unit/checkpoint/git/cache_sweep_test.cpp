@@ -34,6 +34,18 @@ void make_file(const fs::path& path, std::chrono::seconds age) {
   ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
 }
 
+// A lookup's throwaway repository at `path`, last changed `age` ago.
+void make_lookup(const fs::path& path, std::chrono::seconds age) {
+  make_file(path / "objects" / "pack" / "pack-1.pack", age);
+  make_file(path / "HEAD", age);
+  for (const auto& dir : {path / "objects" / "pack", path / "objects", path}) {
+    const auto when = std::chrono::system_clock::now() - age;
+    const timespec time{.tv_sec = std::chrono::system_clock::to_time_t(when), .tv_nsec = 0};
+    const timespec times[2] = {time, time};
+    ASSERT_EQ(::utimensat(AT_FDCWD, dir.c_str(), times, 0), 0) << dir;
+  }
+}
+
 TEST(CacheSweep, RemovesOnlyTempFilesOlderThanTheLongestDeadline) {
   const TempDir dir;
   const GitLibrary library;
@@ -52,10 +64,14 @@ TEST(CacheSweep, RemovesOnlyTempFilesOlderThanTheLongestDeadline) {
   for (const auto& path : swept) make_file(path, old);
   for (const auto& path : kept)
     make_file(path, path.filename() == "tmp_pack_inflight_young1" ? young : old);
+  make_lookup(cache / kLookupDir / "dead01", old);
+  make_lookup(cache / kLookupDir / "live01", young);
 
-  EXPECT_EQ(sweep_temp_files(cache, std::chrono::minutes(2)), swept.size());
+  EXPECT_EQ(sweep_temp_files(cache, std::chrono::minutes(2)), swept.size() + 1);
   for (const auto& path : swept) EXPECT_FALSE(fs::exists(path)) << path;
   for (const auto& path : kept) EXPECT_TRUE(fs::exists(path)) << path;
+  EXPECT_FALSE(fs::exists(cache / kLookupDir / "dead01"));
+  EXPECT_TRUE(fs::exists(cache / kLookupDir / "live01" / "HEAD"));
 }
 
 TEST(CacheSweep, TheStoreSweepsWhenItOpensWithAnAge) {

@@ -7,6 +7,7 @@
 #include "checkpoint/background_process.hpp"
 #include "checkpoint/checkpoint_test_support.hpp"
 #include "git/cache_repo_impl.hpp"
+#include "git/cache_sweep.hpp"
 #include "git/markers.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
@@ -181,6 +182,23 @@ TEST_F(RemoteStoreTest, ACommitBuiltOnTheServersTipIsPushedWithoutDownloadingIt)
   git(remote_path(), "update-ref -d " + std::string(kArchiveRef));
   ASSERT_EQ(store.update({fold("r-8")})[0].outcome, RefOutcome::updated);
   EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + archive_tip())), "2");
+}
+
+// A local results repo answers a lookup as a server that allows reachable
+// wants does: an object it only stores is not served.
+TEST_F(RemoteStoreTest, ALocalResultsRepoAnswersALookupByWhatItsRefsReach) {
+  RemoteStore store(*repo_, config(remote_path().string()));
+  ASSERT_EQ(store.update({fold("r-1")})[0].outcome, RefOutcome::updated);
+  const auto folded = oid_hex(marker_id(published_marker("r-1")));
+  write_file(temp_.path() / "stored", status_marker("r-2", "failed"));
+  const auto stored = trimmed(git(remote_path(), "hash-object -w -t commit --stdin < '" +
+                                                     (temp_.path() / "stored").string() + "'"));
+  CacheRepo elsewhere(temp_.path() / "other-cache.git");
+  RemoteStore other(elsewhere, config(remote_path().string()));
+  EXPECT_EQ(other.reachable(folded, folded), RemoteStore::Reachable::yes);
+  EXPECT_EQ(other.reachable(stored, folded), RemoteStore::Reachable::no);
+  EXPECT_EQ(other.reachable(oid_hex(marker_id(published_marker("r-3"))), folded),
+            RemoteStore::Reachable::no);
 }
 
 TEST_F(RemoteStoreTest, MissingLocalResultsRepoIsCreatedBare) {
@@ -423,6 +441,44 @@ TEST_F(GitDaemonTest, AFoldOnATipThatMovedIsBuiltAgainOnTheNewOne) {
   auto judged = fold("r-9");
   judged.from = std::string(40, '1');
   EXPECT_EQ(store.update({judged})[0].outcome, RefOutcome::taken);
+}
+
+// Layout 2's lookup: a marker the archive reaches is there, one never
+// folded or only stored is not, and a server that allows no wants by id
+// cannot say. Nothing of it lands in the cache.
+TEST_F(GitDaemonTest, AMarkerIsLookedUpByIdWithoutDownloadingIntoTheCache) {
+  RemoteStore store(*repo_, config(url()));
+  ASSERT_EQ(store.update({fold("r-1")})[0].outcome, RefOutcome::updated);
+  const auto folded = oid_hex(marker_id(published_marker("r-1")));
+  write_file(temp_.path() / "stored", status_marker("r-2", "failed"));
+  const auto stored = trimmed(git(remote_path(), "hash-object -w -t commit --stdin < '" +
+                                                     (temp_.path() / "stored").string() + "'"));
+  const auto never = oid_hex(marker_id(published_marker("r-3")));
+
+  CacheRepo elsewhere(temp_.path() / "other-cache.git");
+  RemoteStore other(elsewhere, config(url()));
+  const auto reachable = [&](const std::string& commit) { return other.reachable(commit, folded); };
+  EXPECT_EQ(reachable(folded), RemoteStore::Reachable::unknown);
+  git(remote_path(), "config uploadpack.allowReachableSHA1InWant true");
+  EXPECT_EQ(reachable(folded), RemoteStore::Reachable::yes);
+  EXPECT_EQ(reachable(stored), RemoteStore::Reachable::no);
+  EXPECT_EQ(reachable(never), RemoteStore::Reachable::no);
+  // Refused, and then the known commit too: no answer, never a "no".
+  EXPECT_EQ(kind_of([&] { other.reachable(never, stored); }), Failure::unreachable);
+  EXPECT_FALSE(elsewhere.contains(folded));
+  EXPECT_TRUE(fs::is_empty(temp_.path() / "other-cache.git" / kLookupDir));
+
+  // A want that brings more than a marker is given up (bytes that do not compress).
+  std::string noise;
+  for (std::uint32_t x = 1; noise.size() < 256 * 1024;) {
+    x = x * 1664525u + 1013904223u;
+    noise += static_cast<char>('a' + (x >> 24) % 26);
+  }
+  store.push(kRef, checkpoint(noise + "\n"));
+  std::string message;
+  EXPECT_EQ(kind_of([&] { reachable(trimmed(git(remote_path(), "rev-parse " + kRef))); }, &message),
+            Failure::other);
+  EXPECT_NE(message.find("65536 bytes"), std::string::npos) << message;
 }
 
 TEST_F(RemoteStoreTest, AConnectionThatCouldNotBeOpenedAheadFailsTheUpdate) {
