@@ -1,0 +1,165 @@
+// See runs_index.hpp.
+#include "store/runs_index.hpp"
+
+#include <algorithm>
+#include <string_view>
+
+#include "git/cache_repo_impl.hpp"
+#include "git/git_error.hpp"
+#include "git/git_handle.hpp"
+#include "git/repo_objects.hpp"
+#include "inflight/core/bounded_json.hpp"
+#include "inflight/core/branch_name.hpp"
+
+namespace inflight::checkpoint {
+
+namespace {
+
+class IndexReader {
+ public:
+  explicit IndexReader(CacheRepo& cache) : git_(raw_repo(cache)), odb_(open_odb(git_)) {}
+
+  void read_snapshot(const std::string& commit) {
+    const TreeHandle root = tree_of(lookup_commit(git_, commit).get());
+    if (!has_layout(root.get(), kRunsRef)) return;
+    const auto* buckets = subtree(root.get(), "b");
+    if (buckets == nullptr) return;
+    const TreeHandle tree = lookup_tree(git_, *git_tree_entry_id(buckets));
+    for (std::size_t i = 0; i < git_tree_entrycount(tree.get()); ++i)
+      read_bucket(git_tree_entry_byindex(tree.get(), i));
+  }
+
+  void read_log(const std::string& tip) {
+    std::vector<CommitHandle> deltas;  // newest first
+    CommitHandle commit = lookup_commit(git_, tip);
+    while (git_commit_parentcount(commit.get()) > 0) {
+      if (deltas.size() == kMaxLogCommits) {
+        problem("the log is longer than " + std::to_string(kMaxLogCommits) +
+                " commits: the older ones are not read");
+        return apply(deltas);
+      }
+      CommitHandle parent = lookup_commit(git_, *git_commit_parent_id(commit.get(), 0));
+      deltas.push_back(std::move(commit));
+      commit = std::move(parent);
+    }
+    if (!has_layout(tree_of(commit.get()).get(), kRunsLogRef)) return;
+    apply(deltas);
+  }
+
+  RunsIndex take() { return std::move(index_); }
+
+ private:
+  void problem(std::string what) { index_.problems.push_back(std::move(what)); }
+
+  const git_tree_entry* subtree(const git_tree* tree, const char* name) {
+    const auto* entry = git_tree_entry_byname(tree, name);
+    return entry != nullptr && git_tree_entry_filemode(entry) == GIT_FILEMODE_TREE ? entry
+                                                                                   : nullptr;
+  }
+
+  // The blob at `entry`, checked to be one and within kMaxIndexFileBytes before it is read.
+  std::optional<std::string> read_file(const git_tree_entry* entry, const std::string& path) {
+    std::size_t size = 0;
+    git_object_t type{};
+    if (git_tree_entry_filemode(entry) != GIT_FILEMODE_BLOB ||
+        git_odb_read_header(&size, &type, odb_.get(), git_tree_entry_id(entry)) < 0 ||
+        type != GIT_OBJECT_BLOB) {
+      git_error_clear();
+      problem(path + ": not a file");
+      return std::nullopt;
+    }
+    if (size > kMaxIndexFileBytes) {
+      problem(path + ": larger than " + std::to_string(kMaxIndexFileBytes) + " bytes");
+      return std::nullopt;
+    }
+    git_blob* raw = nullptr;
+    git_check(git_blob_lookup(&raw, git_, git_tree_entry_id(entry)), "read " + path);
+    const BlobHandle blob(raw);
+    return std::string(static_cast<const char*>(git_blob_rawcontent(blob.get())),
+                       static_cast<std::size_t>(git_blob_rawsize(blob.get())));
+  }
+
+  bool has_layout(const git_tree* tree, std::string_view ref) {
+    const auto* entry = git_tree_entry_byname(tree, "layout");
+    const auto text =
+        entry != nullptr ? read_file(entry, std::string(ref) + ":layout") : std::nullopt;
+    if (text == kRunsLayout) return true;
+    problem(std::string(ref) + ": no layout file saying 'inflight-runs 2'; not read");
+    return false;
+  }
+
+  void read_bucket(const git_tree_entry* bucket) {
+    const std::string name = git_tree_entry_name(bucket);
+    const auto path = "b/" + printable(name);
+    if (git_tree_entry_filemode(bucket) != GIT_FILEMODE_TREE || name.size() != 2 ||
+        name.find_first_not_of("0123456789abcdef") != std::string::npos)
+      return problem(path + ": not a bucket (two lower-case hex digits)");
+    const TreeHandle segments = lookup_tree(git_, *git_tree_entry_id(bucket));
+    const auto count = git_tree_entrycount(segments.get());
+    if (count > kMaxSegmentsPerBucket)
+      return problem(path + ": more than " + std::to_string(kMaxSegmentsPerBucket) +
+                     " segments; not read");
+    for (std::size_t i = 0; i < count; ++i) {  // tree order is name order: oldest first
+      const auto* segment = git_tree_entry_byindex(segments.get(), i);
+      const auto segment_path = path + "/" + printable(git_tree_entry_name(segment));
+      if (const auto text = read_file(segment, segment_path))
+        read_lines(*text, segment_path, Removals::refused, name);
+    }
+  }
+
+  void read_lines(std::string_view text, const std::string& path, Removals removals,
+                  const std::optional<std::string>& bucket) {
+    std::size_t number = 0;
+    while (!text.empty()) {
+      if (++number > kMaxIndexFileLines)
+        return problem(path + ": more than " + std::to_string(kMaxIndexFileLines) +
+                       " lines; the rest is not read");
+      const auto end = text.find('\n');
+      const auto line = text.substr(0, end);
+      text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+      const auto where = path + " line " + std::to_string(number);
+      auto parsed = parse_index_line(line, removals);
+      if (!parsed) {
+        problem(where + ": " + parsed.error().message);
+      } else if (bucket && runs_bucket(parsed->id) != *bucket) {
+        problem(where + ": run " + parsed->id + " belongs in bucket " + runs_bucket(parsed->id));
+      } else if (parsed->entry) {
+        index_.entries.insert_or_assign(parsed->id, std::move(*parsed->entry));
+      } else {
+        index_.entries.erase(parsed->id);
+      }
+    }
+  }
+
+  // The deltas, newest first as walked, read oldest first.
+  void apply(const std::vector<CommitHandle>& deltas) {
+    for (auto it = deltas.rbegin(); it != deltas.rend(); ++it) {
+      const TreeHandle tree = tree_of(it->get());
+      const auto* entry = git_tree_entry_byname(tree.get(), "entries.jsonl");
+      const auto path = std::string(kRunsLogRef) + " " +
+                        std::string(git_oid_tostr_s(git_commit_id(it->get()))) + ":entries.jsonl";
+      if (entry == nullptr) {
+        problem(path + ": missing");
+        continue;
+      }
+      if (const auto text = read_file(entry, path))
+        read_lines(*text, path, Removals::allowed, std::nullopt);
+    }
+  }
+
+  git_repository* git_;
+  OdbHandle odb_;
+  RunsIndex index_;
+};
+
+}  // namespace
+
+RunsIndex read_runs_index(CacheRepo& cache, const std::optional<std::string>& snapshot,
+                          const std::optional<std::string>& log_tip) {
+  IndexReader reader(cache);
+  if (snapshot) reader.read_snapshot(*snapshot);
+  if (log_tip) reader.read_log(*log_tip);
+  return reader.take();
+}
+
+}  // namespace inflight::checkpoint

@@ -1,0 +1,42 @@
+// Layout 2's index of published runs (docs/design/history-layout.md §3.1, §3.2), read: a
+// snapshot of entries in 256 buckets, and a log of what was added and removed since. Both refs
+// are branches anyone with push access writes, so everything here is bounded, and a bad line,
+// file or commit is left out with a problem that names it; the rest is read.
+//
+// The snapshot (kRunsRef) is a commit whose tree holds `layout` ("inflight-runs 2\n") and
+// `b/<hh>/<NNNNNN>.jsonl` segments: the entry lines (index_entry.hpp) of the runs whose
+// runs_bucket() is hh, a later segment's line of an id replacing an earlier one's. The log
+// (kRunsLogRef) is a chain of commits from a root whose tree holds `layout`; each later commit's
+// tree holds `entries.jsonl`, entry and removal lines. Read in order onto the snapshot, the last
+// line of each id wins: a delta that the snapshot already holds changes nothing read again.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inflight/checkpoint/git_store.hpp"
+#include "inflight/checkpoint/index_entry.hpp"
+
+namespace inflight::checkpoint {
+
+inline constexpr std::string_view kRunsLayout = "inflight-runs 2\n";
+inline constexpr std::size_t kMaxSegmentsPerBucket = 64;
+inline constexpr std::uint64_t kMaxIndexFileBytes = 8 * 1024 * 1024;
+inline constexpr std::size_t kMaxIndexFileLines = 4096;
+inline constexpr std::size_t kMaxLogCommits = 100'000;
+
+struct RunsIndex {
+  std::map<std::string, IndexEntry> entries;  // by run id
+  std::vector<std::string> problems;
+};
+
+// The entries of the snapshot at `snapshot` and of the log from `log_tip` back to its root, each
+// a commit the cache holds with what it reaches (either may be absent).
+RunsIndex read_runs_index(CacheRepo& cache, const std::optional<std::string>& snapshot,
+                          const std::optional<std::string>& log_tip);
+
+}  // namespace inflight::checkpoint
