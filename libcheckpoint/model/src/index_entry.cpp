@@ -1,5 +1,7 @@
 #include "inflight/checkpoint/index_entry.hpp"
 
+#include <stdexcept>
+
 #include "inflight/core/bounded_json.hpp"
 #include "inflight/core/branch_name.hpp"
 
@@ -183,6 +185,8 @@ std::string write_index_line(const IndexEntry& entry) {
 }
 
 std::string write_removal_line(std::string_view run_id) {
+  if (!is_valid_run_id(run_id))
+    throw std::invalid_argument("no removal line for '" + printable(run_id) + "': not a run id");
   return OrderedJson{{"id", run_id}, {"removed", true}}.dump() + "\n";
 }
 

@@ -48,8 +48,9 @@ std::size_t sweep_lookups(const fs::path& dir, std::chrono::system_clock::time_p
     struct stat st {};
     if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     if (std::chrono::system_clock::from_time_t(st.st_mtime) >= cutoff) continue;
-    std::error_code gone;
-    if (fs::remove_all(it->path(), gone) > 0) ++removed;
+    std::error_code failed;
+    fs::remove_all(it->path(), failed);
+    if (!failed) ++removed;
   }
   return removed;
 }

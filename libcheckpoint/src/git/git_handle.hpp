@@ -26,6 +26,7 @@ using TreeBuilderHandle = GitHandle<git_treebuilder, git_treebuilder_free>;
 using CommitHandle = GitHandle<git_commit, git_commit_free>;
 using SignatureHandle = GitHandle<git_signature, git_signature_free>;
 using ReferenceHandle = GitHandle<git_reference, git_reference_free>;
+using ReferenceIteratorHandle = GitHandle<git_reference_iterator, git_reference_iterator_free>;
 using RefdbHandle = GitHandle<git_refdb, git_refdb_free>;
 using RemoteHandle = GitHandle<git_remote, git_remote_free>;
 using OdbObjectHandle = GitHandle<git_odb_object, git_odb_object_free>;

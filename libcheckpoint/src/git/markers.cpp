@@ -24,6 +24,9 @@ std::string marker(std::string_view parent, std::string_view message) {
   return bytes + std::string(kSignatures) + "\n" + std::string(message) + "\n";
 }
 
+// A final status is a short word: succeeded, failed, cancelled.
+constexpr std::size_t kMaxStatusBytes = 32;
+
 // A marker's words become a commit's bytes: they must not break its lines.
 void check_word(std::string_view what, std::string_view word, bool valid) {
   if (!valid)
@@ -40,7 +43,7 @@ std::string published_marker(std::string_view run_id) {
 
 std::string status_marker(std::string_view run_id, std::string_view final_status) {
   check_word("final status", final_status,
-             !final_status.empty() &&
+             !final_status.empty() && final_status.size() <= kMaxStatusBytes &&
                  final_status.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos);
   const auto parent = oid_hex(marker_id(published_marker(run_id)));
   return marker(parent,
@@ -57,9 +60,13 @@ git_oid marker_id(std::string_view marker) {
   return oid;
 }
 
-git_oid write_marker(CacheRepo& cache, std::string_view marker) {
-  write_object(cache, "", 0, GIT_OBJECT_TREE);  // kEmptyTree
-  return write_object(cache, marker.data(), marker.size(), GIT_OBJECT_COMMIT);
+git_oid write_marker(git_repository* repo, std::string_view marker) {
+  const OdbHandle odb = open_odb(repo);
+  git_oid oid;
+  git_check(git_odb_write(&oid, odb.get(), "", 0, GIT_OBJECT_TREE), "write the empty tree");
+  git_check(git_odb_write(&oid, odb.get(), marker.data(), marker.size(), GIT_OBJECT_COMMIT),
+            "write marker");
+  return oid;
 }
 
 }  // namespace inflight::checkpoint

@@ -10,8 +10,6 @@
 #include <string>
 #include <string_view>
 
-#include "inflight/checkpoint/git_store.hpp"
-
 namespace inflight::checkpoint {
 
 // M(id): "this run id was published", on the empty tree, with no parent.
@@ -23,7 +21,7 @@ std::string archive_genesis();
 
 // The id git gives a marker's bytes.
 git_oid marker_id(std::string_view marker);
-// Holds `marker`, and the empty tree it names, in the cache as write_object does.
-git_oid write_marker(CacheRepo& cache, std::string_view marker);
+// Writes `marker`, and the empty tree it names, to `repo`'s object database.
+git_oid write_marker(git_repository* repo, std::string_view marker);
 
 }  // namespace inflight::checkpoint

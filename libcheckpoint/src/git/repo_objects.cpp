@@ -76,14 +76,18 @@ git_oid write_commit(CacheRepo& cache, const git_oid& tree_oid, const git_commit
                          at);
 }
 
-git_oid write_commit_on(CacheRepo& cache, const git_oid& tree,
+git_oid write_commit_on(git_repository* repo, const git_oid& tree,
                         const std::vector<std::string>& parents, const std::string& message) {
   std::string bytes = "tree " + oid_hex(tree) + "\n";
   for (const auto& parent : parents) bytes += "parent " + oid_hex(parse_oid(parent)) + "\n";
   const auto signature =
       "inflight <inflight@localhost> " + std::to_string(std::time(nullptr)) + " +0000\n";
   bytes += "author " + signature + "committer " + signature + "\n" + message;
-  return write_object(cache, bytes.data(), bytes.size(), GIT_OBJECT_COMMIT);
+  git_oid oid;
+  git_check(
+      git_odb_write(&oid, open_odb(repo).get(), bytes.data(), bytes.size(), GIT_OBJECT_COMMIT),
+      "write commit");
+  return oid;
 }
 
 std::string merge_onto(CacheRepo& cache, const std::string& commit, const std::string& second) {

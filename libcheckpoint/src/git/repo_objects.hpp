@@ -27,10 +27,10 @@ git_oid write_object(CacheRepo& cache, const void* data, std::size_t size, git_o
 // since the epoch) for a commit that must come out the same each time.
 git_oid write_commit(CacheRepo& cache, const git_oid& tree, const git_commit* parent,
                      const std::string& message, std::optional<git_time_t> at = std::nullopt);
-// A commit by "inflight" of `tree` on `parents` (hex ids), made now, which need not be in the
-// cache: the server's commits that a RefUpdate::build names. Held in memory for the push and never
-// persisted, so that no ref of the cache names it.
-git_oid write_commit_on(CacheRepo& cache, const git_oid& tree,
+// A commit by "inflight" of `tree` on `parents` (hex ids), made now, written to `repo`'s object
+// database without reading its parents: the server's commits that a RefUpdate::build names, which
+// the cache need not hold. `repo` is a push's own (PushSources::git()), never the cache's.
+git_oid write_commit_on(git_repository* repo, const git_oid& tree,
                         const std::vector<std::string>& parents, const std::string& message);
 // `commit` again, with `second` as its second parent: the same tree and
 // first-parent history, now a fast-forward of `second`.

@@ -143,11 +143,15 @@ PushSources::PushSources(CacheRepo& cache)
   git_check(git_repository_set_refdb(raw, refdb), "use the push sources");
 }
 
+void PushSources::use_own_objects() {
+  if (own_objects_) return;
+  const OdbHandle objects = push_objects(cache_objects_.get(), stubs_);
+  git_check(git_repository_set_odb(repo_.get(), objects.get()), "use the push's own objects");
+  own_objects_ = true;
+}
+
 void PushSources::stub(const git_oid& commit) {
-  if (stubs_.empty()) {
-    const OdbHandle objects = stubbed_objects(cache_objects_.get(), stubs_);
-    git_check(git_repository_set_odb(repo_.get(), objects.get()), "stand stubs in");
-  }
+  use_own_objects();
   stubs_.insert(commit);
 }
 

@@ -27,9 +27,13 @@ class PushSources {
 
   // A ref at `commit` to push `ref` from.
   std::string add(const std::string& ref, const git_oid& commit);
-  // The server holds `commit`, a parent of a commit this push sends, which the cache may lack: a
-  // stub stands in for it (stub_objects.hpp). The push reads the cache's objects through a
-  // database of its own from then on; the cache never sees a stub.
+  // From now on the push reads and writes an object database of its own (stub_objects.hpp): a
+  // memory that takes what RefUpdate::build writes through git(), then the cache's objects, then
+  // stubs. What it writes never reaches the cache: a commit whose parent is only the server's,
+  // left there, would fail every later push of the cache that walks to it.
+  void use_own_objects();
+  // The server holds `commit`, a parent of a commit this push sends, which the cache lacks: a
+  // stub stands in for it. Uses the push's own objects.
   void stub(const git_oid& commit);
   // The repository to push from: its refs are the sources alone.
   git_repository* git() const { return repo_.get(); }
@@ -39,6 +43,7 @@ class PushSources {
   std::map<std::string, git_oid> refs_;
   OdbHandle cache_objects_;
   OidSet stubs_;
+  bool own_objects_ = false;
   RepositoryHandle repo_;
 };
 

@@ -73,6 +73,8 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
   for (const std::size_t i : which) {
     const auto& u = updates[i];
     require_valid_ref(u.ref);
+    if (u.build && !u.commit.empty())
+      throw GitError(Failure::other, "an update of " + u.ref + " names a commit and builds one");
     results[i] = {};  // a try before this one failed; this one judges anew
     const auto tip = tips.find(u.ref);
     const std::string tip_hex = tip == tips.end() ? "" : oid_hex(tip->second);
@@ -91,11 +93,13 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
       continue;
     }
     if (u.build) {
-      const git_oid built = parse_oid(u.build(tip_hex));
+      auto& sources = connection.sources;
+      sources.use_own_objects();
       const OdbHandle odb = open_odb(git());
       if (tip != tips.end() && git_odb_exists(odb.get(), &tip->second) != 1)
-        connection.sources.stub(tip->second);
-      sends.push_back({.update = i, .refspec = connection.sources.add(u.ref, built) + ":" + u.ref});
+        sources.stub(tip->second);
+      const git_oid built = parse_oid(u.build(tip_hex, sources));
+      sends.push_back({.update = i, .refspec = sources.add(u.ref, built) + ":" + u.ref});
       continue;
     }
     if (u.commit.empty()) {  // a deletion; a ref already gone is deleted

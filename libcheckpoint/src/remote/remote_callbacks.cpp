@@ -23,6 +23,7 @@ int RemoteCallbacks::refuse(Failure kind, const std::string& message, int code) 
 
 int RemoteCallbacks::transfer_progress(const git_indexer_progress* progress, void* payload) {
   auto& self = *static_cast<RemoteCallbacks*>(payload);
+  self.received_ = self.received_ || progress->received_bytes > 0;
   if (progress->received_bytes <= *self.download_limit_) return 0;
   return self.refuse(Failure::other,
                      "the answer passed " + std::to_string(*self.download_limit_) + " bytes", -1);

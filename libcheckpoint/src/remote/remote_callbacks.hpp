@@ -42,6 +42,8 @@ class RemoteCallbacks {
   void limit_download(std::size_t bytes) { download_limit_ = bytes; }
   // Whether a callback failed the operation (throw_failure throws what it recorded).
   bool failed() const { return failure_.has_value(); }
+  // Whether a download under limit_download received any byte of a pack.
+  bool received() const { return received_; }
 
  private:
   static int credentials(git_credential** out, const char* url, const char* username_from_url,
@@ -62,6 +64,7 @@ class RemoteCallbacks {
   std::optional<GitError> failure_;
   std::vector<std::pair<std::string, std::string>> refused_refs_;  // ref, status
   std::optional<std::size_t> download_limit_;
+  bool received_ = false;
 };
 
 }  // namespace inflight::checkpoint

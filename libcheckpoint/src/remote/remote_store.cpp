@@ -231,16 +231,22 @@ class LookupRepo {
  public:
   explicit LookupRepo(const std::filesystem::path& cache) {
     const auto parent = cache / kLookupDir;
-    std::filesystem::create_directories(parent);
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
     std::string path = (parent / "XXXXXX").string();
-    if (::mkdtemp(path.data()) == nullptr) throw_errno("make a lookup repository", path);
+    if (ec || ::mkdtemp(path.data()) == nullptr)
+      throw GitError(Failure::cache, "cannot make a lookup repository in " + parent.string());
     path_ = path;
-    repo_ = open_or_init_bare(path_);
+    try {
+      repo_ = open_or_init_bare(path_);
+    } catch (...) {
+      remove();
+      throw;
+    }
   }
   ~LookupRepo() {
     repo_ = {};
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
+    remove();
   }
   LookupRepo(const LookupRepo&) = delete;
   LookupRepo& operator=(const LookupRepo&) = delete;
@@ -251,9 +257,38 @@ class LookupRepo {
   }
 
  private:
+  void remove() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
   std::filesystem::path path_;
   RepositoryHandle repo_;
 };
+
+// A local results repo is asked directly: libgit2's local transport ignores the wants of a fetch
+// and sends everything the refs reach.
+RemoteStore::Reachable reachable_in(const std::filesystem::path& path, const std::string& commit) {
+  const RepositoryHandle repo = open_bare(path);
+  const git_oid oid = parse_oid(commit);
+  if (git_odb_exists(open_odb(repo.get()).get(), &oid) != 1) return RemoteStore::Reachable::no;
+  std::vector<git_oid> tips;
+  git_reference_iterator* raw = nullptr;
+  git_check(git_reference_iterator_new(&raw, repo.get()), "list the refs of " + path.string());
+  const ReferenceIteratorHandle refs(raw);
+  for (git_reference* ref = nullptr; git_reference_next(&ref, refs.get()) == 0;) {
+    const ReferenceHandle owned(ref);
+    if (const git_oid* target = git_reference_target(ref)) tips.push_back(*target);
+  }
+  git_error_clear();
+  const int found = git_graph_reachable_from_any(repo.get(), &oid, tips.data(), tips.size());
+  // A commit whose history is missing is stored, not reached: what the refs reach is whole.
+  if (found == GIT_ENOTFOUND) {
+    git_error_clear();
+    return RemoteStore::Reachable::no;
+  }
+  if (found < 0) throw_git_error(found, "look up " + commit + " in " + path.string());
+  return found == 1 ? RemoteStore::Reachable::yes : RemoteStore::Reachable::no;
+}
 
 }  // namespace
 
@@ -272,19 +307,27 @@ RemoteStore::Impl::ById RemoteStore::Impl::fetch_by_id(const std::string& commit
   char* refspecs[] = {const_cast<char*>(refspec.c_str())};
   const git_strarray specs{refspecs, 1};
   const int rc = git_remote_download(remote.get(), &specs, &options);
-  // libgit2's local transport skips a want the repository lacks, and succeeds.
-  if (rc == 0) return lookup.holds(commit) ? ById::fetched : ById::refused_or_lost;
+  if (rc == 0) {
+    if (lookup.holds(commit)) return ById::fetched;
+    throw GitError(Failure::other, "look up " + commit + " on " + location.display +
+                                       ": the fetch brought no such commit");
+  }
   const git_error* error = git_error_last();
-  if (error != nullptr && std::string_view(error->message).find("cannot fetch a specific object") !=
-                              std::string_view::npos)
+  const std::string_view message = error != nullptr ? error->message : "";
+  if (message.find("cannot fetch a specific object") != std::string_view::npos)
     return ById::not_allowed;  // the server advertised no wants by id
-  if (callbacks.failed()) callbacks.throw_failure(rc, "look up " + commit + " on");
+  // A refusal ends the connection before any byte of a pack; anything else (a pack that came,
+  // a failure of ours) is no refusal, and no "no".
+  const bool ended = rc == GIT_EEOF || (error != nullptr && error->klass == GIT_ERROR_NET);
+  if (!ended || callbacks.failed() || callbacks.received())
+    callbacks.throw_failure(rc, "look up " + commit + " on");
   return ById::refused_or_lost;
 }
 
 RemoteStore::Reachable RemoteStore::reachable(const std::string& commit, const std::string& known) {
   parse_oid(commit);
   parse_oid(known);
+  if (impl_->location.local_path) return reachable_in(*impl_->location.local_path, commit);
   switch (impl_->fetch_by_id(commit)) {
     case Impl::ById::fetched:
       return Reachable::yes;

@@ -1,11 +1,13 @@
 // See stub_objects.hpp.
 #include "remote/stub_objects.hpp"
 
+#include <git2/sys/mempack.h>
 #include <git2/sys/odb_backend.h>
 
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "git/git_error.hpp"
 #include "git/oid_text.hpp"
@@ -25,11 +27,12 @@ struct ForwardBackend {
   git_odb* cache;
 };
 
+// Plain fields only: libgit2 holds a pointer to `backend`, cast back to this.
 struct StubBackend {
   git_odb_backend backend;
   const OidSet* stubs;
   git_oid tree;
-  std::string commit;  // the bytes of each stub
+  const std::string* commit;  // the bytes of each stub
 };
 
 git_odb* cache_of(git_odb_backend* backend) {
@@ -78,7 +81,7 @@ int stub_read(void** data, std::size_t* size, git_object_t* type, git_odb_backen
   }
   if (!stub.stubs->contains(*oid)) return GIT_ENOTFOUND;
   *type = GIT_OBJECT_COMMIT;
-  return give(data, size, backend, stub.commit.data(), stub.commit.size());
+  return give(data, size, backend, stub.commit->data(), stub.commit->size());
 }
 
 int stub_read_header(std::size_t* size, git_object_t* type, git_odb_backend* backend,
@@ -91,13 +94,24 @@ int stub_read_header(std::size_t* size, git_object_t* type, git_odb_backend* bac
   }
   if (!stub.stubs->contains(*oid)) return GIT_ENOTFOUND;
   *type = GIT_OBJECT_COMMIT;
-  *size = stub.commit.size();
+  *size = stub.commit->size();
   return 0;
 }
 
 int stub_exists(git_odb_backend* backend, const git_oid* oid) {
   const auto& stub = stub_of(backend);
   return git_oid_equal(oid, &stub.tree) || stub.stubs->contains(*oid) ? 1 : 0;
+}
+
+// The id of a stub's tree, and the bytes of every stub.
+std::pair<git_oid, std::string> stub_bytes() {
+  git_oid tree;
+  git_check(git_odb_hash(&tree, kStubTreeBytes.data(), kStubTreeBytes.size(), GIT_OBJECT_TREE),
+            "make the push's objects");
+  return {tree, "tree " + oid_hex(tree) +
+                    "\nauthor inflight <inflight@localhost> 0 +0000\n"
+                    "committer inflight <inflight@localhost> 0 +0000\n\n"
+                    "a commit of the server's, not downloaded\n"};
 }
 
 // Adds `backend` to `odb`, which frees it from then on.
@@ -110,10 +124,13 @@ void add(git_odb* odb, git_odb_backend* backend, int priority) {
 
 }  // namespace
 
-OdbHandle stubbed_objects(git_odb* cache, const OidSet& stubs) {
+OdbHandle push_objects(git_odb* cache, const OidSet& stubs) {
   git_odb* raw = nullptr;
   git_check(git_odb_new(&raw), "make the push's objects");
   OdbHandle odb(raw);
+  git_odb_backend* memory = nullptr;
+  git_check(git_mempack_new(&memory), "make the push's objects");
+  add(odb.get(), memory, 3);  // git_odb_write writes to the first backend that can
   auto* forward = new ForwardBackend{.backend = {}, .cache = cache};
   forward->backend.version = GIT_ODB_BACKEND_VERSION;
   forward->backend.read = forward_read;
@@ -121,16 +138,8 @@ OdbHandle stubbed_objects(git_odb* cache, const OidSet& stubs) {
   forward->backend.exists = forward_exists;
   forward->backend.free = [](git_odb_backend* b) { delete reinterpret_cast<ForwardBackend*>(b); };
   add(odb.get(), &forward->backend, 2);  // a real object wins over its stub
-  git_oid tree;
-  git_check(git_odb_hash(&tree, kStubTreeBytes.data(), kStubTreeBytes.size(), GIT_OBJECT_TREE),
-            "make the push's objects");
-  auto* stub = new StubBackend{.backend = {},
-                               .stubs = &stubs,
-                               .tree = tree,
-                               .commit = "tree " + oid_hex(tree) +
-                                         "\nauthor inflight <inflight@localhost> 0 +0000\n"
-                                         "committer inflight <inflight@localhost> 0 +0000\n\n"
-                                         "a commit of the server's, not downloaded\n"};
+  static const auto [tree, commit] = stub_bytes();
+  auto* stub = new StubBackend{.backend = {}, .stubs = &stubs, .tree = tree, .commit = &commit};
   stub->backend.version = GIT_ODB_BACKEND_VERSION;
   stub->backend.read = stub_read;
   stub->backend.read_header = stub_read_header;

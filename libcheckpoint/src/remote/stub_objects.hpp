@@ -1,8 +1,9 @@
 // The objects of a push that builds on the server's commits (RefUpdate::build): layout 2's
 // archive and index log grow by commits whose parents are other pods' work, which this cache never
 // downloads (the archive reaches every result ever published). libgit2 1.5 pushes only commits
-// whose parents it can read, so a stub stands in for each such parent: a parentless commit of the
-// empty tree. libgit2 then hides the stub as the server's tip, and sends only the new commits.
+// whose parents it can read, so a stub stands in for each such parent: a parentless commit of an
+// empty tree. libgit2 then hides the stub as the server's tip, and sends only the new commits,
+// which the build wrote into the push's own memory, never into the cache.
 // The bytes of a stub do not hash to its id, which the agent allows (GitLibrary turns strict hash
 // verification off), and no stub ever reaches the cache or the server: the push packs only what
 // the stubs do not reach. Tried first outside the tree: docs/design/history-layout.md §0.1.
@@ -21,8 +22,8 @@ struct OidLess {
 };
 using OidSet = std::set<git_oid, OidLess>;
 
-// An object database that reads `cache` and, for an id of `stubs` it lacks, a stub. Both must
-// outlive it; `stubs` may grow meanwhile.
-OdbHandle stubbed_objects(git_odb* cache, const OidSet& stubs);
+// A push's own object database: a memory that takes every write, then `cache` (read only), then a
+// stub for each id of `stubs` that neither holds. Both must outlive it; `stubs` may grow.
+OdbHandle push_objects(git_odb* cache, const OidSet& stubs);
 
 }  // namespace inflight::checkpoint

@@ -153,9 +153,13 @@ class RemoteStore {
   // allowAnySHA1InWant, any object it holds counts. `unknown`: it allows neither. libgit2 1.5
   // reports a refused want as a connection that ended, so `known`, a small commit the caller knows
   // is reachable (the archive's genesis), is fetched after a refusal: served, `commit` was not
-  // there. The fetches go to a throwaway repository beside the cache, never into it (libgit2
-  // skips a want the cache has, so a positive would outlive a prune), and are given up past
-  // 64 KiB: a marker is a few hundred bytes. Throws GitError when the server cannot be asked.
+  // there. A connection lost during the first fetch only reads as a refusal too: layout 2's
+  // publish checks again once it landed (design §3.4), so that costs a rerun, never a second
+  // result. A server that serves only its tips by id refuses both fetches: a GitError. The
+  // fetches go to a throwaway repository beside the cache, never into it (libgit2 skips a want
+  // the cache has, so a positive would outlive a prune), and are given up past 64 KiB: a marker
+  // is a few hundred bytes. A local results repo is asked directly (libgit2's local transport
+  // ignores wants and sends all the refs reach). Throws GitError when the server cannot be asked.
   enum class Reachable { yes, no, unknown };
   Reachable reachable(const std::string& commit, const std::string& known);
   // The remote URL with any password removed, for messages and logs.

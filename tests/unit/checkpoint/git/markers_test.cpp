@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint/checkpoint_test_support.hpp"
-#include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
+#include "git/git_handle.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
 
@@ -41,14 +41,17 @@ TEST(Markers, OnlyTheRunIdAndTheStatusMoveThem) {
   EXPECT_THROW(published_marker("r-1\nparent x"), GitError);
   EXPECT_THROW(status_marker("r-1", "ok\nparent"), GitError);
   EXPECT_THROW(status_marker("r-1", ""), GitError);
+  EXPECT_THROW(status_marker("r-1", std::string(33, 'a')), GitError);
 }
 
-TEST(Markers, AWrittenMarkerIsACommitOfTheCache) {
+TEST(Markers, AWrittenMarkerIsACommit) {
   const GitLibrary library;
   const TempDir dir;
-  CacheRepo cache{dir.path() / "cache.git"};
-  const auto id = write_marker(cache, status_marker("r-1", "failed"));
-  const auto commit = lookup_commit(raw_repo(cache), id);
+  git_repository* raw = nullptr;
+  ASSERT_EQ(git_repository_init(&raw, (dir.path() / "push.git").c_str(), 1), 0);
+  const RepositoryHandle repo(raw);
+  const auto id = write_marker(repo.get(), status_marker("r-1", "failed"));
+  const auto commit = lookup_commit(repo.get(), id);
   ASSERT_EQ(git_commit_parentcount(commit.get()), 1u);
   EXPECT_EQ(oid_hex(*git_commit_parent_id(commit.get(), 0)),
             oid_hex(marker_id(published_marker("r-1"))));

@@ -84,6 +84,7 @@ TEST(IndexEntry, ARemovalIsALineOfTheLogOnly) {
   ASSERT_TRUE(removal) << removal.error().message;
   EXPECT_EQ(removal->id, "r1");
   EXPECT_FALSE(removal->entry.has_value());
+  EXPECT_THROW(write_removal_line("../x"), std::invalid_argument);
   const auto refused = parse_index_line(line, Removals::refused);
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("removal"), std::string::npos);

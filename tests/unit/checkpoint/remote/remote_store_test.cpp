@@ -2,6 +2,7 @@
 #include <chrono>
 #include <functional>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "checkpoint/background_process.hpp"
@@ -12,11 +13,23 @@
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/core/branch_name.hpp"
+#include "remote/push_sources.hpp"
+#include "remote/remote_store_impl.hpp"
 
 namespace inflight::checkpoint::testing {
 namespace {
 
 const std::string kRef = "refs/heads/inflight/pod-a/r-1";
+
+// `bytes` letters that do not compress, and a newline.
+std::string noise(std::size_t bytes) {
+  std::string text;
+  for (std::uint32_t x = 1; text.size() < bytes;) {
+    x = x * 1664525u + 1013904223u;
+    text += static_cast<char>('a' + (x >> 24) % 26);
+  }
+  return text + "\n";
+}
 
 Failure kind_of(const std::function<void()>& call, std::string* message = nullptr) {
   try {
@@ -91,21 +104,29 @@ class RemoteStoreTest : public CheckpointTest {
     return trimmed(git(remote_path(), "rev-parse " + std::string(kArchiveRef)));
   }
   // An update that folds run `run_id` into the archive, on whatever tip the server advertises.
-  RefUpdate fold(const std::string& run_id) {
-    const auto marker = oid_hex(write_marker(*repo_, published_marker(run_id)));
-    const auto tree = write_object(*repo_, "", 0, GIT_OBJECT_TREE);
-    return {.ref = std::string(kArchiveRef),
-            .commit = "",
-            .from = std::nullopt,
-            .build = [this, marker, tree, run_id](const std::string& tip) {
-              std::vector<std::string> parents{marker};
-              if (!tip.empty()) parents.insert(parents.begin(), tip);
-              return oid_hex(write_commit_on(*repo_, tree, parents, "fold " + run_id + "\n"));
-            }};
+  static RefUpdate fold(const std::string& run_id) {
+    return {
+        .ref = std::string(kArchiveRef),
+        .commit = "",
+        .from = std::nullopt,
+        .build = [run_id](const std::string& tip, PushSources& objects) {
+          std::vector<std::string> parents{
+              oid_hex(write_marker(objects.git(), published_marker(run_id)))};
+          if (!tip.empty()) parents.insert(parents.begin(), tip);
+          git_oid tree;
+          git_check(git_odb_write(&tree, open_odb(objects.git()).get(), "", 0, GIT_OBJECT_TREE),
+                    "write the empty tree");
+          return oid_hex(write_commit_on(objects.git(), tree, parents, "fold " + run_id + "\n"));
+        }};
   }
+  // Every object the server stores, reachable or not: a stub sent would be counted.
   std::size_t server_objects() {
-    const auto listed = git(remote_path(), "rev-list --objects --all");
-    return static_cast<std::size_t>(std::count(listed.begin(), listed.end(), '\n'));
+    std::size_t objects = 0;
+    std::istringstream counts(git(remote_path(), "count-objects -v"));
+    for (std::string line; std::getline(counts, line);)
+      if (line.starts_with("count: ") || line.starts_with("in-pack: "))
+        objects += std::stoul(line.substr(line.find(' ') + 1));
+    return objects;
   }
 
   std::optional<CacheRepo> repo_;
@@ -176,12 +197,23 @@ TEST_F(RemoteStoreTest, ACommitBuiltOnTheServersTipIsPushedWithoutDownloadingIt)
   EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + tip)), "52");
   EXPECT_EQ(server_objects(), before + 3);  // the fold, the marker, the empty tree
   run("git -C '" + remote_path().string() + "' fsck --strict --no-dangling");
-  EXPECT_FALSE(repo_->contains(old_tip));  // neither downloaded nor stubbed in the cache
-  EXPECT_FALSE(repo_->pushed_tip(std::string(kLocalPrefix) + "inflight-archive").has_value());
+  // Neither the server's tip nor what the push built reached the cache.
+  EXPECT_FALSE(repo_->contains(old_tip));
+  EXPECT_FALSE(repo_->contains(tip));
+  EXPECT_FALSE(repo_->pushed_tip(std::string(kLocalPrefix) + short_name(std::string(kArchiveRef)))
+                   .has_value());
+  // So the cache's next pushes, a fold and a checkpoint, go as before.
+  ASSERT_EQ(store.update({fold("r-8")})[0].outcome, RefOutcome::updated);
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + archive_tip() + "^1")), tip);
+  store.push(kRef, checkpoint("1\n"));
   // An archive that is not there yet starts with the first fold.
   git(remote_path(), "update-ref -d " + std::string(kArchiveRef));
-  ASSERT_EQ(store.update({fold("r-8")})[0].outcome, RefOutcome::updated);
+  ASSERT_EQ(store.update({fold("r-9")})[0].outcome, RefOutcome::updated);
   EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + archive_tip())), "2");
+  // An update that names a commit and builds one is a bug of ours.
+  auto both = fold("r-10");
+  both.commit = tip;
+  EXPECT_EQ(kind_of([&] { store.update({both}); }), Failure::other);
 }
 
 // A local results repo answers a lookup as a server that allows reachable
@@ -199,6 +231,10 @@ TEST_F(RemoteStoreTest, ALocalResultsRepoAnswersALookupByWhatItsRefsReach) {
   EXPECT_EQ(other.reachable(stored, folded), RemoteStore::Reachable::no);
   EXPECT_EQ(other.reachable(oid_hex(marker_id(published_marker("r-3"))), folded),
             RemoteStore::Reachable::no);
+  // However large the repo, a lookup reads no more of it than the walk from its refs.
+  store.push(kRef, checkpoint(noise(256 * 1024)));
+  EXPECT_EQ(other.reachable(folded, folded), RemoteStore::Reachable::yes);
+  EXPECT_FALSE(elsewhere.contains(trimmed(git(remote_path(), "rev-parse " + kRef))));
 }
 
 TEST_F(RemoteStoreTest, MissingLocalResultsRepoIsCreatedBare) {
@@ -468,13 +504,8 @@ TEST_F(GitDaemonTest, AMarkerIsLookedUpByIdWithoutDownloadingIntoTheCache) {
   EXPECT_FALSE(elsewhere.contains(folded));
   EXPECT_TRUE(fs::is_empty(temp_.path() / "other-cache.git" / kLookupDir));
 
-  // A want that brings more than a marker is given up (bytes that do not compress).
-  std::string noise;
-  for (std::uint32_t x = 1; noise.size() < 256 * 1024;) {
-    x = x * 1664525u + 1013904223u;
-    noise += static_cast<char>('a' + (x >> 24) % 26);
-  }
-  store.push(kRef, checkpoint(noise + "\n"));
+  // A want that brings more than a marker is given up.
+  store.push(kRef, checkpoint(noise(256 * 1024)));
   std::string message;
   EXPECT_EQ(kind_of([&] { reachable(trimmed(git(remote_path(), "rev-parse " + kRef))); }, &message),
             Failure::other);

@@ -58,6 +58,7 @@ struct IndexLine {
   std::optional<IndexEntry> entry;  // none: the run's entry is removed
 };
 std::string write_index_line(const IndexEntry& entry);
+// Throws std::invalid_argument for an id that is not a run id.
 std::string write_removal_line(std::string_view run_id);
 enum class Removals { refused, allowed };
 // One line, with or without its newline; a removal only where `removals` allows one.

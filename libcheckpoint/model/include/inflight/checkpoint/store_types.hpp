@@ -25,6 +25,8 @@
 
 namespace inflight::checkpoint {
 
+class PushSources;  // libcheckpoint/src/remote/push_sources.hpp
+
 // A libgit2 failure inside the store, classified as the one Failure list
 // (failure.hpp). Thrown only within the store's git layer: every public call
 // the agent makes returns its expected outcomes as values.
@@ -77,11 +79,12 @@ struct RefUpdate {
   // cut off meanwhile.
   std::optional<std::string> result = std::nullopt;
   // Instead of `commit`: the commit to send, built once the server advertised the ref's tip
-  // (passed as hex; empty: no ref) and on it, as layout 2's archive and index log grow. The tip
-  // need not be in this cache: the push stands a stub in for it (push_sources.hpp). Not judged as a
-  // fast-forward, which it is by construction; `from` still applies. Not remembered as a pushed
-  // tip: the next build takes the tip the server advertises then.
-  std::function<std::string(const std::string& tip)> build = nullptr;
+  // (passed as hex; empty: no ref) and on it, as layout 2's archive and index log grow. It is
+  // written, with what it brings, into the push's own objects (push_sources.hpp), never into the
+  // cache: its parent, the server's tip, need not be there, and a stub stands in for it. Not
+  // judged as a fast-forward, which it is by construction; `from` still applies. Not remembered
+  // as a pushed tip: the next build takes the tip the server advertises then.
+  std::function<std::string(const std::string& tip, PushSources& objects)> build = nullptr;
 };
 
 enum class RefOutcome {
