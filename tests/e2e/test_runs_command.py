@@ -118,3 +118,48 @@ def test_a_bad_index_file_is_skipped_and_prune_deletes_a_result(serve_factory, t
     assert sorted(rows) == [kept]
     assert not git(git_daemon.bare, "for-each-ref", f"refs/inflight-results/{pruned}")
     assert runs(operator, git_daemon, "prune").returncode == 2
+
+
+def runs_bucket(run_id):
+    """The low byte of the id's 64-bit FNV-1a, as core's runs_bucket."""
+    h = 14695981039346656037
+    for c in run_id.encode():
+        h = ((h ^ c) * 1099511628211) % 2**64
+    return "%02x" % (h & 0xFF)
+
+
+def entry_line(run_id, records):
+    return json.dumps({"id": run_id, "final_status": "succeeded", "pod": "pod-a", "attempts": [],
+                       "records": records, "total": records, "created_at": "2026-11-29T01:00:00Z",
+                       "finished_at": None, "result": f"refs/inflight-results/{run_id}"},
+                      separators=(",", ":")) + "\n"
+
+
+def test_runs_list_reads_layout_2s_index(tmp_path, git_daemon):
+    """A repo with layout 2's snapshot and log (docs/design/history-layout.md §3) lists their
+    runs, the log's lines over the snapshot's; a bad line is named and left out."""
+    operator = tmp_path / "operator"
+    operator.mkdir()
+
+    def commit(ref, files):
+        out = f"commit {ref}\ncommitter t <t@t> 1700000000 +0000\ndata 2\nc\n"
+        for path, text in files.items():
+            data = text.encode()
+            out += f"M 644 inline {path}\ndata {len(data)}\n{text}\n"
+        return out + "\n"
+    layout = {"layout": "inflight-runs 2\n"}
+    stream = commit("refs/heads/inflight-runs", {
+        **layout, f"b/{runs_bucket('r-1')}/000001.jsonl": entry_line("r-1", 1),
+        f"b/{runs_bucket('r-2')}/000001.jsonl": entry_line("r-2", 2)})
+    stream += commit("refs/heads/inflight-runs-log", layout)
+    stream += commit("refs/heads/inflight-runs-log", {"entries.jsonl": (
+        entry_line("r-3", 3) + entry_line("r-1", 9) + '{"id":"r-2","removed":true}\n' +
+        '{"id":"../x","removed":true}\n')})
+    git(git_daemon.bare, "fast-import", "--quiet", input=stream)
+
+    rows, stderr = listed(operator, git_daemon)
+    assert sorted(rows) == ["r-1", "r-3"], stderr
+    assert rows["r-1"]["records"] == 9 and rows["r-3"]["state"] == "succeeded"
+    assert rows["r-3"]["where"] == "refs/inflight-results/r-3"
+    assert "entries.jsonl line 4" in stderr and "removal" in stderr
+    assert listed(operator, git_daemon, "--state", "live")[0] == {}

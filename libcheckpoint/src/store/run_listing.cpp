@@ -12,6 +12,7 @@
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/core/bounded_json.hpp"
 #include "inflight/core/clock.hpp"
+#include "store/runs_index.hpp"
 
 namespace inflight::checkpoint {
 
@@ -23,6 +24,8 @@ struct RefMap {
   std::set<std::string> leased_pods;
   std::set<std::string> published;  // run ids with a result ref
   std::optional<RemoteBranch> index;
+  std::optional<RemoteBranch> runs;      // layout 2's snapshot
+  std::optional<RemoteBranch> runs_log;  // and its log
 };
 
 RefMap map_refs(const std::vector<RemoteBranch>& refs, std::vector<std::string>& problems) {
@@ -32,6 +35,8 @@ RefMap map_refs(const std::vector<RemoteBranch>& refs, std::vector<std::string>&
     if (parse_branch_ref(ref.ref)) map.branches.push_back(ref);
     if (auto pod = parse_lease_ref(ref.ref)) map.leased_pods.insert(std::move(*pod));
     if (ref.ref == kIndexRef) map.index = ref;
+    if (ref.ref == kRunsRef) map.runs = ref;
+    if (ref.ref == kRunsLogRef) map.runs_log = ref;
   }
   return map;
 }
@@ -144,14 +149,37 @@ std::vector<IndexEntry> read_index(CacheRepo& cache, const std::string& tip,
   return entries;
 }
 
+namespace {
+
+// The finished runs of both layouts' indexes, layout 2's entry of an id over layout 1's: a
+// repo being migrated holds both (docs/design/history-layout.md §4).
+std::vector<RunRow> finished_rows(CacheRepo& cache, RemoteStore& remote, const RefMap& refs,
+                                  std::vector<std::string>& problems) {
+  std::map<std::string, RunRow> rows;
+  if (refs.index)
+    for (const auto& entry : read_index(cache, remote.fetch_listed(*refs.index), problems))
+      rows.insert_or_assign(entry.id, row_of(entry));
+  if (refs.runs || refs.runs_log) {
+    const auto tip = [&](const std::optional<RemoteBranch>& ref) {
+      return ref ? std::optional(remote.fetch_listed(*ref)) : std::nullopt;
+    };
+    auto index = read_runs_index(cache, tip(refs.runs), tip(refs.runs_log));
+    for (const auto& [id, entry] : index.entries) rows.insert_or_assign(id, row_of(entry));
+    problems.insert(problems.end(), index.problems.begin(), index.problems.end());
+  }
+  std::vector<RunRow> finished;
+  for (auto& [id, row] : rows) finished.push_back(std::move(row));
+  return finished;
+}
+
+}  // namespace
+
 RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished) {
   RunListing listing;
   const auto tips =
       finished ? RemoteStore::Tips::downloaded : RemoteStore::Tips::downloaded_but_index;
   const auto refs = map_refs(remote.list("refs/", tips), listing.problems);
-  if (refs.index && finished)
-    for (const auto& entry : read_index(cache, remote.fetch_listed(*refs.index), listing.problems))
-      listing.runs.push_back(row_of(entry));
+  if (finished) listing.runs = finished_rows(cache, remote, refs, listing.problems);
   for (const auto& branch : refs.branches) {
     if (refs.published.contains(parse_branch_ref(branch.ref)->run_id)) continue;
     for_one_ref(branch.ref, listing.problems, [&] {
