@@ -8,7 +8,6 @@
 // symlink inside it. Each input's tree and commit are removed after it, so
 // that a long run does not fill the disk with loose objects.
 #include <git2.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -18,6 +17,7 @@
 #include <system_error>
 
 #include "inflight/checkpoint/store_types.hpp"
+#include "scratch_repo.hpp"
 #include "snapshot/materialize.hpp"
 #include "snapshot/tree_validation.hpp"
 
@@ -26,23 +26,13 @@ namespace {
 namespace fs = std::filesystem;
 using namespace inflight::checkpoint;
 
-void check(int git_result) {
-  if (git_result != 0) std::abort();
-}
+using inflight::fuzz::check;
 
 // A bare cache repo and a place for run dirs, this process's own, removed at its exit.
-struct Scratch {
-  fs::path root = fs::temp_directory_path() /
-                  ("inflight-fuzz-run-tree-" + std::to_string(static_cast<long>(::getpid())));
-  git_repository* repo = nullptr;
-  git_signature* author = nullptr;
+struct Scratch : inflight::fuzz::ScratchRepo {
   git_oid seeds[3];  // text, empty, directory: kept across inputs
 
-  Scratch() {
-    git_libgit2_init();
-    fs::create_directories(root);
-    check(git_repository_init(&repo, (root / "cache.git").c_str(), 1));
-    check(git_signature_new(&author, "fuzz", "fuzz@example.invalid", 0, 0));
+  Scratch() : ScratchRepo("run-tree") {
     auto& [text, empty, directory] = seeds;
     check(git_blob_create_from_buffer(&text, repo, "line 1\nline 2\n", 14));
     check(git_blob_create_from_buffer(&empty, repo, "", 0));
@@ -57,15 +47,7 @@ struct Scratch {
   void forget(const git_oid& id) const {
     for (const auto& seed : seeds)
       if (git_oid_equal(&seed, &id)) return;
-    const std::string hex = git_oid_tostr_s(&id);
-    std::error_code ignored;
-    fs::remove(root / "cache.git" / "objects" / hex.substr(0, 2) / hex.substr(2), ignored);
-  }
-  ~Scratch() {
-    git_signature_free(author);
-    git_repository_free(repo);
-    std::error_code ignored;
-    fs::remove_all(root, ignored);
+    remove_object(id);
   }
 };
 

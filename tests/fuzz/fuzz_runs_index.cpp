@@ -6,53 +6,34 @@
 // only the snapshot names sits in its bucket. Each input's objects are removed
 // after it, so that a long run does not fill the disk with loose objects.
 #include <git2.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "inflight/core/branch_name.hpp"
+#include "scratch_repo.hpp"
 #include "store/runs_index.hpp"
 
 namespace {
 
-namespace fs = std::filesystem;
 using namespace inflight::checkpoint;
 
-void check(int git_result) {
-  if (git_result != 0) std::abort();
-}
+using inflight::fuzz::check;
 
 // A bare cache repo of this process's own, removed at its exit, with the objects every input
 // shares: the layout file and the log's root.
-struct Scratch {
-  fs::path root = fs::temp_directory_path() /
-                  ("inflight-fuzz-runs-index-" + std::to_string(static_cast<long>(::getpid())));
-  git_repository* repo = nullptr;
-  git_signature* author = nullptr;
+struct Scratch : inflight::fuzz::ScratchRepo {
   git_oid layout{};
   git_oid log_root{};
   std::vector<git_oid> written;  // by this input, removed after it
 
-  Scratch() {
-    git_libgit2_init();
-    fs::create_directories(root);
-    check(git_repository_init(&repo, (root / "cache.git").c_str(), 1));
-    check(git_signature_new(&author, "fuzz", "fuzz@example.invalid", 0, 0));
+  Scratch() : ScratchRepo("runs-index") {
     check(git_blob_create_from_buffer(&layout, repo, kRunsLayout.data(), kRunsLayout.size()));
     log_root = commit(tree({{"layout", layout, GIT_FILEMODE_BLOB}}), nullptr);
     written.clear();
-  }
-  ~Scratch() {
-    git_signature_free(author);
-    git_repository_free(repo);
-    std::error_code ignored;
-    fs::remove_all(root, ignored);
   }
 
   struct Entry {
@@ -93,12 +74,8 @@ struct Scratch {
   }
   // Removes the loose objects this input wrote; those every input shares stay.
   void forget() {
-    for (const auto& id : written) {
-      if (git_oid_equal(&id, &layout) || git_oid_equal(&id, &log_root)) continue;
-      const std::string hex = git_oid_tostr_s(&id);
-      std::error_code ignored;
-      fs::remove(root / "cache.git" / "objects" / hex.substr(0, 2) / hex.substr(2), ignored);
-    }
+    for (const auto& id : written)
+      if (!git_oid_equal(&id, &layout) && !git_oid_equal(&id, &log_root)) remove_object(id);
     written.clear();
   }
 };
