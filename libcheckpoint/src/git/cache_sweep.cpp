@@ -22,9 +22,13 @@ bool atomic_write_temp(std::string_view name) {
   return name.starts_with(".") && name.ends_with(".tmp");
 }
 
-// One directory's regular files that `is_temp` names and that were last
+bool any_name(std::string_view) {
+  return true;
+}
+
+// One directory's entries of `kind` (S_IFREG, S_IFDIR) that `is_temp` names and that were last
 // written before `cutoff` (this machine's clock, as the files' times are).
-std::size_t sweep_dir(const fs::path& dir, bool (*is_temp)(std::string_view),
+std::size_t sweep_dir(const fs::path& dir, bool (*is_temp)(std::string_view), mode_t kind,
                       std::chrono::system_clock::time_point cutoff) {
   std::size_t removed = 0;
   std::error_code ec;
@@ -32,21 +36,7 @@ std::size_t sweep_dir(const fs::path& dir, bool (*is_temp)(std::string_view),
     const auto name = it->path().filename().string();
     if (!is_temp(name)) continue;
     struct stat st {};
-    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (std::chrono::system_clock::from_time_t(st.st_mtime) >= cutoff) continue;
-    std::error_code gone;
-    if (fs::remove(it->path(), gone)) ++removed;
-  }
-  return removed;
-}
-
-// The lookup repositories last changed before `cutoff`, each a directory.
-std::size_t sweep_lookups(const fs::path& dir, std::chrono::system_clock::time_point cutoff) {
-  std::size_t removed = 0;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    struct stat st {};
-    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (::lstat(it->path().c_str(), &st) != 0 || (st.st_mode & S_IFMT) != kind) continue;
     if (std::chrono::system_clock::from_time_t(st.st_mtime) >= cutoff) continue;
     std::error_code failed;
     fs::remove_all(it->path(), failed);
@@ -59,10 +49,10 @@ std::size_t sweep_lookups(const fs::path& dir, std::chrono::system_clock::time_p
 
 std::size_t sweep_temp_files(const fs::path& cache, std::chrono::seconds older_than) {
   const auto cutoff = std::chrono::system_clock::now() - older_than;
-  return sweep_dir(cache / "objects" / "pack", temp_in_pack_dir, cutoff) +
-         sweep_dir(cache, atomic_write_temp, cutoff) +
-         sweep_dir(cache / "inflight-stat", atomic_write_temp, cutoff) +
-         sweep_lookups(cache / kLookupDir, cutoff);
+  return sweep_dir(cache / "objects" / "pack", temp_in_pack_dir, S_IFREG, cutoff) +
+         sweep_dir(cache, atomic_write_temp, S_IFREG, cutoff) +
+         sweep_dir(cache / "inflight-stat", atomic_write_temp, S_IFREG, cutoff) +
+         sweep_dir(cache / kLookupDir, any_name, S_IFDIR, cutoff);
 }
 
 }  // namespace inflight::checkpoint

@@ -1,6 +1,8 @@
 // See markers.hpp.
 #include "git/markers.hpp"
 
+#include <vector>
+
 #include "git/git_error.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
@@ -13,15 +15,10 @@ namespace {
 
 // git's empty tree, named by every marker.
 constexpr std::string_view kEmptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
-// The same signature at time 0 in every marker: their ids depend on nothing else.
-constexpr std::string_view kSignatures =
-    "author inflight <inflight@localhost> 0 +0000\n"
-    "committer inflight <inflight@localhost> 0 +0000\n";
 
-std::string marker(std::string_view parent, std::string_view message) {
-  std::string bytes = "tree " + std::string(kEmptyTree) + "\n";
-  if (!parent.empty()) bytes += "parent " + std::string(parent) + "\n";
-  return bytes + std::string(kSignatures) + "\n" + std::string(message) + "\n";
+// At time 0 on the empty tree: a marker's id depends on its parent and message alone.
+std::string marker(const std::vector<std::string>& parents, const std::string& message) {
+  return commit_bytes(kEmptyTree, parents, 0, message + "\n");
 }
 
 // A final status is a short word: succeeded, failed, cancelled.
@@ -38,20 +35,19 @@ void check_word(std::string_view what, std::string_view word, bool valid) {
 
 std::string published_marker(std::string_view run_id) {
   check_word("run id", run_id, is_valid_run_id(run_id));
-  return marker("", "inflight published " + std::string(run_id));
+  return marker({}, "inflight published " + std::string(run_id));
 }
 
 std::string status_marker(std::string_view run_id, std::string_view final_status) {
   check_word("final status", final_status,
              !final_status.empty() && final_status.size() <= kMaxStatusBytes &&
                  final_status.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos);
-  const auto parent = oid_hex(marker_id(published_marker(run_id)));
-  return marker(parent,
+  return marker({oid_hex(marker_id(published_marker(run_id)))},
                 "inflight published " + std::string(run_id) + " " + std::string(final_status));
 }
 
 std::string archive_genesis() {
-  return marker("", "inflight archive");
+  return marker({}, "inflight archive");
 }
 
 git_oid marker_id(std::string_view marker) {

@@ -76,13 +76,18 @@ git_oid write_commit(CacheRepo& cache, const git_oid& tree_oid, const git_commit
                          at);
 }
 
+std::string commit_bytes(std::string_view tree, const std::vector<std::string>& parents,
+                         std::int64_t time, std::string_view message) {
+  std::string bytes = "tree " + std::string(tree) + "\n";
+  for (const auto& parent : parents) bytes += "parent " + parent + "\n";
+  const auto signature = "inflight <inflight@localhost> " + std::to_string(time) + " +0000\n";
+  return bytes + "author " + signature + "committer " + signature + "\n" + std::string(message);
+}
+
 git_oid write_commit_on(git_repository* repo, const git_oid& tree,
                         const std::vector<std::string>& parents, const std::string& message) {
-  std::string bytes = "tree " + oid_hex(tree) + "\n";
-  for (const auto& parent : parents) bytes += "parent " + oid_hex(parse_oid(parent)) + "\n";
-  const auto signature =
-      "inflight <inflight@localhost> " + std::to_string(std::time(nullptr)) + " +0000\n";
-  bytes += "author " + signature + "committer " + signature + "\n" + message;
+  for (const auto& parent : parents) parse_oid(parent);
+  const auto bytes = commit_bytes(oid_hex(tree), parents, std::time(nullptr), message);
   git_oid oid;
   git_check(
       git_odb_write(&oid, open_odb(repo).get(), bytes.data(), bytes.size(), GIT_OBJECT_COMMIT),

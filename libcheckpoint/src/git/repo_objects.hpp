@@ -2,8 +2,10 @@
 // that names the object.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "git/git_handle.hpp"
@@ -27,6 +29,11 @@ git_oid write_object(CacheRepo& cache, const void* data, std::size_t size, git_o
 // since the epoch) for a commit that must come out the same each time.
 git_oid write_commit(CacheRepo& cache, const git_oid& tree, const git_commit* parent,
                      const std::string& message, std::optional<git_time_t> at = std::nullopt);
+// The bytes of a commit by "inflight" of `tree` on `parents` (ids as hex) at `time` (seconds since
+// the epoch, UTC), as git writes them: the markers and stubs of layout 2, whose bytes are fixed,
+// and the commits a push builds on the server's.
+std::string commit_bytes(std::string_view tree, const std::vector<std::string>& parents,
+                         std::int64_t time, std::string_view message);
 // A commit by "inflight" of `tree` on `parents` (hex ids), made now, written to `repo`'s object
 // database without reading its parents: the server's commits that a RefUpdate::build names, which
 // the cache need not hold. `repo` is a push's own (PushSources::git()), never the cache's.

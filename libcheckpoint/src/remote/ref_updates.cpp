@@ -95,9 +95,7 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
     if (u.build) {
       auto& sources = connection.sources;
       sources.use_own_objects();
-      const OdbHandle odb = open_odb(git());
-      if (tip != tips.end() && git_odb_exists(odb.get(), &tip->second) != 1)
-        sources.stub(tip->second);
+      if (tip != tips.end() && !repo.contains(tip_hex)) sources.stub(tip->second);
       const git_oid built = parse_oid(u.build(tip_hex, sources));
       sends.push_back({.update = i, .refspec = sources.add(u.ref, built) + ":" + u.ref});
       continue;

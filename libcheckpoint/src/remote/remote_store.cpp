@@ -166,10 +166,7 @@ void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& ca
   if (refspecs.empty()) return;
   const RefspecArray specs(refspecs);
   const CacheLock lock(repo.path(), CacheLock::Mode::shared);
-  git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
-  options.callbacks = callbacks.callbacks();
-  options.proxy_opts = environment_proxy();
-  options.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+  git_fetch_options options = fetch_options(callbacks.callbacks());
   if (const int rc = git_remote_download(remote, specs.get(), &options); rc < 0) {
     try {
       callbacks.throw_failure(rc, "download the listed branches from");
@@ -186,10 +183,7 @@ std::string RemoteStore::fetch(const std::string& ref) {
   impl_->delete_local_ref(local);
   const RemoteHandle remote = impl_->open_remote();
   RemoteCallbacks callbacks(impl_->config, impl_->location);
-  git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
-  options.callbacks = callbacks.callbacks();
-  options.proxy_opts = environment_proxy();
-  options.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+  git_fetch_options options = fetch_options(callbacks.callbacks());
   options.update_fetchhead = 0;
   const std::string refspec = "+" + ref + ":" + local;
   char* refspecs[] = {const_cast<char*>(refspec.c_str())};
@@ -297,10 +291,7 @@ RemoteStore::Impl::ById RemoteStore::Impl::fetch_by_id(const std::string& commit
   const RemoteHandle remote = open_remote(lookup.git());
   RemoteCallbacks callbacks(config, location);
   callbacks.limit_download(kMaxLookupBytes);
-  git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
-  options.callbacks = callbacks.callbacks();
-  options.proxy_opts = environment_proxy();
-  options.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+  git_fetch_options options = fetch_options(callbacks.callbacks());
   // A server that cannot be reached fails here, apart from a refusal.
   connect_and_list(remote.get(), callbacks, options.callbacks, GIT_DIRECTION_FETCH);
   const std::string refspec = commit + ":refs/lookup";

@@ -55,6 +55,15 @@ inline git_proxy_options environment_proxy() {
   return proxy;
 }
 
+// A fetch's options: `callbacks` (which must outlive it), the environment's proxy, no tags.
+inline git_fetch_options fetch_options(const git_remote_callbacks& callbacks) {
+  git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
+  options.callbacks = callbacks;
+  options.proxy_opts = environment_proxy();
+  options.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
+  return options;
+}
+
 // Refspecs as libgit2 takes them, valid while the strings live.
 class RefspecArray {
  public:

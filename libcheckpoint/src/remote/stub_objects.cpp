@@ -5,12 +5,14 @@
 #include <git2/sys/odb_backend.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "git/git_error.hpp"
 #include "git/oid_text.hpp"
+#include "git/repo_objects.hpp"
 
 namespace inflight::checkpoint {
 
@@ -72,35 +74,35 @@ int forward_exists(git_odb_backend* backend, const git_oid* oid) {
   return git_odb_exists(cache_of(backend), oid);
 }
 
+// What the stub backend answers for `oid`: the stub tree (empty), a stub, or nothing.
+std::optional<std::pair<git_object_t, std::string_view>> stub_object(git_odb_backend* backend,
+                                                                     const git_oid* oid) {
+  const auto& stub = stub_of(backend);
+  if (git_oid_equal(oid, &stub.tree)) return std::pair(GIT_OBJECT_TREE, std::string_view());
+  if (stub.stubs->contains(*oid))
+    return std::pair(GIT_OBJECT_COMMIT, std::string_view(*stub.commit));
+  return std::nullopt;
+}
+
 int stub_read(void** data, std::size_t* size, git_object_t* type, git_odb_backend* backend,
               const git_oid* oid) {
-  const auto& stub = stub_of(backend);
-  if (git_oid_equal(oid, &stub.tree)) {
-    *type = GIT_OBJECT_TREE;
-    return give(data, size, backend, "", 0);
-  }
-  if (!stub.stubs->contains(*oid)) return GIT_ENOTFOUND;
-  *type = GIT_OBJECT_COMMIT;
-  return give(data, size, backend, stub.commit->data(), stub.commit->size());
+  const auto object = stub_object(backend, oid);
+  if (!object) return GIT_ENOTFOUND;
+  *type = object->first;
+  return give(data, size, backend, object->second.data(), object->second.size());
 }
 
 int stub_read_header(std::size_t* size, git_object_t* type, git_odb_backend* backend,
                      const git_oid* oid) {
-  const auto& stub = stub_of(backend);
-  if (git_oid_equal(oid, &stub.tree)) {
-    *type = GIT_OBJECT_TREE;
-    *size = 0;
-    return 0;
-  }
-  if (!stub.stubs->contains(*oid)) return GIT_ENOTFOUND;
-  *type = GIT_OBJECT_COMMIT;
-  *size = stub.commit->size();
+  const auto object = stub_object(backend, oid);
+  if (!object) return GIT_ENOTFOUND;
+  *type = object->first;
+  *size = object->second.size();
   return 0;
 }
 
 int stub_exists(git_odb_backend* backend, const git_oid* oid) {
-  const auto& stub = stub_of(backend);
-  return git_oid_equal(oid, &stub.tree) || stub.stubs->contains(*oid) ? 1 : 0;
+  return stub_object(backend, oid) ? 1 : 0;
 }
 
 // The id of a stub's tree, and the bytes of every stub.
@@ -108,10 +110,7 @@ std::pair<git_oid, std::string> stub_bytes() {
   git_oid tree;
   git_check(git_odb_hash(&tree, kStubTreeBytes.data(), kStubTreeBytes.size(), GIT_OBJECT_TREE),
             "make the push's objects");
-  return {tree, "tree " + oid_hex(tree) +
-                    "\nauthor inflight <inflight@localhost> 0 +0000\n"
-                    "committer inflight <inflight@localhost> 0 +0000\n\n"
-                    "a commit of the server's, not downloaded\n"};
+  return {tree, commit_bytes(oid_hex(tree), {}, 0, "a commit of the server's, not downloaded\n")};
 }
 
 // Adds `backend` to `odb`, which frees it from then on.
