@@ -78,7 +78,7 @@ int forward_exists(git_odb_backend* backend, const git_oid* oid) {
 std::optional<std::pair<git_object_t, std::string_view>> stub_object(git_odb_backend* backend,
                                                                      const git_oid* oid) {
   const auto& stub = stub_of(backend);
-  if (git_oid_equal(oid, &stub.tree)) return std::pair(GIT_OBJECT_TREE, std::string_view());
+  if (git_oid_equal(oid, &stub.tree)) return std::pair(GIT_OBJECT_TREE, std::string_view(""));
   if (stub.stubs->contains(*oid))
     return std::pair(GIT_OBJECT_COMMIT, std::string_view(*stub.commit));
   return std::nullopt;
