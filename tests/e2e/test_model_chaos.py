@@ -75,6 +75,7 @@ from inflight_testing.waiting import wait_for
 
 DEFAULT_SEED = 20261129
 CI_TRIALS = 7  # one of each fault
+RATE_LIMIT_WAIT = 1  # seconds: the provider's Retry-After with a 429
 GRACE_S = 6
 FLUSH_S = 2
 SHUTDOWN_SLACK_S = 2
@@ -230,14 +231,14 @@ class Trial:
             ref = f"refs/heads/inflight/{pod.name}/{run_dir.name}"
             assert ref in branches(self.bare), \
                 f"{pod.name} exited 0 but run {run_dir.name} has no {ref}"
-            # An empty progress file has no complete line to save.
-            saved = self.file_at(ref, "index.jsonl") or ""
+            # An empty progress file is saved empty: absent stands only for absent.
+            saved = self.file_at(ref, "index.jsonl")
             local = (run_dir / "index.jsonl").read_text() if (run_dir / "index.jsonl").exists() \
-                else ""
+                else None
             assert saved == local, \
                 (f"{pod.name} exited 0 but run {run_dir.name}'s last checkpoint is not on {ref}: "
-                 f"{saved[-300:]!r} there, "
-                 f"{local[-300:]!r} on disk")
+                 f"{(saved or '')[-300:]!r} there, "
+                 f"{(local or '')[-300:]!r} on disk")
 
     def wait_calls(self, n, timeout=30):
         wait_for(lambda: len(self.provider.in_flight()) >= n, timeout, f"{n} calls in flight")
@@ -398,6 +399,18 @@ def fault_provider_errors(trial, pod):
     trial.provider.fail_next(status=status, n=n)
     trial.notes.append(f"{n} x status {status}")
     faults_then_sigterm(trial, pod, "status", n)
+    if status == 429:
+        trial.after_recovery.append(lambda: check_retried_after(trial, RATE_LIMIT_WAIT))
+
+
+def check_retried_after(trial, seconds):
+    """A prompt answered 429 is asked again no sooner than its Retry-After."""
+    ledger = trial.provider.ledger()
+    for limited in (e for e in ledger if e["fault_status"] == 429):
+        later = [e["started"] for e in ledger
+                 if e["prompt"] == limited["prompt"] and e["serial"] > limited["serial"]]
+        assert not later or min(later) >= limited["ended"] + seconds - 0.05, \
+            f"{limited['prompt']} asked again {min(later) - limited['ended']:.2f}s after its 429"
 
 
 def fault_child_killed(trial, pod):

@@ -14,8 +14,9 @@ keep-alive connection of its own. A case ends when its answer is 200 and
 whole (a stream to `data: [DONE]`); it is then appended to DIR/index.jsonl
 as {"case": i, "answer": TEXT, "tries": [...]} in one write, flushed at
 once. A try that fails (a status other than 200, a stream cut short, a
-connection reset) is made again on a new connection, up to R more times, as
-an SDK does; a case still failing after that is left out, and the eval
+connection reset) is made again, up to R more times, as an SDK does: a
+broken one on a new connection, an error status after the seconds of its
+Retry-After. A case still failing after that is left out, and the eval
 exits 1 once every thread is done.
 
 --resume keeps the complete lines of index.jsonl (a torn last line is cut
@@ -28,6 +29,7 @@ import json
 import os
 import sys
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -98,6 +100,15 @@ else:  # a tool with no resume of its own starts its output over
     index = open(index_path, "w")
 
 
+def wait_as_told(retry_after):
+    """Sleeps the seconds of a Retry-After header before the next try, as
+    OpenAI's SDKs do (up to a minute; an HTTP date is not read)."""
+    try:
+        time.sleep(min(max(float(retry_after), 0.0), 60.0))
+    except (TypeError, ValueError):
+        pass
+
+
 def next_case():
     with lock:
         return todo.pop(0) if todo else None
@@ -116,6 +127,7 @@ def worker():
                 raw = response.read()
                 if response.status != 200:
                     tries.append(response.status)
+                    wait_as_told(response.getheader("Retry-After"))
                     continue
                 text = answer_of(raw)
             except (http.client.HTTPException, OSError, ValueError):

@@ -79,6 +79,24 @@ TEST_F(SnapshotTest, SymlinksAreSkippedWithAWarningAndEmptyDirsOmitted) {
   EXPECT_EQ(snapshotter_->left_out().named[0].rule, "symbolic link");
 }
 
+TEST_F(SnapshotTest, AnEmptyFileIsSavedAndRestoredEmpty) {
+  write_file(run_dir() / "index.jsonl", "");
+  write_file(run_dir() / "sub" / "empty.log", "");
+  const auto commit = snap(CheckpointReason::manual);
+  ASSERT_TRUE(commit);
+  EXPECT_EQ(ls_tree(*commit), "index.jsonl\nsub/empty.log\n");
+  EXPECT_EQ(read_file_at(*repo_, *commit, "index.jsonl", 1 << 30), "");
+
+  fs::remove(run_dir() / "index.jsonl");
+  const auto without = snap(CheckpointReason::periodic, commit);
+  ASSERT_TRUE(without);
+  EXPECT_EQ(ls_tree(*without), "sub/empty.log\n");
+  write_file(run_dir() / "index.jsonl", "");
+  const auto again = snap(CheckpointReason::periodic, without);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(ls_tree(*again), "index.jsonl\nsub/empty.log\n");
+}
+
 TEST_F(SnapshotTest, ExecutableBitBecomesMode100755) {
   write_file(run_dir() / "run.sh", "#!/bin/sh\n");
   write_file(run_dir() / "data.txt", "d");
