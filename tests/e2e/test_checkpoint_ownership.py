@@ -4,6 +4,7 @@ the pushes a tick, a restore and a shutdown cost (docs/checkpoints.md)."""
 import json
 import signal
 import subprocess
+import time
 from datetime import datetime, timezone
 from collections import Counter
 
@@ -11,7 +12,8 @@ import pytest
 
 from inflight_testing.git_servers import branches, git
 from inflight_testing.run_dirs import index_ids, run_params
-from inflight_testing.waiting import wait_for
+from inflight_testing.http import metric
+from inflight_testing.waiting import holds_for, wait_for
 from checkpoint_pods import interrupted_runs, pushes, show
 
 
@@ -259,6 +261,30 @@ def test_a_periodic_tick_is_one_push_for_every_changed_run_and_the_lease(serve_f
     # One push per tick carries all six runs and the lease; one per run would
     # make at least as many pushes as checkpoints.
     assert connections * 3 <= checkpoints, f"{connections} pushes for {checkpoints} checkpoints"
+
+
+def test_an_idle_pod_pushes_nothing_until_it_takes_a_run(serve_factory, tmp_path, git_daemon):
+    """Issue 46: the ticks of a pod that holds no run push nothing, not even
+    its lease (/metrics shows none); the first push of a run it takes
+    carries the lease again."""
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--checkpoint-interval", "100ms")
+    serve.wait_ready()
+    serve.wait_log(lambda e: e.get("msg") == "lease left to run out: this pod holds no run", 10)
+    assert metric(serve, "inflight_lease_expiry_timestamp_seconds") == 0
+
+    def pushes():
+        return git_daemon.process.output().count("Request receive-pack")
+
+    def lease():
+        return git(git_daemon.bare, "rev-parse", "refs/heads/inflight-lease/pod-a")
+
+    idle = pushes(), lease()
+    holds_for(lambda: pushes() == idle[0], 1.0, "no push in ten idle intervals")
+    run_id = serve.submit(tests=20, test_ms=50)
+    serve.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and e.get("run_id") == run_id, 20)
+    assert lease() != idle[1]
+    assert metric(serve, "inflight_lease_expiry_timestamp_seconds") > time.time()
 
 
 def test_a_restore_is_one_listing_and_one_push_whatever_the_run_count(serve_factory, tmp_path,

@@ -43,7 +43,7 @@ void PodLease::keep() {
   if (stopped_) return;
   timer_.expires_after(terms_.period);
   timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec && !stopped_) renew();
+    if (!ec && !stopped_) renew(/*then_keep=*/true);
   });
 }
 
@@ -62,14 +62,20 @@ void PodLease::renewed(const CheckpointResult& result) {
   std::exchange(after_renewal_, nullptr)();
 }
 
-void PodLease::renew() {
+void PodLease::renew(bool then_keep) {
   const auto until = renewal();
   if (!until) return;
   store_.hold_lease(*until, SteadyClock::now() + network_timeout_,
-                    [this](const CheckpointResult& result) {
+                    [this, then_keep](const CheckpointResult& result) {
                       renewed(result);
-                      keep();
+                      if (then_keep) keep();
                     });
+}
+
+void PodLease::let_go() {
+  if (!expiry_ || renewing_) return;
+  expiry_.reset();
+  log::info("lease left to run out: this pod holds no run", {});
 }
 
 void PodLease::stop() {

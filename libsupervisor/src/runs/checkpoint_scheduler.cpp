@@ -195,6 +195,17 @@ void CheckpointScheduler::bring_tick_forward() {
   schedule_tick(kReleaseWindow);
 }
 
+// Whether a branch of this pod answers for a run, or is about to (a queued
+// run's first push): a run neither over and released, nor another
+// instance's, nor held.
+bool CheckpointScheduler::holds_a_run() const {
+  return std::any_of(runs_.begin(), runs_.end(), [](const auto& run) {
+    const auto& lifecycle = run->lifecycle;
+    return !lifecycle.fenced() && !lifecycle.held() &&
+           !(lifecycle.over() && !lifecycle.release_pending());
+  });
+}
+
 // One push for every run that changed since its last checkpoint and for the
 // lease: a pod with fifty runs makes one connection per interval, not fifty.
 void CheckpointScheduler::periodic_tick() {
@@ -229,9 +240,12 @@ void CheckpointScheduler::periodic_tick() {
     changed.push_back(&run);
     (*signatures)[&run] = signature;
   }
+  // An idle pod pushes nothing: a lease guards only runs it holds.
+  const bool lease_needed = lease && holds_a_run();
+  if (lease && !lease_needed) lease->let_go();
   checkpoint_together(changed, {.reason = checkpoint::CheckpointReason::periodic,
                                 .deadline = SteadyClock::now() + settings_.network_timeout,
-                                .lease_until = lease ? lease->renewal() : std::nullopt,
+                                .lease_until = lease_needed ? lease->renewal() : std::nullopt,
                                 .each =
                                     [signatures](Run& run, const CheckpointResult& result) {
                                       if (result) run.saved_signature = signatures->at(&run);

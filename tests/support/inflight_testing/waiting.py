@@ -15,3 +15,14 @@ def wait_for(condition, timeout, what, interval=0.02):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def holds_for(condition, seconds, what, interval=0.02):
+    """Polls `condition` for `seconds`: how a test shows that something does
+    not happen. Raises AssertionError naming `what` the first time it is
+    false."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not condition():
+            raise AssertionError(f"{what} no longer held")
+        time.sleep(interval)

@@ -236,5 +236,27 @@ TEST_F(RestorationTest, LaterLooksSkipTheRunsThisInstanceHolds) {
   EXPECT_TRUE(store.restores()[1].skip.contains("r-held"));
 }
 
+// docs/checkpoints.md "Leases and clocks": a pod that held no run let its
+// lease go; the claims of a later look hold their runs for a claim's lease
+// only, so the pod's lease is renewed at once, on its own.
+TEST_F(RestorationTest, ALaterLookThatTakesRunsWhileTheLeaseIsLetGoRenewsItAtOnce) {
+  store.restore_next(left_to_a_lease_of_no_term());
+  RestoreResult found;
+  found.runs = {{runs.path() / "r-taken", run_of_pod_b("r-taken", "sleeper"),
+                 "inflight/pod-b/r-taken", "c1a1m"}};
+  found.published.emplace();
+  store.restore_next(found);
+  start();
+  ASSERT_TRUE(wait_for([&] { return supervisor().phase() == Phase::ready; }));
+  ASSERT_TRUE(lease.held());
+  lease.let_go();
+  EXPECT_FALSE(lease.held());
+  EXPECT_FALSE(lease.expiry().has_value());  // /metrics shows none
+  ASSERT_TRUE(wait_for([&] { return supervisor().find("r-taken") != nullptr; }));
+  EXPECT_FALSE(store.restores()[1].lease_until.has_value());  // the look itself takes none
+  ASSERT_TRUE(wait_for([&] { return lease.expiry().has_value(); }));
+  EXPECT_EQ(store.lease_holds().size(), 1u);
+}
+
 }  // namespace
 }  // namespace inflight

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "inflight/supervisor/lifecycle/pod_lease.hpp"
 #include "supervisor/memory_checkpoints.hpp"
 #include "supervisor/run_until.hpp"
 #include "temp_dir.hpp"
@@ -128,6 +129,40 @@ TEST_F(CheckpointSchedulerTest, AtTicksAReleaseTakesOneStepAPushAndTheTickCallsI
   ASSERT_EQ(store.release_steps().size(), 2u);
   EXPECT_EQ(store.release_steps()[0], "final r-1");
   EXPECT_EQ(store.release_steps()[1], "delete r-1");
+}
+
+// docs/checkpoints.md "Leases and clocks": an idle pod's ticks push
+// nothing, not even its lease; the first push of a run it takes carries the
+// lease again, and once the run is released the lease is let go again.
+TEST_F(CheckpointSchedulerTest, TicksRenewTheLeaseOnlyWhileARunIsHeld) {
+  PodLease lease{io,
+                 store,
+                 {.period = milliseconds(10), .length = std::chrono::seconds(90)},
+                 std::chrono::seconds(60)};
+  lease.take();
+  lease.taken(true);  // by the first restore
+  scheduler().start_periodic_checkpoints(milliseconds(10), &lease);
+  ASSERT_TRUE(wait_for([&] { return ticks >= 3; }));
+  EXPECT_TRUE(store.batches().empty());
+  EXPECT_FALSE(lease.held());
+  EXPECT_FALSE(lease.expiry().has_value());
+
+  inflight::Run& run = add("r-1", RunState::queued);  // accepted, never saved
+  ASSERT_TRUE(wait_for([&] { return run.checkpoint.last_commit.has_value(); }));
+  ASSERT_FALSE(store.batches().empty());
+  EXPECT_EQ(store.batches()[0].runs.at(0).run_id, "r-1");
+  EXPECT_TRUE(store.batches()[0].lease_until.has_value());  // in the same push
+  ASSERT_TRUE(wait_for([&] { return lease.expiry().has_value(); }));
+
+  ASSERT_TRUE(run.lifecycle.apply(RunEvent::start));
+  ASSERT_TRUE(run.lifecycle.apply(RunEvent::fail));
+  scheduler().release_checkpoint(run);
+  ASSERT_TRUE(wait_for([&] { return run.lifecycle.release_step() == ReleaseStep::done; }));
+  const auto pushed = store.batches().size();
+  const int ticked = ticks;
+  ASSERT_TRUE(wait_for([&] { return ticks >= ticked + 3; }));
+  EXPECT_EQ(store.batches().size(), pushed);
+  EXPECT_FALSE(lease.expiry().has_value());
 }
 
 }  // namespace

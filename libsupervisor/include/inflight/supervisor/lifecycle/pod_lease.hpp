@@ -1,8 +1,8 @@
 // This instance's lease in the results repo (checkpoint/lease.hpp): taken by
 // the first restore, renewed every period while serve runs (by the periodic
-// checkpoint push, when there is one), given up at the end of a shutdown that
-// pushed everything. A run whose branch tip this pod wrote stays this pod's
-// while the lease lasts, so that no starting pod takes a run from the live
+// checkpoint push, when there is one, and then only while the pod holds a
+// run), given up at the end of a shutdown that pushed everything. A run whose branch tip this pod
+// wrote stays this pod's while the lease lasts, so that no starting pod takes a run from the live
 // pod running it.
 #pragma once
 
@@ -48,6 +48,14 @@ class PodLease {
   // push's result.
   std::optional<SystemClock::time_point> renewal();
   void renewed(const CheckpointResult& result);
+  // This pod holds no run: the lease is left to run out, and shows as none,
+  // until a push that carries a run renews it (docs/checkpoints.md "Leases
+  // and clocks"). held() is false from then on.
+  void let_go();
+  bool held() const { return expiry_.has_value() || renewing_; }
+  // Renews the lease at once, on its own (a later look that claimed runs
+  // while it was let go).
+  void renew_now() { renew(/*then_keep=*/false); }
   // No more renewals: the lease runs out (shutdown).
   void stop();
   // For the last push of a shutdown, which releases the lease with the runs:
@@ -59,7 +67,7 @@ class PodLease {
   void give_up(SteadyClock::time_point deadline, std::function<void()> done);
 
  private:
-  void renew();
+  void renew(bool then_keep);
   SystemClock::time_point end_from_now() const;
 
   CheckpointPort& store_;

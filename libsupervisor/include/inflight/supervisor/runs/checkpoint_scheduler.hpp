@@ -81,7 +81,7 @@ class CheckpointScheduler {
   // a failure), after any store operation of the run still under way.
   void release_checkpoint(Run& run);
   // Every `interval`, checkpoints the running runs whose files changed, in
-  // one push that also renews `lease`, when given.
+  // one push that also renews `lease`, when given and while a run is held.
   void start_periodic_checkpoints(Duration interval, PodLease* lease = nullptr);
   // No periodic tick from now on: the shutdown pushes what is left.
   void stop_periodic_checkpoints() { stopped_ = true; }
@@ -107,6 +107,7 @@ class CheckpointScheduler {
   void record_failure(Run& run, const Error& error);
   void log_left_out(Run& run, const checkpoint::LeftOut& left_out);
   void send_batch(const std::shared_ptr<StoreBatch>& batch);
+  bool holds_a_run() const;
   void push_stream(const std::shared_ptr<StoreBatch>& batch);
   void answer_batch(const std::shared_ptr<StoreBatch>& batch, const SaveAllResult& result);
   void add_release_step(StoreBatch& batch, SaveAllRequest& request, Run& run);
