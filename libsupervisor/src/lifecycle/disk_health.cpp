@@ -11,8 +11,21 @@ DiskHealth::DiskHealth(boost::asio::io_context& io, CheckpointPort& checkpoints,
 
 void DiskHealth::report(const CheckpointResult& result) {
   if (result.failed_with(Failure::cache)) return report_failure(result.error().message);
-  if (!result || !problem_) return;
+  if (!result || !problem_ || awaits_restore_) return;
   log::info("this disk can checkpoint again; ready", {});
+  problem_.reset();
+  timer_.cancel();
+}
+
+void DiskHealth::report_restore(const RestoreResult& result) {
+  if (result.disk_failure) {
+    report_failure("restore a run: " + *result.disk_failure);
+    awaits_restore_ = true;
+    return;
+  }
+  if (!awaits_restore_ || result.failure) return;
+  awaits_restore_ = false;
+  log::info("a restore wrote its branch copies: this disk can checkpoint again; ready", {});
   problem_.reset();
   timer_.cancel();
 }
@@ -34,7 +47,7 @@ void DiskHealth::schedule_check() {
   checking_ = true;
   timer_.expires_after(recheck_);
   timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || stopped_ || !problem_) {
+    if (ec || stopped_ || !problem_ || awaits_restore_) {
       checking_ = false;
       return;
     }

@@ -48,8 +48,7 @@ void Restoration::on_result(RestoreResult result, bool first) {
   }
   if (result.failure && result.failure->kind == Failure::cache)
     supervisor_.disk_health().report_failure(result.failure->message);
-  if (result.disk_failure)
-    supervisor_.disk_health().report_failure("restore a run: " + *result.disk_failure);
+  supervisor_.disk_health().report_restore(result);
   if (first) lease_.taken(!result.failure);
   supervisor_.count_lost_claims(result.claims_lost);
   supervisor_.count_libgit2_indexed(result.indexed_by_libgit2.size());

@@ -258,5 +258,26 @@ TEST_F(RestorationTest, ALaterLookThatTakesRunsWhileTheLeaseIsLetGoRenewsItAtOnc
   EXPECT_EQ(store.lease_holds().size(), 1u);
 }
 
+// A branch copy the disk had no room for: a check's small write, or a
+// checkpoint that landed, would pass on that disk and make the pod ready
+// until the next look fails again. Only a restore that writes its copies
+// makes it ready.
+TEST_F(RestorationTest, ACopyTheDiskCouldNotWriteKeepsThePodNotReadyUntilARestoreWrites) {
+  auto full = left_to_a_lease_of_no_term();
+  full.disk_failure = "write r-big/data.bin: No space left on device";
+  store.restore_next(full);
+  store.restore_next(full);
+  store.restore_next(left_to_a_lease_of_no_term());  // room again
+  start();
+  ASSERT_TRUE(wait_for([&] { return supervisor().disk_health().problem().has_value(); }));
+  supervisor().disk_health().report(Landed{.commit = std::nullopt, .left_out = {}});
+  EXPECT_TRUE(supervisor().disk_health().problem().has_value());
+  ASSERT_TRUE(wait_for([&] { return store.restores().size() == 2; }));
+  EXPECT_TRUE(supervisor().disk_health().problem().has_value());
+  ASSERT_TRUE(wait_for([&] { return !supervisor().disk_health().problem(); }));
+  EXPECT_EQ(store.restores().size(), 3u);
+  EXPECT_EQ(store.checks(), 0);  // a check could not tell
+}
+
 }  // namespace
 }  // namespace inflight

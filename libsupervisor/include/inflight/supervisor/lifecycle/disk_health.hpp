@@ -2,7 +2,10 @@
 // and takes a write. A store operation that failed on the disk makes the
 // instance not ready (/readyz 503, submits refused) until a check passes:
 // runs accepted there could never be checkpointed. Checks run on a timer
-// while the problem lasts, so readiness returns on its own.
+// while the problem lasts, so readiness returns on its own. A branch copy a
+// restore could not write waits for a restore instead: a check's small
+// write passes on a disk with room for it but not for the copy, and the next
+// look would fail again, so that readiness would flap.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -24,6 +27,9 @@ class DiskHealth {
   // landed operation clears it.
   void report(const CheckpointResult& result);
   void report_failure(const std::string& error);
+  // Every restore's outcome: a branch copy this disk could not write sets
+  // the problem until a restore that reached the store writes its copies.
+  void report_restore(const RestoreResult& result);
   // Why this disk cannot checkpoint, while it cannot.
   const std::optional<std::string>& problem() const { return problem_; }
   // No more checks (shutdown).
@@ -37,6 +43,7 @@ class DiskHealth {
   Duration timeout_;
   std::optional<std::string> problem_;
   bool checking_ = false;
+  bool awaits_restore_ = false;  // the problem is a branch copy's
   bool stopped_ = false;
   boost::asio::steady_timer timer_;
 };
