@@ -7,6 +7,7 @@ import signal
 import subprocess
 
 from inflight_testing.git_servers import git
+from inflight_testing.waiting import wait_for
 from conftest import INFLIGHT
 
 
@@ -101,6 +102,16 @@ def test_a_bad_index_file_is_skipped_and_prune_deletes_a_result(serve_factory, t
     rows, stderr = listed(operator, git_daemon)
     assert sorted(rows) == sorted([kept, pruned])
     assert "bogus.json" in stderr
+    # pod-a looks at the store every 500 ms and says so once, not every look.
+    def warned():
+        return sum(e.get("msg") == "checkpoint not restored" and "bogus.json" in e["error"]
+                   for e in pod_a.events())
+
+    wait_for(warned, 10, "pod-a's warning about the bad index file")
+    looks = git_daemon.process.output().count("Request upload-pack")
+    wait_for(lambda: git_daemon.process.output().count("Request upload-pack") >= looks + 3, 10,
+             "three more looks of pod-a")
+    assert warned() == 1
 
     # --older-than 1d: both finished seconds ago, nothing to delete.
     r = runs(operator, git_daemon, "prune", "--older-than", "1d")

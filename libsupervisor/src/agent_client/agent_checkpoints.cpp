@@ -196,11 +196,12 @@ void AgentCheckpoints::restore(const RestoreQuery& query, SteadyClock::time_poin
     call.local.push_back({.run_id = run.params.run_id,
                           .attempts = run.params.attempts.size(),
                           .origin_pod = run.params.origin_pod});
-  agent_.call(call, deadline,
-              [local = query.local, done = std::move(done)](AgentReply<agent::Restored> reply) {
-                if (!reply) return done(failed_restore(reply.error(), local));
-                done(restore_result(*reply, local));
-              });
+  agent_.call(
+      call, deadline,
+      [this, local = query.local, done = std::move(done)](AgentReply<agent::Restored> reply) {
+        if (!reply) return done(failed_restore(reply.error(), local));
+        done(restore_result(*reply, local));
+      });
 }
 
 // The store could not be asked: the local runs are resumed as they are.
@@ -220,7 +221,11 @@ RestoreResult AgentCheckpoints::failed_restore(const Error& failure,
 RestoreResult AgentCheckpoints::restore_result(const agent::Restored& r,
                                                const std::vector<RestoredRun>& local) {
   RestoreResult result;
-  for (const auto& problem : r.problems) log::warn("checkpoint not restored", {{"error", problem}});
+  std::set<std::string> problems(r.problems.begin(), r.problems.end());
+  for (const auto& problem : problems)
+    if (!last_problems_.contains(problem))
+      log::warn("checkpoint not restored", {{"error", problem}});
+  last_problems_ = std::move(problems);
   if (!r.indexed_by_libgit2.empty())
     log::info("restore: packs indexed by libgit2, not by inflight's own indexer",
               {{"packs", r.indexed_by_libgit2.size()}, {"why", r.indexed_by_libgit2.front()}});

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 
 #include "inflight/core/child_templates.hpp"
 #include "inflight/supervisor/agent_client/agent_client.hpp"
@@ -36,10 +37,13 @@ class AgentCheckpoints final : public CheckpointPort {
   void step(const Call& call, SteadyClock::time_point deadline,
             std::function<void(CheckpointResult)> done);
   static RestoreResult failed_restore(const Error& failure, const std::vector<RestoredRun>& local);
-  static RestoreResult restore_result(const agent::Restored& r,
-                                      const std::vector<RestoredRun>& local);
+  RestoreResult restore_result(const agent::Restored& r, const std::vector<RestoredRun>& local);
 
   AgentClient agent_;
+  // What the last restore could not use. A look comes every lease period:
+  // a problem it reported too (a bad index file, a hostile branch) is
+  // not logged again.
+  std::set<std::string> last_problems_;
   std::filesystem::path runs_dir_;
   const ChildTemplates& templates_;
 };
