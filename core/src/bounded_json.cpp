@@ -141,10 +141,11 @@ char escape_letter(unsigned char c) {
 }  // namespace
 
 void append_json_string(std::string& out, std::string_view text) {
-  if (!is_valid_utf8(text)) {
-    out += nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    return;
-  }
+  if (is_valid_utf8(text)) return append_utf8_json_string(out, text);
+  out += nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void append_utf8_json_string(std::string& out, std::string_view text) {
   // Measured first, then written in place, plain runs copied whole: an answer of a few KB has a
   // quote every few bytes, and an append per escape cost more than the two passes.
   std::size_t width = 2;

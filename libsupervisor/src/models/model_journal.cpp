@@ -182,7 +182,7 @@ std::string write_journal_line(const JournalRecord& record) {
           count(record.usage.output) + '}';
   if (is_valid_utf8(record.body)) {
     key("body");
-    append_json_string(line, record.body);
+    append_utf8_json_string(line, record.body);
   } else {
     key("body_base64");
     append_json_string(line, journal_base64(record.body));

@@ -72,6 +72,18 @@ TEST(JsonString, IsWhatNlohmannDumpsForEveryByte) {
     EXPECT_EQ(appended(text), dumped(text)) << printable(text);
 }
 
+// A journal body is checked for UTF-8 once, by the journal line, which then
+// appends it unchecked: the same bytes as the checked form.
+TEST(JsonString, TheUncheckedFormOfValidUtf8IsTheCheckedOne) {
+  for (const std::string_view text :
+       {"", "caf\xc3\xa9 \xf0\x9f\x99\x82\n\t\"q\"\x01\x7f", "data: {\"usage\":null}\n\n"}) {
+    std::string checked, unchecked;
+    append_json_string(checked, text);
+    append_utf8_json_string(unchecked, text);
+    EXPECT_EQ(unchecked, checked) << printable(text);
+  }
+}
+
 TEST(BranchName, OneRuleForRunIdsPodsAndRefs) {
   using namespace checkpoint;
   EXPECT_TRUE(is_valid_run_id("r-20261121T101500Z-a1b2c3"));

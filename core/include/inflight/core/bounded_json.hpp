@@ -39,5 +39,9 @@ std::string printable(std::string_view text);
 // written field by field with it: building a json value first copied each field, an answer most of
 // all.
 void append_json_string(std::string& out, std::string_view text);
+// append_json_string() of text its caller found valid UTF-8 (is_valid_utf8):
+// a journal line's body, which is written as base64 otherwise, is not
+// checked a second time.
+void append_utf8_json_string(std::string& out, std::string_view valid_utf8);
 
 }  // namespace inflight
