@@ -7,9 +7,11 @@
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
 #include "git/git_handle.hpp"
+#include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/core/bounded_json.hpp"
 #include "inflight/core/branch_name.hpp"
+#include "remote/push_sources.hpp"
 
 namespace inflight::checkpoint {
 
@@ -152,7 +154,46 @@ class IndexReader {
   RunsIndex index_;
 };
 
+// A tree of one file, written to `repo`'s object database.
+git_oid one_file_tree(git_repository* repo, std::string_view name, std::string_view content) {
+  const OdbHandle odb = open_odb(repo);
+  git_oid blob;
+  git_check(git_odb_write(&blob, odb.get(), content.data(), content.size(), GIT_OBJECT_BLOB),
+            "write " + std::string(name));
+  std::string tree = "100644 " + std::string(name) + '\0';
+  tree.append(reinterpret_cast<const char*>(blob.id), GIT_OID_RAWSZ);
+  git_oid oid;
+  git_check(git_odb_write(&oid, odb.get(), tree.data(), tree.size(), GIT_OBJECT_TREE),
+            "write the tree of " + std::string(name));
+  return oid;
+}
+
+std::size_t line_count(std::string_view lines) {
+  return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), '\n'));
+}
+
 }  // namespace
+
+RefUpdate runs_log_delta(std::string lines) {
+  const auto count = line_count(lines);
+  if (lines.empty() || lines.back() != '\n' || count > kMaxIndexFileLines ||
+      lines.size() > kMaxIndexFileBytes)
+    throw std::invalid_argument("a log delta of " + std::to_string(count) + " lines, " +
+                                std::to_string(lines.size()) + " bytes");
+  return {
+      .ref = std::string(kRunsLogRef),
+      .commit = "",
+      .from = std::nullopt,
+      .build = [lines = std::move(lines), count](const std::string& tip, PushSources& objects) {
+        git_repository* git = objects.git();
+        std::string parent = tip;
+        if (parent.empty())
+          parent = oid_hex(write_commit_on(git, one_file_tree(git, "layout", kRunsLayout), {},
+                                           "inflight runs log\n"));
+        return oid_hex(write_commit_on(git, one_file_tree(git, "entries.jsonl", lines), {parent},
+                                       "inflight runs: " + std::to_string(count) + " lines\n"));
+      }};
+}
 
 RunsIndex read_runs_index(CacheRepo& cache, const std::optional<std::string>& snapshot,
                           const std::optional<std::string>& log_tip) {

@@ -1,7 +1,7 @@
-// Layout 2's index of published runs (docs/design/history-layout.md §3.1, §3.2), read: a
-// snapshot of entries in 256 buckets, and a log of what was added and removed since. Both refs
-// are branches anyone with push access writes, so everything here is bounded, and a bad line,
-// file or commit is left out with a problem that names it; the rest is read.
+// Layout 2's index of published runs (docs/design/history-layout.md §3.1, §3.2), read and
+// added to: a snapshot of entries in 256 buckets, and a log of what was added and removed since.
+// Both refs are branches anyone with push access writes, so everything here is bounded, and a bad
+// line, file or commit is left out with a problem that names it; the rest is read.
 //
 // The snapshot (kRunsRef) is a commit whose tree holds `layout` ("inflight-runs 2\n") and
 // `b/<hh>/<NNNNNN>.jsonl` segments: the entry lines (index_entry.hpp) of the runs whose
@@ -38,5 +38,11 @@ struct RunsIndex {
 // a commit the cache holds with what it reaches (either may be absent).
 RunsIndex read_runs_index(CacheRepo& cache, const std::optional<std::string>& snapshot,
                           const std::optional<std::string>& log_tip);
+
+// The update that adds `lines` (entry and removal lines, each ending in a newline; at most
+// kMaxIndexFileLines and kMaxIndexFileBytes) to the log as one delta, built on the tip the
+// server advertises, which is never downloaded. A log that went meanwhile starts again from a
+// root of its own.
+RefUpdate runs_log_delta(std::string lines);
 
 }  // namespace inflight::checkpoint

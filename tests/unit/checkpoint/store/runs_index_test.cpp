@@ -129,5 +129,37 @@ TEST_F(RunsIndexTest, ARefWithoutItsLayoutIsNotRead) {
   EXPECT_NE(index.problems[1].find("inflight-runs-log: no layout file"), std::string::npos);
 }
 
+// A publish adds its lines to the server's log as a delta on the tip there, which the pod never
+// downloads (here the fixture's "cache" is the server, and a pod's cache pushes to it).
+TEST_F(RunsIndexTest, ADeltaGoesOnTheServersLogWithoutDownloadingIt) {
+  commit(std::string(kRunsLogRef), layout(), true);
+  const auto before = commit(std::string(kRunsLogRef), file("entries.jsonl", line("r-1", 1)));
+  CacheRepo pod(temp_.path() / "pod-cache.git");
+  RemoteStore store(pod, RemoteConfig{cache_path().string(), "", "", {}, {}, {}});
+  const auto results = store.update({runs_log_delta(line("r-2", 2) + write_removal_line("r-1"))});
+  ASSERT_EQ(results[0].outcome, RefOutcome::updated) << results[0].detail;
+  const auto tip = trimmed(git(cache_path(), "rev-parse " + std::string(kRunsLogRef)));
+  EXPECT_EQ(trimmed(git(cache_path(), "rev-parse " + tip + "^")), before);
+  EXPECT_FALSE(pod.contains(before));
+  run("git -C '" + cache_path().string() + "' fsck --strict --no-dangling");
+  auto index = read(std::nullopt, tip);
+  EXPECT_TRUE(index.problems.empty()) << index.problems.front();
+  ASSERT_EQ(index.entries.size(), 1u);
+  EXPECT_EQ(index.entries.at("r-2").records, 2u);
+
+  // A log someone deleted starts again from a root of the pod's own.
+  git(cache_path(), "update-ref -d " + std::string(kRunsLogRef));
+  ASSERT_EQ(store.update({runs_log_delta(line("r-3", 3))})[0].outcome, RefOutcome::updated);
+  const auto again = trimmed(git(cache_path(), "rev-parse " + std::string(kRunsLogRef)));
+  EXPECT_EQ(trimmed(git(cache_path(), "rev-list --count " + again)), "2");
+  index = read(std::nullopt, again);
+  EXPECT_TRUE(index.problems.empty()) << index.problems.front();
+  EXPECT_EQ(index.entries.size(), 1u);
+  EXPECT_TRUE(index.entries.contains("r-3"));
+
+  EXPECT_THROW(runs_log_delta("no newline"), std::invalid_argument);
+  EXPECT_THROW(runs_log_delta(""), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace inflight::checkpoint::testing
