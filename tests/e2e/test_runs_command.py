@@ -146,19 +146,24 @@ def entry_line(run_id, records):
                       separators=(",", ":")) + "\n"
 
 
+def commit(ref, files):
+    """A fast-import commit on `ref` holding `files` (path: text)."""
+    out = f"commit {ref}\ncommitter t <t@t> 1700000000 +0000\ndata 2\nc\n"
+    for path, text in files.items():
+        data = text.encode()
+        out += f"M 644 inline {path}\ndata {len(data)}\n{text}\n"
+    return out + "\n"
+
+
+LAYOUT_2 = {"layout": "inflight-runs 2\n"}
+
+
 def test_runs_list_reads_layout_2s_index(tmp_path, git_daemon):
     """A repo with layout 2's snapshot and log (docs/design/history-layout.md §3) lists their
     runs, the log's lines over the snapshot's; a bad line is named and left out."""
     operator = tmp_path / "operator"
     operator.mkdir()
-
-    def commit(ref, files):
-        out = f"commit {ref}\ncommitter t <t@t> 1700000000 +0000\ndata 2\nc\n"
-        for path, text in files.items():
-            data = text.encode()
-            out += f"M 644 inline {path}\ndata {len(data)}\n{text}\n"
-        return out + "\n"
-    layout = {"layout": "inflight-runs 2\n"}
+    layout = LAYOUT_2
     stream = commit("refs/heads/inflight-runs", {
         **layout, f"b/{runs_bucket('r-1')}/000001.jsonl": entry_line("r-1", 1),
         f"b/{runs_bucket('r-2')}/000001.jsonl": entry_line("r-2", 2)})
@@ -174,3 +179,24 @@ def test_runs_list_reads_layout_2s_index(tmp_path, git_daemon):
     assert rows["r-3"]["where"] == "refs/inflight-results/r-3"
     assert "entries.jsonl line 4" in stderr and "removal" in stderr
     assert listed(operator, git_daemon, "--state", "live")[0] == {}
+
+
+def test_a_publish_on_layout_2_adds_its_entry_to_the_log(serve_factory, tmp_path, git_daemon):
+    """On a repo that keeps layout 2's log, serve adds a finished run's entry to the log, with its
+    result's commit, and never writes `inflight-index`; `runs list` shows the run."""
+    git(git_daemon.bare, "fast-import", "--quiet",
+        input=commit("refs/heads/inflight-runs-log", LAYOUT_2))
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    pod = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
+    run_id = pod.submit(tests=2, test_ms=1)
+    pod.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
+                 e.get("run_id") == run_id, 30)
+    log = git(git_daemon.bare, "rev-list", "refs/heads/inflight-runs-log").split()
+    assert len(log) == 2, log
+    line = json.loads(git(git_daemon.bare, "show", f"{log[0]}:entries.jsonl"))
+    result = git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{run_id}").strip()
+    assert line["id"] == run_id and line["result_commit"] == result, line
+    assert not git(git_daemon.bare, "for-each-ref", "refs/heads/inflight-index")
+    rows, stderr = listed(operator, git_daemon)
+    assert rows[run_id]["state"] == "succeeded", stderr

@@ -1,5 +1,7 @@
-// A commit of the `inflight-index` branch (docs/results.md "The result and the index"): made by a
-// publish of its own and by the release steps that ride a periodic push.
+// What a publish writes into the index of published runs: a commit of layout 1's `inflight-index`
+// branch (docs/results.md "The result and the index"), or a delta of layout 2's log
+// (runs_index.hpp), made by a publish of its own and by the release steps that ride a periodic
+// push.
 #pragma once
 
 #include <optional>
@@ -13,6 +15,25 @@ namespace inflight::checkpoint {
 
 // An index file: its path and its text.
 using IndexFile = std::pair<std::string, std::string>;
+
+// One run's entry as each layout writes it: layout 1's file, layout 2's line.
+struct EntryTexts {
+  std::string run_id;
+  std::string file;
+  std::string line;
+};
+
+// Where a publish writes: layout 2's log when the results repo has one, else layout 1's index at
+// `flat_tip` (none: no index yet).
+struct IndexTarget {
+  bool log = false;
+  std::optional<std::string> flat_tip = std::nullopt;
+};
+
+// The update that writes `entries` where `target` says; nullopt when layout 1's index holds them
+// all as they are already.
+std::optional<RefUpdate> index_update(CacheRepo& cache, const IndexTarget& target,
+                                      const std::vector<EntryTexts>& entries);
 
 // The index of `tip` (none: an empty one) with `files` in it; nullopt when it
 // holds them all as they are already.

@@ -1,7 +1,8 @@
 // Publishing a finished run (docs/results.md): its
 // result, the final run dir as plain files on `refs/inflight-results/<id>`,
-// created only if absent, and its entry in the `inflight-index` branch, fast-
-// forward only and built again on a tip another pod moved.
+// created only if absent, and its entry in the index: layout 1's
+// `inflight-index` branch, fast-forward only and built again on a tip another
+// pod moved, or a delta of layout 2's log when the results repo has one.
 #include <git2.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "snapshot/plain_tree.hpp"
 #include "snapshot/tree_validation.hpp"
 #include "store/index_commit.hpp"
+#include "store/runs_index.hpp"
 #include "store/store_steps.hpp"
 
 namespace inflight::checkpoint {
@@ -152,13 +154,30 @@ std::optional<std::string> index_with_paths_of(CacheRepo& cache, const std::stri
                                   " entries of runs another pod holds"));
 }
 
-std::optional<std::string> CheckpointStore::index_tip() {
-  try {
-    return remote_.fetch(std::string(kIndexRef));
-  } catch (const GitError& e) {
-    if (e.kind() == Failure::not_found) return std::nullopt;
-    throw;
+std::optional<RefUpdate> index_update(CacheRepo& cache, const IndexTarget& target,
+                                      const std::vector<EntryTexts>& entries) {
+  if (target.log) {
+    std::string lines;
+    for (const auto& entry : entries) lines += entry.line;
+    return runs_log_delta(std::move(lines));
   }
+  std::vector<IndexFile> files;
+  for (const auto& entry : entries) files.emplace_back(index_path(entry.run_id), entry.file);
+  const auto index = write_index(cache, target.flat_tip, files);
+  if (!index) return std::nullopt;
+  return RefUpdate{.ref = std::string(kIndexRef), .commit = *index, .from = {}};
+}
+
+// One listing of the `inflight-` branches says which layout the results repo keeps (layout 2's
+// log is never downloaded); layout 1's index tip comes over the same connection.
+IndexTarget CheckpointStore::index_target() {
+  const auto listing = remote_.list("refs/heads/inflight-", RemoteStore::Tips::downloaded);
+  IndexTarget target;
+  for (const auto& ref : listing) {
+    if (ref.ref == kRunsLogRef) return {.log = true, .flat_tip = std::nullopt};
+    if (ref.ref == kIndexRef) target.flat_tip = remote_.fetch_listed(ref);
+  }
+  return target;
 }
 
 // The result and the index entry of a finished run, made in the cache.
@@ -173,10 +192,13 @@ CheckpointStore::Publication CheckpointStore::publication(const std::string& fin
   const auto params = run_params_from_text(*text);
   const auto message = parse_checkpoint_message(commit_summary(cache_, final_commit).message);
   const auto records = final_records(cache_, final_commit, params, message);
-  const auto entry = write_index_entry(index_entry_of(params, records, message.total));
+  auto entry = index_entry_of(params, records, message.total);
+  auto result = write_result(cache_, final_commit, params);
+  const auto file = write_index_entry(entry);
+  entry.result_commit = result;
   return {.run_id = params.run_id,
-          .result = write_result(cache_, final_commit, params),
-          .entry = entry,
+          .result = std::move(result),
+          .entry = {.run_id = params.run_id, .file = file, .line = write_index_line(entry)},
           .result_landed = false,
           .failure = std::nullopt};
 }
@@ -235,16 +257,15 @@ std::optional<Error> CheckpointStore::publish_all(std::vector<Publication>& publ
   for (int attempt = 1; attempt <= kIndexTries; ++attempt) {
     if (attempt > 1) back_off(attempt);
     if (!push_results(publications, last_failure)) continue;
-    std::vector<IndexFile> files;
+    std::vector<EntryTexts> entries;
     for (const auto& publication : publications)
-      if (!publication.failure)
-        files.emplace_back(index_path(publication.run_id), publication.entry);
-    const auto index = write_index(cache_, index_tip(), files);
-    if (!index) return std::nullopt;
-    const auto landed =
-        remote_.update({{.ref = std::string(kIndexRef), .commit = *index, .from = {}}});
+      if (!publication.failure) entries.push_back(publication.entry);
+    if (entries.empty()) return std::nullopt;
+    const auto update = index_update(cache_, index_target(), entries);
+    if (!update) return std::nullopt;
+    const auto landed = remote_.update({*update});
     if (landed[0].outcome == RefOutcome::updated) return std::nullopt;
-    last_failure = std::string(kIndexRef) + ": " + landed[0].detail;
+    last_failure = update->ref + ": " + landed[0].detail;
     // The server's own rule: no try of this step changes its mind.
     if (landed[0].outcome == RefOutcome::refused)
       return publish_failure(Failure::refused, last_failure);

@@ -2,10 +2,15 @@
 // ReleaseSteps): what each adds to the push, and what its ref's outcome
 // says. Each step is the next push's once the one before it landed, so a
 // pod whose runs finish makes no push of its own for them.
+#include "git/cache_repo_impl.hpp"
+#include "git/git_handle.hpp"
+#include "git/oid_text.hpp"
+#include "git/repo_objects.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/checkpoint/index_entry.hpp"
 #include "snapshot/stat_cache.hpp"
 #include "store/index_commit.hpp"
+#include "store/runs_index.hpp"
 #include "store/store_steps.hpp"
 
 namespace inflight::checkpoint {
@@ -34,15 +39,14 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
                                                                 std::vector<RefUpdate>& updates,
                                                                 SaveAllReport& report) {
   ReleasePush push;
-  std::vector<IndexFile> entries;
+  std::vector<EntryTexts> entries;
   for (const auto& run : steps.finals) {
     report.finals.emplace_back(std::nullopt);
     push.finals.push_back(add_final(run, updates, report.finals.back(), entries));
   }
   for (const auto& final_commit : steps.indexed) {
     try {
-      auto published = publication(final_commit);
-      entries.emplace_back(index_path(published.run_id), std::move(published.entry));
+      entries.push_back(publication(final_commit).entry);
     } catch (const std::exception& e) {
       report.index = step_failure(Failure::other, e.what());
     }
@@ -63,7 +67,7 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
 // restore limits is neither: the branch goes as it is.
 CheckpointStore::ReleaseFinal CheckpointStore::add_final(
     const SaveRequest& run, std::vector<RefUpdate>& updates,
-    Result<std::optional<std::string>>& outcome, std::vector<IndexFile>& entries) {
+    Result<std::optional<std::string>>& outcome, std::vector<EntryTexts>& entries) {
   ReleaseFinal final{.branch = std::nullopt, .result = std::nullopt, .run_id = run.info.run_id};
   const auto ref = branch_ref({run.origin_pod, run.info.run_id});
   try {
@@ -82,7 +86,7 @@ CheckpointStore::ReleaseFinal CheckpointStore::add_final(
     auto published = publication(*commit);
     final.result = updates.size();
     updates.push_back({.ref = result_ref(run.info.run_id), .commit = published.result, .from = ""});
-    entries.emplace_back(index_path(run.info.run_id), std::move(published.entry));
+    entries.push_back(std::move(published.entry));
   } catch (const GitError& e) {
     if (e.kind() == Failure::cache || e.network()) throw;
     if (e.kind() != Failure::over_limit) outcome = e.error();
@@ -92,16 +96,17 @@ CheckpointStore::ReleaseFinal CheckpointStore::add_final(
   return final;
 }
 
-// One index commit with every entry, on the tip as it is now.
-void CheckpointStore::add_index(const std::vector<IndexFile>& entries,
+// One index update with every entry: a commit on layout 1's index as it is now, or a delta of
+// layout 2's log.
+void CheckpointStore::add_index(const std::vector<EntryTexts>& entries,
                                 std::vector<RefUpdate>& updates, ReleasePush& push,
                                 Result<void>& outcome) {
   try {
-    push.index_base = index_tip();
-    const auto index = write_index(cache_, push.index_base, entries);
-    if (!index) return;  // every entry is there already
+    push.target = index_target();
+    auto update = index_update(cache_, push.target, entries);
+    if (!update) return;  // every entry is there already
     push.index = updates.size();
-    updates.push_back({.ref = std::string(kIndexRef), .commit = *index, .from = {}});
+    updates.push_back(std::move(*update));
   } catch (const GitError& e) {
     if (e.kind() == Failure::cache || e.network()) throw;
     outcome = e.error();
@@ -165,9 +170,10 @@ bool CheckpointStore::judge_final(const ReleaseFinal& final, const std::vector<R
 
 // What this push published for a run that does not stand is taken back, in
 // a push of its own: a result it created for a run whose branch another
-// instance took, and each index entry whose result did not land (the entry
-// goes back to what the index held before: the other pod's, or none). Rare:
-// a run fenced as it finished, the same run id finished on two pods, a
+// instance took, and each index entry whose result did not land (layout 1's
+// entry goes back to what the index held before: the other pod's, or none;
+// layout 2's log takes the entry of the result that stands, or a removal).
+// Rare: a run fenced as it finished, the same run id finished on two pods, a
 // result the server refused. What cannot be taken back is said in the
 // index's outcome.
 void CheckpointStore::take_back(const ReleasePush& push, const std::vector<RefUpdate>& updates,
@@ -176,19 +182,22 @@ void CheckpointStore::take_back(const ReleasePush& push, const std::vector<RefUp
                                 SaveAllReport& report) {
   std::vector<RefUpdate> undo;
   std::vector<std::string> paths;
-  for (std::size_t i = 0; i < push.finals.size(); ++i) {
-    const auto& final = push.finals[i];
-    if (!final.result || standing[i]) continue;
-    if (indexed) paths.push_back(index_path(final.run_id));
-    const auto& created = updates[*final.result];
-    if (report.finals[i].failed_with(Failure::rejected) &&
-        results[*final.result].outcome == RefOutcome::updated)
-      undo.push_back({.ref = created.ref, .commit = "", .from = created.commit});
-  }
+  std::string lines;
   try {
+    for (std::size_t i = 0; i < push.finals.size(); ++i) {
+      const auto& final = push.finals[i];
+      if (!final.result || standing[i]) continue;
+      const bool created = results[*final.result].outcome == RefOutcome::updated;
+      if (indexed && push.target.log) lines += standing_line(final.run_id, created);
+      if (indexed && !push.target.log) paths.push_back(index_path(final.run_id));
+      const auto& update = updates[*final.result];
+      if (report.finals[i].failed_with(Failure::rejected) && created)
+        undo.push_back({.ref = update.ref, .commit = "", .from = update.commit});
+    }
+    if (!lines.empty()) undo.push_back(runs_log_delta(std::move(lines)));
     if (!paths.empty())
       if (const auto index = updates[*push.index].commit;
-          const auto reverted = index_with_paths_of(cache_, index, push.index_base, paths))
+          const auto reverted = index_with_paths_of(cache_, index, push.target.flat_tip, paths))
         undo.push_back({.ref = std::string(kIndexRef), .commit = *reverted, .from = index});
     if (undo.empty()) return;
     for (const auto& result : remote_.update(undo))
@@ -200,6 +209,25 @@ void CheckpointStore::take_back(const ReleasePush& push, const std::vector<RefUp
   } catch (const GitError& e) {
     report.index = step_failure(Failure::other, std::string("taking back: ") + e.what());
   }
+}
+
+// The log line that sets a run's entry right once this push published it and the result does
+// not stand: a removal when the result the push created is ours (taken back in the same push, or
+// left for the release's next try), else the entry of the result another pod holds, or a removal
+// when none is there or it cannot be read.
+std::string CheckpointStore::standing_line(const std::string& run_id, bool ours_created) {
+  if (ours_created) return write_removal_line(run_id);
+  try {
+    const auto theirs = remote_.fetch(result_ref(run_id));
+    const CommitHandle result = lookup_commit(raw_repo(cache_), theirs);
+    if (git_commit_parentcount(result.get()) == 0) return write_removal_line(run_id);
+    return publication(oid_hex(*git_commit_parent_id(result.get(), 0))).entry.line;
+  } catch (const GitError& e) {
+    if (e.network() || e.kind() == Failure::cache) throw;
+  } catch (const std::exception&) {
+    // Not a result this code could have written: nothing of it is listed.
+  }
+  return write_removal_line(run_id);
 }
 
 }  // namespace inflight::checkpoint

@@ -9,14 +9,15 @@
 #include <vector>
 
 #include "inflight/checkpoint/checkpoint_store.hpp"
+#include "store/index_commit.hpp"
 
 namespace inflight::checkpoint {
 
-// A run to publish: its result commit and its index file.
+// A run to publish: its result commit and its index entry.
 struct CheckpointStore::Publication {
   std::string run_id;
   std::string result;
-  std::string entry;
+  EntryTexts entry;
   bool result_landed = false;
   std::optional<Error> failure;  // it stops here: another pod published the run id first
 };
@@ -30,7 +31,7 @@ struct CheckpointStore::ReleaseFinal {
 struct CheckpointStore::ReleasePush {
   std::vector<ReleaseFinal> finals = {};
   std::optional<std::size_t> index = std::nullopt;
-  std::optional<std::string> index_base = std::nullopt;  // the tip the index commit was made on
+  IndexTarget target = {};  // where the index update went, and on which tip
   std::vector<std::size_t> deletions = {};
 };
 

@@ -22,6 +22,9 @@
 
 namespace inflight::checkpoint {
 
+struct EntryTexts;   // store/index_commit.hpp
+struct IndexTarget;  // …
+
 class CheckpointStore {
  public:
   explicit CheckpointStore(StoreConfig config);
@@ -120,9 +123,10 @@ class CheckpointStore {
                                 SaveAllReport& report);
   ReleaseFinal add_final(const SaveRequest& run, std::vector<RefUpdate>& updates,
                          Result<std::optional<std::string>>& outcome,
-                         std::vector<std::pair<std::string, std::string>>& entries);
-  void add_index(const std::vector<std::pair<std::string, std::string>>& entries,
-                 std::vector<RefUpdate>& updates, ReleasePush& push, Result<void>& outcome);
+                         std::vector<EntryTexts>& entries);
+  void add_index(const std::vector<EntryTexts>& entries, std::vector<RefUpdate>& updates,
+                 ReleasePush& push, Result<void>& outcome);
+  std::string standing_line(const std::string& run_id, bool ours_created);
   void take_back(const ReleasePush& push, const std::vector<RefUpdate>& updates,
                  const std::vector<RefResult>& results, const std::vector<bool>& standing,
                  bool indexed, SaveAllReport& report);
@@ -139,7 +143,7 @@ class CheckpointStore {
   std::vector<std::optional<std::string>> push_final_states(const std::vector<SaveRequest>& runs,
                                                             std::vector<Result<void>>& answers);
   void delete_branches(const std::vector<SaveRequest>& runs, std::vector<Result<void>>& answers);
-  std::optional<std::string> index_tip();
+  IndexTarget index_target();
   std::optional<bool> same_result(const std::string& run_id, const std::string& result);
   // The final checkpoint this cache pushed to the run's branch, if its last
   // push was one: a release tried again publishes it, not a new one.

@@ -4,11 +4,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
+#include <sstream>
 
 #include "checkpoint/background_process.hpp"
 #include "checkpoint/checkpoint_test_support.hpp"
 #include "inflight/checkpoint/index_entry.hpp"
 #include "inflight/checkpoint/lease.hpp"
+#include "inflight/core/branch_name.hpp"
 #include "inflight/core/run_params.hpp"
 
 namespace inflight::checkpoint::testing {
@@ -82,6 +85,34 @@ class CheckpointStoreTest : public CheckpointTest {
 
   bool has_ref(const std::string& ref) const {
     return !git(remote(), "for-each-ref " + ref).empty();
+  }
+
+  // The results repo keeps layout 2: its index is the log's root, made there as a migration
+  // would (docs/design/history-layout.md §3.1).
+  void start_runs_log() {
+    if (!fs::exists(remote())) run("git init -q --bare '" + remote().string() + "'");
+    write_file(temp_.path() / "log.stream",
+               "commit " + std::string(kRunsLogRef) +
+                   "\ncommitter t <t@t> 1700000000 +0000\ndata 4\nlog\nM 644 inline layout\n"
+                   "data 16\ninflight-runs 2\n\n");
+    git(remote(), "fast-import --quiet < '" + (temp_.path() / "log.stream").string() + "'");
+  }
+  // The log's entries, its deltas read oldest first, the last line of an id winning.
+  std::map<std::string, IndexEntry> logged() const {
+    std::map<std::string, IndexEntry> entries;
+    std::istringstream commits(git(remote(), "rev-list --reverse " + std::string(kRunsLogRef)));
+    std::string commit;
+    std::getline(commits, commit);  // the root
+    while (std::getline(commits, commit)) {
+      std::istringstream lines(git(remote(), "show " + commit + ":entries.jsonl"));
+      for (std::string line; std::getline(lines, line);) {
+        auto parsed = parse_index_line(line, Removals::allowed);
+        EXPECT_TRUE(parsed) << line;
+        if (parsed && parsed->entry) entries.insert_or_assign(parsed->id, *parsed->entry);
+        if (parsed && !parsed->entry) entries.erase(parsed->id);
+      }
+    }
+    return entries;
   }
 
   // A run dir as serve leaves it after an interrupted attempt.
@@ -694,6 +725,81 @@ TEST_F(CheckpointStoreTest, AResultCreatedBesideATakenFinalBranchIsTakenBack) {
   EXPECT_FALSE(has_ref("refs/inflight-results/r1"));
   EXPECT_EQ(git(remote(), "ls-tree -r --name-only refs/heads/inflight-index").find("runs/r1.json"),
             std::string::npos);
+}
+
+// Layout 2 (docs/design/history-layout.md §3.4): a publish adds its entry to the log, with the
+// result's commit, and leaves layout 1's index alone; a later publish of the run id is refused
+// and the log still describes the first.
+TEST_F(CheckpointStoreTest, OnLayoutTwoAPublishAddsItsEntryToTheLog) {
+  start_runs_log();
+  CheckpointStore a(config("a"));
+  ASSERT_TRUE(release_one(a, finished_run(temp_.path() / "runs-a", "r1", "succeeded"), "pod-a",
+                          info("r1", CheckpointReason::final)));
+  auto entries = logged();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries.at("r1").final_status, "succeeded");
+  EXPECT_EQ(entries.at("r1").records, 2u);
+  EXPECT_EQ(entries.at("r1").result_commit,
+            trimmed(git(remote(), "rev-parse refs/inflight-results/r1")));
+  EXPECT_FALSE(has_ref("refs/heads/inflight-index"));
+  EXPECT_FALSE(a.cache().contains(trimmed(git(remote(), "rev-parse " + std::string(kRunsLogRef)))));
+
+  CheckpointStore b(config("b"));
+  const auto again = finished_run(temp_.path() / "runs-b", "r1", "failed");
+  append_file(again / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  const auto refused = release_one(b, again, "pod-a", info("r1", CheckpointReason::final));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, Failure::rejected);
+  EXPECT_EQ(logged().at("r1").final_status, "succeeded");
+  EXPECT_EQ(trimmed(git(remote(), "rev-list --count " + std::string(kRunsLogRef))), "2");
+}
+
+// The release steps on layout 2: the entries of a push's finals go into the log in the same push;
+// one whose result another pod published first is set right by the entry of that pod's result,
+// and one whose result was taken back by a removal.
+TEST_F(CheckpointStoreTest, OnLayoutTwoReleaseStepsSetTheLogRightForRunsThatDoNotStand) {
+  start_runs_log();
+  CheckpointStore first(config("a"));
+  ASSERT_TRUE(release_one(first, finished_run(temp_.path() / "runs-a", "taken", "succeeded"),
+                          "pod-a", info("taken", CheckpointReason::final)));
+  CheckpointStore owner(config("c"));
+  ASSERT_TRUE(owner.save(make_run(temp_.path() / "runs-c", "fenced", 2), "pod-b", info("fenced")));
+  CheckpointStore store(config("b"));
+  const auto runs = temp_.path() / "runs-b";
+  const SaveRequest done{.run_dir = finished_run(runs, "r1", "succeeded"),
+                         .origin_pod = "pod-b",
+                         .info = info("r1", CheckpointReason::final)};
+  SaveRequest taken{.run_dir = finished_run(runs, "taken", "failed"),
+                    .origin_pod = "pod-b",
+                    .info = info("taken", CheckpointReason::final)};
+  append_file(taken.run_dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  const SaveRequest fenced{.run_dir = finished_run(runs, "fenced", "succeeded"),
+                           .origin_pod = "pod-b",
+                           .info = info("fenced", CheckpointReason::final)};
+
+  const auto finals = store.save_all({}, std::nullopt, {.finals = {done, taken, fenced}});
+  ASSERT_EQ(finals.finals.size(), 3u);
+  ASSERT_TRUE(finals.finals[0]) << finals.finals[0].error().message;
+  EXPECT_EQ(finals.finals[1].error().kind, Failure::rejected);
+  EXPECT_EQ(finals.finals[2].error().kind, Failure::rejected);
+  ASSERT_TRUE(finals.index);
+  EXPECT_TRUE(*finals.index) << finals.index->error().message;
+  EXPECT_FALSE(has_ref("refs/inflight-results/fenced"));
+  auto entries = logged();
+  EXPECT_EQ(entries.at("r1").result_commit,
+            trimmed(git(remote(), "rev-parse refs/inflight-results/r1")));
+  EXPECT_EQ(entries.at("taken").final_status, "succeeded");  // pod-a's, not this pod's "failed"
+  EXPECT_EQ(entries.at("taken").result_commit,
+            trimmed(git(remote(), "rev-parse refs/inflight-results/taken")));
+  EXPECT_FALSE(entries.contains("fenced"));
+  EXPECT_FALSE(has_ref("refs/heads/inflight-index"));
+  // The root, pod-a's delta, this push's and the one that set it right.
+  EXPECT_EQ(trimmed(git(remote(), "rev-list --count " + std::string(kRunsLogRef))), "4");
+
+  const auto indexed = store.save_all({}, std::nullopt, {.indexed = {**finals.finals[0]}});
+  ASSERT_TRUE(indexed.index);
+  EXPECT_TRUE(*indexed.index) << indexed.index->error().message;
+  EXPECT_EQ(logged().size(), 2u);
 }
 
 TEST_F(CheckpointStoreTest, WithPublishOffTheBranchGoesAndNothingIsPublished) {
