@@ -73,6 +73,15 @@ SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
                                           const ReleaseSteps& release) {
   SaveAllReport report{.runs = std::move(snapshots), .rewritten = {}, .lease_error = std::nullopt};
   std::vector<RefUpdate> updates;
+  // A renewal goes first and a release last: the server applies a push's refs one after the
+  // other, and a pod listing in between must never see a branch of this push without the lease
+  // that holds it (a pod that let its lease go takes it again with a run's first push).
+  std::optional<std::size_t> lease_at;
+  if (lease && !lease->release) {
+    lease_at = updates.size();
+    updates.push_back(lease_update(cache_, remote_, lease->lease));
+  }
+  const std::size_t first_run = updates.size();
   std::vector<std::size_t> pushed;  // index of each run update's run
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& commit = report.runs[i].commit;
@@ -83,24 +92,25 @@ SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
   const auto steps = add_release_steps(release, updates, report);
   const bool unsaved = std::any_of(report.runs.begin(), report.runs.end(),
                                    [](const SaveOutcome& outcome) { return outcome.error; });
-  if (lease && lease->release && unsaved)
+  if (lease && lease->release && unsaved) {
     report.lease_error = "not released: a run could not be saved";
-  else if (lease)
-    updates.push_back(lease->release
-                          ? RefUpdate{.ref = lease_ref(lease->lease.pod), .commit = "", .from = {}}
-                          : lease_update(cache_, remote_, lease->lease));
+  } else if (lease && lease->release) {
+    lease_at = updates.size();
+    updates.push_back({.ref = lease_ref(lease->lease.pod), .commit = "", .from = {}});
+  }
   if (updates.empty()) return report;
   auto results = remote_.update(updates);
   judge_release_steps(release, steps, updates, results, report);
-  build_on_rewritten(runs, pushed, updates, results, report);
+  build_on_rewritten(runs, pushed, first_run, updates, results, report);
   for (std::size_t n = 0; n < pushed.size(); ++n) {
-    report.runs[pushed[n]].ref = results[n].outcome;
-    if (results[n].outcome != RefOutcome::updated)
-      report.runs[pushed[n]].error = updates[n].ref + ": " + results[n].detail;
+    const auto& result = results[first_run + n];
+    report.runs[pushed[n]].ref = result.outcome;
+    if (result.outcome != RefOutcome::updated)
+      report.runs[pushed[n]].error = updates[first_run + n].ref + ": " + result.detail;
   }
-  if (!lease || report.lease_error) return report;
-  report.lease_error = lease->release ? undo_release(results.back(), report, lease->lease)
-                                      : renew_taken_lease(results.back(), lease->lease);
+  if (!lease_at) return report;
+  report.lease_error = lease->release ? undo_release(results[*lease_at], report, lease->lease)
+                                      : renew_taken_lease(results[*lease_at], lease->lease);
   return report;
 }
 
@@ -133,19 +143,20 @@ bool CheckpointStore::checkpoint_of(const std::string& commit, const std::string
 // top of that tip (a second parent; history is read along first parents).
 void CheckpointStore::build_on_rewritten(const std::vector<SaveRequest>& runs,
                                          const std::vector<std::size_t>& pushed,
-                                         std::vector<RefUpdate>& updates,
+                                         std::size_t first_run, std::vector<RefUpdate>& updates,
                                          std::vector<RefResult>& results, SaveAllReport& report) {
-  std::vector<std::size_t> again;
+  std::vector<std::size_t> again;  // positions in updates
   std::vector<RefUpdate> merged;
   for (std::size_t n = 0; n < pushed.size(); ++n) {
-    if (results[n].outcome != RefOutcome::taken) continue;
+    const auto at = first_run + n;
+    if (results[at].outcome != RefOutcome::taken) continue;
     try {
-      const auto tip = remote_.fetch(updates[n].ref);
+      const auto tip = remote_.fetch(updates[at].ref);
       if (checkpoint_of(tip, runs[pushed[n]].info.run_id)) continue;
-      merged.push_back({.ref = updates[n].ref,
-                        .commit = merge_onto(cache_, updates[n].commit, tip),
+      merged.push_back({.ref = updates[at].ref,
+                        .commit = merge_onto(cache_, updates[at].commit, tip),
                         .from = tip});
-      again.push_back(n);
+      again.push_back(at);
     } catch (const GitError& e) {
       if (e.network()) throw;
     }
@@ -153,10 +164,10 @@ void CheckpointStore::build_on_rewritten(const std::vector<SaveRequest>& runs,
   if (merged.empty()) return;
   const auto landed = remote_.update(merged);
   for (std::size_t m = 0; m < again.size(); ++m) {
-    const auto n = again[m];
-    updates[n] = merged[m];
-    results[n] = landed[m];
-    report.runs[pushed[n]].commit = merged[m].commit;
+    const auto at = again[m];
+    updates[at] = merged[m];
+    results[at] = landed[m];
+    report.runs[pushed[at - first_run]].commit = merged[m].commit;
     report.rewritten.push_back(merged[m].ref);
   }
 }

@@ -10,17 +10,18 @@
 #include <vector>
 
 #include "inflight/checkpoint/git_store.hpp"
+#include "inflight/checkpoint/index_entry.hpp"
 
 namespace inflight::checkpoint {
 
 // An index file: its path and its text.
 using IndexFile = std::pair<std::string, std::string>;
 
-// One run's entry as each layout writes it: layout 1's file, layout 2's line.
-struct EntryTexts {
-  std::string run_id;
+// One run's entry, and its text as layout 1's file (layout 2's line is written from the entry,
+// whose result_commit may change once the server says which result stands).
+struct RunEntry {
+  IndexEntry entry;
   std::string file;
-  std::string line;
 };
 
 // Where a publish writes: layout 2's log when the results repo has one, else layout 1's index at
@@ -33,7 +34,7 @@ struct IndexTarget {
 // The update that writes `entries` where `target` says; nullopt when layout 1's index holds them
 // all as they are already.
 std::optional<RefUpdate> index_update(CacheRepo& cache, const IndexTarget& target,
-                                      const std::vector<EntryTexts>& entries);
+                                      const std::vector<RunEntry>& entries);
 
 // The index of `tip` (none: an empty one) with `files` in it; nullopt when it
 // holds them all as they are already.

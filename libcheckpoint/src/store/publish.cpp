@@ -155,29 +155,37 @@ std::optional<std::string> index_with_paths_of(CacheRepo& cache, const std::stri
 }
 
 std::optional<RefUpdate> index_update(CacheRepo& cache, const IndexTarget& target,
-                                      const std::vector<EntryTexts>& entries) {
+                                      const std::vector<RunEntry>& entries) {
   if (target.log) {
     std::string lines;
-    for (const auto& entry : entries) lines += entry.line;
+    for (const auto& run : entries) lines += write_index_line(run.entry);
     return runs_log_delta(std::move(lines));
   }
   std::vector<IndexFile> files;
-  for (const auto& entry : entries) files.emplace_back(index_path(entry.run_id), entry.file);
+  for (const auto& run : entries) files.emplace_back(index_path(run.entry.id), run.file);
   const auto index = write_index(cache, target.flat_tip, files);
   if (!index) return std::nullopt;
   return RefUpdate{.ref = std::string(kIndexRef), .commit = *index, .from = {}};
 }
 
 // One listing of the `inflight-` branches says which layout the results repo keeps (layout 2's
-// log is never downloaded); layout 1's index tip comes over the same connection.
+// log is never downloaded); layout 1's index tip comes over the same connection (with the
+// leases' small tips, and, in a repo that keeps both, the index layout 2 no longer writes).
 IndexTarget CheckpointStore::index_target() {
   const auto listing = remote_.list("refs/heads/inflight-", RemoteStore::Tips::downloaded);
-  IndexTarget target;
-  for (const auto& ref : listing) {
-    if (ref.ref == kRunsLogRef) return {.log = true, .flat_tip = std::nullopt};
-    if (ref.ref == kIndexRef) target.flat_tip = remote_.fetch_listed(ref);
+  const auto named = [&](std::string_view name) {
+    return std::find_if(listing.begin(), listing.end(),
+                        [&](const RemoteBranch& ref) { return ref.ref == name; });
+  };
+  if (named(kRunsLogRef) != listing.end()) return {.log = true, .flat_tip = std::nullopt};
+  const auto index = named(kIndexRef);
+  if (index == listing.end()) return {};
+  try {
+    return {.log = false, .flat_tip = remote_.fetch_listed(*index)};
+  } catch (const GitError& e) {
+    if (e.kind() == Failure::not_found) return {};  // deleted since it was listed
+    throw;
   }
-  return target;
 }
 
 // The result and the index entry of a finished run, made in the cache.
@@ -193,12 +201,11 @@ CheckpointStore::Publication CheckpointStore::publication(const std::string& fin
   const auto message = parse_checkpoint_message(commit_summary(cache_, final_commit).message);
   const auto records = final_records(cache_, final_commit, params, message);
   auto entry = index_entry_of(params, records, message.total);
-  auto result = write_result(cache_, final_commit, params);
-  const auto file = write_index_entry(entry);
-  entry.result_commit = result;
+  auto file = write_index_entry(entry);
+  entry.result_commit = write_result(cache_, final_commit, params);
   return {.run_id = params.run_id,
-          .result = std::move(result),
-          .entry = {.run_id = params.run_id, .file = file, .line = write_index_line(entry)},
+          .result = *entry.result_commit,
+          .entry = {.entry = std::move(entry), .file = std::move(file)},
           .result_landed = false,
           .failure = std::nullopt};
 }
@@ -229,12 +236,13 @@ std::vector<Result<void>> CheckpointStore::publish(const std::vector<std::string
   return answers;
 }
 
-// Whether the result ref, which holds another commit than `result`, holds
-// the same run dir: the same final state published again (another pod found
-// the branch first, or this release's final checkpoint was made twice).
-// nullopt when there is no result ref (the push lost a race for its lock).
-std::optional<bool> CheckpointStore::same_result(const std::string& run_id,
-                                                 const std::string& result) {
+// The result ref, which holds another commit than `result`, and whether it
+// holds the same run dir: the same final state published again (another pod
+// found the branch first, or this release's final checkpoint was made
+// twice). nullopt when there is no result ref (the push lost a race for its
+// lock).
+std::optional<CheckpointStore::HeldResult> CheckpointStore::held_result(const std::string& run_id,
+                                                                        const std::string& result) {
   std::string theirs;
   try {
     theirs = remote_.fetch(result_ref(run_id));
@@ -242,8 +250,10 @@ std::optional<bool> CheckpointStore::same_result(const std::string& run_id,
     if (e.kind() == Failure::not_found) return std::nullopt;
     throw;
   }
-  return git_oid_equal(git_commit_tree_id(lookup_commit(raw_repo(cache_), theirs).get()),
-                       git_commit_tree_id(lookup_commit(raw_repo(cache_), result).get()));
+  const bool same =
+      git_oid_equal(git_commit_tree_id(lookup_commit(raw_repo(cache_), theirs).get()),
+                    git_commit_tree_id(lookup_commit(raw_repo(cache_), result).get()));
+  return HeldResult{.commit = std::move(theirs), .same = same};
 }
 
 // Each result ref is created alone first; the index, with the entries of
@@ -257,7 +267,7 @@ std::optional<Error> CheckpointStore::publish_all(std::vector<Publication>& publ
   for (int attempt = 1; attempt <= kIndexTries; ++attempt) {
     if (attempt > 1) back_off(attempt);
     if (!push_results(publications, last_failure)) continue;
-    std::vector<EntryTexts> entries;
+    std::vector<RunEntry> entries;
     for (const auto& publication : publications)
       if (!publication.failure) entries.push_back(publication.entry);
     if (entries.empty()) return std::nullopt;
@@ -297,16 +307,17 @@ bool CheckpointStore::push_results(std::vector<Publication>& publications,
           publish_failure(Failure::refused, updates[i].ref + ": " + results[i].detail);
       continue;
     }
-    const auto same = outcome == RefOutcome::taken
-                          ? same_result(publication.run_id, publication.result)
-                          : std::optional<bool>();
-    if (same == false) {
+    const auto held = outcome == RefOutcome::taken
+                          ? held_result(publication.run_id, publication.result)
+                          : std::nullopt;
+    if (held && !held->same) {
       publication.failure = publish_failure(
           Failure::rejected, "run " + publication.run_id + " was published by another pod first (" +
                                  results[i].detail + ")");
       continue;
     }
-    publication.result_landed = outcome == RefOutcome::updated || same == true;
+    publication.result_landed = outcome == RefOutcome::updated || held;
+    if (held) publication.entry.entry.result_commit = held->commit;  // the one that stands
     if (publication.result_landed) continue;
     all = false;
     last_failure = updates[i].ref + ": " + results[i].detail;

@@ -39,7 +39,7 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
                                                                 std::vector<RefUpdate>& updates,
                                                                 SaveAllReport& report) {
   ReleasePush push;
-  std::vector<EntryTexts> entries;
+  std::vector<RunEntry> entries;
   for (const auto& run : steps.finals) {
     report.finals.emplace_back(std::nullopt);
     push.finals.push_back(add_final(run, updates, report.finals.back(), entries));
@@ -67,7 +67,7 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
 // restore limits is neither: the branch goes as it is.
 CheckpointStore::ReleaseFinal CheckpointStore::add_final(
     const SaveRequest& run, std::vector<RefUpdate>& updates,
-    Result<std::optional<std::string>>& outcome, std::vector<EntryTexts>& entries) {
+    Result<std::optional<std::string>>& outcome, std::vector<RunEntry>& entries) {
   ReleaseFinal final{.branch = std::nullopt, .result = std::nullopt, .run_id = run.info.run_id};
   const auto ref = branch_ref({run.origin_pod, run.info.run_id});
   try {
@@ -86,6 +86,7 @@ CheckpointStore::ReleaseFinal CheckpointStore::add_final(
     auto published = publication(*commit);
     final.result = updates.size();
     updates.push_back({.ref = result_ref(run.info.run_id), .commit = published.result, .from = ""});
+    final.entry = published.entry.entry;
     entries.push_back(std::move(published.entry));
   } catch (const GitError& e) {
     if (e.kind() == Failure::cache || e.network()) throw;
@@ -98,7 +99,7 @@ CheckpointStore::ReleaseFinal CheckpointStore::add_final(
 
 // One index update with every entry: a commit on layout 1's index as it is now, or a delta of
 // layout 2's log.
-void CheckpointStore::add_index(const std::vector<EntryTexts>& entries,
+void CheckpointStore::add_index(const std::vector<RunEntry>& entries,
                                 std::vector<RefUpdate>& updates, ReleasePush& push,
                                 Result<void>& outcome) {
   try {
@@ -110,6 +111,8 @@ void CheckpointStore::add_index(const std::vector<EntryTexts>& entries,
   } catch (const GitError& e) {
     if (e.kind() == Failure::cache || e.network()) throw;
     outcome = e.error();
+  } catch (const std::exception& e) {
+    outcome = step_failure(Failure::other, e.what());
   }
 }
 
@@ -117,7 +120,7 @@ void CheckpointStore::judge_release_steps(const ReleaseSteps& steps, const Relea
                                           const std::vector<RefUpdate>& updates,
                                           const std::vector<RefResult>& results,
                                           SaveAllReport& report) {
-  std::vector<bool> standing;  // each final's result: landed with its final state
+  std::vector<Standing> standing;  // each final's result: landed with its final state
   for (std::size_t i = 0; i < push.finals.size(); ++i)
     standing.push_back(judge_final(push.finals[i], updates, results, report.finals[i]));
   const bool indexed = push.index && results[*push.index].outcome == RefOutcome::updated;
@@ -139,76 +142,92 @@ void CheckpointStore::judge_release_steps(const ReleaseSteps& steps, const Relea
 // The final state and the result each landed, or the result another pod
 // published holds the same run dir; a result of another run dir is refused.
 // Whether the result stands: landed, with its final state.
-bool CheckpointStore::judge_final(const ReleaseFinal& final, const std::vector<RefUpdate>& updates,
-                                  const std::vector<RefResult>& results,
-                                  Result<std::optional<std::string>>& outcome) {
-  if (!outcome) return false;
+CheckpointStore::Standing CheckpointStore::judge_final(
+    const ReleaseFinal& final, const std::vector<RefUpdate>& updates,
+    const std::vector<RefResult>& results, Result<std::optional<std::string>>& outcome) {
+  if (!outcome) return {};
   if (final.branch && results[*final.branch].outcome != RefOutcome::updated) {
     outcome = branch_failure(updates[*final.branch], results[*final.branch]);
-    return false;
+    return {};
   }
-  if (!final.result) return false;
+  if (!final.result) return {};
   const auto& result = results[*final.result];
-  if (result.outcome == RefOutcome::updated) return true;
-  std::optional<bool> same;
+  if (result.outcome == RefOutcome::updated) return {.stands = true};
+  std::optional<HeldResult> held;
   try {
     if (result.outcome == RefOutcome::taken)
-      same = same_result(final.run_id, updates[*final.result].commit);
+      held = held_result(final.run_id, updates[*final.result].commit);
   } catch (const GitError& e) {
     // What this push landed stands; the comparison is made again next time.
     outcome = step_failure(Failure::other, e.what());
-    return false;
+    return {};
   }
-  if (same == true) return true;
-  outcome = same == false ? step_failure(Failure::rejected, "run " + final.run_id +
-                                                                " was published by another pod "
-                                                                "first (" +
-                                                                result.detail + ")")
-                          : unlanded(updates[*final.result], result);
-  return false;
+  if (held && held->same) return {.stands = true, .served = held->commit};
+  outcome = held ? step_failure(Failure::rejected, "run " + final.run_id +
+                                                       " was published by another pod first (" +
+                                                       result.detail + ")")
+                 : unlanded(updates[*final.result], result);
+  return {};
 }
 
 // What this push published for a run that does not stand is taken back, in
 // a push of its own: a result it created for a run whose branch another
 // instance took, and each index entry whose result did not land (layout 1's
 // entry goes back to what the index held before: the other pod's, or none;
-// layout 2's log takes the entry of the result that stands, or a removal).
-// Rare: a run fenced as it finished, the same run id finished on two pods, a
-// result the server refused. What cannot be taken back is said in the
-// index's outcome.
+// layout 2's log takes the entry of the result that stands, or a removal,
+// and the entry of a run that stands with another pod's result commit names
+// that commit). Rare: a run fenced as it finished, the same run id finished
+// on two pods, a result the server refused. What cannot be taken back is
+// said in the index's outcome; a line that cannot be worked out holds back
+// neither the others nor the results to delete.
 void CheckpointStore::take_back(const ReleasePush& push, const std::vector<RefUpdate>& updates,
                                 const std::vector<RefResult>& results,
-                                const std::vector<bool>& standing, bool indexed,
+                                const std::vector<Standing>& standing, bool indexed,
                                 SaveAllReport& report) {
   std::vector<RefUpdate> undo;
   std::vector<std::string> paths;
   std::string lines;
-  try {
-    for (std::size_t i = 0; i < push.finals.size(); ++i) {
-      const auto& final = push.finals[i];
-      if (!final.result || standing[i]) continue;
-      const bool created = results[*final.result].outcome == RefOutcome::updated;
-      if (indexed && push.target.log) lines += standing_line(final.run_id, created);
-      if (indexed && !push.target.log) paths.push_back(index_path(final.run_id));
-      const auto& update = updates[*final.result];
-      if (report.finals[i].failed_with(Failure::rejected) && created)
-        undo.push_back({.ref = update.ref, .commit = "", .from = update.commit});
+  std::optional<std::string> failure;
+  const bool log = indexed && push.target.log;
+  for (std::size_t i = 0; i < push.finals.size(); ++i) {
+    const auto& final = push.finals[i];
+    if (!final.result) continue;
+    if (standing[i].stands) {
+      if (log && standing[i].served && final.entry) {
+        auto entry = *final.entry;
+        entry.result_commit = standing[i].served;
+        lines += write_index_line(entry);
+      }
+      continue;
     }
+    const bool created = results[*final.result].outcome == RefOutcome::updated;
+    if (log) {
+      try {
+        lines += standing_line(final.run_id, created);
+      } catch (const GitError& e) {
+        failure = std::string("the entry of run ") + final.run_id + ": " + e.what();
+      }
+    }
+    if (indexed && !push.target.log) paths.push_back(index_path(final.run_id));
+    const auto& update = updates[*final.result];
+    if (report.finals[i].failed_with(Failure::rejected) && created)
+      undo.push_back({.ref = update.ref, .commit = "", .from = update.commit});
+  }
+  try {
     if (!lines.empty()) undo.push_back(runs_log_delta(std::move(lines)));
     if (!paths.empty())
       if (const auto index = updates[*push.index].commit;
           const auto reverted = index_with_paths_of(cache_, index, push.target.flat_tip, paths))
         undo.push_back({.ref = std::string(kIndexRef), .commit = *reverted, .from = index});
-    if (undo.empty()) return;
-    for (const auto& result : remote_.update(undo))
-      if (result.outcome != RefOutcome::updated)
-        report.index = step_failure(Failure::other,
-                                    "taking back what was published for runs "
-                                    "that do not stand: " +
-                                        result.detail);
+    if (!undo.empty())
+      for (const auto& result : remote_.update(undo))
+        if (result.outcome != RefOutcome::updated) failure = result.detail;
   } catch (const GitError& e) {
-    report.index = step_failure(Failure::other, std::string("taking back: ") + e.what());
+    failure = e.what();
   }
+  if (failure)
+    report.index = step_failure(
+        Failure::other, "taking back what was published for runs that do not stand: " + *failure);
 }
 
 // The log line that sets a run's entry right once this push published it and the result does
@@ -221,7 +240,9 @@ std::string CheckpointStore::standing_line(const std::string& run_id, bool ours_
     const auto theirs = remote_.fetch(result_ref(run_id));
     const CommitHandle result = lookup_commit(raw_repo(cache_), theirs);
     if (git_commit_parentcount(result.get()) == 0) return write_removal_line(run_id);
-    return publication(oid_hex(*git_commit_parent_id(result.get(), 0))).entry.line;
+    auto entry = publication(oid_hex(*git_commit_parent_id(result.get(), 0))).entry.entry;
+    entry.result_commit = theirs;
+    return write_index_line(entry);
   } catch (const GitError& e) {
     if (e.network() || e.kind() == Failure::cache) throw;
   } catch (const std::exception&) {

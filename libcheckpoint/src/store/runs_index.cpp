@@ -168,31 +168,48 @@ git_oid one_file_tree(git_repository* repo, std::string_view name, std::string_v
   return oid;
 }
 
-std::size_t line_count(std::string_view lines) {
-  return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), '\n'));
+// `lines` cut at line ends into deltas of at most kMaxIndexFileLines lines and kMaxIndexFileBytes
+// bytes each, what a reader takes in one file.
+std::vector<std::string> delta_files(std::string_view lines) {
+  std::vector<std::string> files(1);
+  std::size_t in_file = 0;
+  while (!lines.empty()) {
+    const auto line = lines.substr(0, lines.find('\n') + 1);
+    if (line.empty() || line.size() > kMaxIndexFileBytes)
+      throw std::invalid_argument("a log line of " + std::to_string(line.size()) +
+                                  " bytes, or without its newline");
+    if (in_file == kMaxIndexFileLines || files.back().size() + line.size() > kMaxIndexFileBytes) {
+      files.emplace_back();
+      in_file = 0;
+    }
+    files.back() += line;
+    ++in_file;
+    lines.remove_prefix(line.size());
+  }
+  return files;
 }
 
 }  // namespace
 
 RefUpdate runs_log_delta(std::string lines) {
-  const auto count = line_count(lines);
-  if (lines.empty() || lines.back() != '\n' || count > kMaxIndexFileLines ||
-      lines.size() > kMaxIndexFileBytes)
-    throw std::invalid_argument("a log delta of " + std::to_string(count) + " lines, " +
-                                std::to_string(lines.size()) + " bytes");
-  return {
-      .ref = std::string(kRunsLogRef),
-      .commit = "",
-      .from = std::nullopt,
-      .build = [lines = std::move(lines), count](const std::string& tip, PushSources& objects) {
-        git_repository* git = objects.git();
-        std::string parent = tip;
-        if (parent.empty())
-          parent = oid_hex(write_commit_on(git, one_file_tree(git, "layout", kRunsLayout), {},
-                                           "inflight runs log\n"));
-        return oid_hex(write_commit_on(git, one_file_tree(git, "entries.jsonl", lines), {parent},
-                                       "inflight runs: " + std::to_string(count) + " lines\n"));
-      }};
+  if (lines.empty()) throw std::invalid_argument("a log delta of no line");
+  return {.ref = std::string(kRunsLogRef),
+          .commit = "",
+          .from = std::nullopt,
+          .build = [files = delta_files(lines)](const std::string& tip, PushSources& objects) {
+            git_repository* git = objects.git();
+            std::string parent = tip;
+            if (parent.empty())
+              parent = oid_hex(write_commit_on(git, one_file_tree(git, "layout", kRunsLayout), {},
+                                               "inflight runs log\n"));
+            for (const auto& file : files) {
+              const auto count = std::count(file.begin(), file.end(), '\n');
+              parent =
+                  oid_hex(write_commit_on(git, one_file_tree(git, "entries.jsonl", file), {parent},
+                                          "inflight runs: " + std::to_string(count) + " lines\n"));
+            }
+            return parent;
+          }};
 }
 
 RunsIndex read_runs_index(CacheRepo& cache, const std::optional<std::string>& snapshot,

@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "inflight/checkpoint/git_store.hpp"
@@ -39,10 +40,11 @@ struct RunsIndex {
 RunsIndex read_runs_index(CacheRepo& cache, const std::optional<std::string>& snapshot,
                           const std::optional<std::string>& log_tip);
 
-// The update that adds `lines` (entry and removal lines, each ending in a newline; at most
-// kMaxIndexFileLines and kMaxIndexFileBytes) to the log as one delta, built on the tip the
-// server advertises, which is never downloaded. A log that went meanwhile starts again from a
-// root of its own.
+// The update that adds `lines` (entry and removal lines, each ending in a newline) to the log,
+// built on the tip the server advertises, which is never downloaded: one delta, or a chain of
+// them where the lines are more than a reader takes from one file (kMaxIndexFileLines,
+// kMaxIndexFileBytes). A log that went between the listing that chose it and the push starts
+// again from a root of its own.
 RefUpdate runs_log_delta(std::string lines);
 
 }  // namespace inflight::checkpoint

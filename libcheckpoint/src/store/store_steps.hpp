@@ -17,7 +17,7 @@ namespace inflight::checkpoint {
 struct CheckpointStore::Publication {
   std::string run_id;
   std::string result;
-  EntryTexts entry;
+  RunEntry entry;
   bool result_landed = false;
   std::optional<Error> failure;  // it stops here: another pod published the run id first
 };
@@ -26,6 +26,7 @@ struct CheckpointStore::ReleaseFinal {
   std::optional<std::size_t> branch = std::nullopt;  // none: its final state was pushed before
   std::optional<std::size_t> result = std::nullopt;  // none: not published (--publish off, …)
   std::string run_id = {};
+  std::optional<IndexEntry> entry = std::nullopt;  // with the result
 };
 
 struct CheckpointStore::ReleasePush {

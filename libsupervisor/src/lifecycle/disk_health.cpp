@@ -24,10 +24,9 @@ void DiskHealth::report_restore(const RestoreResult& result) {
     return;
   }
   if (!awaits_restore_ || result.failure) return;
+  // The look wrote its copies, or had none left to write here: a check says the rest.
   awaits_restore_ = false;
-  log::info("a restore wrote its branch copies: this disk can checkpoint again; ready", {});
-  problem_.reset();
-  timer_.cancel();
+  schedule_check();
 }
 
 void DiskHealth::report_failure(const std::string& error) {

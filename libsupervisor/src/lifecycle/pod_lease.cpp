@@ -50,6 +50,9 @@ void PodLease::keep() {
 std::optional<SystemClock::time_point> PodLease::renewal() {
   if (stopped_ || renewing_) return std::nullopt;
   renewing_ = true;
+  // Held again: until this renewal lands, /metrics shows the end the record still says, so that
+  // a renewal that fails raises InflightLeaseAboutToLapse as it would have before the let-go.
+  if (!expiry_) expiry_ = std::exchange(let_go_end_, std::nullopt);
   return take();
 }
 
@@ -64,7 +67,10 @@ void PodLease::renewed(const CheckpointResult& result) {
 
 void PodLease::renew(bool then_keep) {
   const auto until = renewal();
-  if (!until) return;
+  if (!until) {  // a renewal under way (renew_now's) does not keep renewing
+    if (then_keep) keep();
+    return;
+  }
   store_.hold_lease(*until, SteadyClock::now() + network_timeout_,
                     [this, then_keep](const CheckpointResult& result) {
                       renewed(result);
@@ -74,7 +80,7 @@ void PodLease::renew(bool then_keep) {
 
 void PodLease::let_go() {
   if (!expiry_ || renewing_) return;
-  expiry_.reset();
+  let_go_end_ = std::exchange(expiry_, std::nullopt);
   log::info("lease left to run out: this pod holds no run", {});
 }
 

@@ -22,7 +22,7 @@
 
 namespace inflight::checkpoint {
 
-struct EntryTexts;   // store/index_commit.hpp
+struct RunEntry;     // store/index_commit.hpp
 struct IndexTarget;  // …
 
 class CheckpointStore {
@@ -123,19 +123,25 @@ class CheckpointStore {
                                 SaveAllReport& report);
   ReleaseFinal add_final(const SaveRequest& run, std::vector<RefUpdate>& updates,
                          Result<std::optional<std::string>>& outcome,
-                         std::vector<EntryTexts>& entries);
-  void add_index(const std::vector<EntryTexts>& entries, std::vector<RefUpdate>& updates,
+                         std::vector<RunEntry>& entries);
+  void add_index(const std::vector<RunEntry>& entries, std::vector<RefUpdate>& updates,
                  ReleasePush& push, Result<void>& outcome);
+  // Whether a final's result stands, and the result commit the server holds for it when that is
+  // not the one this push made (the same run dir published from another final commit).
+  struct Standing {
+    bool stands = false;
+    std::optional<std::string> served = std::nullopt;
+  };
   std::string standing_line(const std::string& run_id, bool ours_created);
   void take_back(const ReleasePush& push, const std::vector<RefUpdate>& updates,
-                 const std::vector<RefResult>& results, const std::vector<bool>& standing,
+                 const std::vector<RefResult>& results, const std::vector<Standing>& standing,
                  bool indexed, SaveAllReport& report);
   void judge_release_steps(const ReleaseSteps& steps, const ReleasePush& push,
                            const std::vector<RefUpdate>& updates,
                            const std::vector<RefResult>& results, SaveAllReport& report);
-  bool judge_final(const ReleaseFinal& final, const std::vector<RefUpdate>& updates,
-                   const std::vector<RefResult>& results,
-                   Result<std::optional<std::string>>& outcome);
+  Standing judge_final(const ReleaseFinal& final, const std::vector<RefUpdate>& updates,
+                       const std::vector<RefResult>& results,
+                       Result<std::optional<std::string>>& outcome);
 
   Publication publication(const std::string& final_commit);
   std::optional<Error> publish_all(std::vector<Publication>& publications);
@@ -144,7 +150,12 @@ class CheckpointStore {
                                                             std::vector<Result<void>>& answers);
   void delete_branches(const std::vector<SaveRequest>& runs, std::vector<Result<void>>& answers);
   IndexTarget index_target();
-  std::optional<bool> same_result(const std::string& run_id, const std::string& result);
+  // The result ref another push made: its commit, and whether it holds the same run dir.
+  struct HeldResult {
+    std::string commit;
+    bool same = false;
+  };
+  std::optional<HeldResult> held_result(const std::string& run_id, const std::string& result);
   // The final checkpoint this cache pushed to the run's branch, if its last
   // push was one: a release tried again publishes it, not a new one.
   std::optional<std::string> pushed_final(const std::string& ref);
@@ -157,8 +168,9 @@ class CheckpointStore {
   RefUpdate checkpoint_update(const SaveRequest& run, const std::string& commit);
   bool checkpoint_of(const std::string& commit, const std::string& run_id);
   void build_on_rewritten(const std::vector<SaveRequest>& runs,
-                          const std::vector<std::size_t>& pushed, std::vector<RefUpdate>& updates,
-                          std::vector<RefResult>& results, SaveAllReport& report);
+                          const std::vector<std::size_t>& pushed, std::size_t first_run,
+                          std::vector<RefUpdate>& updates, std::vector<RefResult>& results,
+                          SaveAllReport& report);
   std::optional<std::string> renew_taken_lease(const RefResult& result, const Lease& lease);
   std::optional<std::string> undo_release(const RefResult& result, const SaveAllReport& report,
                                           const Lease& lease);

@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <ctime>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "checkpoint/background_process.hpp"
 #include "checkpoint/checkpoint_test_support.hpp"
@@ -752,6 +754,29 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoAPublishAddsItsEntryToTheLog) {
   EXPECT_EQ(refused.error().kind, Failure::rejected);
   EXPECT_EQ(logged().at("r1").final_status, "succeeded");
   EXPECT_EQ(trimmed(git(remote(), "rev-list --count " + std::string(kRunsLogRef))), "2");
+}
+
+// The same run dir published again from another final commit (another pod found the branch
+// first): its publish stands, and its entry names the result commit the ref holds, not its own.
+TEST_F(CheckpointStoreTest, OnLayoutTwoAnEntryNamesTheResultThatStands) {
+  start_runs_log();
+  const auto dir = finished_run(temp_.path() / "runs-a", "r1", "succeeded");
+  CheckpointStore a(config("a"));
+  const auto first = a.save(dir, "pod-a", info("r1", CheckpointReason::final)).value();
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(a.publish({*first}).front());
+  const auto held = trimmed(git(remote(), "rev-parse refs/inflight-results/r1"));
+  // A result's time is its final commit's, in seconds: the next second makes another commit.
+  const auto second_of_first = std::time(nullptr);
+  while (std::time(nullptr) == second_of_first) std::this_thread::yield();
+  CheckpointStore b(config("b"));
+  const auto second = b.save(dir, "pod-b", info("r1", CheckpointReason::final)).value();
+  ASSERT_TRUE(second);
+  ASSERT_NE(*second, *first);
+  const auto again = b.publish({*second}).front();
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(logged().at("r1").result_commit, held);
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/inflight-results/r1")), held);
 }
 
 // The release steps on layout 2: the entries of a push's finals go into the log in the same push;

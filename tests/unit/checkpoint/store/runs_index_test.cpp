@@ -161,5 +161,21 @@ TEST_F(RunsIndexTest, ADeltaGoesOnTheServersLogWithoutDownloadingIt) {
   EXPECT_THROW(runs_log_delta(""), std::invalid_argument);
 }
 
+// More lines than a reader takes from one file go as a chain of deltas in one push.
+TEST_F(RunsIndexTest, ManyLinesGoAsAChainOfDeltasEachWithinItsLimits) {
+  commit(std::string(kRunsLogRef), layout(), true);
+  std::string lines;
+  for (std::size_t i = 0; i < kMaxIndexFileLines + 10; ++i)
+    lines += line("r-" + std::to_string(i), i);
+  CacheRepo pod(temp_.path() / "pod-cache.git");
+  RemoteStore store(pod, RemoteConfig{cache_path().string(), "", "", {}, {}, {}});
+  ASSERT_EQ(store.update({runs_log_delta(lines)})[0].outcome, RefOutcome::updated);
+  const auto tip = trimmed(git(cache_path(), "rev-parse " + std::string(kRunsLogRef)));
+  EXPECT_EQ(trimmed(git(cache_path(), "rev-list --count " + tip)), "3");  // the root, two deltas
+  const auto index = read(std::nullopt, tip);
+  EXPECT_TRUE(index.problems.empty()) << index.problems.front();
+  EXPECT_EQ(index.entries.size(), kMaxIndexFileLines + 10);
+}
+
 }  // namespace
 }  // namespace inflight::checkpoint::testing

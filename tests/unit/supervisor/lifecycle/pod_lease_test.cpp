@@ -109,5 +109,39 @@ TEST_F(PodLeaseTest, GiveUpEndsAtTheDeadlineWhenTheRenewalNeverDoes) {
   EXPECT_EQ(store.lease_drops(), 0);
 }
 
+// A renewal of its own (a later look's claims) under way when the period's
+// renewal comes: the period's waits for the next period, it is not dropped.
+TEST_F(PodLeaseTest, ARenewalAtOnceDoesNotStopThePeriodsRenewals) {
+  store.answer_next(Step::lease, Answer::stall);
+  lease.keep();
+  lease.renew_now();
+  ASSERT_TRUE(run_until(io, [&] { return store.stalled() == 1; }));
+  io.restart();
+  io.run_for(milliseconds(50));  // five periods, each finding the renewal under way
+  store.finish_stalled(Answer::land);
+  ASSERT_TRUE(run_until(io, [&] { return store.lease_holds().size() >= 3; }));
+}
+
+// A pod that let its lease go shows none; held again, it shows the end the
+// record still says until a renewal lands, so that one that fails raises the
+// alert on a lease about to lapse.
+TEST_F(PodLeaseTest, LetGoShowsNoneAndAFailedRenewalAfterItShowsTheOldEnd) {
+  lease.take();
+  lease.taken(true);
+  const auto end = lease.expiry();
+  ASSERT_TRUE(end.has_value());
+  lease.let_go();
+  EXPECT_FALSE(lease.held());
+  EXPECT_FALSE(lease.expiry().has_value());
+  ASSERT_TRUE(lease.renewal().has_value());
+  EXPECT_EQ(lease.expiry(), end);
+  lease.renewed(
+      CheckpointResult(Error{.kind = Failure::other, .message = "down", .candidates = {}}));
+  EXPECT_EQ(lease.expiry(), end);
+  ASSERT_TRUE(lease.renewal().has_value());
+  lease.renewed(landed());
+  EXPECT_GT(lease.expiry(), end);
+}
+
 }  // namespace
 }  // namespace inflight

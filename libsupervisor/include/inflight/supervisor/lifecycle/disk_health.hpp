@@ -3,9 +3,10 @@
 // instance not ready (/readyz 503, submits refused) until a check passes:
 // runs accepted there could never be checkpointed. Checks run on a timer
 // while the problem lasts, so readiness returns on its own. A branch copy a
-// restore could not write waits for a restore instead: a check's small
-// write passes on a disk with room for it but not for the copy, and the next
-// look would fail again, so that readiness would flap.
+// restore could not write waits for a later restore that writes its copies
+// (or has none left to write here) before a check may clear it: a check's
+// small write passes on a disk with room for it but not for the copy, and the
+// next look would fail again, so that readiness would flap.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -28,7 +29,8 @@ class DiskHealth {
   void report(const CheckpointResult& result);
   void report_failure(const std::string& error);
   // Every restore's outcome: a branch copy this disk could not write sets
-  // the problem until a restore that reached the store writes its copies.
+  // the problem, which no check clears until a restore that reached the
+  // store wrote no copy it could not.
   void report_restore(const RestoreResult& result);
   // Why this disk cannot checkpoint, while it cannot.
   const std::optional<std::string>& problem() const { return problem_; }

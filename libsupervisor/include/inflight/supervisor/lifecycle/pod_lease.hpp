@@ -78,6 +78,7 @@ class PodLease {
   bool renewing_ = false;
   SystemClock::time_point asked_;  // the end the write under way asks for
   std::optional<SystemClock::time_point> expiry_;
+  std::optional<SystemClock::time_point> let_go_end_;  // the record's end when it was let go
   std::function<void()> after_renewal_;
 };
 
