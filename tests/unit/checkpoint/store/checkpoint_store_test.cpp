@@ -148,6 +148,20 @@ class CheckpointStoreTest : public CheckpointTest {
     return dir;
   }
 
+  // pod-b's finished run `id`, as a release step takes it.
+  SaveRequest pod_b_final(const fs::path& runs, const std::string& id,
+                          const std::string& status) const {
+    return {.run_dir = finished_run(runs, id, status),
+            .origin_pod = "pod-b",
+            .info = info(id, CheckpointReason::final)};
+  }
+  // pod-b's copy of run `taken`, another run dir than the one pod-a published (a third record).
+  SaveRequest other_copy_of_taken(const fs::path& runs) const {
+    auto taken = pod_b_final(runs, "taken", "failed");
+    append_file(taken.run_dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+    return taken;
+  }
+
   CheckpointInfo info(const std::string& id,
                       CheckpointReason reason = CheckpointReason::shutdown) const {
     return {id, 1, reason, "pod-a", 2};
@@ -669,13 +683,8 @@ TEST_F(CheckpointStoreTest, ReleaseStepsRideBatchedSaves) {
   const auto runs = temp_.path() / "runs-b";
   const SaveRequest running{
       .run_dir = make_run(runs, "live", 3), .origin_pod = "pod-b", .info = info("live")};
-  const SaveRequest done{.run_dir = finished_run(runs, "r1", "succeeded"),
-                         .origin_pod = "pod-b",
-                         .info = info("r1", CheckpointReason::final)};
-  SaveRequest taken{.run_dir = finished_run(runs, "taken", "failed"),
-                    .origin_pod = "pod-b",
-                    .info = info("taken", CheckpointReason::final)};
-  append_file(taken.run_dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
+  const auto done = pod_b_final(runs, "r1", "succeeded");
+  const auto taken = other_copy_of_taken(runs);
   const LeaseStep lease{.lease = {.pod = "pod-b", .until = 1'800'000'000}, .release = false};
 
   const auto finals = store.save_all({running}, lease, {.finals = {done, taken}});
@@ -791,16 +800,9 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoReleaseStepsSetTheLogRightForRunsThatDoNo
   ASSERT_TRUE(owner.save(make_run(temp_.path() / "runs-c", "fenced", 2), "pod-b", info("fenced")));
   CheckpointStore store(config("b"));
   const auto runs = temp_.path() / "runs-b";
-  const SaveRequest done{.run_dir = finished_run(runs, "r1", "succeeded"),
-                         .origin_pod = "pod-b",
-                         .info = info("r1", CheckpointReason::final)};
-  SaveRequest taken{.run_dir = finished_run(runs, "taken", "failed"),
-                    .origin_pod = "pod-b",
-                    .info = info("taken", CheckpointReason::final)};
-  append_file(taken.run_dir / "index.jsonl", "{\"test_id\":\"t003\"}\n");
-  const SaveRequest fenced{.run_dir = finished_run(runs, "fenced", "succeeded"),
-                           .origin_pod = "pod-b",
-                           .info = info("fenced", CheckpointReason::final)};
+  const auto done = pod_b_final(runs, "r1", "succeeded");
+  const auto taken = other_copy_of_taken(runs);
+  const auto fenced = pod_b_final(runs, "fenced", "succeeded");
 
   const auto finals = store.save_all({}, std::nullopt, {.finals = {done, taken, fenced}});
   ASSERT_EQ(finals.finals.size(), 3u);
