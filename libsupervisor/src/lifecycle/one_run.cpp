@@ -93,7 +93,10 @@ class OneRunCommand {
     if (races_.claim_again(result, what_.id)) return look();
     // A later look that failed (a network blip while waiting) looks again.
     if (!result.left.empty() || result.failure) return wait_for_holder(result);
-    if (!result.runs.empty()) return start(std::move(result.runs));
+    if (!result.runs.empty()) {
+      if (!first) lease_.claimed();  // after waiting, while the lease was let go
+      return start(std::move(result.runs));
+    }
     start_new();
   }
 

@@ -67,7 +67,7 @@ void PodLease::renewed(const CheckpointResult& result) {
 
 void PodLease::renew(bool then_keep) {
   const auto until = renewal();
-  if (!until) {  // a renewal under way (renew_now's) does not keep renewing
+  if (!until) {  // a renewal under way (claimed()'s) does not keep renewing
     if (then_keep) keep();
     return;
   }

@@ -74,9 +74,7 @@ void Restoration::on_result(RestoreResult result, bool first) {
     log::info("ready", {{"restored", restored}});
   } else if (restored > 0) {
     log::info("runs taken over from other instances", {{"restored", restored}});
-    // Their claims hold them for a claim's lease; the pod's lease, let go
-    // while it held no run, must hold them from now on.
-    if (!lease_.held()) lease_.renew_now();
+    lease_.claimed();
   }
   look_again_later();
 }

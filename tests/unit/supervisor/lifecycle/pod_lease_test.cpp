@@ -114,7 +114,7 @@ TEST_F(PodLeaseTest, GiveUpEndsAtTheDeadlineWhenTheRenewalNeverDoes) {
 TEST_F(PodLeaseTest, ARenewalAtOnceDoesNotStopThePeriodsRenewals) {
   store.answer_next(Step::lease, Answer::stall);
   lease.keep();
-  lease.renew_now();
+  lease.claimed();
   ASSERT_TRUE(run_until(io, [&] { return store.stalled() == 1; }));
   io.restart();
   io.run_for(milliseconds(50));  // five periods, each finding the renewal under way
@@ -141,6 +141,18 @@ TEST_F(PodLeaseTest, LetGoShowsNoneAndAFailedRenewalAfterItShowsTheOldEnd) {
   ASSERT_TRUE(lease.renewal().has_value());
   lease.renewed(landed());
   EXPECT_GT(lease.expiry(), end);
+}
+
+// Claims renew a lease that was let go, and only that one.
+TEST_F(PodLeaseTest, ClaimsRenewALeaseLetGoAtOnce) {
+  lease.take();
+  lease.taken(true);
+  lease.claimed();
+  EXPECT_TRUE(store.lease_holds().empty());  // held: the next push renews it
+  lease.let_go();
+  lease.claimed();
+  ASSERT_TRUE(run_until(io, [&] { return lease.held() && !store.lease_holds().empty(); }));
+  EXPECT_EQ(store.lease_holds().size(), 1u);
 }
 
 }  // namespace

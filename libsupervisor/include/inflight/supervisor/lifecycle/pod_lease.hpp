@@ -53,9 +53,11 @@ class PodLease {
   // and clocks"). held() is false from then on.
   void let_go();
   bool held() const { return expiry_.has_value() || renewing_; }
-  // Renews the lease at once, on its own (a later look that claimed runs
-  // while it was let go).
-  void renew_now() { renew(/*then_keep=*/false); }
+  // A look that carried no lease claimed runs: a lease let go is renewed at
+  // once, on its own (their claim commits hold them until then).
+  void claimed() {
+    if (!held()) renew(/*then_keep=*/false);
+  }
   // No more renewals: the lease runs out (shutdown).
   void stop();
   // For the last push of a shutdown, which releases the lease with the runs:
