@@ -137,29 +137,30 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix, Tips tips
   // Servers advertise refs in no promised order; callers and people want one.
   std::sort(branches.begin(), branches.end(),
             [](const RemoteBranch& a, const RemoteBranch& b) { return a.ref < b.ref; });
-  if (tips != Tips::listed)
-    impl_->download_missing(remote.get(), callbacks, branches,
-                            /*with_index=*/tips == Tips::downloaded);
+  if (tips != Tips::listed) impl_->download_missing(remote.get(), callbacks, branches, tips);
   return branches;
 }
 
-// Over the connection that listed them, every listed run branch, lease and
-// index tip the cache lacks, in one download (never a result). A failure of
-// one ref's objects would fail them all: then each is fetched on its own when
-// read (fetch_listed), and fails alone.
+// Over the connection that listed them, every listed tip `tips` asks for that
+// the cache lacks, in one download (never a result). A failure of one ref's
+// objects would fail them all: then each is fetched on its own when read
+// (fetch_listed), and fails alone.
 void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& callbacks,
-                                         const std::vector<RemoteBranch>& branches,
-                                         bool with_index) {
+                                         const std::vector<RemoteBranch>& branches, Tips tips) {
+  const bool log = std::any_of(branches.begin(), branches.end(),
+                               [](const RemoteBranch& ref) { return ref.ref == kRunsLogRef; });
+  const auto wanted = [&](const std::string& ref) {
+    if (tips == Tips::flat_index) return ref == kIndexRef && !log;
+    return ref.starts_with(kBranchPrefix) || ref.starts_with(kLeasePrefix) ||
+           (tips == Tips::downloaded && ref == kIndexRef);
+  };
   const OdbHandle odb = open_odb(git());
   // One look for packs other agents wrote, not one per missing tip.
   if (git_odb_refresh(odb.get()) < 0) git_error_clear();
   std::vector<std::string> refspecs;
   for (const auto& branch : branches) {
     const git_oid oid = parse_oid(branch.oid);
-    const bool read_by_restore = branch.ref.starts_with(kBranchPrefix) ||
-                                 branch.ref.starts_with(kLeasePrefix) ||
-                                 (with_index && branch.ref == kIndexRef);
-    if (read_by_restore && git_odb_exists_ext(odb.get(), &oid, GIT_ODB_LOOKUP_NO_REFRESH) != 1 &&
+    if (wanted(branch.ref) && git_odb_exists_ext(odb.get(), &oid, GIT_ODB_LOOKUP_NO_REFRESH) != 1 &&
         is_valid_ref(branch.ref))
       refspecs.push_back(branch.ref);
   }

@@ -116,7 +116,7 @@ struct RemoteStore::Impl {
                     git_repository* from = nullptr);
   void delete_local_ref(const std::string& name);
   void download_missing(git_remote* remote, RemoteCallbacks& callbacks,
-                        const std::vector<RemoteBranch>& branches, bool with_index);
+                        const std::vector<RemoteBranch>& branches, RemoteStore::Tips tips);
   std::vector<RefSend> judge(PushConnection& connection, const std::vector<RefUpdate>& updates,
                              const std::vector<std::size_t>& which,
                              std::vector<RefResult>& results);

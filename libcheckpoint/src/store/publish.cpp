@@ -169,10 +169,9 @@ std::optional<RefUpdate> index_update(CacheRepo& cache, const IndexTarget& targe
 }
 
 // One listing of the `inflight-` branches says which layout the results repo keeps (layout 2's
-// log is never downloaded); layout 1's index tip comes over the same connection (with the
-// leases' small tips, and, in a repo that keeps both, the index layout 2 no longer writes).
+// log is never downloaded); layout 1's index tip comes over the same connection.
 IndexTarget CheckpointStore::index_target() {
-  const auto listing = remote_.list("refs/heads/inflight-", RemoteStore::Tips::downloaded);
+  const auto listing = remote_.list("refs/heads/inflight-", RemoteStore::Tips::flat_index);
   const auto named = [&](std::string_view name) {
     return std::find_if(listing.begin(), listing.end(),
                         [&](const RemoteBranch& ref) { return ref.ref == name; });

@@ -119,9 +119,11 @@ class RemoteStore {
   RemoteStore(CacheRepo& repo, RemoteConfig config);
   ~RemoteStore();
 
-  // Whether list() also downloads the listed tips the cache lacks; the index's
-  // too, or not (a listing of unfinished runs reads no finished one).
-  enum class Tips { listed, downloaded, downloaded_but_index };
+  // Whether list() also downloads the listed tips the cache lacks: those of run branches and
+  // leases, with the index's or without (a listing of unfinished runs reads no finished one);
+  // or layout 1's index alone, unless the repo keeps layout 2's log (a publish's look at the
+  // layout).
+  enum class Tips { listed, downloaded, downloaded_but_index, flat_index };
   // The refs under `prefix`, sorted; with Tips::downloaded, each listed run
   // branch, lease and index tip can be read from the cache afterwards (one
   // connection for both). Results are never downloaded.

@@ -394,6 +394,29 @@ TEST_F(GitDaemonTest, PushesAndListsOverTheNetwork) {
   EXPECT_TRUE(store.list().empty());
 }
 
+// A publish's look at the layout downloads layout 1's index tip and nothing else: no lease, and
+// no index at all where the repo keeps layout 2's log. (A local results repo sends all its refs
+// reach whatever is asked: libgit2's local transport.)
+TEST_F(GitDaemonTest, AListingForTheLayoutDownloadsOnlyLayoutOnesIndex) {
+  RemoteStore store(*repo_, config(url()));
+  store.push(std::string(kIndexRef), checkpoint("index\n"));
+  store.push(lease_ref("pod-b"), checkpoint("lease\n"));
+  const auto index = trimmed(git(remote_path(), "rev-parse " + std::string(kIndexRef)));
+  const auto lease = trimmed(git(remote_path(), "rev-parse " + lease_ref("pod-b")));
+  {
+    CacheRepo fresh(temp_.path() / "fresh.git");
+    RemoteStore(fresh, config(url())).list("refs/heads/inflight-", RemoteStore::Tips::flat_index);
+    EXPECT_TRUE(fresh.contains(index));
+    EXPECT_FALSE(fresh.contains(lease));
+  }
+  store.push(std::string(kRunsLogRef), checkpoint("log\n"));
+  CacheRepo fresh(temp_.path() / "fresh-2.git");
+  const auto listed =
+      RemoteStore(fresh, config(url())).list("refs/heads/inflight-", RemoteStore::Tips::flat_index);
+  EXPECT_EQ(listed.size(), 3u);
+  EXPECT_FALSE(fresh.contains(index));
+}
+
 // A hook's refusal is the server's rule, not another owner (docs/faults.md
 // "Faults and what they do").
 TEST_F(GitDaemonTest, PreReceiveHookThatDeclinesIsRefusedNotLost) {
