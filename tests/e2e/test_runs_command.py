@@ -183,7 +183,9 @@ def test_runs_list_reads_layout_2s_index(tmp_path, git_daemon):
 
 def test_a_publish_on_layout_2_adds_its_entry_to_the_log(serve_factory, tmp_path, git_daemon):
     """On a repo that keeps layout 2's log, serve adds a finished run's entry to the log, with its
-    result's commit, and never writes `inflight-index`; `runs list` shows the run."""
+    result's commit, and never writes `inflight-index`; `runs list` shows the run. The branch's
+    deletion folds the result into the archive, on its genesis marker, with the run's status
+    marker; `runs prune` takes the entry out of the log with a removal line."""
     git(git_daemon.bare, "fast-import", "--quiet",
         input=commit("refs/heads/inflight-runs-log", LAYOUT_2))
     operator = tmp_path / "operator"
@@ -200,3 +202,17 @@ def test_a_publish_on_layout_2_adds_its_entry_to_the_log(serve_factory, tmp_path
     assert not git(git_daemon.bare, "for-each-ref", "refs/heads/inflight-index")
     rows, stderr = listed(operator, git_daemon)
     assert rows[run_id]["state"] == "succeeded", stderr
+
+    fold = git(git_daemon.bare, "rev-list", "--parents", "-1",
+               "refs/inflight-archive/results").split()
+    assert len(fold) == 4 and fold[3] == result, fold
+    assert git(git_daemon.bare, "log", "-1", "--format=%B", fold[1]).strip() == "inflight archive"
+    status = git(git_daemon.bare, "log", "-1", "--format=%B", fold[2]).strip()
+    assert status == f"inflight published {run_id} succeeded", status
+    git(git_daemon.bare, "fsck", "--strict", "--no-dangling")
+
+    r = runs(operator, git_daemon, "prune", "--run-id", run_id)
+    assert r.returncode == 0 and f"deleted {run_id}" in r.stdout, r.stdout + r.stderr
+    assert listed(operator, git_daemon)[0] == {}
+    removal = json.loads(git(git_daemon.bare, "show", "refs/heads/inflight-runs-log:entries.jsonl"))
+    assert removal == {"id": run_id, "removed": True}, removal

@@ -201,16 +201,46 @@ void CacheRepo::keep_pushed() {
   }
 }
 
+void CacheRepo::forget_pushed(const std::string& ref) {
+  impl_->pending_refs.emplace_back(ref, git_oid{});
+}
+
 std::optional<std::string> CacheRepo::pushed_tip(const std::string& ref) {
   const auto& pending = impl_->pending_refs;
   for (auto it = pending.rbegin(); it != pending.rend(); ++it)
-    if (it->first == ref) return oid_hex(it->second);
+    if (it->first == ref)
+      return git_oid_is_zero(&it->second) ? std::nullopt : std::optional(oid_hex(it->second));
   git_oid oid;
   if (git_reference_name_to_id(&oid, impl_->repo.get(), ref.c_str()) != 0) {
     git_error_clear();
     return std::nullopt;
   }
   return oid_hex(oid);
+}
+
+std::map<std::string, std::string> CacheRepo::pushed_under(const std::string& prefix) {
+  std::map<std::string, std::string> records;
+  git_reference_iterator* raw = nullptr;
+  git_check(git_reference_iterator_glob_new(&raw, impl_->repo.get(), (prefix + "*").c_str()),
+            "list the records under " + prefix);
+  const ReferenceIteratorHandle iterator(raw);
+  git_reference* ref = nullptr;
+  int rc = 0;
+  while ((rc = git_reference_next(&ref, iterator.get())) == 0) {
+    const ReferenceHandle held(ref);
+    if (const git_oid* oid = git_reference_target(held.get()))
+      records.insert_or_assign(git_reference_name(held.get()), oid_hex(*oid));
+  }
+  if (rc != GIT_ITEROVER) git_check(rc, "list the records under " + prefix);
+  git_error_clear();
+  for (const auto& [name, oid] : impl_->pending_refs) {
+    if (!name.starts_with(prefix)) continue;
+    if (git_oid_is_zero(&oid))
+      records.erase(name);
+    else
+      records.insert_or_assign(name, oid_hex(oid));
+  }
+  return records;
 }
 
 void CacheRepo::persist() {

@@ -103,7 +103,12 @@ void pack_refs(const fs::path& repo, const std::vector<std::pair<std::string, gi
   }
   const auto loose = loose_refs(repo, fold);
   for (const auto& [ref, oid] : loose) packed[ref] = {.oid = oid, .peeled = {}};
-  for (const auto& [ref, oid] : refs) packed[ref] = {.oid = oid_hex(oid), .peeled = {}};
+  for (const auto& [ref, oid] : refs) {
+    if (git_oid_is_zero(&oid))
+      packed.erase(ref);
+    else
+      packed[ref] = {.oid = oid_hex(oid), .peeled = {}};
+  }
   try {
     write_file_atomically(path, write_packed_refs(packed), Durability::atomic);
   } catch (const std::exception& e) {

@@ -35,11 +35,10 @@ PackedRefs parse_packed_refs(std::string_view text);
 std::string write_packed_refs(const PackedRefs& refs);
 
 // Points each ref at its commit in the packed-refs of the bare repository
-// `repo`, keeping its other lines, under a lock of its own (agents of one pod
-// share the cache). Loose refs under `fold` (`refs/inflight-local/`, which
-// earlier builds wrote one file each) are moved into it first: a loose ref
-// hides its packed line. Throws GitError(cache) when the file cannot be read
-// or written.
+// `repo` (a zero id removes the ref), keeping its other lines, under a lock of its own (agents of
+// one pod share the cache). Loose refs under `fold` (`refs/inflight-local/`, which earlier builds
+// wrote one file each) are moved into it first: a loose ref hides its packed line. Throws
+// GitError(cache) when the file cannot be read or written.
 void pack_refs(const std::filesystem::path& repo,
                const std::vector<std::pair<std::string, git_oid>>& refs, std::string_view fold);
 

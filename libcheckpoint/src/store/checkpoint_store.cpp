@@ -303,8 +303,8 @@ std::vector<std::optional<std::string>> CheckpointStore::push_final_states(
 }
 
 // The branches of the runs whose release went well so far, in one push of
-// their own: after their results landed. The final push landed, so each
-// branch is ours: a refused deletion is a failure to retry, not another owner.
+// their own: after their results landed, with their fold into layout 2's archive. The final push
+// landed, so each branch is ours: a refused deletion is a failure to retry, not another owner.
 void CheckpointStore::delete_branches(const std::vector<SaveRequest>& runs,
                                       std::vector<Result<void>>& answers) {
   std::vector<RefUpdate> updates;
@@ -315,8 +315,10 @@ void CheckpointStore::delete_branches(const std::vector<SaveRequest>& runs,
         {.ref = branch_ref({runs[i].origin_pod, runs[i].info.run_id}), .commit = "", .from = {}});
     deleted.push_back(i);
   }
+  const auto fold = add_fold(updates);
   if (updates.empty()) return;
   const auto results = remote_.update(updates);
+  judge_fold(fold, results);
   for (std::size_t n = 0; n < deleted.size(); ++n)
     if (results[n].outcome != RefOutcome::updated)
       answers[deleted[n]] = release_failure(

@@ -270,10 +270,17 @@ std::optional<Error> CheckpointStore::publish_all(std::vector<Publication>& publ
     for (const auto& publication : publications)
       if (!publication.failure) entries.push_back(publication.entry);
     if (entries.empty()) return std::nullopt;
-    const auto update = index_update(cache_, index_target(), entries);
+    const auto target = index_target();
+    const auto update = index_update(cache_, target, entries);
     if (!update) return std::nullopt;
     const auto landed = remote_.update({*update});
-    if (landed[0].outcome == RefOutcome::updated) return std::nullopt;
+    if (landed[0].outcome == RefOutcome::updated) {
+      if (target.log)
+        for (const auto& publication : publications)
+          if (!publication.failure)
+            record_for_fold(publication.run_id, *publication.entry.entry.result_commit);
+      return std::nullopt;
+    }
     last_failure = update->ref + ": " + landed[0].detail;
     // The server's own rule: no try of this step changes its mind.
     if (landed[0].outcome == RefOutcome::refused)

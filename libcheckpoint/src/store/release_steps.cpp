@@ -3,12 +3,15 @@
 // says. Each step is the next push's once the one before it landed, so a
 // pod whose runs finish makes no push of its own for them.
 #include "git/cache_repo_impl.hpp"
+#include "git/git_error.hpp"
 #include "git/git_handle.hpp"
+#include "git/markers.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/checkpoint/index_entry.hpp"
 #include "snapshot/stat_cache.hpp"
+#include "store/archive_fold.hpp"
 #include "store/index_commit.hpp"
 #include "store/runs_index.hpp"
 #include "store/store_steps.hpp"
@@ -59,6 +62,7 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
         {.ref = branch_ref({run.origin_pod, run.info.run_id}), .commit = "", .from = {}});
     report.deletions.emplace_back();
   }
+  push.fold = add_fold(updates);
   return push;
 }
 
@@ -126,6 +130,12 @@ void CheckpointStore::judge_release_steps(const ReleaseSteps& steps, const Relea
   const bool indexed = push.index && results[*push.index].outcome == RefOutcome::updated;
   if (push.index && !indexed) report.index = unlanded(updates[*push.index], results[*push.index]);
   take_back(push, updates, results, standing, indexed, report);
+  if (indexed && push.target.log)
+    for (std::size_t i = 0; i < push.finals.size(); ++i)
+      if (standing[i].stands)
+        record_for_fold(push.finals[i].run_id,
+                        standing[i].served.value_or(updates[*push.finals[i].result].commit));
+  judge_fold(push.fold, results);
   for (std::size_t i = 0; i < push.deletions.size(); ++i) {
     const auto n = push.deletions[i];
     const auto& run = steps.deletions[i];
@@ -249,6 +259,46 @@ std::string CheckpointStore::standing_line(const std::string& run_id, bool ours_
     // Not a result this code could have written: nothing of it is listed.
   }
   return write_removal_line(run_id);
+}
+
+void CheckpointStore::record_for_fold(const std::string& run_id, const std::string& result) {
+  cache_.remember_pushed(fold_record(run_id), result);
+}
+
+// Every result this pod published into layout 2's log and has not folded yet, up to
+// kRunsFoldedPerPush: folded by this push, on the archive as the server has it. A record whose
+// result the cache cannot read, or whose run cannot have markers, is dropped: its result ref
+// keeps the result reachable.
+CheckpointStore::FoldPush CheckpointStore::add_fold(std::vector<RefUpdate>& updates) {
+  FoldPush fold;
+  std::vector<ArchivedRun> runs;
+  for (const auto& [record, result] : cache_.pushed_under(std::string(kFoldRecordPrefix))) {
+    if (runs.size() == kRunsFoldedPerPush) break;
+    const auto run_id = record.substr(kFoldRecordPrefix.size());
+    try {
+      const auto text = read_file_at(cache_, result, kRunParamsFile, kMaxRunParamsBytes);
+      const auto status = text ? run_params_from_text(*text).final_status : std::nullopt;
+      if (!status) throw std::runtime_error("no final status");
+      status_marker(run_id, *status);  // throws when the words make no marker
+      runs.push_back({.run_id = run_id, .result = result, .final_status = *status});
+      fold.records.push_back(record);
+    } catch (const GitError& e) {
+      if (e.kind() == Failure::cache) throw;
+      cache_.forget_pushed(record);
+    } catch (const std::exception&) {
+      cache_.forget_pushed(record);
+    }
+  }
+  if (runs.empty()) return fold;
+  fold.at = updates.size();
+  updates.push_back(archive_fold(std::move(runs)));
+  return fold;
+}
+
+// A fold that did not land is carried again by the next push, on the tip the server has then.
+void CheckpointStore::judge_fold(const FoldPush& fold, const std::vector<RefResult>& results) {
+  if (!fold.at || results[*fold.at].outcome != RefOutcome::updated) return;
+  for (const auto& record : fold.records) cache_.forget_pushed(record);
 }
 
 }  // namespace inflight::checkpoint

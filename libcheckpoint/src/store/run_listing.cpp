@@ -151,24 +151,33 @@ std::vector<IndexEntry> read_index(CacheRepo& cache, const std::string& tip,
 
 namespace {
 
-// The finished runs of both layouts' indexes, layout 2's entry of an id over layout 1's: a
+// The published runs both layouts' indexes list, layout 2's entry of an id over layout 1's: a
 // repo being migrated holds both (docs/design/history-layout.md §4).
-std::vector<RunRow> finished_rows(CacheRepo& cache, RemoteStore& remote, const RefMap& refs,
-                                  std::vector<std::string>& problems) {
-  std::map<std::string, RunRow> rows;
-  if (refs.index)
-    for (const auto& entry : read_index(cache, remote.fetch_listed(*refs.index), problems))
-      rows.insert_or_assign(entry.id, row_of(entry));
+struct FinishedEntries {
+  std::map<std::string, IndexEntry> entries;  // by run id
+  std::set<std::string> logged;               // the ids layout 2's index lists
+  std::string flat_tip;                       // layout 1's index, when there is one
+};
+
+FinishedEntries finished_entries(CacheRepo& cache, RemoteStore& remote, const RefMap& refs,
+                                 std::vector<std::string>& problems) {
+  FinishedEntries finished;
+  if (refs.index) {
+    finished.flat_tip = remote.fetch_listed(*refs.index);
+    for (auto& entry : read_index(cache, finished.flat_tip, problems))
+      finished.entries.insert_or_assign(entry.id, std::move(entry));
+  }
   if (refs.runs || refs.runs_log) {
     const auto tip = [&](const std::optional<RemoteBranch>& ref) {
       return ref ? std::optional(remote.fetch_listed(*ref)) : std::nullopt;
     };
     auto index = read_runs_index(cache, tip(refs.runs), tip(refs.runs_log));
-    for (const auto& [id, entry] : index.entries) rows.insert_or_assign(id, row_of(entry));
+    for (auto& [id, entry] : index.entries) {
+      finished.logged.insert(id);
+      finished.entries.insert_or_assign(id, std::move(entry));
+    }
     problems.insert(problems.end(), index.problems.begin(), index.problems.end());
   }
-  std::vector<RunRow> finished;
-  for (auto& [id, row] : rows) finished.push_back(std::move(row));
   return finished;
 }
 
@@ -179,7 +188,9 @@ RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished) {
   const auto tips =
       finished ? RemoteStore::Tips::downloaded : RemoteStore::Tips::downloaded_but_index;
   const auto refs = map_refs(remote.list("refs/", tips), listing.problems);
-  if (finished) listing.runs = finished_rows(cache, remote, refs, listing.problems);
+  if (finished)
+    for (const auto& [id, entry] : finished_entries(cache, remote, refs, listing.problems).entries)
+      listing.runs.push_back(row_of(entry));
   for (const auto& branch : refs.branches) {
     if (refs.published.contains(parse_branch_ref(branch.ref)->run_id)) continue;
     for_one_ref(branch.ref, listing.problems, [&] {
@@ -216,20 +227,18 @@ bool older_than(const IndexEntry& entry, std::int64_t min_age, std::int64_t now)
   return now - SystemClock::to_time_t(*finished) >= min_age;
 }
 
-std::vector<std::string> runs_to_prune(const std::vector<IndexEntry>& entries,
+std::vector<std::string> runs_to_prune(const std::map<std::string, IndexEntry>& entries,
                                        const std::set<std::string>& published,
                                        const RunPruneRequest& request, std::int64_t now,
                                        RunPruneReport& report) {
   std::vector<std::string> chosen;
   if (request.older_than_seconds) {
-    for (const auto& entry : entries)
-      if (older_than(entry, *request.older_than_seconds, now)) chosen.push_back(entry.id);
+    for (const auto& [id, entry] : entries)
+      if (older_than(entry, *request.older_than_seconds, now)) chosen.push_back(id);
     return chosen;
   }
   for (const auto& id : request.run_ids) {
-    const bool indexed = std::any_of(entries.begin(), entries.end(),
-                                     [&](const IndexEntry& e) { return e.id == id; });
-    if (indexed || published.contains(id))
+    if (entries.contains(id) || published.contains(id))
       chosen.push_back(id);
     else
       report.missing.push_back(id);
@@ -272,13 +281,8 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
                           std::int64_t now) {
   RunPruneReport report;
   const auto refs = map_refs(remote.list("refs/"), report.problems);
-  std::vector<IndexEntry> entries;
-  std::string tip;
-  if (refs.index) {
-    tip = remote.fetch_listed(*refs.index);
-    entries = read_index(cache, tip, report.problems);
-  }
-  const auto chosen = runs_to_prune(entries, refs.published, request, now, report);
+  const auto finished = finished_entries(cache, remote, refs, report.problems);
+  const auto chosen = runs_to_prune(finished.entries, refs.published, request, now, report);
   if (request.dry_run || chosen.empty()) {
     report.deleted = chosen;
     return report;
@@ -287,21 +291,29 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
   for (const auto& id : chosen)
     if (refs.published.contains(id))
       updates.push_back({.ref = result_ref(id), .commit = "", .from = {}});
-  const auto index = tip.empty() ? std::nullopt : index_without(cache, tip, chosen);
-  if (index) updates.push_back({.ref = std::string(kIndexRef), .commit = *index, .from = tip});
+  const std::size_t first_index = updates.size();
+  const auto& tip = finished.flat_tip;
+  if (const auto index = tip.empty() ? std::nullopt : index_without(cache, tip, chosen))
+    updates.push_back({.ref = std::string(kIndexRef), .commit = *index, .from = tip});
+  std::string removals;  // layout 2's log takes a removal line for each id it lists
+  for (const auto& id : chosen)
+    if (finished.logged.contains(id)) removals += write_removal_line(id);
+  if (!removals.empty()) updates.push_back(runs_log_delta(std::move(removals)));
   const auto results = remote.update(updates);
   for (std::size_t i = 0; i < updates.size(); ++i)
     if (results[i].outcome != RefOutcome::updated)
       report.failed.push_back(updates[i].ref + ": " + results[i].detail);
-  // A run is pruned once its result is gone and the index no longer lists it.
-  const bool index_updated = !index || results.back().outcome == RefOutcome::updated;
+  // A run is pruned once its result is gone and no index lists it.
+  const bool indexes_updated =
+      std::all_of(results.begin() + static_cast<std::ptrdiff_t>(first_index), results.end(),
+                  [](const RefResult& r) { return r.outcome == RefOutcome::updated; });
   for (const auto& id : chosen) {
     const auto result = std::find_if(updates.begin(), updates.end(),
                                      [&](const RefUpdate& u) { return u.ref == result_ref(id); });
     const bool result_gone =
         result == updates.end() ||
         results[static_cast<std::size_t>(result - updates.begin())].outcome == RefOutcome::updated;
-    if (result_gone && index_updated) report.deleted.push_back(id);
+    if (result_gone && indexes_updated) report.deleted.push_back(id);
   }
   return report;
 }

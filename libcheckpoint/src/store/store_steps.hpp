@@ -29,11 +29,18 @@ struct CheckpointStore::ReleaseFinal {
   std::optional<IndexEntry> entry = std::nullopt;  // with the result
 };
 
+// The fold a push carries (archive_fold.hpp), and the records it clears once it landed.
+struct CheckpointStore::FoldPush {
+  std::optional<std::size_t> at = std::nullopt;
+  std::vector<std::string> records = {};
+};
+
 struct CheckpointStore::ReleasePush {
   std::vector<ReleaseFinal> finals = {};
   std::optional<std::size_t> index = std::nullopt;
   IndexTarget target = {};  // where the index update went, and on which tip
   std::vector<std::size_t> deletions = {};
+  FoldPush fold = {};
 };
 
 }  // namespace inflight::checkpoint

@@ -118,6 +118,7 @@ class CheckpointStore {
   // Where the release steps' ref updates sit in a push (release_steps.cpp).
   struct ReleaseFinal;
   struct ReleasePush;
+  struct FoldPush;
 
   ReleasePush add_release_steps(const ReleaseSteps& steps, std::vector<RefUpdate>& updates,
                                 SaveAllReport& report);
@@ -142,6 +143,11 @@ class CheckpointStore {
   Standing judge_final(const ReleaseFinal& final, const std::vector<RefUpdate>& updates,
                        const std::vector<RefResult>& results,
                        Result<std::optional<std::string>>& outcome);
+  // Layout 2's archive (archive_fold.hpp): the record of a result whose entry landed in the log,
+  // and the fold of every recorded result that a push carries.
+  void record_for_fold(const std::string& run_id, const std::string& result);
+  FoldPush add_fold(std::vector<RefUpdate>& updates);
+  void judge_fold(const FoldPush& fold, const std::vector<RefResult>& results);
 
   Publication publication(const std::string& final_commit);
   std::optional<Error> publish_all(std::vector<Publication>& publications);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -60,8 +61,12 @@ class CacheRepo {
   // in memory: another process would find it dangling.
   void remember_pushed(const std::string& ref, const std::string& commit);
   void keep_pushed();
+  // Drops `ref`'s record, as remember_pushed() sets one.
+  void forget_pushed(const std::string& ref);
   // The commit `ref` names, as remember_pushed() left it (in any agent).
   std::optional<std::string> pushed_tip(const std::string& ref);
+  // Every record whose ref starts with `prefix`, and its commit, as pushed_tip() reads them.
+  std::map<std::string, std::string> pushed_under(const std::string& prefix);
   struct Impl;
   Impl& impl();
 

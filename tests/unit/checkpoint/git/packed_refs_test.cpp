@@ -61,6 +61,13 @@ TEST(PackRefs, LibgitReadsThemAndLooseOnesAreFoldedIn) {
     ASSERT_EQ(git_reference_name_to_id(&oid, repo.get(), ref), 0) << ref;
     EXPECT_EQ(oid_hex(oid), want) << ref;
   }
+  // A zero id removes its ref, and only it.
+  pack_refs(repo_path, {{"refs/inflight-local/inflight/p/old", git_oid{}}}, "refs/inflight-local/");
+  git_oid oid;
+  EXPECT_EQ(git_reference_name_to_id(&oid, repo.get(), "refs/inflight-local/inflight/p/old"),
+            GIT_ENOTFOUND);
+  git_error_clear();
+  EXPECT_EQ(git_reference_name_to_id(&oid, repo.get(), "refs/inflight-local/inflight/p/r1"), 0);
 }
 
 }  // namespace

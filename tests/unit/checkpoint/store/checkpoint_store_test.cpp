@@ -11,10 +11,13 @@
 
 #include "checkpoint/background_process.hpp"
 #include "checkpoint/checkpoint_test_support.hpp"
+#include "git/markers.hpp"
+#include "git/oid_text.hpp"
 #include "inflight/checkpoint/index_entry.hpp"
 #include "inflight/checkpoint/lease.hpp"
 #include "inflight/core/branch_name.hpp"
 #include "inflight/core/run_params.hpp"
+#include "store/archive_fold.hpp"
 
 namespace inflight::checkpoint::testing {
 namespace {
@@ -827,6 +830,74 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoReleaseStepsSetTheLogRightForRunsThatDoNo
   ASSERT_TRUE(indexed.index);
   EXPECT_TRUE(*indexed.index) << indexed.index->error().message;
   EXPECT_EQ(logged().size(), 2u);
+}
+
+// Layout 2's archive (docs/design/history-layout.md §3.4): once a run's entry is in the log, the
+// release's last push folds its result into the archive, with its markers, without a byte of the
+// archive downloaded; another pod's fold goes on top of it, and every fold keeps its result, M(id)
+// and S(id, status) reachable.
+TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
+  start_runs_log();
+  CheckpointStore a(config("a"));
+  ASSERT_TRUE(release_one(a, finished_run(temp_.path() / "runs-a", "r1", "succeeded"), "pod-a",
+                          info("r1", CheckpointReason::final)));
+  const auto archive = std::string(kArchiveRef);
+  const auto r1 = trimmed(git(remote(), "rev-parse refs/inflight-results/r1"));
+  const auto hex = [](std::string_view marker) { return oid_hex(marker_id(marker)); };
+  EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
+            hex(archive_genesis()) + " " + hex(status_marker("r1", "succeeded")) + " " + r1);
+  EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
+  const auto first_fold = trimmed(git(remote(), "rev-parse " + archive));
+
+  CheckpointStore b(config("b"));
+  const auto runs = temp_.path() / "runs-b";
+  const auto report =
+      b.save_all({}, std::nullopt, {.finals = {pod_b_final(runs, "r2", "cancelled")}});
+  ASSERT_TRUE(report.finals.at(0)) << report.finals[0].error().message;
+  // The entry landed with the result: the fold rides the next push, the branch's deletion.
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse " + archive)), first_fold);
+  EXPECT_EQ(b.cache().pushed_under(std::string(kFoldRecordPrefix)).size(), 1u);
+  const auto deleted =
+      b.save_all({}, std::nullopt, {.deletions = {pod_b_final(runs, "r2", "cancelled")}});
+  ASSERT_TRUE(deleted.deletions.at(0)) << deleted.deletions[0].error().message;
+  const auto r2 = trimmed(git(remote(), "rev-parse refs/inflight-results/r2"));
+  EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
+            first_fold + " " + hex(status_marker("r2", "cancelled")) + " " + r2);
+  EXPECT_FALSE(b.cache().contains(first_fold));
+  EXPECT_TRUE(b.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
+  const auto reached = git(remote(), "rev-list " + archive);
+  for (const auto& commit : {r1, r2, hex(published_marker("r1")), hex(published_marker("r2"))})
+    EXPECT_NE(reached.find(commit), std::string::npos) << commit;
+  git(remote(), "fsck --no-dangling");  // every object a fold names is there
+}
+
+// A layout 1 repo has no archive: nothing is recorded for a fold, and no push carries one.
+TEST_F(CheckpointStoreTest, OnLayoutOneNothingIsFolded) {
+  CheckpointStore a(config("a"));
+  ASSERT_TRUE(release_one(a, finished_run(temp_.path() / "runs-a", "r1", "succeeded"), "pod-a",
+                          info("r1", CheckpointReason::final)));
+  EXPECT_TRUE(has_ref("refs/heads/inflight-index"));
+  EXPECT_FALSE(has_ref(std::string(kArchiveRef)));
+  EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
+}
+
+// A record whose result cannot make a marker is dropped, and the others are folded all the same.
+TEST_F(CheckpointStoreTest, AFoldRecordThatCannotBeFoldedIsDropped) {
+  start_runs_log();
+  CheckpointStore a(config("a"));
+  ASSERT_TRUE(release_one(a, finished_run(temp_.path() / "runs-a", "r1", "succeeded"), "pod-a",
+                          info("r1", CheckpointReason::final)));
+  const auto r1 = trimmed(git(remote(), "rev-parse refs/inflight-results/r1"));
+  const auto log_tip = trimmed(git(remote(), "rev-parse " + std::string(kRunsLogRef)));
+  a.cache().remember_pushed(fold_record("gone"), log_tip);  // no run-params.json there
+  a.cache().remember_pushed(fold_record("r1"), r1);         // folded again: harmless
+  a.persist();
+  a.save_all({}, std::nullopt, {.deletions = {}});
+  a.persist();
+  EXPECT_TRUE(
+      CacheRepo(config("a").cache_dir).pushed_under(std::string(kFoldRecordPrefix)).empty());
+  EXPECT_NE(trimmed(git(remote(), "rev-list --parents -1 " + std::string(kArchiveRef))).find(r1),
+            std::string::npos);
 }
 
 TEST_F(CheckpointStoreTest, WithPublishOffTheBranchGoesAndNothingIsPublished) {

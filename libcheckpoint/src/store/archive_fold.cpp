@@ -1,0 +1,45 @@
+// See archive_fold.hpp.
+#include "store/archive_fold.hpp"
+
+#include <stdexcept>
+
+#include "git/markers.hpp"
+#include "git/oid_text.hpp"
+#include "git/repo_objects.hpp"
+#include "inflight/core/branch_name.hpp"
+#include "remote/push_sources.hpp"
+
+namespace inflight::checkpoint {
+
+std::string fold_record(std::string_view run_id) {
+  return std::string(kFoldRecordPrefix) + std::string(run_id);
+}
+
+RefUpdate archive_fold(std::vector<ArchivedRun> runs) {
+  if (runs.empty() || runs.size() > kRunsFoldedPerPush)
+    throw std::invalid_argument("a fold of " + std::to_string(runs.size()) + " runs");
+  return {
+      .ref = std::string(kArchiveRef),
+      .commit = "",
+      .from = std::nullopt,
+      .build = [runs = std::move(runs)](const std::string& tip, PushSources& objects) {
+        git_repository* git = objects.git();
+        const auto empty = empty_tree(git);
+        std::string parent = tip.empty() ? oid_hex(write_marker(git, archive_genesis())) : tip;
+        for (std::size_t first = 0; first < runs.size(); first += kRunsPerFold) {
+          const auto end = std::min(runs.size(), first + kRunsPerFold);
+          std::vector<std::string> parents{parent};
+          for (std::size_t i = first; i < end; ++i) {
+            write_marker(git, published_marker(runs[i].run_id));
+            parents.push_back(
+                oid_hex(write_marker(git, status_marker(runs[i].run_id, runs[i].final_status))));
+            parents.push_back(runs[i].result);
+          }
+          parent = oid_hex(write_commit_on(
+              git, empty, parents, "inflight archive: " + std::to_string(end - first) + " runs\n"));
+        }
+        return parent;
+      }};
+}
+
+}  // namespace inflight::checkpoint

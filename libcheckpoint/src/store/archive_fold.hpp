@@ -1,0 +1,41 @@
+// Layout 2's archive (docs/design/history-layout.md §3.1, §3.4): one chain of commits that keeps
+// every published result reachable, so that a result ref need not stay once its run is folded.
+// Each fold is a commit on the empty tree whose parents are the archive's tip (its genesis marker
+// on the first fold), then, for each run, the status marker S(id, status), which reaches the
+// publish marker M(id), and the result commit. Nobody reads the archive: a pod pushes a fold on
+// the tip the server advertises (RefUpdate::build), and asks whether a marker is reachable.
+//
+// Which results this pod still has to fold is kept in its cache, one record per run
+// (`refs/inflight-local/to-fold/<run-id>` at the result commit): set when the run's entry
+// landed in layout 2's log, dropped when a fold of it landed.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "inflight/checkpoint/store_types.hpp"
+
+namespace inflight::checkpoint {
+
+inline constexpr std::string_view kFoldRecordPrefix = "refs/inflight-local/to-fold/";
+// Runs per fold commit (two parents each); a push carries a chain of folds.
+inline constexpr std::size_t kRunsPerFold = 1000;
+// Runs one push folds at most; the rest wait for the next.
+inline constexpr std::size_t kRunsFoldedPerPush = 10 * kRunsPerFold;
+
+struct ArchivedRun {
+  std::string run_id;
+  std::string result;        // the result commit the run's ref holds (hex)
+  std::string final_status;  // succeeded, failed or cancelled
+};
+
+std::string fold_record(std::string_view run_id);
+
+// The update that folds `runs` (at most kRunsFoldedPerPush, at least one) into the archive:
+// built on the advertised tip, never downloaded, or on a new genesis where there is none.
+RefUpdate archive_fold(std::vector<ArchivedRun> runs);
+
+}  // namespace inflight::checkpoint
