@@ -11,7 +11,8 @@ One trial (every choice drawn from the trial's seed):
 
 1. pod-a starts on an empty results repo (a `git daemon` behind a TCP proxy
    that can go down or hang; with --history-one-in K, one trial in K on a
-   repo that already holds 20,000 finished runs), gets 2 to 4 demo runs, and after a random delay
+   repo that already holds 20,000 finished runs, their entries in layout 1's
+   index or, with --history-layout 2, in layout 2's log), gets 2 to 4 demo runs, and after a random delay
    one fault: SIGTERM, SIGINT, a double SIGTERM, SIGKILL of the whole pod while
    periodic checkpoints run, SIGKILL of one child (then SIGTERM), SIGTERM to
    the next instance while it restores, the remote down at shutdown, or the
@@ -117,17 +118,20 @@ class TrialPlan:
     interval_ms: int
     fault_delay: float
     history: int  # finished runs the results repo holds before the trial starts
+    history_layout: int  # whose index lists them: layout 1's or layout 2's
     rng: random.Random = field(repr=False)
 
     def describe(self):
         return (f"trial {self.index}: fault={self.fault} disk={self.disk} restart={self.restart} "
                 f"runs={[(r.tests, r.test_ms) for r in self.runs]} max_concurrent={self.max_concurrent} "
                 f"interval={self.interval_ms}ms delay={self.fault_delay:.2f}s history={self.history} "
+                f"history_layout={self.history_layout} "
                 f"trial_seed={self.seed}")
 
     def rerun(self):
         script = "tests/support/python tests/e2e/test_chaos.py"
-        history = " --history-one-in 1" if self.history else ""
+        history = (f" --history-one-in 1 --history-layout {self.history_layout}"
+                   if self.history else "")
         alone = f"{script} --trial-seed {self.seed} --fault {self.fault}{history}"
         if self.master_seed is None:
             return alone
@@ -143,7 +147,7 @@ def history_for(seed, one_in):
     return HISTORY_RUNS if drawn else 0
 
 
-def plan_trial(master_seed, index, fault=None, seed=None, history_one_in=0):
+def plan_trial(master_seed, index, fault=None, seed=None, history_one_in=0, history_layout=1):
     if seed is None:
         seed = random.Random(f"{master_seed}:{index}").getrandbits(32)
     rng = random.Random(seed)
@@ -154,7 +158,7 @@ def plan_trial(master_seed, index, fault=None, seed=None, history_one_in=0):
                      disk=rng.choice(["kept", "wiped"]), restart=rng.choice(["single", "pair"]),
                      runs=runs, max_concurrent=rng.randint(1, 3), interval_ms=rng.randint(250, 1000),
                      fault_delay=rng.uniform(0.2, 4.0), history=history_for(seed, history_one_in),
-                     rng=rng)
+                     history_layout=history_layout, rng=rng)
 
 
 # --------------------------------------------------------------------------
@@ -739,7 +743,7 @@ def run_trial(plan, root):
             remote = FlakyRemote(daemon.port)
             trial = Trial(plan, root, remote, daemon.bare)
             try:
-                write_history(daemon.bare, plan.history)
+                write_history(daemon.bare, plan.history, plan.history_layout)
                 first = trial.start(trial.new_disk(), "first")
                 trial.submit_all(first)
                 last = FAULTS[plan.fault](trial, first)
@@ -765,8 +769,11 @@ def main(argv=None):
     parser = argument_parser(__doc__.split("\n\n")[0], FAULTS)
     parser.add_argument("--history-one-in", type=int, default=0, metavar="K",
                         help=f"one trial in K starts on {HISTORY_RUNS} finished runs (default: none)")
+    parser.add_argument("--history-layout", type=int, choices=(1, 2), default=1,
+                        help="the index layout that lists those runs (default: 1)")
     args = parse_args(parser, argv)
-    plans = plans_of(args, plan_trial, history_one_in=args.history_one_in)
+    plans = plans_of(args, plan_trial, history_one_in=args.history_one_in,
+                     history_layout=args.history_layout)
     return run_trials("chaos", args, plans, run_trial,
                       lambda plan: {"restarts": f"{plan.disk} disk, {plan.restart}"})
 
