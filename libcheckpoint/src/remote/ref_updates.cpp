@@ -35,6 +35,14 @@ bool fast_forward(git_repository* git, const git_oid& tip, const git_oid& commit
   return descends == 1;
 }
 
+bool is_commit(git_repository* git, const git_oid& oid) {
+  const OdbHandle odb = open_odb(git);
+  std::size_t size = 0;
+  git_object_t type = GIT_OBJECT_INVALID;
+  if (git_odb_read_header(&size, &type, odb.get(), &oid) < 0) git_error_clear();
+  return type == GIT_OBJECT_COMMIT;
+}
+
 }  // namespace
 
 void RemoteStore::Impl::connect(PushConnection& connection) {
@@ -93,11 +101,21 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
       continue;
     }
     if (u.build) {
+      // Anyone with push access may point the ref at anything: a tip the cache holds that is no
+      // commit could be no parent, and would fail the whole push.
+      if (tip != tips.end() && repo.contains(tip_hex) && !is_commit(git(), tip->second)) {
+        results[i] = {RefOutcome::refused, "its tip " + tip_hex + " is no commit"};
+        continue;
+      }
       auto& sources = connection.sources;
       sources.use_own_objects();
       if (tip != tips.end() && !repo.contains(tip_hex)) sources.stub(tip->second);
       const git_oid built = parse_oid(u.build(tip_hex, sources));
-      sends.push_back({.update = i, .refspec = sources.add(u.ref, built) + ":" + u.ref});
+      // Forced, since a fast-forward by construction: libgit2 would otherwise look for the
+      // merge base of the built commit and the stub, through all that the commit reaches (an
+      // archive fold reaches every folded run's checkpoints). The server still takes it only on
+      // the tip it advertised.
+      sends.push_back({.update = i, .refspec = "+" + sources.add(u.ref, built) + ":" + u.ref});
       continue;
     }
     if (u.commit.empty()) {  // a deletion; a ref already gone is deleted

@@ -49,7 +49,9 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
   }
   for (const auto& final_commit : steps.indexed) {
     try {
-      entries.push_back(publication(final_commit).entry);
+      auto indexed = publication(final_commit);
+      push.indexed.emplace_back(indexed.run_id, indexed.result);
+      entries.push_back(std::move(indexed.entry));
     } catch (const std::exception& e) {
       report.index = step_failure(Failure::other, e.what());
     }
@@ -130,12 +132,14 @@ void CheckpointStore::judge_release_steps(const ReleaseSteps& steps, const Relea
   const bool indexed = push.index && results[*push.index].outcome == RefOutcome::updated;
   if (push.index && !indexed) report.index = unlanded(updates[*push.index], results[*push.index]);
   take_back(push, updates, results, standing, indexed, report);
-  if (indexed && push.target.log)
+  judge_fold(push.fold, results);  // before the records of this push: one may name a folded run
+  if (indexed && push.target.log) {
     for (std::size_t i = 0; i < push.finals.size(); ++i)
       if (standing[i].stands)
         record_for_fold(push.finals[i].run_id,
                         standing[i].served.value_or(updates[*push.finals[i].result].commit));
-  judge_fold(push.fold, results);
+    for (const auto& [run_id, result] : push.indexed) record_for_fold(run_id, result);
+  }
   for (std::size_t i = 0; i < push.deletions.size(); ++i) {
     const auto n = push.deletions[i];
     const auto& run = steps.deletions[i];

@@ -41,6 +41,20 @@ RefMap map_refs(const std::vector<RemoteBranch>& refs, std::vector<std::string>&
   return map;
 }
 
+// How rows are made of the refs: a change to it changes every digest.
+constexpr int kRowsVersion = 1;
+
+// A hash of the listing and what is read of it: git's object id of that text (a cache key, not a
+// proof).
+std::string listing_digest(const std::vector<RemoteBranch>& refs, bool finished) {
+  std::string text = "inflight runs list " + std::to_string(kRowsVersion) +
+                     (finished ? " all\n" : " unfinished\n");
+  for (const auto& ref : refs) text += ref.oid + " " + ref.ref + "\n";
+  git_oid oid;
+  git_check(git_odb_hash(&oid, text.data(), text.size(), GIT_OBJECT_BLOB), "hash the listing");
+  return oid_hex(oid);
+}
+
 SpentBudgets spent_of(const std::vector<IndexAttempt>& attempts) {
   RunParams params;
   for (const auto& a : attempts) {
@@ -155,6 +169,7 @@ namespace {
 // repo being migrated holds both (docs/design/history-layout.md §4).
 struct FinishedEntries {
   std::map<std::string, IndexEntry> entries;  // by run id
+  std::set<std::string> flat;                 // the ids layout 1's index lists
   std::set<std::string> logged;               // the ids layout 2's index lists
   std::string flat_tip;                       // layout 1's index, when there is one
 };
@@ -164,8 +179,10 @@ FinishedEntries finished_entries(CacheRepo& cache, RemoteStore& remote, const Re
   FinishedEntries finished;
   if (refs.index) {
     finished.flat_tip = remote.fetch_listed(*refs.index);
-    for (auto& entry : read_index(cache, finished.flat_tip, problems))
+    for (auto& entry : read_index(cache, finished.flat_tip, problems)) {
+      finished.flat.insert(entry.id);
       finished.entries.insert_or_assign(entry.id, std::move(entry));
+    }
   }
   if (refs.runs || refs.runs_log) {
     const auto tip = [&](const std::optional<RemoteBranch>& ref) {
@@ -183,11 +200,18 @@ FinishedEntries finished_entries(CacheRepo& cache, RemoteStore& remote, const Re
 
 }  // namespace
 
-RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished) {
+RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished,
+                     const std::optional<std::string>& known) {
   RunListing listing;
   const auto tips =
       finished ? RemoteStore::Tips::downloaded : RemoteStore::Tips::downloaded_but_index;
-  const auto refs = map_refs(remote.list("refs/", tips), listing.problems);
+  const auto listed = remote.list("refs/", tips);
+  listing.digest = listing_digest(listed, finished);
+  if (known == listing.digest) {
+    listing.unchanged = true;
+    return listing;
+  }
+  const auto refs = map_refs(listed, listing.problems);
   if (finished)
     for (const auto& [id, entry] : finished_entries(cache, remote, refs, listing.problems).entries)
       listing.runs.push_back(row_of(entry));
@@ -291,29 +315,38 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
   for (const auto& id : chosen)
     if (refs.published.contains(id))
       updates.push_back({.ref = result_ref(id), .commit = "", .from = {}});
-  const std::size_t first_index = updates.size();
   const auto& tip = finished.flat_tip;
-  if (const auto index = tip.empty() ? std::nullopt : index_without(cache, tip, chosen))
+  std::optional<std::size_t> flat_at, log_at;
+  if (const auto index = tip.empty() ? std::nullopt : index_without(cache, tip, chosen)) {
+    flat_at = updates.size();
     updates.push_back({.ref = std::string(kIndexRef), .commit = *index, .from = tip});
-  std::string removals;  // layout 2's log takes a removal line for each id it lists
+  }
+  // Layout 2's log takes a removal line for each id it lists. A snapshot without a log is no
+  // index this code writes: nothing starts one.
+  std::string removals;
   for (const auto& id : chosen)
-    if (finished.logged.contains(id)) removals += write_removal_line(id);
-  if (!removals.empty()) updates.push_back(runs_log_delta(std::move(removals)));
+    if (refs.runs_log && finished.logged.contains(id)) removals += write_removal_line(id);
+  if (!removals.empty()) {
+    log_at = updates.size();
+    updates.push_back(runs_log_delta(std::move(removals)));
+  }
   const auto results = remote.update(updates);
   for (std::size_t i = 0; i < updates.size(); ++i)
     if (results[i].outcome != RefOutcome::updated)
       report.failed.push_back(updates[i].ref + ": " + results[i].detail);
-  // A run is pruned once its result is gone and no index lists it.
-  const bool indexes_updated =
-      std::all_of(results.begin() + static_cast<std::ptrdiff_t>(first_index), results.end(),
-                  [](const RefResult& r) { return r.outcome == RefOutcome::updated; });
+  const auto landed = [&](std::optional<std::size_t> at) {
+    return !at || results[*at].outcome == RefOutcome::updated;
+  };
+  // A run is pruned once its result is gone and no index that listed it lists it any more.
   for (const auto& id : chosen) {
     const auto result = std::find_if(updates.begin(), updates.end(),
                                      [&](const RefUpdate& u) { return u.ref == result_ref(id); });
     const bool result_gone =
         result == updates.end() ||
         results[static_cast<std::size_t>(result - updates.begin())].outcome == RefOutcome::updated;
-    if (result_gone && indexes_updated) report.deleted.push_back(id);
+    const bool unlisted = (!finished.flat.contains(id) || landed(flat_at)) &&
+                          (!finished.logged.contains(id) || landed(log_at));
+    if (result_gone && unlisted) report.deleted.push_back(id);
   }
   return report;
 }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "inflight/checkpoint/checkpoint_store.hpp"
@@ -40,6 +41,8 @@ struct CheckpointStore::ReleasePush {
   std::optional<std::size_t> index = std::nullopt;
   IndexTarget target = {};  // where the index update went, and on which tip
   std::vector<std::size_t> deletions = {};
+  // The run id and result of each entry of a result that landed before (ReleaseSteps::indexed).
+  std::vector<std::pair<std::string, std::string>> indexed = {};
   FoldPush fold = {};
 };
 

@@ -20,6 +20,10 @@ namespace inflight::checkpoint {
 struct RunListing {
   std::vector<RunRow> runs;           // by run id
   std::vector<std::string> problems;  // one line per ref or index file that could not be read
+  // What the rows follow from: the refs listed and their tips, which name commits that never
+  // change, and what was asked. The same digest, the same rows.
+  std::string digest;
+  bool unchanged = false;  // the digest was the one the caller knew: no row was read
 };
 
 // Published runs from the index, unfinished ones from their branches (live:
@@ -27,7 +31,9 @@ struct RunListing {
 // with a result is published, whatever branches it still has. Without
 // `finished`, the index is neither downloaded nor read: the unfinished runs
 // alone, at the cost of branches and leases whatever the history holds.
-RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished = true);
+// With `known`, the digest of the caller's last listing, an unchanged repo reads nothing more.
+RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished = true,
+                     const std::optional<std::string>& known = std::nullopt);
 
 // The run ids with a result ref in `refs`: finished runs. A ref under the
 // results prefix whose name is no run id is a problem, left alone.

@@ -68,6 +68,7 @@ TEST(PackRefs, LibgitReadsThemAndLooseOnesAreFoldedIn) {
             GIT_ENOTFOUND);
   git_error_clear();
   EXPECT_EQ(git_reference_name_to_id(&oid, repo.get(), "refs/inflight-local/inflight/p/r1"), 0);
+  EXPECT_EQ(git_reference_name_to_id(&oid, repo.get(), "refs/heads/other"), 0);
 }
 
 }  // namespace

@@ -881,23 +881,51 @@ TEST_F(CheckpointStoreTest, OnLayoutOneNothingIsFolded) {
   EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
 }
 
-// A record whose result cannot make a marker is dropped, and the others are folded all the same.
+// A record the cache cannot read, or whose commit holds no finished run, is dropped; the others
+// are folded all the same, on the archive's tip.
 TEST_F(CheckpointStoreTest, AFoldRecordThatCannotBeFoldedIsDropped) {
   start_runs_log();
   CheckpointStore a(config("a"));
   ASSERT_TRUE(release_one(a, finished_run(temp_.path() / "runs-a", "r1", "succeeded"), "pod-a",
                           info("r1", CheckpointReason::final)));
+  const auto archive = std::string(kArchiveRef);
   const auto r1 = trimmed(git(remote(), "rev-parse refs/inflight-results/r1"));
-  const auto log_tip = trimmed(git(remote(), "rev-parse " + std::string(kRunsLogRef)));
-  a.cache().remember_pushed(fold_record("gone"), log_tip);  // no run-params.json there
-  a.cache().remember_pushed(fold_record("r1"), r1);         // folded again: harmless
+  const auto first_fold = trimmed(git(remote(), "rev-parse " + archive));
+  const auto unfinished = a.save(make_run(temp_.path() / "runs-a", "r9", 1), "pod-a", info("r9"));
+  ASSERT_TRUE(unfinished && *unfinished);
+  a.cache().remember_pushed(fold_record("r9"), **unfinished);            // no final status
+  a.cache().remember_pushed(fold_record("gone"), std::string(40, '7'));  // not in the cache
+  a.cache().remember_pushed(fold_record("r1"), r1);                      // folded again: harmless
   a.persist();
   a.save_all({}, std::nullopt, {.deletions = {}});
   a.persist();
   EXPECT_TRUE(
       CacheRepo(config("a").cache_dir).pushed_under(std::string(kFoldRecordPrefix)).empty());
-  EXPECT_NE(trimmed(git(remote(), "rev-list --parents -1 " + std::string(kArchiveRef))).find(r1),
-            std::string::npos);
+  EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
+            first_fold + " " + oid_hex(marker_id(status_marker("r1", "succeeded"))) + " " + r1);
+}
+
+// Someone pointed the archive at an object the cache holds that is no commit: the fold is refused
+// alone, and the rest of the push lands.
+TEST_F(CheckpointStoreTest, AnArchiveTipThatIsNoCommitRefusesTheFoldAlone) {
+  start_runs_log();
+  CheckpointStore a(config("a"));
+  const auto runs = temp_.path() / "runs-a";
+  ASSERT_TRUE(release_one(a, finished_run(runs, "r1", "succeeded"), "pod-a",
+                          info("r1", CheckpointReason::final)));
+  const auto blob = trimmed(git(remote(), "rev-parse refs/inflight-results/r1:run-params.json"));
+  ASSERT_TRUE(a.cache().contains(blob));
+  git(remote(), "update-ref " + std::string(kArchiveRef) + " " + blob);
+  a.cache().remember_pushed(fold_record("r1"),
+                            trimmed(git(remote(), "rev-parse refs/inflight-results/r1")));
+  const SaveRequest running{
+      .run_dir = make_run(runs, "live", 1), .origin_pod = "pod-a", .info = info("live")};
+  const auto report = a.save_all({running}, std::nullopt, {.deletions = {}});
+  ASSERT_EQ(report.runs.size(), 1u);
+  EXPECT_FALSE(report.runs[0].error) << *report.runs[0].error;
+  EXPECT_TRUE(has_ref("refs/heads/inflight/pod-a/live"));
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse " + std::string(kArchiveRef))), blob);
+  EXPECT_EQ(a.cache().pushed_under(std::string(kFoldRecordPrefix)).size(), 1u);
 }
 
 TEST_F(CheckpointStoreTest, WithPublishOffTheBranchGoesAndNothingIsPublished) {
