@@ -196,10 +196,13 @@ agent::Pruned prune(Context& c, const agent::Prune& call) {
 }
 
 agent::RunsListed list_runs(Context& c, const agent::ListRuns& call) {
-  auto listing = ck::list_runs(c.store.cache(), c.store.remote(), call.with_finished);
+  auto listing =
+      ck::list_runs(c.store.cache(), c.store.remote(), call.with_finished, call.known_digest);
   return {.url = c.store.remote().display_url(),
           .runs = std::move(listing.runs),
-          .problems = std::move(listing.problems)};
+          .problems = std::move(listing.problems),
+          .digest = std::move(listing.digest),
+          .unchanged = listing.unchanged};
 }
 
 agent::RunShown show_run(Context& c, const agent::ShowRun& call) {

@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "inflight/core/exit_code.hpp"
 #include "inflight/supervisor/agent_client/agent_client.hpp"
+#include "runs_list_cache.hpp"
 #include "terminal_output.hpp"
 
 namespace inflight::app {
@@ -27,14 +29,14 @@ std::string records_text(const checkpoint::RunRow& run) {
   return std::to_string(run.records) + (run.total ? "/" + std::to_string(*run.total) : "");
 }
 
-void print_runs(const std::vector<checkpoint::RunRow>& runs) {
+void print_runs(const std::vector<checkpoint::RunRow>& runs, std::ostream& out) {
   Table rows{{"RUN ID", "STATE", "POD", "ATTEMPTS", "INTERRUPTIONS", "FAILURES", "RECORDS",
               "LAST CHECKPOINT", "FINISHED"}};
   for (const auto& r : runs)
     rows.push_back({r.id, r.state, r.pod, std::to_string(r.attempts),
                     std::to_string(r.interruptions), std::to_string(r.failures), records_text(r),
                     r.last_checkpoint_at.value_or("-"), r.finished_at.value_or("-")});
-  print_table(rows);
+  print_table(rows, out);
 }
 
 void print_attempts(const OrderedJson& params) {
@@ -106,24 +108,42 @@ int RunsCommand::run(const OptionSources& sources) const {
   return prune(store);
 }
 
+// A repo whose refs did not change since the last listing from this directory, with the same
+// flags, prints that listing again (runs_list_cache.hpp).
 int RunsCommand::list(const StoreSettings& store) const {
   // The states of runs not finished come from branches and leases alone.
   const bool with_finished = state_ != "live" && state_ != "waiting";
-  const auto reply = call_agent(store, agent::ListRuns{.with_finished = with_finished});
+  const auto cache = cached_listing_path(store.runs_dir);
+  const auto args = std::string(INFLIGHT_VERSION) + (json_ ? " json " : " table ") +
+                    (state_.empty() ? "-" : state_);
+  const auto cached = read_cached_listing(cache, args);
+  const auto reply = call_agent(
+      store,
+      agent::ListRuns{.with_finished = with_finished,
+                      .known_digest = cached ? std::optional(cached->digest) : std::nullopt});
   if (!reply) return report_failure(reply.error(), kRunsListed);
+  if (reply->unchanged && cached) {
+    warn_problems(cached->problems);
+    std::cout << cached->output;
+    return kExitSuccess;
+  }
   auto runs = reply->runs;
   if (!state_.empty())
     std::erase_if(runs, [this](const checkpoint::RunRow& r) { return r.state != state_; });
   warn_problems(reply->problems);
+  std::ostringstream out;
   if (json_) {
-    OrderedJson out = OrderedJson::array();
-    for (const auto& r : runs) out.push_back(row_json(r));
-    std::cout << OrderedJson{{"runs", out}}.dump(2) << "\n";
+    OrderedJson rows = OrderedJson::array();
+    for (const auto& r : runs) rows.push_back(row_json(r));
+    out << OrderedJson{{"runs", rows}}.dump(2) << "\n";
   } else if (runs.empty()) {
-    std::cout << "no runs" << (state_.empty() ? "" : " " + state_) << " on " << reply->url << "\n";
+    out << "no runs" << (state_.empty() ? "" : " " + state_) << " on " << reply->url << "\n";
   } else {
-    print_runs(runs);
+    print_runs(runs, out);
   }
+  std::cout << out.str();
+  keep_cached_listing(cache, args,
+                      {.digest = reply->digest, .problems = reply->problems, .output = out.str()});
   return kExitSuccess;
 }
 

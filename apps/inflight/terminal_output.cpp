@@ -44,7 +44,7 @@ std::string human_size(std::uint64_t bytes) {
   return text;
 }
 
-void print_table(const Table& rows) {
+void print_table(const Table& rows, std::ostream& out) {
   std::vector<std::size_t> widths;
   for (const auto& row : rows) {
     widths.resize(std::max(widths.size(), row.size()));
@@ -55,7 +55,7 @@ void print_table(const Table& rows) {
     for (std::size_t i = 0; i < row.size(); ++i)
       line +=
           i + 1 == row.size() ? row[i] : row[i] + std::string(widths[i] - row[i].size() + 2, ' ');
-    std::cout << line << "\n";
+    out << line << "\n";
   }
 }
 

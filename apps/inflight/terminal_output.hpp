@@ -22,7 +22,7 @@ std::string relative_age(std::int64_t epoch_seconds);
 // `1.5 MiB`
 std::string human_size(std::uint64_t bytes);
 // Columns padded to their widest cell, two spaces apart; the first row is the header.
-void print_table(const Table& rows);
+void print_table(const Table& rows, std::ostream& out = std::cout);
 
 // What a failure means to whoever typed the command.
 struct Hint {

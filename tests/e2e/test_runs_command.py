@@ -158,6 +158,40 @@ def commit(ref, files):
 LAYOUT_2 = {"layout": "inflight-runs 2\n"}
 
 
+def test_a_listing_of_an_unchanged_repo_prints_the_last_one_again(serve_factory, tmp_path,
+                                                                  git_daemon):
+    """`runs list` keeps its output beside the cache repo: the next one with the same flags, on a
+    repo whose refs did not move, prints it without reading an entry (a planted word shows it
+    came from there); a ref that moved, other flags, or a damaged file make a new listing."""
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    pod = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
+    first = pod.submit(tests=2, test_ms=1)
+    pod.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
+                 e.get("run_id") == first, 30)
+    pod.signal(signal.SIGTERM)
+    assert pod.wait_exit(timeout=30) == 0
+    rows, _ = listed(operator, git_daemon)
+    assert sorted(rows) == [first]
+    kept = operator / ".inflight" / "cache.git" / "inflight-runs-list"
+    text = kept.read_bytes()
+    assert text.startswith(b"inflight runs list cache\n") and first.encode() in text
+    kept.write_bytes(text.replace(first.encode(), b"planted-run"))
+    assert sorted(listed(operator, git_daemon)[0]) == ["planted-run"]
+    table = runs(operator, git_daemon, "list")  # other flags: listed anew
+    assert table.returncode == 0 and first in table.stdout, table.stdout + table.stderr
+    assert first in runs(operator, git_daemon, "list").stdout  # its own output again
+
+    kept.write_bytes(text.replace(first.encode(), b"planted-run"))
+    pod = start(serve_factory, tmp_path / "pod-b", git_daemon, "pod-b")
+    second = pod.submit(tests=2, test_ms=1)
+    pod.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
+                 e.get("run_id") == second, 30)
+    assert sorted(listed(operator, git_daemon)[0]) == sorted([first, second])
+    kept.write_bytes(b"inflight runs list cache\nargs garbage")
+    assert sorted(listed(operator, git_daemon)[0]) == sorted([first, second])
+
+
 def test_runs_list_reads_layout_2s_index(tmp_path, git_daemon):
     """A repo with layout 2's snapshot and log (docs/design/history-layout.md §3) lists their
     runs, the log's lines over the snapshot's; a bad line is named and left out."""

@@ -137,16 +137,20 @@ struct RunsListed {
   std::string url;
   std::vector<checkpoint::RunRow> runs;
   std::vector<std::string> problems;
+  std::string digest;      // what the rows follow from (checkpoint::RunListing)
+  bool unchanged = false;  // the digest is `known_digest`: no rows sent
 };
-INFLIGHT_AGENT_MESSAGE(RunsListed, url, runs, problems)
+INFLIGHT_AGENT_MESSAGE(RunsListed, url, runs, problems, digest, unchanged)
 
 struct ListRuns {
   static constexpr std::string_view op = "list_runs";
   using Answer = RunsListed;
   // false: the unfinished runs only (`--state live|waiting`), the index unread.
   bool with_finished = true;
+  // The digest of the caller's last listing: an unchanged repo is answered without rows.
+  std::optional<std::string> known_digest;
 };
-INFLIGHT_AGENT_MESSAGE(ListRuns, with_finished)
+INFLIGHT_AGENT_MESSAGE(ListRuns, with_finished, known_digest)
 
 // `inflight runs show` and `inflight runs logs`: the run's data, from its
 // result when published, else from its one branch.

@@ -1,0 +1,97 @@
+// See runs_list_cache.hpp.
+#include "runs_list_cache.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "inflight/core/run_dir.hpp"
+#include "inflight/supervisor/agent_client/agent_client.hpp"
+
+namespace inflight::app {
+
+namespace {
+
+constexpr std::string_view kHeader = "inflight runs list cache\n";
+
+// The next line of `text` from `at`, without its newline, and `at` past it; nullopt at the end.
+std::optional<std::string_view> next_line(std::string_view text, std::size_t& at) {
+  const auto end = text.find('\n', at);
+  if (end == std::string_view::npos) return std::nullopt;
+  const auto line = text.substr(at, end - at);
+  at = end + 1;
+  return line;
+}
+
+// The rest of `line` after `word` and a space, or nullopt when it does not start so.
+std::optional<std::string_view> after(std::string_view line, std::string_view word) {
+  if (!line.starts_with(word) || line.size() <= word.size() || line[word.size()] != ' ')
+    return std::nullopt;
+  return line.substr(word.size() + 1);
+}
+
+bool is_digest(std::string_view text) {
+  return text.size() == 40 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+}  // namespace
+
+std::string write_cached_listing(std::string_view args, const CachedListing& listing) {
+  std::string text(kHeader);
+  text += "args " + std::string(args) + "\n";
+  text += "digest " + listing.digest + "\n";
+  text += "problems " + std::to_string(listing.problems.size()) + "\n";
+  for (const auto& problem : listing.problems) text += nlohmann::json(problem).dump() + "\n";
+  return text + listing.output;
+}
+
+std::optional<CachedListing> parse_cached_listing(std::string_view text, std::string_view args) {
+  if (!text.starts_with(kHeader)) return std::nullopt;
+  std::size_t at = kHeader.size();
+  const auto line = [&](std::string_view word) {
+    const auto next = next_line(text, at);
+    return next ? after(*next, word) : std::nullopt;
+  };
+  CachedListing listing;
+  const auto written_for = line("args");
+  const auto digest = line("digest");
+  const auto problems = line("problems");
+  if (written_for != args || !digest || !is_digest(*digest) || !problems) return std::nullopt;
+  listing.digest = *digest;
+  std::size_t count = 0;
+  std::istringstream(std::string(*problems)) >> count;
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto problem = next_line(text, at);
+    if (!problem) return std::nullopt;
+    const auto json = nlohmann::json::parse(*problem, nullptr, false);
+    if (!json.is_string()) return std::nullopt;
+    listing.problems.push_back(json.get<std::string>());
+  }
+  listing.output = text.substr(at);
+  return listing;
+}
+
+std::filesystem::path cached_listing_path(const std::filesystem::path& runs_dir) {
+  return cache_repo_path(runs_dir) / "inflight-runs-list";
+}
+
+std::optional<CachedListing> read_cached_listing(const std::filesystem::path& path,
+                                                 std::string_view args) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_cached_listing(text, args);
+}
+
+void keep_cached_listing(const std::filesystem::path& path, std::string_view args,
+                         const CachedListing& listing) {
+  try {
+    if (std::filesystem::exists(path.parent_path()))
+      checkpoint::write_file_atomically(path, write_cached_listing(args, listing),
+                                        checkpoint::Durability::atomic);
+  } catch (const std::exception&) {
+    // The listing was printed; the next one reads every entry again.
+  }
+}
+
+}  // namespace inflight::app
