@@ -109,7 +109,19 @@ class Serve:
                         f"run {run_id} to become {statuses}")
 
     def wait_ready(self, timeout=30):
-        wait_for(lambda: self.get("/readyz").status == 200, timeout, "readyz")
+        """Until /readyz answers 200. A probe that gets no answer within its own 5 s is one
+        "not yet", as a kubelet's failed probe is: on a loaded machine (the sanitized suite, two
+        tests on 2 cores) a start once took longer than one probe's wait, never than `timeout`."""
+        def ready():
+            try:
+                return self.get("/readyz", timeout=5).status == 200
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"serve exited {self.proc.returncode} before it was ready; "
+                                         "stderr was:\n" + "".join(self.lines)) from None
+                return False
+
+        wait_for(ready, timeout, "readyz")
 
     def signal(self, sig=signal.SIGTERM):
         self.proc.send_signal(sig)
