@@ -115,14 +115,17 @@ int RunsCommand::list(const StoreSettings& store) const {
   const bool with_finished = state_ != "live" && state_ != "waiting";
   const auto cache = cached_listing_path(store.runs_dir);
   const auto args = std::string(INFLIGHT_VERSION) + (json_ ? " json " : " table ") +
-                    (state_.empty() ? "-" : state_);
+                    (state_.empty() ? "-" : state_) + " " +
+                    checkpoint::display_url(store.results_repo);
   const auto cached = read_cached_listing(cache, args);
   const auto reply = call_agent(
       store,
       agent::ListRuns{.with_finished = with_finished,
                       .known_digest = cached ? std::optional(cached->digest) : std::nullopt});
   if (!reply) return report_failure(reply.error(), kRunsListed);
-  if (reply->unchanged && cached) {
+  if (reply->unchanged) {
+    if (!cached)
+      return report_failure(Error{Failure::other, "an unchanged listing of none", {}}, kRunsListed);
     warn_problems(cached->problems);
     std::cout << cached->output;
     return kExitSuccess;
@@ -142,8 +145,9 @@ int RunsCommand::list(const StoreSettings& store) const {
     print_runs(runs, out);
   }
   std::cout << out.str();
-  keep_cached_listing(cache, args,
-                      {.digest = reply->digest, .problems = reply->problems, .output = out.str()});
+  if (!reply->digest.empty())
+    keep_cached_listing(
+        cache, args, {.digest = reply->digest, .problems = reply->problems, .output = out.str()});
   return kExitSuccess;
 }
 

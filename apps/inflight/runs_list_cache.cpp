@@ -1,10 +1,14 @@
 // See runs_list_cache.hpp.
 #include "runs_list_cache.hpp"
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "inflight/core/fd.hpp"
 #include "inflight/core/run_dir.hpp"
 #include "inflight/supervisor/agent_client/agent_client.hpp"
 
@@ -12,7 +16,9 @@ namespace inflight::app {
 
 namespace {
 
-constexpr std::string_view kHeader = "inflight runs list cache\n";
+constexpr std::string_view kHeader = "inflight runs list cache 1\n";
+// A kept output larger than this is not read: 100,000 rows of JSON are about 35 MB.
+constexpr std::size_t kMaxBytes = 256u << 20;
 
 // The next line of `text` from `at`, without its newline, and `at` past it; nullopt at the end.
 std::optional<std::string_view> next_line(std::string_view text, std::size_t& at) {
@@ -34,6 +40,14 @@ bool is_digest(std::string_view text) {
   return text.size() == 40 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
+std::optional<std::size_t> count_of(std::optional<std::string_view> text) {
+  std::size_t count = 0;
+  if (!text || text->empty()) return std::nullopt;
+  const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), count);
+  if (ec != std::errc() || end != text->data() + text->size()) return std::nullopt;
+  return count;
+}
+
 }  // namespace
 
 std::string write_cached_listing(std::string_view args, const CachedListing& listing) {
@@ -42,6 +56,7 @@ std::string write_cached_listing(std::string_view args, const CachedListing& lis
   text += "digest " + listing.digest + "\n";
   text += "problems " + std::to_string(listing.problems.size()) + "\n";
   for (const auto& problem : listing.problems) text += nlohmann::json(problem).dump() + "\n";
+  text += "output " + std::to_string(listing.output.size()) + "\n";
   return text + listing.output;
 }
 
@@ -55,18 +70,18 @@ std::optional<CachedListing> parse_cached_listing(std::string_view text, std::st
   CachedListing listing;
   const auto written_for = line("args");
   const auto digest = line("digest");
-  const auto problems = line("problems");
-  if (written_for != args || !digest || !is_digest(*digest) || !problems) return std::nullopt;
+  const auto count = count_of(line("problems"));
+  if (written_for != args || !digest || !is_digest(*digest) || !count) return std::nullopt;
   listing.digest = *digest;
-  std::size_t count = 0;
-  std::istringstream(std::string(*problems)) >> count;
-  for (std::size_t i = 0; i < count; ++i) {
+  for (std::size_t i = 0; i < *count; ++i) {
     const auto problem = next_line(text, at);
     if (!problem) return std::nullopt;
     const auto json = nlohmann::json::parse(*problem, nullptr, false);
     if (!json.is_string()) return std::nullopt;
     listing.problems.push_back(json.get<std::string>());
   }
+  const auto bytes = count_of(line("output"));
+  if (!bytes || text.size() - at != *bytes) return std::nullopt;
   listing.output = text.substr(at);
   return listing;
 }
@@ -75,11 +90,22 @@ std::filesystem::path cached_listing_path(const std::filesystem::path& runs_dir)
   return cache_repo_path(runs_dir) / "inflight-runs-list";
 }
 
+// A regular file only, never through a link, and within kMaxBytes: the cache directory is ours,
+// but a FIFO or a link to a device there must not hang a listing.
 std::optional<CachedListing> read_cached_listing(const std::filesystem::path& path,
                                                  std::string_view args) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Fd file(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!file || ::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<std::size_t>(st.st_size) > kMaxBytes)
+    return std::nullopt;
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const auto n = ::read(file.get(), text.data() + got, text.size() - got);
+    if (n <= 0) return std::nullopt;
+    got += static_cast<std::size_t>(n);
+  }
   return parse_cached_listing(text, args);
 }
 

@@ -5,13 +5,15 @@
 // the release and the flags that render it.
 //
 // Format (written and read here only), one file:
-//   inflight runs list cache
-//   args <the release> <json|table> <state or ->
+//   inflight runs list cache 1
+//   args <the release> <json|table> <state or -> <the results repo, without password>
 //   digest <40 hex>
 //   problems <N>
 //   N lines, each a JSON string: the problems the listing warned about
-//   the output, every byte to the end
-// A file that is not this, or was written for other args, is no cache.
+//   output <bytes>
+//   the output, exactly that many bytes to the end
+// A file that is not this (one cut short, say), or was written for other args, is no cache.
+// The version after the header is raised whenever the output is rendered otherwise.
 #pragma once
 
 #include <filesystem>

@@ -161,8 +161,8 @@ LAYOUT_2 = {"layout": "inflight-runs 2\n"}
 def test_a_listing_of_an_unchanged_repo_prints_the_last_one_again(serve_factory, tmp_path,
                                                                   git_daemon):
     """`runs list` keeps its output beside the cache repo: the next one with the same flags, on a
-    repo whose refs did not move, prints it without reading an entry (a planted word shows it
-    came from there); a ref that moved, other flags, or a damaged file make a new listing."""
+    repo whose refs did not move, prints it without reading an entry (a word planted in it shows
+    it came from there); a ref that moved, other flags, or a damaged file make a new listing."""
     operator = tmp_path / "operator"
     operator.mkdir()
     pod = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
@@ -171,24 +171,32 @@ def test_a_listing_of_an_unchanged_repo_prints_the_last_one_again(serve_factory,
                  e.get("run_id") == first, 30)
     pod.signal(signal.SIGTERM)
     assert pod.wait_exit(timeout=30) == 0
-    rows, _ = listed(operator, git_daemon)
-    assert sorted(rows) == [first]
     kept = operator / ".inflight" / "cache.git" / "inflight-runs-list"
-    text = kept.read_bytes()
-    assert text.startswith(b"inflight runs list cache\n") and first.encode() in text
-    kept.write_bytes(text.replace(first.encode(), b"planted-run"))
-    assert sorted(listed(operator, git_daemon)[0]) == ["planted-run"]
-    table = runs(operator, git_daemon, "list")  # other flags: listed anew
-    assert table.returncode == 0 and first in table.stdout, table.stdout + table.stderr
-    assert first in runs(operator, git_daemon, "list").stdout  # its own output again
+    planted = "x" * len(first)  # the same length: the file counts its output's bytes
 
-    kept.write_bytes(text.replace(first.encode(), b"planted-run"))
-    pod = start(serve_factory, tmp_path / "pod-b", git_daemon, "pod-b")
+    def plant():
+        kept.write_bytes(kept.read_bytes().replace(first.encode(), planted.encode()))
+
+    assert sorted(listed(operator, git_daemon)[0]) == [first]
+    assert kept.read_bytes().startswith(b"inflight runs list cache 1\n")
+    plant()
+    assert sorted(listed(operator, git_daemon)[0]) == [planted]
+    table = runs(operator, git_daemon, "list")  # other flags: listed anew, and kept
+    assert table.returncode == 0 and first in table.stdout, table.stdout + table.stderr
+    plant()
+    assert planted in runs(operator, git_daemon, "list").stdout
+
+    good = kept.read_bytes()
+    kept.write_bytes(good[:-1])  # cut short: no cache
+    assert first in runs(operator, git_daemon, "list").stdout
+    kept.write_bytes(good.replace(b"problems 0\n", b"problems 0x\n"))
+    assert first in runs(operator, git_daemon, "list").stdout
+
+    plant()
+    pod = start(serve_factory, tmp_path / "pod-b", git_daemon, "pod-b")  # its lease moves a ref
     second = pod.submit(tests=2, test_ms=1)
     pod.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
                  e.get("run_id") == second, 30)
-    assert sorted(listed(operator, git_daemon)[0]) == sorted([first, second])
-    kept.write_bytes(b"inflight runs list cache\nargs garbage")
     assert sorted(listed(operator, git_daemon)[0]) == sorted([first, second])
 
 

@@ -30,6 +30,8 @@ RefUpdate archive_fold(std::vector<ArchivedRun> runs) {
           const auto end = std::min(runs.size(), first + kRunsPerFold);
           std::vector<std::string> parents{parent};
           for (std::size_t i = first; i < end; ++i) {
+            // A result this cache lacks is the server's (a migration folds every pod's).
+            objects.stub(parse_oid(runs[i].result));
             write_marker(git, published_marker(runs[i].run_id));
             parents.push_back(
                 oid_hex(write_marker(git, status_marker(runs[i].run_id, runs[i].final_status))));

@@ -12,6 +12,7 @@
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/core/bounded_json.hpp"
 #include "inflight/core/clock.hpp"
+#include "store/archive_fold.hpp"
 #include "store/runs_index.hpp"
 
 namespace inflight::checkpoint {
@@ -215,12 +216,15 @@ RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished,
   if (finished)
     for (const auto& [id, entry] : finished_entries(cache, remote, refs, listing.problems).entries)
       listing.runs.push_back(row_of(entry));
+  const auto before = listing.problems.size();
   for (const auto& branch : refs.branches) {
     if (refs.published.contains(parse_branch_ref(branch.ref)->run_id)) continue;
     for_one_ref(branch.ref, listing.problems, [&] {
       listing.runs.push_back(row_of_branch(cache, remote, branch, refs.leased_pods));
     });
   }
+  // A branch that could not be read may read next time (a full disk here): no digest.
+  if (listing.problems.size() != before) listing.digest.clear();
   std::sort(listing.runs.begin(), listing.runs.end(),
             [](const RunRow& a, const RunRow& b) { return a.id < b.id; });
   return listing;
@@ -348,6 +352,47 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
                           (!finished.logged.contains(id) || landed(log_at));
     if (result_gone && unlisted) report.deleted.push_back(id);
   }
+  return report;
+}
+
+MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run) {
+  MigrationReport report;
+  const auto listed = remote.list("refs/", RemoteStore::Tips::flat_index);
+  const auto refs = map_refs(listed, report.problems);
+  const auto finished = finished_entries(cache, remote, refs, report.problems);
+  std::map<std::string, std::string> results;  // by run id: what its result ref holds
+  for (const auto& ref : listed)
+    if (auto run_id = parse_result_ref(ref.ref)) results.emplace(std::move(*run_id), ref.oid);
+  std::string lines;
+  std::vector<ArchivedRun> runs;
+  for (const auto& id : finished.flat) {
+    if (finished.logged.contains(id)) continue;
+    auto entry = finished.entries.at(id);
+    const auto result = results.find(id);
+    if (result != results.end()) {
+      entry.result_commit = result->second;
+      runs.push_back({.run_id = id, .result = result->second, .final_status = entry.final_status});
+    }
+    lines += write_index_line(entry);
+    ++report.copied;
+  }
+  report.folded = runs.size();
+  if (dry_run || report.copied == 0) return report;
+  // The log and the first folds in one push; each further kRunsFoldedPerPush folds in one more.
+  std::vector<RefUpdate> updates{runs_log_delta(std::move(lines))};
+  std::size_t first = 0;
+  do {
+    const auto end = std::min(runs.size(), first + kRunsFoldedPerPush);
+    const auto at = [&](std::size_t n) { return runs.begin() + static_cast<std::ptrdiff_t>(n); };
+    if (first < end) updates.push_back(archive_fold({at(first), at(end)}));
+    const auto landed = remote.update(updates);
+    for (std::size_t i = 0; i < updates.size(); ++i)
+      if (landed[i].outcome != RefOutcome::updated)
+        report.failed.push_back(updates[i].ref + ": " + landed[i].detail);
+    if (!report.failed.empty()) return report;
+    updates.clear();
+    first = end;
+  } while (first < runs.size());
   return report;
 }
 

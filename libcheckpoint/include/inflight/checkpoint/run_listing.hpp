@@ -21,7 +21,8 @@ struct RunListing {
   std::vector<RunRow> runs;           // by run id
   std::vector<std::string> problems;  // one line per ref or index file that could not be read
   // What the rows follow from: the refs listed and their tips, which name commits that never
-  // change, and what was asked. The same digest, the same rows.
+  // change, and what was asked. The same digest, the same rows. Empty when a branch could not
+  // be read: that may be this machine's doing, and pass.
   std::string digest;
   bool unchanged = false;  // the digest was the one the caller knew: no row was read
 };
@@ -71,5 +72,18 @@ struct RunPruneReport {
 };
 RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneRequest& request,
                           std::int64_t now);
+
+// A results repo of layout 1 moved to layout 2 (docs/results.md "The history layout"): each entry
+// of `inflight-index` that layout 2's log lacks is added to the log, naming its result commit,
+// and each such result is folded into the archive; the result refs and `inflight-index` stay, so
+// pods of either layout go on. Run again, it copies what pods of layout 1 published since. Unless
+// `dry_run`, one push for the log and the first 10,000 folds, and one for each 10,000 more.
+struct MigrationReport {
+  std::size_t copied = 0;  // entries added to the log (or that would be)
+  std::size_t folded = 0;  // results folded into the archive (or that would be)
+  std::vector<std::string> problems;
+  std::vector<std::string> failed;  // refs the server did not update
+};
+MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run);
 
 }  // namespace inflight::checkpoint
