@@ -242,4 +242,13 @@ agent::RunsPruned prune_runs(Context& c, const agent::PruneRuns& call) {
           .failed = std::move(report.failed)};
 }
 
+agent::RunsMigrated migrate_runs(Context& c, const agent::MigrateRuns& call) {
+  auto report = ck::migrate_runs(c.store.cache(), c.store.remote(), call.dry_run);
+  return {.url = c.store.remote().display_url(),
+          .copied = report.copied,
+          .folded = report.folded,
+          .problems = std::move(report.problems),
+          .failed = std::move(report.failed)};
+}
+
 }  // namespace inflight::agent_ops

@@ -45,6 +45,7 @@ agent::RunsListed list_runs(Context& c, const agent::ListRuns& call);
 agent::RunShown show_run(Context& c, const agent::ShowRun& call);
 agent::RunLogWritten run_log(Context& c, const agent::WriteRunLog& call);
 agent::RunsPruned prune_runs(Context& c, const agent::PruneRuns& call);
+agent::RunsMigrated migrate_runs(Context& c, const agent::MigrateRuns& call);
 
 // A ref judged against this pod is `rejected`: another instance owns the run.
 Error ref_failure(ck::RefOutcome outcome, std::string message);

@@ -91,11 +91,14 @@ RunsCommand::RunsCommand(CLI::App& app, const std::function<void(CLI::App*)>& ad
   prune_->add_option("--older-than", older_than_, "finished longer ago than, e.g. 30d");
   prune_->add_option("--run-id", run_ids_, "these runs");
   prune_->add_flag("--dry-run", dry_run_, "print what would be deleted, delete nothing");
-  for (auto* command : {list_, show_, logs_, prune_}) add_store_flags(command);
+  migrate_ = group->add_subcommand(
+      "migrate", "copy the index into the history layout's log, and fold the results");
+  migrate_->add_flag("--dry-run", dry_run_, "print what would be copied, write nothing");
+  for (auto* command : {list_, show_, logs_, prune_, migrate_}) add_store_flags(command);
 }
 
 CLI::App* RunsCommand::parsed() const {
-  for (auto* command : {list_, show_, logs_, prune_})
+  for (auto* command : {list_, show_, logs_, prune_, migrate_})
     if (command->parsed()) return command;
   return nullptr;
 }
@@ -105,6 +108,7 @@ int RunsCommand::run(const OptionSources& sources) const {
   if (list_->parsed()) return list(store);
   if (show_->parsed()) return show(store);
   if (logs_->parsed()) return logs(store);
+  if (migrate_->parsed()) return migrate(store);
   return prune(store);
 }
 
@@ -239,6 +243,19 @@ int RunsCommand::prune(const StoreSettings& store) const {
   for (const auto& failed : reply->failed) std::cerr << "inflight: not deleted: " << failed << "\n";
   if (!reply->failed.empty()) return kExitFailure;
   return reply->missing.empty() ? kExitSuccess : kExitNotFound;
+}
+
+// Exit 1 when the server refused an update: the repo is as it was, or its log has the entries
+// and the archive lacks some folds; running it again finishes it.
+int RunsCommand::migrate(const StoreSettings& store) const {
+  const auto reply = call_agent(store, agent::MigrateRuns{.dry_run = dry_run_});
+  if (!reply) return report_failure(reply.error(), kRunsListed);
+  warn_problems(reply->problems);
+  std::cout << (dry_run_ ? "would copy " : "copied ") << reply->copied
+            << " index entries into the log of " << reply->url << ", and "
+            << (dry_run_ ? "fold " : "folded ") << reply->folded << " results into its archive\n";
+  for (const auto& failed : reply->failed) std::cerr << "inflight: not updated: " << failed << "\n";
+  return reply->failed.empty() ? kExitSuccess : kExitFailure;
 }
 
 }  // namespace inflight::app

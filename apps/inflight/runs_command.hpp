@@ -1,7 +1,7 @@
-// `inflight runs list|show|logs|prune` (docs/results.md "Every run of the fleet: `inflight runs`"):
-// every run of the fleet from any machine with only --results-repo (and its credentials), through
-// the checkpoint agent, so --git-timeout bounds each command. No config is needed: nothing is
-// judged against a template.
+// `inflight runs list|show|logs|prune|migrate` (docs/results.md "Every run of the fleet: `inflight
+// runs`"): every run of the fleet from any machine with only --results-repo (and its credentials),
+// through the checkpoint agent, so --git-timeout bounds each command. No config is needed: nothing
+// is judged against a template.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -32,12 +32,14 @@ class RunsCommand {
   int show(const StoreSettings& store) const;
   int logs(const StoreSettings& store) const;
   int prune(const StoreSettings& store) const;
+  int migrate(const StoreSettings& store) const;
   agent::PruneRuns prune_request() const;
 
   CLI::App* list_ = nullptr;
   CLI::App* show_ = nullptr;
   CLI::App* logs_ = nullptr;
   CLI::App* prune_ = nullptr;
+  CLI::App* migrate_ = nullptr;
   bool json_ = false;
   std::string state_;
   std::string run_id_;

@@ -3,7 +3,9 @@ flat `inflight-index`; tests/fixtures/results-v1.bundle, made by
 scripts/make-results-v1-fixture before the layout changed) keeps working:
 `runs list|show|logs` read it as its pods left it, and a new pod takes over
 its waiting run, finishes it and publishes it beside the old results, running
-no finished run again."""
+no finished run again. `runs migrate` moves it to the history layout
+(docs/results.md "The history layout"): every field listed stays what it was,
+and pods go on, publishing into the log."""
 import json
 import os
 import subprocess
@@ -86,3 +88,55 @@ def test_a_new_pod_finishes_the_waiting_run_beside_the_old_results(serve_factory
         assert git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{run_id}") == tip
     started = [e["run_id"] for e in serve.events() if e.get("msg") == "attempt started"]
     assert started == ["v1-live"], started
+
+
+def test_migrate_copies_the_index_into_the_log_and_folds_the_results(serve_factory, tmp_path,
+                                                                     git_daemon):
+    load_fixture(git_daemon)
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    before, _ = listed(operator, git_daemon)
+    flat = git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index")
+    dry = runs(operator, git_daemon, "migrate", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would copy 3 index entries" in dry.stdout and "fold 2 results" in dry.stdout
+    assert not git(git_daemon.bare, "for-each-ref", "refs/heads/inflight-runs-log")
+
+    done = runs(operator, git_daemon, "migrate")
+    assert done.returncode == 0, done.stderr
+    assert "copied 3 index entries" in done.stdout and "folded 2 results" in done.stdout
+    assert "not-a-run.json" in done.stderr  # the hostile file is named, and left
+    after, _ = listed(operator, git_daemon)
+    assert after == before  # every field, the model's calls too
+    fold = git(git_daemon.bare, "rev-list", "--parents", "-1",
+               "refs/inflight-archive/results").split()
+    results = [git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{run_id}").strip()
+               for run_id in FINISHED]
+    assert len(fold) == 6 and all(result in fold for result in results), fold
+    git(git_daemon.bare, "fsck", "--strict", "--no-dangling")
+    assert git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index") == flat
+    again = runs(operator, git_daemon, "migrate")
+    assert again.returncode == 0 and "copied 0 index entries" in again.stdout, again.stdout
+
+    # A pod goes on: it finishes the waiting run into the log, and leaves the flat index.
+    config = tmp_path / "config.json"  # the fixture's runs name the template "demo"
+    config.write_text(json.dumps({"children": {"demo": demo_child(1)}}))
+    pod_b = tmp_path / "pod-b"
+    pod_b.mkdir()
+    serve = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url,
+                          "--config", str(config), "--checkpoint-interval", "500ms", workdir=pod_b)
+    serve.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
+                   e.get("run_id") == "v1-live", 60)
+    assert git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index") == flat
+    rows, _ = listed(operator, git_daemon)
+    assert rows["v1-live"]["state"] == "succeeded" and rows["v1-live"]["pod"] == "pod-b"
+    # Another pod answers a submit of either published run from its entry, starting nothing.
+    pod_c = tmp_path / "pod-c"
+    pod_c.mkdir()
+    fresh = serve_factory("--pod-name", "pod-c", "--results-repo", git_daemon.url,
+                          "--config", str(config), workdir=pod_c)
+    fresh.wait_ready()
+    for run_id in ("v1-live", "v1-done-a"):
+        again = fresh.post("/api/eval/run", {"id": run_id, "template": "demo"})
+        assert again.status == 200 and again.json()["status"] == "succeeded", again.body
+    assert not [e for e in fresh.events() if e.get("msg") == "attempt started"]

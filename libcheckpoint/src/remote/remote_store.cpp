@@ -152,7 +152,8 @@ void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& ca
   const auto wanted = [&](const std::string& ref) {
     if (tips == Tips::flat_index) return ref == kIndexRef && !log;
     return ref.starts_with(kBranchPrefix) || ref.starts_with(kLeasePrefix) ||
-           (tips == Tips::downloaded && ref == kIndexRef);
+           (tips == Tips::downloaded &&
+            (ref == kIndexRef || ref == kRunsLogRef || ref == kRunsRef));
   };
   const OdbHandle odb = open_odb(git());
   // One look for packs other agents wrote, not one per missing tip.

@@ -41,21 +41,17 @@ std::vector<RemoteBranch> branches_to_restore(std::vector<RemoteBranch> listing,
 
 }  // namespace
 
-// Each run id with a result ref, with its index entry when the index holds a
+// Each run id with a result ref, with its index entry when an index holds a
 // good one: serve answers a submit of one with it, and starts nothing.
 std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<RemoteBranch>& listing,
                                                           const std::set<std::string>& published,
                                                           std::vector<std::string>& problems) {
   std::map<std::string, IndexEntry> indexed;
-  const auto index = std::find_if(listing.begin(), listing.end(),
-                                  [](const RemoteBranch& ref) { return ref.ref == kIndexRef; });
   try {
-    if (index != listing.end())
-      for (auto& entry : read_index(cache_, remote_.fetch_listed(*index), problems))
-        indexed.emplace(entry.id, std::move(entry));
+    indexed = read_indexes(cache_, remote_, listing, problems);
   } catch (const GitError& e) {
     if (e.network()) throw;
-    problems.push_back(std::string(kIndexRef) + ": " + e.what());
+    problems.push_back(std::string("the index: ") + e.what());
   }
   std::vector<PublishedRun> runs;
   for (const auto& run_id : published) {

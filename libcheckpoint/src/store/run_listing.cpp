@@ -201,6 +201,13 @@ FinishedEntries finished_entries(CacheRepo& cache, RemoteStore& remote, const Re
 
 }  // namespace
 
+std::map<std::string, IndexEntry> read_indexes(CacheRepo& cache, RemoteStore& remote,
+                                               const std::vector<RemoteBranch>& listing,
+                                               std::vector<std::string>& problems) {
+  std::vector<std::string> named;  // a bad result ref's name is the listing's problem, not ours
+  return finished_entries(cache, remote, map_refs(listing, named), problems).entries;
+}
+
 RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished,
                      const std::optional<std::string>& known) {
   RunListing listing;

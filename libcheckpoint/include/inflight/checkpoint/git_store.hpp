@@ -125,7 +125,8 @@ class RemoteStore {
   ~RemoteStore();
 
   // Whether list() also downloads the listed tips the cache lacks: those of run branches and
-  // leases, with the index's or without (a listing of unfinished runs reads no finished one);
+  // leases, with the indexes' (both layouts') or without (a listing of unfinished runs reads no
+  // finished one);
   // or layout 1's index alone, unless the repo keeps layout 2's log (a publish's look at the
   // layout).
   enum class Tips { listed, downloaded, downloaded_but_index, flat_index };

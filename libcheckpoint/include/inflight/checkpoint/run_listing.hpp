@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -40,6 +41,12 @@ RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished = true
 // results prefix whose name is no run id is a problem, left alone.
 std::set<std::string> published_run_ids(const std::vector<RemoteBranch>& refs,
                                         std::vector<std::string>& problems);
+
+// The entries both layouts' indexes in `listing` hold, layout 2's entry of an id over layout 1's
+// (a repo being migrated holds both); a bad file or line is a problem of its own.
+std::map<std::string, IndexEntry> read_indexes(CacheRepo& cache, RemoteStore& remote,
+                                               const std::vector<RemoteBranch>& listing,
+                                               std::vector<std::string>& problems);
 
 // Every entry of `runs/` in the index commit `tip`; a bad file is a problem
 // of its own.

@@ -204,4 +204,22 @@ struct PruneRuns {
 };
 INFLIGHT_AGENT_MESSAGE(PruneRuns, older_than_seconds, run_ids, dry_run)
 
+// `inflight runs migrate`: layout 1's index entries copied into layout 2's log, their results
+// folded into the archive (checkpoint::migrate_runs).
+struct RunsMigrated {
+  std::string url;
+  std::uint64_t copied = 0;  // or, with dry_run, would be
+  std::uint64_t folded = 0;
+  std::vector<std::string> problems;
+  std::vector<std::string> failed;  // refs the server did not update
+};
+INFLIGHT_AGENT_MESSAGE(RunsMigrated, url, copied, folded, problems, failed)
+
+struct MigrateRuns {
+  static constexpr std::string_view op = "migrate_runs";
+  using Answer = RunsMigrated;
+  bool dry_run = false;
+};
+INFLIGHT_AGENT_MESSAGE(MigrateRuns, dry_run)
+
 }  // namespace inflight::agent
