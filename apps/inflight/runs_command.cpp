@@ -93,7 +93,7 @@ RunsCommand::RunsCommand(CLI::App& app, const std::function<void(CLI::App*)>& ad
   prune_->add_flag("--dry-run", dry_run_, "print what would be deleted, delete nothing");
   migrate_ = group->add_subcommand(
       "migrate", "copy the index into the history layout's log, and fold the results");
-  migrate_->add_flag("--dry-run", dry_run_, "print what would be copied, write nothing");
+  migrate_->add_flag("--dry-run", dry_run_, "count what would be copied and folded, write nothing");
   for (auto* command : {list_, show_, logs_, prune_, migrate_}) add_store_flags(command);
 }
 
@@ -245,17 +245,18 @@ int RunsCommand::prune(const StoreSettings& store) const {
   return reply->missing.empty() ? kExitSuccess : kExitNotFound;
 }
 
-// Exit 1 when the server refused an update: the repo is as it was, or its log has the entries
-// and the archive lacks some folds; running it again finishes it.
+// Exit 1 when the server refused an update: the log lacks the entries yet, whatever folds
+// landed; running it again finishes it.
 int RunsCommand::migrate(const StoreSettings& store) const {
   const auto reply = call_agent(store, agent::MigrateRuns{.dry_run = dry_run_});
   if (!reply) return report_failure(reply.error(), kRunsListed);
   warn_problems(reply->problems);
+  for (const auto& failed : reply->failed) std::cerr << "inflight: not updated: " << failed << "\n";
+  if (!reply->failed.empty()) return kExitFailure;
   std::cout << (dry_run_ ? "would copy " : "copied ") << reply->copied
             << " index entries into the log of " << reply->url << ", and "
             << (dry_run_ ? "fold " : "folded ") << reply->folded << " results into its archive\n";
-  for (const auto& failed : reply->failed) std::cerr << "inflight: not updated: " << failed << "\n";
-  return reply->failed.empty() ? kExitSuccess : kExitFailure;
+  return kExitSuccess;
 }
 
 }  // namespace inflight::app

@@ -100,12 +100,31 @@ def test_migrate_copies_the_index_into_the_log_and_folds_the_results(serve_facto
     dry = runs(operator, git_daemon, "migrate", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "would copy 3 index entries" in dry.stdout and "fold 2 results" in dry.stdout
+    assert not git(git_daemon.bare, "for-each-ref", "refs/heads/inflight-runs-log",
+                   "refs/inflight-archive/")
+
+    # A server that refuses the archive: no entry reaches the log before its result is folded.
+    hook = Path(git_daemon.bare) / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\ngrep -q ' refs/inflight-archive/' && "
+                    "{ echo 'no archive here' >&2; exit 1; }\nexit 0\n")
+    hook.chmod(0o755)
+    refused = runs(operator, git_daemon, "migrate")
+    assert refused.returncode == 1 and "not updated" in refused.stderr, refused.stderr
     assert not git(git_daemon.bare, "for-each-ref", "refs/heads/inflight-runs-log")
+    hook.unlink()
 
     done = runs(operator, git_daemon, "migrate")
     assert done.returncode == 0, done.stderr
     assert "copied 3 index entries" in done.stdout and "folded 2 results" in done.stdout
     assert "not-a-run.json" in done.stderr  # the hostile file is named, and left
+    lines = [json.loads(line) for line in git(
+        git_daemon.bare, "show", "refs/heads/inflight-runs-log:entries.jsonl").splitlines()]
+    commits = {line["id"]: line.get("result_commit") for line in lines}
+    assert commits == {"v1-done-a": git(git_daemon.bare, "rev-parse",
+                                        "refs/inflight-results/v1-done-a").strip(),
+                       "v1-model": git(git_daemon.bare, "rev-parse",
+                                       "refs/inflight-results/v1-model").strip(),
+                       "v1-done-b": None}, commits
     after, _ = listed(operator, git_daemon)
     assert after == before  # every field, the model's calls too
     fold = git(git_daemon.bare, "rev-list", "--parents", "-1",

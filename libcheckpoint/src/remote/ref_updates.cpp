@@ -115,7 +115,9 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
       // merge base of the built commit and the stub, through all that the commit reaches (an
       // archive fold reaches every folded run's checkpoints). The server still takes it only on
       // the tip it advertised.
-      sends.push_back({.update = i, .refspec = "+" + sources.add(u.ref, built) + ":" + u.ref});
+      std::string refspec = "+";  // appended, not `"+" + …`: GCC 12 -O3 warns of a false overlap
+      refspec += sources.add(u.ref, built) + ":" + u.ref;
+      sends.push_back({.update = i, .refspec = std::move(refspec)});
       continue;
     }
     if (u.commit.empty()) {  // a deletion; a ref already gone is deleted

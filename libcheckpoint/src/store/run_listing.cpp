@@ -7,6 +7,7 @@
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
 #include "git/git_handle.hpp"
+#include "git/markers.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
@@ -175,27 +176,40 @@ struct FinishedEntries {
   std::string flat_tip;                       // layout 1's index, when there is one
 };
 
+// Each index on its own: one that cannot be read (a tip that is no commit) is a problem, and the
+// other's entries are still read.
 FinishedEntries finished_entries(CacheRepo& cache, RemoteStore& remote, const RefMap& refs,
                                  std::vector<std::string>& problems) {
   FinishedEntries finished;
-  if (refs.index) {
-    finished.flat_tip = remote.fetch_listed(*refs.index);
-    for (auto& entry : read_index(cache, finished.flat_tip, problems)) {
-      finished.flat.insert(entry.id);
-      finished.entries.insert_or_assign(entry.id, std::move(entry));
+  const auto each_index = [&](std::string_view ref, const auto& read) {
+    try {
+      read();
+    } catch (const GitError& e) {
+      if (e.network() || e.kind() == Failure::cache) throw;
+      problems.push_back(std::string(ref) + ": " + e.what());
     }
-  }
-  if (refs.runs || refs.runs_log) {
-    const auto tip = [&](const std::optional<RemoteBranch>& ref) {
-      return ref ? std::optional(remote.fetch_listed(*ref)) : std::nullopt;
-    };
-    auto index = read_runs_index(cache, tip(refs.runs), tip(refs.runs_log));
-    for (auto& [id, entry] : index.entries) {
-      finished.logged.insert(id);
-      finished.entries.insert_or_assign(id, std::move(entry));
-    }
-    problems.insert(problems.end(), index.problems.begin(), index.problems.end());
-  }
+  };
+  if (refs.index)
+    each_index(kIndexRef, [&] {
+      const auto tip = remote.fetch_listed(*refs.index);
+      for (auto& entry : read_index(cache, tip, problems)) {
+        finished.flat.insert(entry.id);
+        finished.entries.insert_or_assign(entry.id, std::move(entry));
+      }
+      finished.flat_tip = tip;
+    });
+  if (refs.runs || refs.runs_log)
+    each_index(kRunsLogRef, [&] {
+      const auto tip = [&](const std::optional<RemoteBranch>& ref) {
+        return ref ? std::optional(remote.fetch_listed(*ref)) : std::nullopt;
+      };
+      auto index = read_runs_index(cache, tip(refs.runs), tip(refs.runs_log));
+      for (auto& [id, entry] : index.entries) {
+        finished.logged.insert(id);
+        finished.entries.insert_or_assign(id, std::move(entry));
+      }
+      problems.insert(problems.end(), index.problems.begin(), index.problems.end());
+    });
   return finished;
 }
 
@@ -362,6 +376,23 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
   return report;
 }
 
+namespace {
+
+// Whether run `id`'s markers can be made: a status someone wrote by hand into layout 1's index
+// ("Succeeded") is copied into the log, and its result is left to its ref.
+bool can_fold(const std::string& id, const std::string& final_status,
+              std::vector<std::string>& problems) {
+  try {
+    status_marker(id, final_status);
+    return true;
+  } catch (const GitError& e) {
+    problems.push_back("run " + id + " is not folded: " + e.what());
+    return false;
+  }
+}
+
+}  // namespace
+
 MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run) {
   MigrationReport report;
   const auto listed = remote.list("refs/", RemoteStore::Tips::flat_index);
@@ -375,31 +406,34 @@ MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run
   for (const auto& id : finished.flat) {
     if (finished.logged.contains(id)) continue;
     auto entry = finished.entries.at(id);
-    const auto result = results.find(id);
-    if (result != results.end()) {
+    entry.result_commit = std::nullopt;  // what the ref holds, not what a file says
+    if (const auto result = results.find(id); result != results.end()) {
       entry.result_commit = result->second;
-      runs.push_back({.run_id = id, .result = result->second, .final_status = entry.final_status});
+      if (can_fold(id, entry.final_status, report.problems))
+        runs.push_back(
+            {.run_id = id, .result = result->second, .final_status = entry.final_status});
     }
     lines += write_index_line(entry);
     ++report.copied;
   }
   report.folded = runs.size();
   if (dry_run || report.copied == 0) return report;
-  // The log and the first folds in one push; each further kRunsFoldedPerPush folds in one more.
-  std::vector<RefUpdate> updates{runs_log_delta(std::move(lines))};
-  std::size_t first = 0;
-  do {
-    const auto end = std::min(runs.size(), first + kRunsFoldedPerPush);
-    const auto at = [&](std::size_t n) { return runs.begin() + static_cast<std::ptrdiff_t>(n); };
-    if (first < end) updates.push_back(archive_fold({at(first), at(end)}));
-    const auto landed = remote.update(updates);
-    for (std::size_t i = 0; i < updates.size(); ++i)
-      if (landed[i].outcome != RefOutcome::updated)
-        report.failed.push_back(updates[i].ref + ": " + landed[i].detail);
-    if (!report.failed.empty()) return report;
-    updates.clear();
-    first = end;
-  } while (first < runs.size());
+  // Every fold lands before the log does: a migration cut short or refused finds the entries
+  // still missing from the log next time, and folds them again (a second pair of parents is
+  // harmless), where entries in the log would have left their results unfolded for good.
+  const auto pushed = [&](RefUpdate update) {
+    const auto landed = remote.update({update});
+    if (landed[0].outcome != RefOutcome::updated)
+      report.failed.push_back(update.ref + ": " + landed[0].detail);
+    return report.failed.empty();
+  };
+  for (std::size_t first = 0; first < runs.size(); first += kRunsFoldedPerPush) {
+    const auto at = [&](std::size_t n) {
+      return runs.begin() + static_cast<std::ptrdiff_t>(std::min(n, runs.size()));
+    };
+    if (!pushed(archive_fold({at(first), at(first + kRunsFoldedPerPush)}))) return report;
+  }
+  pushed(runs_log_delta(std::move(lines)));
   return report;
 }
 

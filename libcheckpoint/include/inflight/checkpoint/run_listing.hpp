@@ -82,9 +82,10 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
 
 // A results repo of layout 1 moved to layout 2 (docs/results.md "The history layout"): each entry
 // of `inflight-index` that layout 2's log lacks is added to the log, naming its result commit,
-// and each such result is folded into the archive; the result refs and `inflight-index` stay, so
-// pods of either layout go on. Run again, it copies what pods of layout 1 published since. Unless
-// `dry_run`, one push for the log and the first 10,000 folds, and one for each 10,000 more.
+// and each such result is folded into the archive; the result refs and `inflight-index` stay.
+// Run again, it copies what pods of layout 1 published since, and finishes one cut short. Unless
+// `dry_run`, one push per 10,000 folds, then one for the log: an entry reaches the log only once
+// its result is folded.
 struct MigrationReport {
   std::size_t copied = 0;  // entries added to the log (or that would be)
   std::size_t folded = 0;  // results folded into the archive (or that would be)
