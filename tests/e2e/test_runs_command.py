@@ -30,6 +30,14 @@ def start(serve_factory, workdir, server, pod):
     return serve
 
 
+def published(serve, **params):
+    """A run submitted to `serve` that finished, was published, and lost its branch."""
+    run_id = serve.submit(**params)
+    serve.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
+                   e.get("run_id") == run_id, 30)
+    return run_id
+
+
 def pushed(serve, run_id):
     serve.wait_log(lambda e: e.get("msg") == "checkpoint pushed" and e.get("run_id") == run_id, 30)
 
@@ -166,9 +174,7 @@ def test_a_listing_of_an_unchanged_repo_prints_the_last_one_again(serve_factory,
     operator = tmp_path / "operator"
     operator.mkdir()
     pod = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
-    first = pod.submit(tests=2, test_ms=1)
-    pod.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
-                 e.get("run_id") == first, 30)
+    first = published(pod, tests=2, test_ms=1)
     pod.signal(signal.SIGTERM)
     assert pod.wait_exit(timeout=30) == 0
     kept = operator / ".inflight" / "cache.git" / "inflight-runs-list"
@@ -194,9 +200,7 @@ def test_a_listing_of_an_unchanged_repo_prints_the_last_one_again(serve_factory,
 
     plant()
     pod = start(serve_factory, tmp_path / "pod-b", git_daemon, "pod-b")  # its lease moves a ref
-    second = pod.submit(tests=2, test_ms=1)
-    pod.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
-                 e.get("run_id") == second, 30)
+    second = published(pod, tests=2, test_ms=1)
     assert sorted(listed(operator, git_daemon)[0]) == sorted([first, second])
 
 
@@ -233,9 +237,7 @@ def test_a_publish_on_layout_2_adds_its_entry_to_the_log(serve_factory, tmp_path
     operator = tmp_path / "operator"
     operator.mkdir()
     pod = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
-    run_id = pod.submit(tests=2, test_ms=1)
-    pod.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
-                 e.get("run_id") == run_id, 30)
+    run_id = published(pod, tests=2, test_ms=1)
     log = git(git_daemon.bare, "rev-list", "refs/heads/inflight-runs-log").split()
     assert len(log) == 2, log
     line = json.loads(git(git_daemon.bare, "show", f"{log[0]}:entries.jsonl"))

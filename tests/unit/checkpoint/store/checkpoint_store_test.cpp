@@ -102,6 +102,13 @@ class CheckpointStoreTest : public CheckpointTest {
                    "data 16\ninflight-runs 2\n\n");
     git(remote(), "fast-import --quiet < '" + (temp_.path() / "log.stream").string() + "'");
   }
+  // Layout 2, and pod-a's run r1 released through `store`: r1's result commit.
+  std::string r1_released_on_layout_two(CheckpointStore& store) {
+    start_runs_log();
+    EXPECT_TRUE(release_one(store, finished_run(temp_.path() / "runs-a", "r1", "succeeded"),
+                            "pod-a", info("r1", CheckpointReason::final)));
+    return trimmed(git(remote(), "rev-parse refs/inflight-results/r1"));
+  }
   // The log's entries, its deltas read oldest first, the last line of an id winning.
   std::map<std::string, IndexEntry> logged() const {
     std::map<std::string, IndexEntry> entries;
@@ -837,12 +844,9 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoReleaseStepsSetTheLogRightForRunsThatDoNo
 // archive downloaded; another pod's fold goes on top of it, and every fold keeps its result, M(id)
 // and S(id, status) reachable.
 TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
-  start_runs_log();
   CheckpointStore a(config("a"));
-  ASSERT_TRUE(release_one(a, finished_run(temp_.path() / "runs-a", "r1", "succeeded"), "pod-a",
-                          info("r1", CheckpointReason::final)));
+  const auto r1 = r1_released_on_layout_two(a);
   const auto archive = std::string(kArchiveRef);
-  const auto r1 = trimmed(git(remote(), "rev-parse refs/inflight-results/r1"));
   const auto hex = [](std::string_view marker) { return oid_hex(marker_id(marker)); };
   EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
             hex(archive_genesis()) + " " + hex(status_marker("r1", "succeeded")) + " " + r1);
@@ -884,12 +888,9 @@ TEST_F(CheckpointStoreTest, OnLayoutOneNothingIsFolded) {
 // A record the cache cannot read, or whose commit holds no finished run, is dropped; the others
 // are folded all the same, on the archive's tip.
 TEST_F(CheckpointStoreTest, AFoldRecordThatCannotBeFoldedIsDropped) {
-  start_runs_log();
   CheckpointStore a(config("a"));
-  ASSERT_TRUE(release_one(a, finished_run(temp_.path() / "runs-a", "r1", "succeeded"), "pod-a",
-                          info("r1", CheckpointReason::final)));
+  const auto r1 = r1_released_on_layout_two(a);
   const auto archive = std::string(kArchiveRef);
-  const auto r1 = trimmed(git(remote(), "rev-parse refs/inflight-results/r1"));
   const auto first_fold = trimmed(git(remote(), "rev-parse " + archive));
   const auto unfinished = a.save(make_run(temp_.path() / "runs-a", "r9", 1), "pod-a", info("r9"));
   ASSERT_TRUE(unfinished && *unfinished);
@@ -908,18 +909,15 @@ TEST_F(CheckpointStoreTest, AFoldRecordThatCannotBeFoldedIsDropped) {
 // Someone pointed the archive at an object the cache holds that is no commit: the fold is refused
 // alone, and the rest of the push lands.
 TEST_F(CheckpointStoreTest, AnArchiveTipThatIsNoCommitRefusesTheFoldAlone) {
-  start_runs_log();
   CheckpointStore a(config("a"));
-  const auto runs = temp_.path() / "runs-a";
-  ASSERT_TRUE(release_one(a, finished_run(runs, "r1", "succeeded"), "pod-a",
-                          info("r1", CheckpointReason::final)));
-  const auto blob = trimmed(git(remote(), "rev-parse refs/inflight-results/r1:run-params.json"));
+  const auto r1 = r1_released_on_layout_two(a);
+  const auto blob = trimmed(git(remote(), "rev-parse " + r1 + ":run-params.json"));
   ASSERT_TRUE(a.cache().contains(blob));
   git(remote(), "update-ref " + std::string(kArchiveRef) + " " + blob);
-  a.cache().remember_pushed(fold_record("r1"),
-                            trimmed(git(remote(), "rev-parse refs/inflight-results/r1")));
-  const SaveRequest running{
-      .run_dir = make_run(runs, "live", 1), .origin_pod = "pod-a", .info = info("live")};
+  a.cache().remember_pushed(fold_record("r1"), r1);
+  const SaveRequest running{.run_dir = make_run(temp_.path() / "runs-a", "live", 1),
+                            .origin_pod = "pod-a",
+                            .info = info("live")};
   const auto report = a.save_all({running}, std::nullopt, {.deletions = {}});
   ASSERT_EQ(report.runs.size(), 1u);
   EXPECT_FALSE(report.runs[0].error) << *report.runs[0].error;
