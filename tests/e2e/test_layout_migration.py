@@ -136,6 +136,16 @@ def test_migrate_copies_the_index_into_the_log_and_folds_the_results(serve_facto
     assert git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index") == flat
     again = runs(operator, git_daemon, "migrate")
     assert again.returncode == 0 and "copied 0 index entries" in again.stdout, again.stdout
+    # A run the log removed (a prune whose flat-index update was lost) is neither listed nor
+    # copied back, though layout 1's file of it is still there.
+    removal = '{"id":"v1-done-b","removed":true}\n'
+    git(git_daemon.bare, "fast-import", "--quiet", input=(
+        "commit refs/heads/inflight-runs-log\ncommitter t <t@t> 1700000000 +0000\ndata 8\n"
+        "removal\nfrom refs/heads/inflight-runs-log^0\nM 644 inline entries.jsonl\n"
+        f"data {len(removal)}\n{removal}\n"))
+    assert "v1-done-b" not in listed(operator, git_daemon)[0]
+    again = runs(operator, git_daemon, "migrate")
+    assert again.returncode == 0 and "copied 0 index entries" in again.stdout, again.stdout
 
     # A pod goes on: it finishes the waiting run into the log, and leaves the flat index.
     config = tmp_path / "config.json"  # the fixture's runs name the template "demo"

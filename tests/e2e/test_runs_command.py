@@ -198,8 +198,18 @@ def test_a_listing_of_an_unchanged_repo_prints_the_last_one_again(serve_factory,
     kept.write_bytes(good.replace(b"problems 0\n", b"problems 0x\n"))
     assert first in runs(operator, git_daemon, "list").stdout
 
-    plant()
-    pod = start(serve_factory, tmp_path / "pod-b", git_daemon, "pod-b")  # its lease moves a ref
+    # A lease renewed (a new tip of the lease ref) changes no row.
+    lease = "refs/heads/inflight-lease/pod-z"
+    empty = git(git_daemon.bare, "hash-object", "-t", "tree", "-w", "/dev/null").strip()
+    for message in ("taken", "renewed"):
+        git(git_daemon.bare, "update-ref", lease,
+            git(git_daemon.bare, "commit-tree", empty, "-m", message).strip())
+        if message == "taken":
+            assert first in runs(operator, git_daemon, "list").stdout  # a new ref: listed anew
+            plant()
+    assert planted in runs(operator, git_daemon, "list").stdout
+
+    pod = start(serve_factory, tmp_path / "pod-b", git_daemon, "pod-b")  # its lease, a new ref
     second = published(pod, tests=2, test_ms=1)
     assert sorted(listed(operator, git_daemon)[0]) == sorted([first, second])
 

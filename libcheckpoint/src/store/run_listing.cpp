@@ -47,11 +47,13 @@ RefMap map_refs(const std::vector<RemoteBranch>& refs, std::vector<std::string>&
 constexpr int kRowsVersion = 1;
 
 // A hash of the listing and what is read of it: git's object id of that text (a cache key, not a
-// proof).
+// proof). A lease counts by its name alone: rows read only which pods hold one, and a live fleet
+// renews its leases every period.
 std::string listing_digest(const std::vector<RemoteBranch>& refs, bool finished) {
   std::string text = "inflight runs list " + std::to_string(kRowsVersion) +
                      (finished ? " all\n" : " unfinished\n");
-  for (const auto& ref : refs) text += ref.oid + " " + ref.ref + "\n";
+  for (const auto& ref : refs)
+    text += (parse_lease_ref(ref.ref) ? std::string("lease") : ref.oid) + " " + ref.ref + "\n";
   git_oid oid;
   git_check(git_odb_hash(&oid, text.data(), text.size(), GIT_OBJECT_BLOB), "hash the listing");
   return oid_hex(oid);
@@ -172,7 +174,7 @@ namespace {
 struct FinishedEntries {
   std::map<std::string, IndexEntry> entries;  // by run id
   std::set<std::string> flat;                 // the ids layout 1's index lists
-  std::set<std::string> logged;               // the ids layout 2's index lists
+  std::set<std::string> logged;               // the ids layout 2's index lists or removed
   std::string flat_tip;                       // layout 1's index, when there is one
 };
 
@@ -207,6 +209,11 @@ FinishedEntries finished_entries(CacheRepo& cache, RemoteStore& remote, const Re
       for (auto& [id, entry] : index.entries) {
         finished.logged.insert(id);
         finished.entries.insert_or_assign(id, std::move(entry));
+      }
+      // A removal wins over layout 1's file too: a prune whose flat-index update was lost.
+      for (const auto& id : index.removed) {
+        finished.logged.insert(id);
+        finished.entries.erase(id);
       }
       problems.insert(problems.end(), index.problems.begin(), index.problems.end());
     });

@@ -126,9 +126,11 @@ class IndexReader {
       } else if (bucket && runs_bucket(parsed->id) != *bucket) {
         problem(where + ": run " + parsed->id + " belongs in bucket " + runs_bucket(parsed->id));
       } else if (parsed->entry) {
+        index_.removed.erase(parsed->id);
         index_.entries.insert_or_assign(parsed->id, std::move(*parsed->entry));
       } else {
         index_.entries.erase(parsed->id);
+        index_.removed.insert(parsed->id);
       }
     }
   }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,7 @@ inline constexpr std::size_t kMaxLogCommits = 100'000;
 
 struct RunsIndex {
   std::map<std::string, IndexEntry> entries;  // by run id
+  std::set<std::string> removed;              // the ids whose last line is a removal (a prune's)
   std::vector<std::string> problems;
 };
 
