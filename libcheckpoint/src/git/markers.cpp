@@ -24,6 +24,11 @@ std::string marker(const std::vector<std::string>& parents, const std::string& m
 // A final status is a short word: succeeded, failed, cancelled.
 constexpr std::size_t kMaxStatusBytes = 32;
 
+bool is_status_word(std::string_view status) {
+  return !status.empty() && status.size() <= kMaxStatusBytes &&
+         status.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos;
+}
+
 // A marker's words become a commit's bytes: they must not break its lines.
 void check_word(std::string_view what, std::string_view word, bool valid) {
   if (!valid)
@@ -39,11 +44,13 @@ std::string published_marker(std::string_view run_id) {
 }
 
 std::string status_marker(std::string_view run_id, std::string_view final_status) {
-  check_word("final status", final_status,
-             !final_status.empty() && final_status.size() <= kMaxStatusBytes &&
-                 final_status.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos);
+  check_word("final status", final_status, is_status_word(final_status));
   return marker({oid_hex(marker_id(published_marker(run_id)))},
                 "inflight published " + std::string(run_id) + " " + std::string(final_status));
+}
+
+bool makes_markers(std::string_view run_id, std::string_view final_status) {
+  return is_valid_run_id(run_id) && is_status_word(final_status);
 }
 
 std::string archive_genesis() {

@@ -16,6 +16,8 @@ namespace inflight::checkpoint {
 std::string published_marker(std::string_view run_id);
 // S(id, status): "… and ended `final_status`", with M(id) as its parent.
 std::string status_marker(std::string_view run_id, std::string_view final_status);
+// Whether a run's id and final status make markers: status_marker() of them does not throw.
+bool makes_markers(std::string_view run_id, std::string_view final_status);
 // G: the archive's first commit.
 std::string archive_genesis();
 

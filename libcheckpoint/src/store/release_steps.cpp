@@ -282,8 +282,7 @@ CheckpointStore::FoldPush CheckpointStore::add_fold(std::vector<RefUpdate>& upda
     try {
       const auto text = read_file_at(cache_, result, kRunParamsFile, kMaxRunParamsBytes);
       const auto status = text ? run_params_from_text(*text).final_status : std::nullopt;
-      if (!status) throw std::runtime_error("no final status");
-      status_marker(run_id, *status);  // throws when the words make no marker
+      if (!status || !makes_markers(run_id, *status)) throw std::runtime_error("no markers");
       runs.push_back({.run_id = run_id, .result = result, .final_status = *status});
       fold.records.push_back(record);
     } catch (const GitError& e) {

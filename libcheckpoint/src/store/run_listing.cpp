@@ -383,23 +383,6 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
   return report;
 }
 
-namespace {
-
-// Whether run `id`'s markers can be made: a status someone wrote by hand into layout 1's index
-// ("Succeeded") is copied into the log, and its result is left to its ref.
-bool can_fold(const std::string& id, const std::string& final_status,
-              std::vector<std::string>& problems) {
-  try {
-    status_marker(id, final_status);
-    return true;
-  } catch (const GitError& e) {
-    problems.push_back("run " + id + " is not folded: " + e.what());
-    return false;
-  }
-}
-
-}  // namespace
-
 MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run) {
   MigrationReport report;
   const auto listed = remote.list("refs/", RemoteStore::Tips::flat_index);
@@ -416,9 +399,14 @@ MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run
     entry.result_commit = std::nullopt;  // what the ref holds, not what a file says
     if (const auto result = results.find(id); result != results.end()) {
       entry.result_commit = result->second;
-      if (can_fold(id, entry.final_status, report.problems))
+      // A status written by hand into layout 1's index ("Succeeded") makes no marker: the entry
+      // is copied, and its result is left to its ref.
+      if (makes_markers(id, entry.final_status))
         runs.push_back(
             {.run_id = id, .result = result->second, .final_status = entry.final_status});
+      else
+        report.problems.push_back("run " + id + " is not folded: no marker for final status '" +
+                                  printable(entry.final_status) + "'");
     }
     lines += write_index_line(entry);
     ++report.copied;
