@@ -206,7 +206,7 @@ agent::RunsListed list_runs(Context& c, const agent::ListRuns& call) {
 }
 
 agent::RunShown show_run(Context& c, const agent::ShowRun& call) {
-  const auto run = ck::fetch_run(c.store.remote(), call.run_id);
+  const auto run = ck::fetch_run(c.store.cache(), c.store.remote(), call.run_id);
   const auto text =
       ck::read_file_at(c.store.cache(), run.commit, ck::kRunParamsFile, ck::kMaxRunParamsBytes);
   auto params = text ? parse_bounded_json(*text, {.max_bytes = ck::kMaxRunParamsBytes})
@@ -217,7 +217,7 @@ agent::RunShown show_run(Context& c, const agent::ShowRun& call) {
 // Only that run is downloaded; the caller made the file, so a link planted
 // in its place is not followed.
 agent::RunLogWritten run_log(Context& c, const agent::WriteRunLog& call) {
-  const auto run = ck::fetch_run(c.store.remote(), call.run_id);
+  const auto run = ck::fetch_run(c.store.cache(), c.store.remote(), call.run_id);
   const auto log = ck::read_file_at(c.store.cache(), run.commit, "console.log", c.max_file_bytes);
   if (!log) return {.where = run.where, .found = false};
   const Fd file(::open(call.path.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC));

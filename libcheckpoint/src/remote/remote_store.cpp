@@ -178,31 +178,45 @@ void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& ca
   }
 }
 
-std::string RemoteStore::fetch(const std::string& ref) {
-  require_valid_ref(ref);
-  const std::string local = std::string(kFetchedPrefix) + short_name(ref);
+// Fetches `source` (a ref, or a commit id) to the cache's ref `local`: its tip, or nullopt
+// when the server has no such ref.
+std::optional<std::string> RemoteStore::Impl::fetch_to(const std::string& source,
+                                                       const std::string& local) {
   // A branch deleted remotely must not be answered from an earlier fetch.
-  impl_->delete_local_ref(local);
-  const RemoteHandle remote = impl_->open_remote();
-  RemoteCallbacks callbacks(impl_->config, impl_->location);
+  delete_local_ref(local);
+  const RemoteHandle remote = open_remote();
+  RemoteCallbacks callbacks(config, location);
   git_fetch_options options = fetch_options(callbacks.callbacks());
   options.update_fetchhead = 0;
-  const std::string refspec = "+" + ref + ":" + local;
+  const std::string refspec = "+" + source + ":" + local;
   char* refspecs[] = {const_cast<char*>(refspec.c_str())};
   const git_strarray specs{refspecs, 1};
-  const CacheLock lock(impl_->repo.path(), CacheLock::Mode::shared);
+  const CacheLock lock(repo.path(), CacheLock::Mode::shared);
   for (int attempt = 1;; ++attempt) {
     const int rc = git_remote_fetch(remote.get(), &specs, &options, nullptr);
     if (rc == 0) break;
-    if (!impl_->may_connect_again(rc, attempt))
-      callbacks.throw_failure(rc, "fetch " + ref + " from");
+    if (!may_connect_again(rc, attempt)) callbacks.throw_failure(rc, "fetch " + source + " from");
   }
   git_oid tip;
-  if (git_reference_name_to_id(&tip, impl_->git(), local.c_str()) < 0) {
-    git_error_clear();
-    throw GitError(Failure::not_found, "no branch " + ref + " on " + display_url());
-  }
-  return oid_hex(tip);
+  if (git_reference_name_to_id(&tip, git(), local.c_str()) == 0) return oid_hex(tip);
+  git_error_clear();
+  return std::nullopt;
+}
+
+std::string RemoteStore::fetch(const std::string& ref) {
+  require_valid_ref(ref);
+  const std::string local = std::string(kFetchedPrefix) + short_name(ref);
+  auto tip = impl_->fetch_to(ref, local);
+  if (!tip) throw GitError(Failure::not_found, "no branch " + ref + " on " + display_url());
+  return std::move(*tip);
+}
+
+std::string RemoteStore::fetch_commit(const std::string& commit) {
+  const git_oid oid = parse_oid(commit);
+  if (git_odb_exists(open_odb(impl_->git()).get(), &oid) == 1) return commit;
+  if (!impl_->fetch_to(commit, std::string(kFetchedPrefix) + "by-id"))
+    throw GitError(Failure::not_found, "no commit " + commit + " on " + display_url());
+  return commit;
 }
 
 std::string RemoteStore::fetch_listed(const RemoteBranch& branch) {

@@ -115,6 +115,7 @@ struct RemoteStore::Impl {
   void push_refspec(const std::string& refspec, const std::string& doing,
                     git_repository* from = nullptr);
   void delete_local_ref(const std::string& name);
+  std::optional<std::string> fetch_to(const std::string& source, const std::string& local);
   void download_missing(git_remote* remote, RemoteCallbacks& callbacks,
                         const std::vector<RemoteBranch>& branches, RemoteStore::Tips tips);
   std::vector<RefSend> judge(PushConnection& connection, const std::vector<RefUpdate>& updates,

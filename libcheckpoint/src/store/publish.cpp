@@ -19,6 +19,7 @@
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/checkpoint/index_entry.hpp"
+#include "inflight/checkpoint/run_listing.hpp"
 #include "snapshot/plain_tree.hpp"
 #include "snapshot/tree_validation.hpp"
 #include "store/index_commit.hpp"
@@ -335,9 +336,11 @@ std::map<std::string, Result<void>> CheckpointStore::publish_before_prune(
     const std::vector<std::string>& refs, const std::vector<RemoteBranch>& listing) {
   std::map<std::string, Result<void>> outcomes;
   if (!config_.publish || refs.empty()) return outcomes;
-  std::set<std::string> published;
-  for (const auto& ref : listing)
-    if (auto run_id = parse_result_ref(ref.ref)) published.insert(std::move(*run_id));
+  // A run an index lists is published, with or without its result ref (a folded one has none).
+  std::vector<std::string> problems;  // a bad entry is the listing's to report, not a prune's
+  std::set<std::string> published = published_run_ids(listing, problems);
+  for (auto& [run_id, entry] : read_indexes(cache_, remote_, listing, problems))
+    published.insert(run_id);
   std::vector<std::string> finals, publishing;
   for (const auto& ref : listing) {
     const auto name = parse_branch_ref(ref.ref);

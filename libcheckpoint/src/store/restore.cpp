@@ -41,10 +41,10 @@ std::vector<RemoteBranch> branches_to_restore(std::vector<RemoteBranch> listing,
 
 }  // namespace
 
-// Each run id with a result ref, with its index entry when an index holds a
-// good one: serve answers a submit of one with it, and starts nothing.
+// Each run id with a result ref or an index entry, with the entry when an index holds a good
+// one: serve answers a submit of one with it, and starts nothing. An entry counts without its
+// ref: layout 2 keeps a folded result reachable from the archive alone (docs/results.md).
 std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<RemoteBranch>& listing,
-                                                          const std::set<std::string>& published,
                                                           std::vector<std::string>& problems) {
   std::map<std::string, IndexEntry> indexed;
   try {
@@ -54,11 +54,14 @@ std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<Remo
     problems.push_back(std::string("the index: ") + e.what());
   }
   std::vector<PublishedRun> runs;
-  for (const auto& run_id : published) {
+  for (const auto& run_id : published_run_ids(listing, problems)) {
     const auto it = indexed.find(run_id);
     runs.push_back({.run_id = run_id,
                     .entry = it == indexed.end() ? std::nullopt : std::optional(it->second)});
+    if (it != indexed.end()) indexed.erase(it);
   }
+  for (auto& [run_id, entry] : indexed)
+    runs.push_back({.run_id = run_id, .entry = std::move(entry)});
   return runs;
 }
 
@@ -69,8 +72,14 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   if (request.lease_until) remote_.connect_ahead();
   // Results are listed, never downloaded: their ids are finished runs.
   const auto listing = remote_.list("refs/", RemoteStore::Tips::downloaded);
-  push.published = published_run_ids(listing, report.problems);
-  report.published = published_runs(listing, push.published, report.problems);
+  report.published = published_runs(listing, report.problems);
+  std::vector<std::string> reported;  // by published_runs() already
+  const auto refs = published_run_ids(listing, reported);
+  for (const auto& run : report.published)
+    push.published.emplace(
+        run.run_id, refs.contains(run.run_id)
+                        ? std::nullopt
+                        : std::optional(run.entry ? run.entry->result_commit.value_or("") : ""));
   LeaseBook leases(cache_, remote_, listing, request, report.problems);
   const auto branches = branches_to_restore(listing, request);
   if (request.only && branches.size() > 1) {

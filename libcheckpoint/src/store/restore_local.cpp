@@ -17,6 +17,7 @@
 #include "snapshot/run_dir_writers.hpp"
 #include "snapshot/tree_validation.hpp"
 #include "store/restore_push.hpp"
+#include "store/store_steps.hpp"
 
 namespace inflight::checkpoint {
 
@@ -43,12 +44,22 @@ CheckpointInfo final_info(const fs::path& dir, const RunParams& params,
 // One whose run id another pod published first is kept for an operator.
 void CheckpointStore::publish_finished(const RemoteBranch& branch, const std::string& final_commit,
                                        RestorePush& push, RestoreReport& report) {
-  if (config_.publish)
+  const auto folded = push.published.find(parse_branch_ref(branch.ref)->run_id);
+  if (folded != push.published.end() && folded->second) {
+    // Only the run's index entry is left to say it is published (layout 2 folds a result and
+    // deletes its ref): a create would make it a second result. The same result goes.
+    const auto result = publication(final_commit).result;
+    if (result != *folded->second)
+      throw std::runtime_error("kept: its run is published with another result (" +
+                               (folded->second->empty() ? "not named" : *folded->second) +
+                               ", not " + result + ")");
+  } else if (config_.publish) {
     if (const auto published = publish({final_commit}).front(); !published) {
       const auto& error = published.error();
       if (network_failure(error.kind)) throw GitError(error.kind, error.message);
       throw std::runtime_error("kept, not published: " + error.message);
     }
+  }
   push.add({.ref = branch.ref, .commit = "", .from = final_commit},
            [&report, branch](const RefResult& result) {
              if (result.outcome != RefOutcome::updated)

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -56,7 +58,9 @@ struct CheckpointStore::RestorePush {
   std::vector<std::filesystem::path> staging;  // branch copies written beside their run dirs
   RunDirWriters writers;
   std::vector<WrittenCopy> written;  // claim_written() adds their claims
-  std::set<std::string> published;   // run ids with a result ref: never run again
+  // Run ids published, never run again: nullopt when a result ref holds the run, else the
+  // result commit its index entry names (empty when it names none).
+  std::map<std::string, std::optional<std::string>> published;
 
   void add(RefUpdate update, std::function<void(const RefResult&)> then) {
     updates.push_back(std::move(update));

@@ -241,12 +241,16 @@ RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished,
     return listing;
   }
   const auto refs = map_refs(listed, listing.problems);
+  auto published = refs.published;  // and the runs an index lists: a folded one has no ref
   if (finished)
-    for (const auto& [id, entry] : finished_entries(cache, remote, refs, listing.problems).entries)
+    for (const auto& [id, entry] :
+         finished_entries(cache, remote, refs, listing.problems).entries) {
       listing.runs.push_back(row_of(entry));
+      published.insert(id);
+    }
   const auto before = listing.problems.size();
   for (const auto& branch : refs.branches) {
-    if (refs.published.contains(parse_branch_ref(branch.ref)->run_id)) continue;
+    if (published.contains(parse_branch_ref(branch.ref)->run_id)) continue;
     for_one_ref(branch.ref, listing.problems, [&] {
       listing.runs.push_back(row_of_branch(cache, remote, branch, refs.leased_pods));
     });
@@ -258,21 +262,33 @@ RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished,
   return listing;
 }
 
-FetchedRun fetch_run(RemoteStore& remote, const std::string& run_id) {
+FetchedRun fetch_run(CacheRepo& cache, RemoteStore& remote, const std::string& run_id) {
   if (!is_valid_run_id(run_id))
     throw GitError(Failure::other, "'" + printable(run_id) + "' is not a run id");
+  const auto listed = remote.list("refs/");
   std::vector<RemoteBranch> branches;
-  for (auto& ref : remote.list("refs/")) {
+  for (const auto& ref : listed) {
     if (ref.ref == result_ref(run_id)) return {.commit = remote.fetch(ref.ref), .where = ref.ref};
     const auto name = parse_branch_ref(ref.ref);
-    if (name && name->run_id == run_id) branches.push_back(std::move(ref));
+    if (name && name->run_id == run_id) branches.push_back(ref);
   }
-  if (branches.empty())
-    throw GitError(Failure::not_found, "no run " + run_id + " on " + remote.display_url());
   if (branches.size() > 1)
     throw GitError(Failure::ambiguous, "several pods hold a branch of run " + run_id);
-  return {.commit = remote.fetch_listed(branches.front()),
-          .where = short_branch(branches.front().ref)};
+  if (branches.size() == 1)
+    return {.commit = remote.fetch_listed(branches.front()),
+            .where = short_branch(branches.front().ref)};
+  // Neither a result ref nor a branch: layout 2 keeps a folded result reachable from its archive
+  // alone, and its entry names the commit.
+  std::vector<std::string> problems;
+  const auto refs = map_refs(listed, problems);
+  if (refs.runs_log) {
+    const auto finished = finished_entries(cache, remote, refs, problems);
+    const auto entry = finished.entries.find(run_id);
+    if (entry != finished.entries.end() && entry->second.result_commit)
+      return {.commit = remote.fetch_commit(*entry->second.result_commit),
+              .where = std::string(kArchiveRef) + " (" + *entry->second.result_commit + ")"};
+  }
+  throw GitError(Failure::not_found, "no run " + run_id + " on " + remote.display_url());
 }
 
 namespace {

@@ -181,7 +181,6 @@ class CheckpointStore {
   std::optional<std::string> undo_release(const RefResult& result, const SaveAllReport& report,
                                           const Lease& lease);
   std::vector<PublishedRun> published_runs(const std::vector<RemoteBranch>& listing,
-                                           const std::set<std::string>& published,
                                            std::vector<std::string>& problems);
   std::set<std::string> restore_branches(const std::vector<RemoteBranch>& branches,
                                          const RestoreRequest& request, LeaseBook& leases,

@@ -140,6 +140,10 @@ class RemoteStore {
   // The listed tip, fetched only when the cache lacks it: a commit in the
   // cache comes with every object it reaches.
   std::string fetch_listed(const RemoteBranch& branch);
+  // Fetches `commit` (hex) by its id, unless the cache holds it: a result whose ref layout 2
+  // deleted once the archive reached it. The server must allow reachable wants, as for
+  // reachable(); one that does not fails the fetch (GitError).
+  std::string fetch_commit(const std::string& commit);
   // The tip this cache last pushed to `ref`, if it remembers one.
   std::optional<std::string> last_pushed(const std::string& ref);
   // Fast-forward only; a rejected ref throws GitError(rejected), one a local

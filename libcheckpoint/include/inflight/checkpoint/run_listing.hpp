@@ -54,14 +54,15 @@ std::vector<IndexEntry> read_index(CacheRepo& cache, const std::string& tip,
                                    std::vector<std::string>& problems);
 
 // Where the run's data is: its result ref when published, else its one
-// branch; fetched (that ref alone), so that read_file_at() reads it. Throws
+// branch, else the result commit layout 2's log names (a folded run's ref may be gone); fetched
+// (that ref or commit alone), so that read_file_at() reads it. Throws
 // GitError(not_found) for an unknown run id, GitError(ambiguous) when
 // several pods hold a branch of it.
 struct FetchedRun {
   std::string commit;
   std::string where;  // the result ref, or the branch (inflight/<pod>/<run-id>)
 };
-FetchedRun fetch_run(RemoteStore& remote, const std::string& run_id);
+FetchedRun fetch_run(CacheRepo& cache, RemoteStore& remote, const std::string& run_id);
 
 // The published runs the index holds, older than `older_than_seconds` (by
 // finished_at) or named; deletes their result refs and index files in one

@@ -535,6 +535,25 @@ TEST_F(GitDaemonTest, AMarkerIsLookedUpByIdWithoutDownloadingIntoTheCache) {
   EXPECT_NE(message.find("65536 bytes"), std::string::npos) << message;
 }
 
+// A result whose ref layout 2 deleted is fetched by its id alone: where the server allows
+// reachable wants, with what it reaches; a commit no ref reaches is no such commit.
+TEST_F(GitDaemonTest, ACommitIsFetchedByItsIdWhereReachableWantsAreAllowed) {
+  RemoteStore store(*repo_, config(url()));
+  store.push(kRef, checkpoint(noise(1024)));
+  const auto tip = trimmed(git(remote_path(), "rev-parse " + kRef));
+  git(remote_path(), "update-ref refs/kept " + tip);
+  git(remote_path(), "update-ref -d " + kRef);
+  CacheRepo elsewhere(temp_.path() / "other-cache.git");
+  RemoteStore other(elsewhere, config(url()));
+  EXPECT_EQ(kind_of([&] { other.fetch_commit(tip); }), Failure::other);  // wants by id refused
+  git(remote_path(), "config uploadpack.allowReachableSHA1InWant true");
+  EXPECT_EQ(other.fetch_commit(tip), tip);
+  EXPECT_EQ(read_file_at(elsewhere, tip, "index.jsonl", 1 << 20), noise(1024));
+  git(remote_path(), "update-ref -d refs/kept");
+  CacheRepo third(temp_.path() / "third-cache.git");
+  kind_of([&] { RemoteStore(third, config(url())).fetch_commit(tip); });
+}
+
 TEST_F(RemoteStoreTest, AConnectionThatCouldNotBeOpenedAheadFailsTheUpdate) {
   RemoteStore store(*repo_, config("git://127.0.0.1:" + std::to_string(free_port()) + "/x.git"));
   store.connect_ahead();

@@ -15,6 +15,7 @@
 #include "git/oid_text.hpp"
 #include "inflight/checkpoint/index_entry.hpp"
 #include "inflight/checkpoint/lease.hpp"
+#include "inflight/checkpoint/run_listing.hpp"
 #include "inflight/core/branch_name.hpp"
 #include "inflight/core/run_params.hpp"
 #include "store/archive_fold.hpp"
@@ -873,6 +874,56 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
   for (const auto& commit : {r1, r2, hex(published_marker("r1")), hex(published_marker("r2"))})
     EXPECT_NE(reached.find(commit), std::string::npos) << commit;
   git(remote(), "fsck --no-dangling");  // every object a fold names is there
+}
+
+// Once folded, a result needs no ref (layout 2's unref, docs/results.md): a pod that meets the run
+// in the log alone counts it published. Its leftover branch with the same final state goes without
+// a second result, `runs list` shows the run once, and `runs show` fetches the result by its id.
+TEST_F(CheckpointStoreTest, AFoldedRunWithoutItsResultRefIsStillPublished) {
+  CheckpointStore a(config("a"));
+  const auto r1 = r1_released_on_layout_two(a);
+  git(remote(), "update-ref refs/heads/inflight/pod-a/r1 " + r1 + "^");
+  git(remote(), "update-ref -d refs/inflight-results/r1");
+
+  CheckpointStore b(config("b"));
+  const auto report = restore(std::move(b), temp_.path() / "runs-b", "pod-b");
+  ASSERT_EQ(report.published.size(), 1u);
+  EXPECT_EQ(report.published[0].run_id, "r1");
+  ASSERT_TRUE(report.published[0].entry);
+  EXPECT_EQ(report.published[0].entry->final_status, "succeeded");
+  EXPECT_EQ(report.released, std::vector<std::string>{"inflight/pod-a/r1"});
+  EXPECT_TRUE(report.claimed.empty());
+  EXPECT_FALSE(has_ref("refs/inflight-results/r1"));  // no second result
+  EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r1"));
+
+  CheckpointStore c(config("c"));
+  const auto listing = list_runs(c.cache(), c.remote());
+  std::vector<std::string> ids;
+  for (const auto& row : listing.runs) ids.push_back(row.id + " " + row.state);
+  EXPECT_EQ(ids, std::vector<std::string>{"r1 succeeded"});
+  const auto shown = fetch_run(c.cache(), c.remote(), "r1");
+  EXPECT_EQ(shown.commit, r1);
+  EXPECT_EQ(read_file_at(c.cache(), shown.commit, kRunParamsFile, kMaxRunParamsBytes).has_value(),
+            true);
+  EXPECT_NE(shown.where.find(kArchiveRef), std::string::npos) << shown.where;
+}
+
+// The same run's leftover branch with another final state than the one the log names is kept for
+// an operator: publishing it would make a second result.
+TEST_F(CheckpointStoreTest, AFoldedRunsBranchWithAnotherFinalStateIsKept) {
+  CheckpointStore a(config("a"));
+  const auto r1 = r1_released_on_layout_two(a);
+  git(remote(), "update-ref -d refs/inflight-results/r1");
+  CheckpointStore other(config("other"));
+  ASSERT_TRUE(other.save(finished_run(temp_.path() / "runs-o", "r1", "failed"), "pod-a",
+                         info("r1", CheckpointReason::final)));
+  const auto report = restore(CheckpointStore(config("b")), temp_.path() / "runs-b", "pod-b");
+  EXPECT_TRUE(report.released.empty());
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].find("published with another result (" + r1), std::string::npos)
+      << report.problems[0];
+  EXPECT_TRUE(has_ref("refs/heads/inflight/pod-a/r1"));
+  EXPECT_FALSE(has_ref("refs/inflight-results/r1"));
 }
 
 // A layout 1 repo has no archive: nothing is recorded for a fold, and no push carries one.

@@ -237,7 +237,7 @@ struct RestoreReport {
   std::vector<std::string> released;    // branches of finished runs, deleted
   std::vector<std::string> ambiguous;   // with `only`: every branch it names, when several
   std::vector<std::string> problems;    // one line per branch that could not be used
-  std::vector<PublishedRun> published;  // every run id with a result ref
+  std::vector<PublishedRun> published;  // every run id with a result ref or an index entry
   std::vector<WatchedRecord> watched;   // what held runs back this time
   // Why each pack this restore downloaded went to libgit2's indexer, not ours.
   std::vector<std::string> indexed_by_libgit2;
