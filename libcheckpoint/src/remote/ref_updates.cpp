@@ -100,6 +100,14 @@ std::vector<RefSend> RemoteStore::Impl::judge(PushConnection& connection,
       results[i] = {RefOutcome::taken, "it is gone, and the run is published (" + *u.result + ")"};
       continue;
     }
+    // Layout 2 deletes a result ref once the archive reached it: a branch gone with no result
+    // ref is looked up there (rare: another pod took the run, or an operator deleted it).
+    if (const auto run_id =
+            tip == tips.end() && u.result ? parse_result_ref(*u.result) : std::nullopt)
+      if (const auto folded = this->folded(tips, *run_id)) {
+        results[i] = {RefOutcome::taken, "it is gone, and " + *folded};
+        continue;
+      }
     if (u.build) {
       // Anyone with push access may point the ref at anything: a tip the cache holds that is no
       // commit could be no parent, and would fail the whole push.

@@ -13,6 +13,7 @@
 #include "git/cache_repo_impl.hpp"
 #include "git/cache_sweep.hpp"
 #include "git/git_error.hpp"
+#include "git/markers.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/remote_url.hpp"
@@ -332,10 +333,15 @@ RemoteStore::Impl::ById RemoteStore::Impl::fetch_by_id(const std::string& commit
 }
 
 RemoteStore::Reachable RemoteStore::reachable(const std::string& commit, const std::string& known) {
+  return impl_->reachable(commit, known);
+}
+
+RemoteStore::Reachable RemoteStore::Impl::reachable(const std::string& commit,
+                                                    const std::string& known) {
   parse_oid(commit);
   parse_oid(known);
-  if (impl_->location.local_path) return reachable_in(*impl_->location.local_path, commit);
-  switch (impl_->fetch_by_id(commit)) {
+  if (location.local_path) return reachable_in(*location.local_path, commit);
+  switch (fetch_by_id(commit)) {
     case Impl::ById::fetched:
       return Reachable::yes;
     case Impl::ById::not_allowed:
@@ -343,7 +349,7 @@ RemoteStore::Reachable RemoteStore::reachable(const std::string& commit, const s
     case Impl::ById::refused_or_lost:
       break;
   }
-  switch (impl_->fetch_by_id(known)) {
+  switch (fetch_by_id(known)) {
     case Impl::ById::fetched:
       return Reachable::no;  // the server answers, and did not serve `commit`
     case Impl::ById::not_allowed:
@@ -351,8 +357,27 @@ RemoteStore::Reachable RemoteStore::reachable(const std::string& commit, const s
     case Impl::ById::refused_or_lost:
       break;
   }
-  throw GitError(Failure::unreachable, "look up " + commit + " on " + display_url() +
+  throw GitError(Failure::unreachable, "look up " + commit + " on " + location.display +
                                            ": the connection ended before an answer, twice");
+}
+
+std::optional<std::string> RemoteStore::Impl::folded(const std::map<std::string, git_oid>& tips,
+                                                     const std::string& run_id) {
+  if (!tips.contains(std::string(kArchiveRef))) return std::nullopt;
+  try {
+    switch (reachable(oid_hex(marker_id(published_marker(run_id))),
+                      oid_hex(marker_id(archive_genesis())))) {
+      case Reachable::yes:
+        return "the archive holds its result";
+      case Reachable::unknown:
+        return "the archive may hold its result: the server allows no lookup by id";
+      case Reachable::no:
+        return std::nullopt;
+    }
+  } catch (const GitError& e) {
+    return std::string("the archive may hold its result: ") + e.what();
+  }
+  return std::nullopt;
 }
 
 void RemoteStore::push(const std::string& ref, const std::string& oid) {

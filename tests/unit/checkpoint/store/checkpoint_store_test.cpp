@@ -908,6 +908,32 @@ TEST_F(CheckpointStoreTest, AFoldedRunWithoutItsResultRefIsStillPublished) {
   EXPECT_NE(shown.where.find(kArchiveRef), std::string::npos) << shown.where;
 }
 
+// A pod whose run's branch went while it was away, and whose result ref went too once the archive
+// reached it (layout 2's unref): its next checkpoint finds the run in the archive and is taken,
+// where it would have made the branch again and run a published run on.
+TEST_F(CheckpointStoreTest, ABranchGoneWithItsRunFoldedFencesTheNextCheckpoint) {
+  start_runs_log();
+  CheckpointStore a(config("a"));
+  const SaveRequest running{.run_dir = make_run(temp_.path() / "runs-a", "r1", 1),
+                            .origin_pod = "pod-a",
+                            .info = info("r1")};
+  ASSERT_FALSE(a.save_all({running}, std::nullopt, {}).runs.at(0).error);
+  git(remote(), "update-ref -d refs/heads/inflight/pod-a/r1");  // another pod took it
+  CheckpointStore b(config("b"));
+  ASSERT_TRUE(release_one(b, finished_run(temp_.path() / "runs-b", "r1", "succeeded"), "pod-a",
+                          info("r1", CheckpointReason::final)));
+  ASSERT_TRUE(has_ref(std::string(kArchiveRef)));
+  git(remote(), "update-ref -d refs/inflight-results/r1");
+
+  const auto report = a.save_all({running}, std::nullopt, {});
+  ASSERT_EQ(report.runs.size(), 1u);
+  EXPECT_EQ(report.runs[0].ref, RefOutcome::taken);
+  ASSERT_TRUE(report.runs[0].error);
+  EXPECT_NE(report.runs[0].error->find("the archive holds its result"), std::string::npos)
+      << *report.runs[0].error;
+  EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r1"));
+}
+
 // The same run's leftover branch with another final state than the one the log names is kept for
 // an operator: publishing it would make a second result.
 TEST_F(CheckpointStoreTest, AFoldedRunsBranchWithAnotherFinalStateIsKept) {
