@@ -215,7 +215,7 @@ std::string RemoteStore::fetch(const std::string& ref) {
 std::string RemoteStore::fetch_commit(const std::string& commit) {
   const git_oid oid = parse_oid(commit);
   if (git_odb_exists(open_odb(impl_->git()).get(), &oid) == 1) return commit;
-  if (!impl_->fetch_to(commit, std::string(kFetchedPrefix) + "by-id"))
+  if (!impl_->fetch_to(commit, std::string(kFetchedPrefix) + "by-id/" + commit))
     throw GitError(Failure::not_found, "no commit " + commit + " on " + display_url());
   return commit;
 }

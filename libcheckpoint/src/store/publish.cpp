@@ -210,13 +210,25 @@ CheckpointStore::Publication CheckpointStore::publication(const std::string& fin
           .failure = std::nullopt};
 }
 
-std::vector<Result<void>> CheckpointStore::publish(const std::vector<std::string>& final_commits) {
+std::vector<Result<void>> CheckpointStore::publish(
+    const std::vector<std::string>& final_commits,
+    const std::map<std::string, std::string>& logged) {
   std::vector<Result<void>> answers(final_commits.size(), Result<void>{});
   std::vector<Publication> publications;
   std::vector<std::size_t> asked;  // the final commit of each publication
   for (std::size_t i = 0; i < final_commits.size(); ++i) {
     try {
-      publications.push_back(publication(final_commits[i]));
+      auto publication = this->publication(final_commits[i]);
+      const auto entry = logged.find(publication.run_id);
+      if (entry != logged.end() && entry->second != publication.result) {
+        answers[i] = publish_failure(
+            Failure::rejected,
+            "run " + publication.run_id + " is published with another result (" +
+                (entry->second.empty() ? "its index entry names none" : entry->second) + ", not " +
+                publication.result + ")");
+        continue;
+      }
+      publications.push_back(std::move(publication));
       asked.push_back(i);
     } catch (const GitError& e) {
       if (e.network() || e.kind() == Failure::cache) throw;
@@ -336,11 +348,9 @@ std::map<std::string, Result<void>> CheckpointStore::publish_before_prune(
     const std::vector<std::string>& refs, const std::vector<RemoteBranch>& listing) {
   std::map<std::string, Result<void>> outcomes;
   if (!config_.publish || refs.empty()) return outcomes;
-  // A run an index lists is published, with or without its result ref (a folded one has none).
-  std::vector<std::string> problems;  // a bad entry is the listing's to report, not a prune's
-  std::set<std::string> published = published_run_ids(listing, problems);
-  for (auto& [run_id, entry] : read_indexes(cache_, remote_, listing, problems))
-    published.insert(run_id);
+  std::set<std::string> published;
+  for (const auto& ref : listing)
+    if (auto run_id = parse_result_ref(ref.ref)) published.insert(std::move(*run_id));
   std::vector<std::string> finals, publishing;
   for (const auto& ref : listing) {
     const auto name = parse_branch_ref(ref.ref);
@@ -360,7 +370,14 @@ std::map<std::string, Result<void>> CheckpointStore::publish_before_prune(
       // No run-params.json to read: not a finished run's state, nothing to publish.
     }
   }
-  const auto results = publish(finals);
+  if (finals.empty()) return outcomes;
+  // A run an index lists without a result ref (a folded one's may be gone) is published only as
+  // the result its entry names.
+  std::vector<std::string> problems;  // a bad entry is the listing's to report, not a prune's
+  std::map<std::string, std::string> logged;
+  for (auto& [run_id, entry] : read_indexes(cache_, remote_, listing, problems))
+    if (!published.contains(run_id)) logged.emplace(run_id, entry.result_commit.value_or(""));
+  const auto results = publish(finals, logged);
   for (std::size_t i = 0; i < results.size(); ++i) outcomes.emplace(publishing[i], results[i]);
   return outcomes;
 }

@@ -223,13 +223,17 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
       return report.left.push_back(std::move(*owner));
     return publish_finished(branch, tip, push, report);
   }
-  if (local == LocalCopy::finished)
+  const auto published = push.published.find(name->run_id);
+  // A run only an index entry holds is not pushed a new final state: its result could only
+  // differ from the one the entry names.
+  if (local == LocalCopy::finished && (published == push.published.end() || !published->second))
     return publish_finished(branch, push_local_final(branch, tip, request), push, report);
   taken.insert(name->run_id);
-  if (push.published.contains(name->run_id)) {
+  if (published != push.published.end()) {
     report.held.push_back({std::move(params), branch.ref,
                            "run " + name->run_id + " is published already (" +
-                               result_ref(name->run_id) + "); this branch is left alone"});
+                               (published->second ? "its index entry" : result_ref(name->run_id)) +
+                               "); this branch is left alone"});
     return;
   }
   if (auto owner = live_owner(branch, tip, request, leases, report)) {

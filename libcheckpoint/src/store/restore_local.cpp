@@ -44,17 +44,14 @@ CheckpointInfo final_info(const fs::path& dir, const RunParams& params,
 // One whose run id another pod published first is kept for an operator.
 void CheckpointStore::publish_finished(const RemoteBranch& branch, const std::string& final_commit,
                                        RestorePush& push, RestoreReport& report) {
-  const auto folded = push.published.find(parse_branch_ref(branch.ref)->run_id);
-  if (folded != push.published.end() && folded->second) {
-    // Only the run's index entry is left to say it is published (layout 2 folds a result and
-    // deletes its ref): a create would make it a second result. The same result goes.
-    const auto result = publication(final_commit).result;
-    if (result != *folded->second)
-      throw std::runtime_error("kept: its run is published with another result (" +
-                               (folded->second->empty() ? "not named" : *folded->second) +
-                               ", not " + result + ")");
-  } else if (config_.publish) {
-    if (const auto published = publish({final_commit}).front(); !published) {
+  if (config_.publish) {
+    // A run only an index entry holds (layout 2 deletes a folded result's ref) is published only
+    // as the result the entry names: the same commit again, never a second result.
+    const auto run_id = parse_branch_ref(branch.ref)->run_id;
+    const auto entry = push.published.find(run_id);
+    std::map<std::string, std::string> logged;
+    if (entry != push.published.end() && entry->second) logged.emplace(run_id, *entry->second);
+    if (const auto published = publish({final_commit}, logged).front(); !published) {
       const auto& error = published.error();
       if (network_failure(error.kind)) throw GitError(error.kind, error.message);
       throw std::runtime_error("kept, not published: " + error.message);

@@ -63,8 +63,12 @@ class CheckpointStore {
   // only if absent, in one push, then their index entries in one commit on
   // the index tip, built again on a tip another pod moved. Landed when both
   // are there, now or before; Failure::rejected when another pod published
-  // the run id first. One answer per commit, in order.
-  std::vector<Result<void>> publish(const std::vector<std::string>& final_commits);
+  // the run id first. One answer per commit, in order. `logged`: the result commit an index
+  // entry names, by run id, for runs an entry holds without a result ref (layout 2 deletes a
+  // folded one's, docs/results.md); a run whose result would be another is rejected, never
+  // published twice, and the same one is published again (the same commit is no second result).
+  std::vector<Result<void>> publish(const std::vector<std::string>& final_commits,
+                                    const std::map<std::string, std::string>& logged = {});
   // Before `checkpoints prune` deletes `refs`: each branch whose tip holds a
   // finished run that has no result yet is published (with
   // StoreConfig::publish), so that no prune loses a finished run's results.
