@@ -375,7 +375,7 @@ std::map<std::string, Result<void>> CheckpointStore::publish_before_prune(
   // the result its entry names.
   std::vector<std::string> problems;  // a bad entry is the listing's to report, not a prune's
   std::map<std::string, std::string> logged;
-  for (auto& [run_id, entry] : read_indexes(cache_, remote_, listing, problems))
+  for (auto& [run_id, entry] : read_indexes(cache_, remote_, listing, problems).entries)
     if (!published.contains(run_id)) logged.emplace(run_id, entry.result_commit.value_or(""));
   const auto results = publish(finals, logged);
   for (std::size_t i = 0; i < results.size(); ++i) outcomes.emplace(publishing[i], results[i]);

@@ -10,6 +10,8 @@
 
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
+#include "git/markers.hpp"
+#include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
@@ -43,26 +45,43 @@ std::vector<RemoteBranch> branches_to_restore(std::vector<RemoteBranch> listing,
 
 // Each run id with a result ref or an index entry, with the entry when an index holds a good
 // one: serve answers a submit of one with it, and starts nothing. An entry counts without its
-// ref: layout 2 keeps a folded result reachable from the archive alone (docs/results.md).
+// ref: layout 2 keeps a folded result reachable from the archive alone (docs/results.md). An
+// index that could not be read leaves `push` unsure of the runs without a ref.
 std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<RemoteBranch>& listing,
+                                                          RestorePush& push,
                                                           std::vector<std::string>& problems) {
-  std::map<std::string, IndexEntry> indexed;
+  IndexReading indexed;
   try {
     indexed = read_indexes(cache_, remote_, listing, problems);
   } catch (const GitError& e) {
     if (e.network()) throw;
     problems.push_back(std::string("the index: ") + e.what());
+    indexed.whole = false;
   }
+  push.archived = std::any_of(listing.begin(), listing.end(),
+                              [](const RemoteBranch& ref) { return ref.ref == kArchiveRef; });
+  push.unsure = !indexed.whole && push.archived;
   std::vector<PublishedRun> runs;
   for (const auto& run_id : published_run_ids(listing, problems)) {
-    const auto it = indexed.find(run_id);
+    auto entry = indexed.entries.extract(run_id);
+    push.published.emplace(run_id, std::nullopt);
     runs.push_back({.run_id = run_id,
-                    .entry = it == indexed.end() ? std::nullopt : std::optional(it->second)});
-    if (it != indexed.end()) indexed.erase(it);
+                    .entry = entry ? std::optional(std::move(entry.mapped())) : std::nullopt});
   }
-  for (auto& [run_id, entry] : indexed)
+  for (auto& [run_id, entry] : indexed.entries) {
+    push.published.emplace(run_id, entry.result_commit.value_or(""));
     runs.push_back({.run_id = run_id, .entry = std::move(entry)});
+  }
   return runs;
+}
+
+// Whether run `run_id` is published, or may be: an index says so, or, when an index could not be
+// read, the archive reaches its marker or cannot say (design §3.4's lookup).
+bool CheckpointStore::published_or_unsure(const RestorePush& push, const std::string& run_id) {
+  if (push.published.contains(run_id)) return true;
+  if (!push.unsure) return false;
+  return remote_.reachable(oid_hex(marker_id(published_marker(run_id))),
+                           oid_hex(marker_id(archive_genesis()))) != RemoteStore::Reachable::no;
 }
 
 RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
@@ -72,14 +91,7 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   if (request.lease_until) remote_.connect_ahead();
   // Results are listed, never downloaded: their ids are finished runs.
   const auto listing = remote_.list("refs/", RemoteStore::Tips::downloaded);
-  report.published = published_runs(listing, report.problems);
-  std::vector<std::string> reported;  // by published_runs() already
-  const auto refs = published_run_ids(listing, reported);
-  for (const auto& run : report.published)
-    push.published.emplace(
-        run.run_id, refs.contains(run.run_id)
-                        ? std::nullopt
-                        : std::optional(run.entry ? run.entry->result_commit.value_or("") : ""));
+  report.published = published_runs(listing, push, report.problems);
   LeaseBook leases(cache_, remote_, listing, request, report.problems);
   const auto branches = branches_to_restore(listing, request);
   if (request.only && branches.size() > 1) {
@@ -140,6 +152,11 @@ void CheckpointStore::push_unbranched_runs(const std::vector<RemoteBranch>& bran
     if (branched.count(branch_ref({local.origin_pod, run_id})) || taken.count(run_id) ||
         request.skip.count(run_id))
       continue;
+    // A copy of a run published elsewhere is stale: never pushed, never resumed.
+    if (published_or_unsure(push, run_id)) {
+      mark_stale({local.origin_pod, run_id}, request, report);
+      continue;
+    }
     // A run that another pod under a live lease ran here last is its own.
     const auto runner = local_runner({local.origin_pod, run_id}, request);
     if (runner && *runner != request.pod && leases.live(*runner)) {
@@ -229,10 +246,12 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
   if (local == LocalCopy::finished && (published == push.published.end() || !published->second))
     return publish_finished(branch, push_local_final(branch, tip, request), push, report);
   taken.insert(name->run_id);
-  if (published != push.published.end()) {
+  if (published_or_unsure(push, name->run_id)) {
+    const auto where = published == push.published.end() ? "the index could not be read"
+                       : published->second               ? "its index entry"
+                                                         : result_ref(name->run_id);
     report.held.push_back({std::move(params), branch.ref,
-                           "run " + name->run_id + " is published already (" +
-                               (published->second ? "its index entry" : result_ref(name->run_id)) +
+                           "run " + name->run_id + " is published already, or may be (" + where +
                                "); this branch is left alone"});
     return;
   }

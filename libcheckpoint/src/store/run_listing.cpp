@@ -176,6 +176,7 @@ struct FinishedEntries {
   std::set<std::string> flat;                 // the ids layout 1's index lists
   std::set<std::string> logged;               // the ids layout 2's index lists or removed
   std::string flat_tip;                       // layout 1's index, when there is one
+  bool whole = true;                          // every listed index was read
 };
 
 // Each index on its own: one that cannot be read (a tip that is no commit) is a problem, and the
@@ -189,6 +190,7 @@ FinishedEntries finished_entries(CacheRepo& cache, RemoteStore& remote, const Re
     } catch (const GitError& e) {
       if (e.network() || e.kind() == Failure::cache) throw;
       problems.push_back(std::string(ref) + ": " + e.what());
+      finished.whole = false;
     }
   };
   if (refs.index)
@@ -216,17 +218,19 @@ FinishedEntries finished_entries(CacheRepo& cache, RemoteStore& remote, const Re
         finished.entries.erase(id);
       }
       problems.insert(problems.end(), index.problems.begin(), index.problems.end());
+      if (!index.problems.empty()) finished.whole = false;  // a line or a commit left unread
     });
   return finished;
 }
 
 }  // namespace
 
-std::map<std::string, IndexEntry> read_indexes(CacheRepo& cache, RemoteStore& remote,
-                                               const std::vector<RemoteBranch>& listing,
-                                               std::vector<std::string>& problems) {
+IndexReading read_indexes(CacheRepo& cache, RemoteStore& remote,
+                          const std::vector<RemoteBranch>& listing,
+                          std::vector<std::string>& problems) {
   std::vector<std::string> named;  // a bad result ref's name is the listing's problem, not ours
-  return finished_entries(cache, remote, map_refs(listing, named), problems).entries;
+  auto finished = finished_entries(cache, remote, map_refs(listing, named), problems);
+  return {.entries = std::move(finished.entries), .whole = finished.whole};
 }
 
 RunListing list_runs(CacheRepo& cache, RemoteStore& remote, bool finished,

@@ -185,7 +185,8 @@ class CheckpointStore {
   std::optional<std::string> undo_release(const RefResult& result, const SaveAllReport& report,
                                           const Lease& lease);
   std::vector<PublishedRun> published_runs(const std::vector<RemoteBranch>& listing,
-                                           std::vector<std::string>& problems);
+                                           RestorePush& push, std::vector<std::string>& problems);
+  bool published_or_unsure(const RestorePush& push, const std::string& run_id);
   std::set<std::string> restore_branches(const std::vector<RemoteBranch>& branches,
                                          const RestoreRequest& request, LeaseBook& leases,
                                          RestorePush& push, RestoreReport& report);

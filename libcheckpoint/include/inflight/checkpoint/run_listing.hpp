@@ -43,10 +43,15 @@ std::set<std::string> published_run_ids(const std::vector<RemoteBranch>& refs,
                                         std::vector<std::string>& problems);
 
 // The entries both layouts' indexes in `listing` hold, layout 2's entry of an id over layout 1's
-// (a repo being migrated holds both); a bad file or line is a problem of its own.
-std::map<std::string, IndexEntry> read_indexes(CacheRepo& cache, RemoteStore& remote,
-                                               const std::vector<RemoteBranch>& listing,
-                                               std::vector<std::string>& problems);
+// (a repo being migrated holds both); a bad file or line is a problem of its own, and an index
+// that cannot be read at all (a tip that is no commit) is one too, which `whole` tells.
+struct IndexReading {
+  std::map<std::string, IndexEntry> entries;  // by run id
+  bool whole = true;
+};
+IndexReading read_indexes(CacheRepo& cache, RemoteStore& remote,
+                          const std::vector<RemoteBranch>& listing,
+                          std::vector<std::string>& problems);
 
 // Every entry of `runs/` in the index commit `tip`; a bad file is a problem
 // of its own.

@@ -938,6 +938,36 @@ TEST_F(CheckpointStoreTest, ABranchGoneWithItsRunFoldedFencesTheNextCheckpoint) 
   EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r1"));
 }
 
+// A log that cannot be read leaves a restore unsure of every run without a result ref: each
+// branch it would claim is looked up in the archive first. A folded run's branch is held, another
+// run's is claimed, and a local copy of another folded run is not pushed.
+TEST_F(CheckpointStoreTest, WithTheLogUnreadAClaimIsLookedUpInTheArchive) {
+  CheckpointStore a(config("a"));
+  r1_released_on_layout_two(a);
+  ASSERT_TRUE(release_one(a, finished_run(temp_.path() / "runs-a", "r3", "succeeded"), "pod-a",
+                          info("r3", CheckpointReason::final)));
+  for (const auto* id : {"r1", "r3"})
+    git(remote(), "update-ref -d refs/inflight-results/" + std::string(id));
+  CheckpointStore o(config("o"));
+  for (const auto* id : {"r1", "r2"})
+    ASSERT_TRUE(o.save(make_run(temp_.path() / "runs-o", id, 1), "pod-a", info(id)));
+  const auto empty_tree = trimmed(git(remote(), "hash-object -t tree -w /dev/null"));
+  const auto no_layout = trimmed(git(remote(), "commit-tree " + empty_tree + " -m broken"));
+  git(remote(), "update-ref " + std::string(kRunsLogRef) + " " + no_layout);
+  const auto runs = temp_.path() / "runs-b";
+  make_run(runs, "r3", 1);  // a copy of a folded run, with no branch
+
+  const auto report = restore(CheckpointStore(config("b")), runs, "pod-b",
+                              {{"r3", {.attempts = 1, .origin_pod = "pod-a"}}});
+  ASSERT_EQ(report.claimed.size(), 1u);
+  EXPECT_EQ(report.claimed[0].params.run_id, "r2");
+  ASSERT_EQ(report.held.size(), 1u);
+  EXPECT_NE(report.held[0].reason.find("may be (the index could not be read)"), std::string::npos)
+      << report.held[0].reason;
+  EXPECT_TRUE(report.published.empty());
+  EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r3"));
+}
+
 // The same run's leftover branch with another final state than the one the log names is kept for
 // an operator: publishing it would make a second result.
 TEST_F(CheckpointStoreTest, AFoldedRunsBranchWithAnotherFinalStateIsKept) {
