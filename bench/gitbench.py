@@ -206,7 +206,8 @@ def store_settings(cache_dir, url):
     return {"cache_dir": os.path.abspath(cache_dir), "url": url, "username": "", "token": "",
             "ssh_key": "", "known_hosts": "", "ca_file": "", "excludes": EXCLUDES,
             "restore_max_bytes": 1 << 30, "restore_max_files": 100000,
-            "claim_lease_seconds": 120, "publish": True, "sweep_temp_after_seconds": 3600}
+            "claim_lease_seconds": 120, "publish": True, "sweep_temp_after_seconds": 3600,
+            "results_ref_retention_seconds": 600}
 
 
 def agent_call(request, timeout):

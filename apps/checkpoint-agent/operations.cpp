@@ -45,7 +45,8 @@ ck::StoreConfig store_config(const AgentStore& s) {
           .restore_limits = {.max_bytes = s.restore_max_bytes, .max_files = s.restore_max_files},
           .claim_lease = std::chrono::seconds(s.claim_lease_seconds),
           .publish = s.publish,
-          .sweep_temp_after = std::chrono::seconds(s.sweep_temp_after_seconds)};
+          .sweep_temp_after = std::chrono::seconds(s.sweep_temp_after_seconds),
+          .results_ref_retention = std::chrono::seconds(s.results_ref_retention_seconds)};
 }
 
 template <class Answer>

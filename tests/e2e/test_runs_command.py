@@ -270,3 +270,44 @@ def test_a_publish_on_layout_2_adds_its_entry_to_the_log(serve_factory, tmp_path
     assert listed(operator, git_daemon)[0] == {}
     removal = json.loads(git(git_daemon.bare, "show", "refs/heads/inflight-runs-log:entries.jsonl"))
     assert removal == {"id": run_id, "removed": True}, removal
+
+
+def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_path, git_daemon):
+    """Layout 2's unref (docs/results.md "The history layout"): with --results-ref-retention 0,
+    the push after a run's fold deletes its result ref. The run stays published: `runs list`
+    lists it, `runs show` and `runs logs` fetch its result by id from the archive, and a pod on
+    an empty disk answers a submit of it with its status, starting nothing."""
+    git(git_daemon.bare, "fast-import", "--quiet",
+        input=commit("refs/heads/inflight-runs-log", LAYOUT_2))
+    git(git_daemon.bare, "config", "uploadpack.allowReachableSHA1InWant", "true")
+    pod_a = tmp_path / "pod-a"
+    pod_a.mkdir()
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--checkpoint-interval", "500ms", "--results-ref-retention", "0s",
+                          workdir=pod_a)
+    serve.wait_ready()
+    run_id = published(serve, tests=2, test_ms=1)
+    result = git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{run_id}").strip()
+    serve.submit(tests=200, test_ms=100)  # a run whose checkpoints carry the unref
+    wait_for(lambda: not git(git_daemon.bare, "for-each-ref", f"refs/inflight-results/{run_id}"),
+             30, "the result ref deleted")
+    assert result in git(git_daemon.bare, "rev-list", "refs/inflight-archive/results").split()
+    git(git_daemon.bare, "fsck", "--strict", "--no-dangling")
+
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    rows, stderr = listed(operator, git_daemon)
+    assert rows[run_id]["state"] == "succeeded", stderr
+    shown = runs(operator, git_daemon, "show", run_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert "refs/inflight-archive/results" in json.loads(shown.stdout)["where"], shown.stdout
+    logs = runs(operator, git_daemon, "logs", run_id)
+    assert logs.returncode == 0 and logs.stdout, logs.stderr
+
+    pod_b = tmp_path / "pod-b"
+    pod_b.mkdir()
+    fresh = serve_factory("--pod-name", "pod-b", "--results-repo", git_daemon.url, workdir=pod_b)
+    fresh.wait_ready()
+    again = fresh.post("/api/eval/run", {"id": run_id})
+    assert again.status == 200 and again.json()["status"] == "succeeded", again.body
+    assert not [e for e in fresh.events() if e.get("msg") == "attempt started"]

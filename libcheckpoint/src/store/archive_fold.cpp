@@ -1,6 +1,7 @@
 // See archive_fold.hpp.
 #include "store/archive_fold.hpp"
 
+#include <charconv>
 #include <stdexcept>
 
 #include "git/markers.hpp"
@@ -13,6 +14,26 @@ namespace inflight::checkpoint {
 
 std::string fold_record(std::string_view run_id) {
   return std::string(kFoldRecordPrefix) + std::string(run_id);
+}
+
+std::string folded_record(std::string_view run_id, std::int64_t unix_seconds) {
+  return std::string(kFoldedRecordPrefix) + std::to_string(unix_seconds) + "/" +
+         std::string(run_id);
+}
+
+std::optional<FoldedRecord> parse_folded_record(std::string_view ref) {
+  if (!ref.starts_with(kFoldedRecordPrefix)) return std::nullopt;
+  ref.remove_prefix(kFoldedRecordPrefix.size());
+  const auto slash = ref.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  FoldedRecord record{.run_id = std::string(ref.substr(slash + 1)), .unix_seconds = 0};
+  const auto seconds = ref.substr(0, slash);
+  const auto [end, error] =
+      std::from_chars(seconds.data(), seconds.data() + seconds.size(), record.unix_seconds);
+  if (error != std::errc() || end != seconds.data() + seconds.size() ||
+      !is_valid_run_id(record.run_id))
+    return std::nullopt;
+  return record;
 }
 
 RefUpdate archive_fold(std::vector<ArchivedRun> runs) {

@@ -7,10 +7,14 @@
 //
 // Which results this pod still has to fold is kept in its cache, one record per run
 // (`refs/inflight-local/to-fold/<run-id>` at the result commit): set when the run's entry
-// landed in layout 2's log, dropped when a fold of it landed.
+// landed in layout 2's log, dropped when a fold of it landed. A landed fold leaves a record of
+// its own (`refs/inflight-local/folded/<unix-seconds>/<run-id>`, the time of this machine's
+// clock), until the unref: once StoreConfig::results_ref_retention passed, a push deletes the
+// result ref, expecting the commit the record holds. Only this pod's clock is read against it.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +37,18 @@ struct ArchivedRun {
 };
 
 std::string fold_record(std::string_view run_id);
+
+inline constexpr std::string_view kFoldedRecordPrefix = "refs/inflight-local/folded/";
+// Result refs one push deletes at most; the rest wait for the next.
+inline constexpr std::size_t kUnrefsPerPush = 2000;
+
+std::string folded_record(std::string_view run_id, std::int64_t unix_seconds);
+struct FoldedRecord {
+  std::string run_id;
+  std::int64_t unix_seconds = 0;
+};
+// nullopt for a name that is no folded record (the cache is ours, but a bad one costs nothing).
+std::optional<FoldedRecord> parse_folded_record(std::string_view ref);
 
 // The update that folds `runs` (at most kRunsFoldedPerPush, at least one) into the archive:
 // built on the advertised tip, never downloaded, or on a new genesis where there is none.

@@ -10,6 +10,7 @@
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
 #include "inflight/checkpoint/index_entry.hpp"
+#include "inflight/core/clock.hpp"
 #include "snapshot/stat_cache.hpp"
 #include "store/archive_fold.hpp"
 #include "store/index_commit.hpp"
@@ -272,19 +273,18 @@ void CheckpointStore::record_for_fold(const std::string& run_id, const std::stri
 // Every result this pod published into layout 2's log and has not folded yet, up to
 // kRunsFoldedPerPush: folded by this push, on the archive as the server has it. A record whose
 // result the cache cannot read, or whose run cannot have markers, is dropped: its result ref
-// keeps the result reachable.
+// keeps the result reachable. And the result refs whose fold landed longer ago than the
+// retention: deleted, each expected to hold the result folded (the unref).
 CheckpointStore::FoldPush CheckpointStore::add_fold(std::vector<RefUpdate>& updates) {
   FoldPush fold;
-  std::vector<ArchivedRun> runs;
   for (const auto& [record, result] : cache_.pushed_under(std::string(kFoldRecordPrefix))) {
-    if (runs.size() == kRunsFoldedPerPush) break;
+    if (fold.runs.size() == kRunsFoldedPerPush) break;
     const auto run_id = record.substr(kFoldRecordPrefix.size());
     try {
       const auto text = read_file_at(cache_, result, kRunParamsFile, kMaxRunParamsBytes);
       const auto status = text ? run_params_from_text(*text).final_status : std::nullopt;
       if (!status || !makes_markers(run_id, *status)) throw std::runtime_error("no markers");
-      runs.push_back({.run_id = run_id, .result = result, .final_status = *status});
-      fold.records.push_back(record);
+      fold.runs.push_back({.run_id = run_id, .result = result, .final_status = *status});
     } catch (const GitError& e) {
       if (e.kind() == Failure::cache) throw;
       cache_.forget_pushed(record);
@@ -292,16 +292,43 @@ CheckpointStore::FoldPush CheckpointStore::add_fold(std::vector<RefUpdate>& upda
       cache_.forget_pushed(record);
     }
   }
-  if (runs.empty()) return fold;
-  fold.at = updates.size();
-  updates.push_back(archive_fold(std::move(runs)));
+  if (!fold.runs.empty()) {
+    fold.at = updates.size();
+    updates.push_back(archive_fold(fold.runs));
+  }
+  add_unrefs(fold, updates);
   return fold;
 }
 
-// A fold that did not land is carried again by the next push, on the tip the server has then.
+void CheckpointStore::add_unrefs(FoldPush& fold, std::vector<RefUpdate>& updates) {
+  const auto now = SystemClock::to_time_t(SystemClock::now());
+  for (const auto& [record, result] : cache_.pushed_under(std::string(kFoldedRecordPrefix))) {
+    if (fold.unrefs.size() == kUnrefsPerPush) break;
+    const auto folded = parse_folded_record(record);
+    if (!folded) {
+      cache_.forget_pushed(record);
+      continue;
+    }
+    if (now - folded->unix_seconds < config_.results_ref_retention.count()) continue;
+    fold.unrefs.emplace_back(updates.size(), record);
+    updates.push_back({.ref = result_ref(folded->run_id), .commit = "", .from = result});
+  }
+}
+
+// A fold that did not land is carried again by the next push, on the tip the server has then;
+// one that landed leaves a folded record for the unref. A result ref deleted, or gone or moved
+// already (pruned, published again), is done with; one the server refused is tried again.
 void CheckpointStore::judge_fold(const FoldPush& fold, const std::vector<RefResult>& results) {
-  if (!fold.at || results[*fold.at].outcome != RefOutcome::updated) return;
-  for (const auto& record : fold.records) cache_.forget_pushed(record);
+  if (fold.at && results[*fold.at].outcome == RefOutcome::updated) {
+    const auto now = SystemClock::to_time_t(SystemClock::now());
+    for (const auto& run : fold.runs) {
+      cache_.forget_pushed(fold_record(run.run_id));
+      cache_.remember_pushed(folded_record(run.run_id, now), run.result);
+    }
+  }
+  for (const auto& [at, record] : fold.unrefs)
+    if (results[at].outcome == RefOutcome::updated || results[at].outcome == RefOutcome::taken)
+      cache_.forget_pushed(record);
 }
 
 }  // namespace inflight::checkpoint

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "inflight/checkpoint/checkpoint_store.hpp"
+#include "store/archive_fold.hpp"
 #include "store/index_commit.hpp"
 
 namespace inflight::checkpoint {
@@ -30,10 +31,12 @@ struct CheckpointStore::ReleaseFinal {
   std::optional<IndexEntry> entry = std::nullopt;  // with the result
 };
 
-// The fold a push carries (archive_fold.hpp), and the records it clears once it landed.
+// The fold a push carries (archive_fold.hpp), the runs it folds, and the result refs it deletes
+// (each update's index, with its folded record).
 struct CheckpointStore::FoldPush {
   std::optional<std::size_t> at = std::nullopt;
-  std::vector<std::string> records = {};
+  std::vector<ArchivedRun> runs = {};
+  std::vector<std::pair<std::size_t, std::string>> unrefs = {};
 };
 
 struct CheckpointStore::ReleasePush {

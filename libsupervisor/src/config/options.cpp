@@ -47,6 +47,9 @@ std::vector<OptionSpec> build_table() {
       {"publish", G::store, K::text, "on|off", "on",
        "publish each finished run to refs/inflight-results/<run-id> and the inflight-index "
        "branch before its checkpoint branch is deleted"},
+      {"results-ref-retention", G::store, K::duration, "DURATION", "10m",
+       "how long a result ref stays once layout 2's archive holds its result; then the pod that "
+       "folded it deletes the ref (0: at its next push)"},
       {"max-attempts", G::store, K::integer, "N", "3",
        "attempts that end by the run's own doing (crashed, deferred) before it is failed", 1, 1000},
       {"max-interruptions", G::store, K::integer, "N", "50",

@@ -222,6 +222,7 @@ StoreSettings read_store_settings(const OptionSources& sources) {
   if (publish != "on" && publish != "off")
     throw UsageError("--publish: '" + publish + "' is not on or off");
   s.publish = publish == "on";
+  s.results_ref_retention = sources.duration("results-ref-retention");
   const auto format = sources.text("log-format");
   if (format == "text")
     s.log_format = log::Format::text;

@@ -151,6 +151,7 @@ class CheckpointStore {
   // and the fold of every recorded result that a push carries.
   void record_for_fold(const std::string& run_id, const std::string& result);
   FoldPush add_fold(std::vector<RefUpdate>& updates);
+  void add_unrefs(FoldPush& fold, std::vector<RefUpdate>& updates);
   void judge_fold(const FoldPush& fold, const std::vector<RefResult>& results);
 
   Publication publication(const std::string& final_commit);

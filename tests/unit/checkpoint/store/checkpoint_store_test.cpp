@@ -986,6 +986,43 @@ TEST_F(CheckpointStoreTest, AFoldedRunsBranchWithAnotherFinalStateIsKept) {
   EXPECT_FALSE(has_ref("refs/inflight-results/r1"));
 }
 
+// The unref: once the fold of a run landed and the retention passed, the next push of the pod
+// that folded it deletes its result ref; the archive keeps the result, and the log the run.
+TEST_F(CheckpointStoreTest, OnLayoutTwoAFoldedResultRefGoesOnceItsRetentionPassed) {
+  auto at_once = config("a");
+  at_once.results_ref_retention = std::chrono::seconds(0);
+  CheckpointStore a(at_once);
+  const auto r1 = r1_released_on_layout_two(a);
+  ASSERT_EQ(a.cache().pushed_under(std::string(kFoldedRecordPrefix)).size(), 1u);
+  CheckpointStore kept(config("a"));  // the default retention, on the same cache
+  kept.save_all({}, std::nullopt, {});
+  EXPECT_TRUE(has_ref("refs/inflight-results/r1"));
+
+  a.save_all({}, std::nullopt, {});
+  EXPECT_FALSE(has_ref("refs/inflight-results/r1"));
+  EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldedRecordPrefix)).empty());
+  EXPECT_NE(git(remote(), "rev-list " + std::string(kArchiveRef)).find(r1), std::string::npos);
+  git(remote(), "fsck --no-dangling");
+  const auto report = restore(CheckpointStore(config("b")), temp_.path() / "runs-b", "pod-b");
+  ASSERT_EQ(report.published.size(), 1u);
+  EXPECT_EQ(report.published[0].run_id, "r1");
+}
+
+// A result ref gone or moved before the unref (a prune, another publish) is left as it is, and
+// the record goes; a record the cache cannot parse goes too.
+TEST_F(CheckpointStoreTest, AnUnrefOfAResultRefThatMovedLeavesIt) {
+  auto at_once = config("a");
+  at_once.results_ref_retention = std::chrono::seconds(0);
+  CheckpointStore a(at_once);
+  const auto r1 = r1_released_on_layout_two(a);
+  const auto other = trimmed(git(remote(), "rev-parse " + r1 + "^"));
+  git(remote(), "update-ref refs/inflight-results/r1 " + other);
+  a.cache().remember_pushed(std::string(kFoldedRecordPrefix) + "soon/r2", r1);
+  a.save_all({}, std::nullopt, {});
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/inflight-results/r1")), other);
+  EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldedRecordPrefix)).empty());
+}
+
 // A layout 1 repo has no archive: nothing is recorded for a fold, and no push carries one.
 TEST_F(CheckpointStoreTest, OnLayoutOneNothingIsFolded) {
   CheckpointStore a(config("a"));

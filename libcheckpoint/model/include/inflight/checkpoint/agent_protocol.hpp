@@ -79,7 +79,7 @@ namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
 
-inline constexpr int kAgentProtocolVersion = 10;
+inline constexpr int kAgentProtocolVersion = 11;
 
 // Either side's message: a restore answer carries the run-params of every
 // run it holds back, each at most 1 MiB.
@@ -123,10 +123,11 @@ struct AgentStore {
   // The longest deadline an agent of this cache gets, with a margin: older temp files in the
   // cache are of killed agents (StoreConfig::sweep_temp_after).
   std::int64_t sweep_temp_after_seconds = 0;
+  std::int64_t results_ref_retention_seconds = 600;  // StoreConfig::results_ref_retention
 };
 INFLIGHT_AGENT_MESSAGE(AgentStore, cache_dir, url, username, token, ssh_key, known_hosts, ca_file,
                        excludes, restore_max_bytes, restore_max_files, claim_lease_seconds, publish,
-                       sweep_temp_after_seconds)
+                       sweep_temp_after_seconds, results_ref_retention_seconds)
 
 namespace agent {
 

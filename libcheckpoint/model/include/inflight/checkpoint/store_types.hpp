@@ -147,6 +147,9 @@ struct StoreConfig {
   // Temp files in the cache older than this are of agents killed at their
   // deadline, and go when the store opens (cache_sweep.hpp); zero keeps them.
   std::chrono::seconds sweep_temp_after{};
+  // Layout 2: how long a result ref stays once this pod's fold put its result in the archive
+  // (docs/results.md "The history layout"); then a push of this pod deletes it.
+  std::chrono::seconds results_ref_retention{600};
 };
 
 struct ClaimedRun {

@@ -92,7 +92,8 @@ struct StoreSettings {
   Duration longest_agent_step{};
   std::vector<std::string> checkpoint_exclude;
   checkpoint::TreeLimits restore_limits;
-  bool publish{};  // finished runs are published before their branch goes
+  bool publish{};                    // finished runs are published before their branch goes
+  Duration results_ref_retention{};  // docs/results.md "The history layout"
   int max_attempts{};
   int max_interruptions{};
   log::Format log_format{};
