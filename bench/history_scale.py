@@ -24,11 +24,17 @@ refs/inflight-results/, by `git update-ref --stdin`, then packed). On it:
 - `inflight runs list --json` from an empty directory, then again from it, and
   `--state live` from an empty directory (no index read).
 
+With --layout 2 the repo keeps layout 2 instead (docs/results.md "The history
+layout"), as its pods leave it once every run was folded and its result ref
+deleted: N entries in the log and N runs folded into the archive, with no
+result ref (tests/support/inflight_testing/history.py), then the template run
+published into it by a real release.
+
 Medians of --reps repetitions. The 100,000-run repo takes about a minute to
 write. Run:
 
     INFLIGHT_BUILD_DIR=$PWD/build tests/support/python bench/history_scale.py \\
-        [--histories 0,1000,20000,100000] [--reps 3]
+        [--histories 0,1000,20000,100000] [--reps 3] [--layout 1|2]
 """
 import argparse
 import json
@@ -41,6 +47,7 @@ import tempfile
 import time
 
 import gitbench
+from inflight_testing import history
 from inflight_testing.git_servers import git
 from inflight_testing.proxies import RelayProxy
 from runs_list import data, run_params
@@ -176,14 +183,18 @@ class Measures:
         return {name: statistics.median(values) for name, values in self.figures.items()}
 
 
-def measure(tmp, daemon, n, reps):
+def measure(tmp, daemon, n, reps, layout):
     bare, _ = daemon.new_repo(f"history-{n}.git")
     proxy = RelayProxy(daemon.port)
     url = f"git://127.0.0.1:{proxy.port}/history-{n}.git"
     try:
-        publish_template(tmp, url)
         t0 = time.monotonic()
-        write_history(bare, n)
+        if layout == 2:
+            history.write_history(bare, n, layout=2)
+            publish_template(tmp, url)
+        else:
+            publish_template(tmp, url)
+            write_history(bare, n)
         print(f"history of {n} runs written in {time.monotonic() - t0:.1f} s", flush=True)
         work = os.path.join(tmp, f"run-{n}")
         gitbench.make_run_dir(work)
@@ -197,15 +208,18 @@ def main():
     ap.add_argument("--histories", default="0,1000,20000,100000",
                     help="finished runs in the repo, comma-separated; the first is the baseline")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--layout", type=int, choices=(1, 2), default=1,
+                    help="the history's layout: 1, refs and inflight-index; 2, folded into the "
+                         "archive and listed in the log")
     args = ap.parse_args()
     sizes = [int(s) for s in args.histories.split(",")]
     print("command: INFLIGHT_BUILD_DIR=" + os.path.dirname(bin_dir()) +
           " tests/support/python bench/history_scale.py " +
-          f"--histories {args.histories} --reps {args.reps}")
+          f"--histories {args.histories} --reps {args.reps} --layout {args.layout}")
     results = {}
     with gitbench.workspace("inflight-bench-history-") as (tmp, daemon, _):
         for n in sizes:
-            results[n] = measure(tmp, daemon, n, args.reps)
+            results[n] = measure(tmp, daemon, n, args.reps, args.layout)
     base = results[sizes[0]]
     names = list(base)
     print(f"\n{'figure':52} " + " ".join(f"{n:>16}" for n in sizes))

@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 from inflight_testing.git_servers import git
 from inflight_testing.waiting import wait_for
@@ -274,7 +275,7 @@ def test_a_publish_on_layout_2_adds_its_entry_to_the_log(serve_factory, tmp_path
 
 def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_path, git_daemon):
     """Layout 2's unref (docs/results.md "The history layout"): with --results-ref-retention 0,
-    the push after a run's fold deletes its result ref. The run stays published: `runs list`
+    the pod deletes a run's result ref once its fold landed. The run stays published: `runs list`
     lists it, `runs show` and `runs logs` fetch its result by id from the archive, and a pod on
     an empty disk answers a submit of it with its status, starting nothing."""
     git(git_daemon.bare, "fast-import", "--quiet",
@@ -287,8 +288,9 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
                           workdir=pod_a)
     serve.wait_ready()
     run_id = published(serve, tests=2, test_ms=1)
-    result = git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{run_id}").strip()
-    serve.submit(tests=200, test_ms=100)  # a run whose checkpoints carry the unref
+    line = json.loads(git(git_daemon.bare, "show", "refs/heads/inflight-runs-log:entries.jsonl"))
+    result = line["result_commit"]
+    # The push that deletes the branch folds the result; the one after it, the unref.
     wait_for(lambda: not git(git_daemon.bare, "for-each-ref", f"refs/inflight-results/{run_id}"),
              30, "the result ref deleted")
     assert result in git(git_daemon.bare, "rev-list", "refs/inflight-archive/results").split()
@@ -311,3 +313,33 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
     again = fresh.post("/api/eval/run", {"id": run_id})
     assert again.status == 200 and again.json()["status"] == "succeeded", again.body
     assert not [e for e in fresh.events() if e.get("msg") == "attempt started"]
+
+
+def test_a_refused_unref_refuses_nothing_else(serve_factory, tmp_path, git_daemon):
+    """A server whose hook declines every push that deletes a result ref: the unref goes in a push
+    of its own, so the pod's checkpoints and lease go on landing, the ref stays, and the pod does
+    not ask again."""
+    git(git_daemon.bare, "fast-import", "--quiet",
+        input=commit("refs/heads/inflight-runs-log", LAYOUT_2))
+    git(git_daemon.bare, "config", "uploadpack.allowReachableSHA1InWant", "true")
+    declined = tmp_path / "declined"
+    hook = Path(git_daemon.bare) / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\ngrep -q '^[0-9a-f]* 0\\{40\\} refs/inflight-results/' && "
+                    f"{{ echo declined >> '{declined}'; echo 'results stay' >&2; exit 1; }}\n"
+                    "exit 0\n")
+    hook.chmod(0o755)
+    pod_a = tmp_path / "pod-a"
+    pod_a.mkdir()
+    serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
+                          "--checkpoint-interval", "500ms", "--results-ref-retention", "0s",
+                          workdir=pod_a)
+    serve.wait_ready()
+    run_id = published(serve, tests=2, test_ms=1)
+    second = serve.submit(tests=200, test_ms=50)
+    branch = f"refs/heads/inflight/pod-a/{second}"
+    tips = set()
+    wait_for(lambda: tips.add(git(git_daemon.bare, "for-each-ref", "--format=%(objectname)",
+                                  branch).strip()) or len(tips - {""}) >= 4,
+             30, "four checkpoints of the second run")
+    assert git(git_daemon.bare, "for-each-ref", f"refs/inflight-results/{run_id}")
+    assert declined.read_text() == "declined\n"  # asked once, not at every push

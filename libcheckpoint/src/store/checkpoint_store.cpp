@@ -98,9 +98,13 @@ SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
     lease_at = updates.size();
     updates.push_back({.ref = lease_ref(lease->lease.pod), .commit = "", .from = {}});
   }
-  if (updates.empty()) return report;
+  if (updates.empty()) {
+    unref_folded();  // due or not, with no push of its own to ride
+    return report;
+  }
   auto results = remote_.update(updates);
   judge_release_steps(release, steps, updates, results, report);
+  if (!lease || !lease->release) unref_folded();  // not in a shutdown's budget
   build_on_rewritten(runs, pushed, first_run, updates, results, report);
   for (std::size_t n = 0; n < pushed.size(); ++n) {
     const auto& result = results[first_run + n];
@@ -316,9 +320,10 @@ void CheckpointStore::delete_branches(const std::vector<SaveRequest>& runs,
     deleted.push_back(i);
   }
   const auto fold = add_fold(updates);
-  if (updates.empty()) return;
+  if (updates.empty()) return unref_folded();
   const auto results = remote_.update(updates);
   judge_fold(fold, results);
+  unref_folded();
   for (std::size_t n = 0; n < deleted.size(); ++n)
     if (results[n].outcome != RefOutcome::updated)
       answers[deleted[n]] = release_failure(

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,10 +26,13 @@ struct RunEntry {
 };
 
 // Where a publish writes: layout 2's log when the results repo has one, else layout 1's index at
-// `flat_tip` (none: no index yet).
+// `flat_tip` (none: no index yet). And what the same listing says of results: whether layout 2's
+// archive is there, and which runs have a result ref.
 struct IndexTarget {
   bool log = false;
   std::optional<std::string> flat_tip = std::nullopt;
+  bool archive = false;
+  std::set<std::string> results = {};
 };
 
 // The update that writes `entries` where `target` says; nullopt when layout 1's index holds them

@@ -169,23 +169,48 @@ std::optional<RefUpdate> index_update(CacheRepo& cache, const IndexTarget& targe
   return RefUpdate{.ref = std::string(kIndexRef), .commit = *index, .from = {}};
 }
 
-// One listing of the `inflight-` branches says which layout the results repo keeps (layout 2's
-// log is never downloaded); layout 1's index tip comes over the same connection.
+// One listing of the results repo says which layout it keeps (layout 2's log is never
+// downloaded), whether it has layout 2's archive, and which runs have a result ref; layout 1's
+// index tip comes over the same connection.
 IndexTarget CheckpointStore::index_target() {
-  const auto listing = remote_.list("refs/heads/inflight-", RemoteStore::Tips::flat_index);
-  const auto named = [&](std::string_view name) {
-    return std::find_if(listing.begin(), listing.end(),
-                        [&](const RemoteBranch& ref) { return ref.ref == name; });
-  };
-  if (named(kRunsLogRef) != listing.end()) return {.log = true, .flat_tip = std::nullopt};
-  const auto index = named(kIndexRef);
-  if (index == listing.end()) return {};
-  try {
-    return {.log = false, .flat_tip = remote_.fetch_listed(*index)};
-  } catch (const GitError& e) {
-    if (e.kind() == Failure::not_found) return {};  // deleted since it was listed
-    throw;
+  // Every ref, at the cost of the heads alone: a server advertises them all to every connection.
+  const auto listing = remote_.list("refs/", RemoteStore::Tips::flat_index);
+  IndexTarget target;
+  std::optional<RemoteBranch> index;
+  for (const auto& ref : listing) {
+    if (ref.ref == kRunsLogRef) target.log = true;
+    if (ref.ref == kArchiveRef) target.archive = true;
+    if (ref.ref == kIndexRef) index = ref;
+    if (auto run_id = parse_result_ref(ref.ref)) target.results.insert(std::move(*run_id));
   }
+  if (target.log || !index) return target;
+  try {
+    target.flat_tip = remote_.fetch_listed(*index);
+  } catch (const GitError& e) {
+    if (e.kind() != Failure::not_found) throw;  // else deleted since it was listed
+  }
+  return target;
+}
+
+// Whether another publication of run `run_id` was folded into layout 2's archive already, where
+// `target` lists no result ref of it: a create of the ref would then make a second result (the
+// pod that folded it deleted the ref, docs/results.md "The history layout"). A lookup that cannot
+// answer says no: a server that serves no marker by id never had a ref deleted (unref_folded()
+// asks the same first).
+std::optional<Error> CheckpointStore::folded_elsewhere(const IndexTarget& target,
+                                                       const std::string& run_id) {
+  if (!target.archive || target.results.contains(run_id)) return std::nullopt;
+  try {
+    if (remote_.reachable(oid_hex(marker_id(published_marker(run_id))),
+                          oid_hex(marker_id(archive_genesis()))) != RemoteStore::Reachable::yes)
+      return std::nullopt;
+  } catch (const GitError& e) {
+    if (e.kind() == Failure::cache) throw;
+    return std::nullopt;
+  }
+  return publish_failure(Failure::rejected, "run " + run_id +
+                                                " was published by another pod first (" +
+                                                std::string(kArchiveRef) + " holds its result)");
 }
 
 // The result and the index entry of a finished run, made in the cache.
@@ -228,6 +253,7 @@ std::vector<Result<void>> CheckpointStore::publish(
                 publication.result + ")");
         continue;
       }
+      publication.logged = entry != logged.end();
       publications.push_back(std::move(publication));
       asked.push_back(i);
     } catch (const GitError& e) {
@@ -275,6 +301,9 @@ std::optional<CheckpointStore::HeldResult> CheckpointStore::held_result(const st
 // lock, an index tip another pod moved) until all landed or kIndexTries are
 // spent; nullopt when all landed, else why not.
 std::optional<Error> CheckpointStore::publish_all(std::vector<Publication>& publications) {
+  const auto first_look = index_target();
+  for (auto& publication : publications)
+    if (!publication.logged) publication.failure = folded_elsewhere(first_look, publication.run_id);
   std::string last_failure;
   for (int attempt = 1; attempt <= kIndexTries; ++attempt) {
     if (attempt > 1) back_off(attempt);

@@ -44,9 +44,16 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
                                                                 SaveAllReport& report) {
   ReleasePush push;
   std::vector<RunEntry> entries;
+  std::optional<Error> unlisted;  // the look at the layout failed: no index update this time
+  if (!steps.finals.empty() || !steps.indexed.empty()) try {
+      push.target = index_target();
+    } catch (const GitError& e) {
+      if (e.kind() == Failure::cache || e.network()) throw;
+      unlisted = e.error();
+    }
   for (const auto& run : steps.finals) {
     report.finals.emplace_back(std::nullopt);
-    push.finals.push_back(add_final(run, updates, report.finals.back(), entries));
+    push.finals.push_back(add_final(run, push.target, updates, report.finals.back(), entries));
   }
   for (const auto& final_commit : steps.indexed) {
     try {
@@ -57,8 +64,9 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
       report.index = step_failure(Failure::other, e.what());
     }
   }
-  if (!entries.empty() && !report.index) report.index = Result<void>{};
-  if (!entries.empty()) add_index(entries, updates, push, *report.index);
+  if (!entries.empty() && !report.index)
+    report.index = unlisted ? Result<void>(*unlisted) : Result<void>{};
+  if (!entries.empty() && !unlisted) add_index(entries, updates, push, *report.index);
   for (const auto& run : steps.deletions) {
     push.deletions.push_back(updates.size());
     updates.push_back(
@@ -73,7 +81,7 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
 // it was one) and its result ref on top of it. A final state over the
 // restore limits is neither: the branch goes as it is.
 CheckpointStore::ReleaseFinal CheckpointStore::add_final(
-    const SaveRequest& run, std::vector<RefUpdate>& updates,
+    const SaveRequest& run, const IndexTarget& target, std::vector<RefUpdate>& updates,
     Result<std::optional<std::string>>& outcome, std::vector<RunEntry>& entries) {
   ReleaseFinal final{.branch = std::nullopt, .result = std::nullopt, .run_id = run.info.run_id};
   const auto ref = branch_ref({run.origin_pod, run.info.run_id});
@@ -90,6 +98,10 @@ CheckpointStore::ReleaseFinal CheckpointStore::add_final(
     }
     outcome = commit;
     if (!config_.publish || !commit) return final;
+    if (auto failure = folded_elsewhere(target, run.info.run_id)) {
+      outcome = std::move(*failure);
+      return final;
+    }
     auto published = publication(*commit);
     final.result = updates.size();
     updates.push_back({.ref = result_ref(run.info.run_id), .commit = published.result, .from = ""});
@@ -110,7 +122,6 @@ void CheckpointStore::add_index(const std::vector<RunEntry>& entries,
                                 std::vector<RefUpdate>& updates, ReleasePush& push,
                                 Result<void>& outcome) {
   try {
-    push.target = index_target();
     auto update = index_update(cache_, push.target, entries);
     if (!update) return;  // every entry is there already
     push.index = updates.size();
@@ -273,8 +284,7 @@ void CheckpointStore::record_for_fold(const std::string& run_id, const std::stri
 // Every result this pod published into layout 2's log and has not folded yet, up to
 // kRunsFoldedPerPush: folded by this push, on the archive as the server has it. A record whose
 // result the cache cannot read, or whose run cannot have markers, is dropped: its result ref
-// keeps the result reachable. And the result refs whose fold landed longer ago than the
-// retention: deleted, each expected to hold the result folded (the unref).
+// keeps the result reachable.
 CheckpointStore::FoldPush CheckpointStore::add_fold(std::vector<RefUpdate>& updates) {
   FoldPush fold;
   for (const auto& [record, result] : cache_.pushed_under(std::string(kFoldRecordPrefix))) {
@@ -292,43 +302,87 @@ CheckpointStore::FoldPush CheckpointStore::add_fold(std::vector<RefUpdate>& upda
       cache_.forget_pushed(record);
     }
   }
-  if (!fold.runs.empty()) {
-    fold.at = updates.size();
-    updates.push_back(archive_fold(fold.runs));
-  }
-  add_unrefs(fold, updates);
+  if (fold.runs.empty()) return fold;
+  fold.at = updates.size();
+  updates.push_back(archive_fold(fold.runs));
   return fold;
 }
 
-void CheckpointStore::add_unrefs(FoldPush& fold, std::vector<RefUpdate>& updates) {
+// A fold that did not land is carried again by the next push, on the tip the server has then;
+// one that landed leaves a folded record for the unref.
+void CheckpointStore::judge_fold(const FoldPush& fold, const std::vector<RefResult>& results) {
+  if (!fold.at || results[*fold.at].outcome != RefOutcome::updated) return;
   const auto now = SystemClock::to_time_t(SystemClock::now());
-  for (const auto& [record, result] : cache_.pushed_under(std::string(kFoldedRecordPrefix))) {
-    if (fold.unrefs.size() == kUnrefsPerPush) break;
-    const auto folded = parse_folded_record(record);
-    if (!folded) {
-      cache_.forget_pushed(record);
-      continue;
-    }
-    if (now - folded->unix_seconds < config_.results_ref_retention.count()) continue;
-    fold.unrefs.emplace_back(updates.size(), record);
-    updates.push_back({.ref = result_ref(folded->run_id), .commit = "", .from = result});
+  for (const auto& run : fold.runs) {
+    cache_.forget_pushed(fold_record(run.run_id));
+    cache_.remember_pushed(folded_record(run.run_id, now), run.result);
   }
 }
 
-// A fold that did not land is carried again by the next push, on the tip the server has then;
-// one that landed leaves a folded record for the unref. A result ref deleted, or gone or moved
-// already (pruned, published again), is done with; one the server refused is tried again.
-void CheckpointStore::judge_fold(const FoldPush& fold, const std::vector<RefResult>& results) {
-  if (fold.at && results[*fold.at].outcome == RefOutcome::updated) {
-    const auto now = SystemClock::to_time_t(SystemClock::now());
-    for (const auto& run : fold.runs) {
-      cache_.forget_pushed(fold_record(run.run_id));
-      cache_.remember_pushed(folded_record(run.run_id, now), run.result);
+namespace {
+
+// The folded records whose retention passed, one per run (two agents may each have folded it):
+// the deletions that unref them, and every record each deletion settles.
+struct DueUnrefs {
+  std::vector<RefUpdate> deletions;
+  std::vector<std::vector<std::string>> records;  // per deletion
+};
+
+DueUnrefs due_unrefs(CacheRepo& cache, std::chrono::seconds retention) {
+  DueUnrefs due;
+  std::map<std::string, std::size_t> by_run;
+  const auto now = SystemClock::to_time_t(SystemClock::now());
+  for (const auto& [record, result] : cache.pushed_under(std::string(kFoldedRecordPrefix))) {
+    const auto folded = parse_folded_record(record);
+    if (!folded) {
+      cache.forget_pushed(record);
+      continue;
     }
+    // A record dated ahead of this clock (set back since) counts from now.
+    if (now - std::min(folded->unix_seconds, now) < retention.count()) continue;
+    if (const auto seen = by_run.find(folded->run_id); seen != by_run.end()) {
+      due.records[seen->second].push_back(record);
+      continue;
+    }
+    if (due.deletions.size() == kUnrefsPerPush) continue;
+    by_run.emplace(folded->run_id, due.deletions.size());
+    due.deletions.push_back({.ref = result_ref(folded->run_id), .commit = "", .from = result});
+    due.records.push_back({record});
   }
-  for (const auto& [at, record] : fold.unrefs)
-    if (results[at].outcome == RefOutcome::updated || results[at].outcome == RefOutcome::taken)
-      cache_.forget_pushed(record);
+  return due;
+}
+
+}  // namespace
+
+// The unref (docs/results.md "The history layout"): the result refs of runs this pod folded
+// longer ago than the retention are deleted, each expected at the result folded, in a push of
+// their own, so that a server that refuses them (a hook declines a whole push) refuses nothing
+// else. Only where the server serves a marker by id: the same lookup is what keeps a later
+// publish of the run from making a second result (folded_elsewhere()). A deletion done, or moot
+// (the ref moved or went: a prune, a publish again), or refused, is never asked again; one
+// unwritten is asked at the next push.
+void CheckpointStore::unref_folded() {
+  auto due = due_unrefs(cache_, config_.results_ref_retention);
+  if (due.deletions.empty()) return;
+  const auto forget = [&](std::size_t i) {
+    for (const auto& record : due.records[i]) cache_.forget_pushed(record);
+  };
+  try {
+    const auto run_id = *parse_result_ref(due.deletions.front().ref);
+    const auto served = remote_.reachable(oid_hex(marker_id(published_marker(run_id))),
+                                          oid_hex(marker_id(archive_genesis())));
+    if (served != RemoteStore::Reachable::yes) {
+      // No marker by id (the refs stay, as in layout 1), or not this one (an archive rebuilt).
+      for (std::size_t i = 0; i < due.deletions.size(); ++i)
+        if (served == RemoteStore::Reachable::unknown || i == 0) forget(i);
+      return;
+    }
+    const auto results = remote_.update(due.deletions);
+    for (std::size_t i = 0; i < results.size(); ++i)
+      if (results[i].outcome != RefOutcome::unwritten) forget(i);
+  } catch (const GitError& e) {
+    if (e.kind() == Failure::cache) throw;  // else the next push asks again
+  }
 }
 
 }  // namespace inflight::checkpoint

@@ -75,13 +75,28 @@ std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<Remo
   return runs;
 }
 
-// Whether run `run_id` is published, or may be: an index says so, or, when an index could not be
-// read, the archive reaches its marker or cannot say (design §3.4's lookup).
-bool CheckpointStore::published_or_unsure(const RestorePush& push, const std::string& run_id) {
-  if (push.published.contains(run_id)) return true;
-  if (!push.unsure) return false;
-  return remote_.reachable(oid_hex(marker_id(published_marker(run_id))),
-                           oid_hex(marker_id(archive_genesis()))) != RemoteStore::Reachable::no;
+// Why run `run_id`, which no index read lists, may be published all the same: an index could not
+// be read, and the archive reaches the run's marker, or cannot be asked (design §3.4's lookup);
+// nullopt when it is not, or when every index was read.
+std::optional<std::string> CheckpointStore::maybe_published(const RestorePush& push,
+                                                            const std::string& run_id) {
+  if (!push.unsure) return std::nullopt;
+  const std::string unread = "an index could not be read, and ";
+  try {
+    switch (remote_.reachable(oid_hex(marker_id(published_marker(run_id))),
+                              oid_hex(marker_id(archive_genesis())))) {
+      case RemoteStore::Reachable::yes:
+        return unread + std::string(kArchiveRef) + " holds its result";
+      case RemoteStore::Reachable::unknown:
+        return unread + "the server serves no marker by id";
+      case RemoteStore::Reachable::no:
+        return std::nullopt;
+    }
+  } catch (const GitError& e) {
+    if (e.kind() == Failure::cache) throw;
+    return unread + "the archive could not be asked: " + e.what();
+  }
+  return std::nullopt;
 }
 
 RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
@@ -153,8 +168,13 @@ void CheckpointStore::push_unbranched_runs(const std::vector<RemoteBranch>& bran
         request.skip.count(run_id))
       continue;
     // A copy of a run published elsewhere is stale: never pushed, never resumed.
-    if (published_or_unsure(push, run_id)) {
+    if (push.published.contains(run_id)) {
       mark_stale({local.origin_pod, run_id}, request, report);
+      continue;
+    }
+    if (auto why = maybe_published(push, run_id)) {
+      report.problems.push_back((request.runs_dir / run_id).string() +
+                                ": not pushed: its run may be published (" + *why + ")");
       continue;
     }
     // A run that another pod under a live lease ran here last is its own.
@@ -246,12 +266,10 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
   if (local == LocalCopy::finished && (published == push.published.end() || !published->second))
     return publish_finished(branch, push_local_final(branch, tip, request), push, report);
   taken.insert(name->run_id);
-  if (published_or_unsure(push, name->run_id)) {
-    const auto where = published == push.published.end() ? "the index could not be read"
-                       : published->second               ? "its index entry"
-                                                         : result_ref(name->run_id);
+  if (published != push.published.end()) {
     report.held.push_back({std::move(params), branch.ref,
-                           "run " + name->run_id + " is published already, or may be (" + where +
+                           "run " + name->run_id + " is published already (" +
+                               (published->second ? "its index entry" : result_ref(name->run_id)) +
                                "); this branch is left alone"});
     return;
   }
@@ -267,6 +285,12 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
   const auto verdict = request.judge(params);
   if (verdict.refusal) {
     report.held.push_back({std::move(params), branch.ref, *verdict.refusal});
+    return;
+  }
+  if (auto why = maybe_published(push, name->run_id)) {
+    report.held.push_back(
+        {std::move(params), branch.ref,
+         "run " + name->run_id + " may be published (" + *why + "); this branch is left alone"});
     return;
   }
   const bool branch_wins = local != LocalCopy::resumable ||

@@ -22,6 +22,7 @@ struct CheckpointStore::Publication {
   RunEntry entry;
   bool result_landed = false;
   std::optional<Error> failure;  // it stops here: another pod published the run id first
+  bool logged = false;  // an index entry names this very result: its ref made again is no second
 };
 
 struct CheckpointStore::ReleaseFinal {
@@ -31,12 +32,10 @@ struct CheckpointStore::ReleaseFinal {
   std::optional<IndexEntry> entry = std::nullopt;  // with the result
 };
 
-// The fold a push carries (archive_fold.hpp), the runs it folds, and the result refs it deletes
-// (each update's index, with its folded record).
+// The fold a push carries (archive_fold.hpp), and the runs it folds.
 struct CheckpointStore::FoldPush {
   std::optional<std::size_t> at = std::nullopt;
   std::vector<ArchivedRun> runs = {};
-  std::vector<std::pair<std::size_t, std::string>> unrefs = {};
 };
 
 struct CheckpointStore::ReleasePush {

@@ -1,10 +1,13 @@
 """A results repo that already holds a long history of finished runs, for
-the chaos trials that check every promise still holds on a repo that big: a
-ref per run under refs/inflight-results/, and an entry per run, in layout 1's
-`inflight-index` runs/ (docs/results.md) or in layout 2's log
-(docs/design/history-layout.md §3.1: a root, then deltas of at most 4,096
-lines). Written by `git fast-import` and `git update-ref --stdin` in seconds,
-where publishing each run would take hours."""
+the chaos trials and the benchmark that check every promise still holds on a
+repo that big. Layout 1 (docs/results.md): a ref per run under
+refs/inflight-results/, and an entry per run in `inflight-index` runs/.
+Layout 2 as its pods leave it once every run was folded and its result ref
+deleted (docs/design/history-layout.md §3.1): an entry per run in the log (a
+root, then deltas of at most 4,096 lines), and the archive, whose folds reach
+each run's markers and the result, with no result ref. Written by `git
+fast-import` and `git update-ref --stdin` in seconds, where publishing each
+run would take hours."""
 
 import json
 
@@ -28,13 +31,14 @@ def _entry(run_id):
 
 
 def write_history(bare, n, layout=1):
-    """N finished runs `history-000000`... in the bare repo `bare`: their
-    result refs, packed, all naming one result commit (what the history
-    costs is its refs and entries, not its results' bytes), and their
-    entries: with layout 1 in one new commit of inflight-index (on top of
-    any it has), with layout 2 in a new log, each line naming the result."""
-    if n == 0:
-        return
+    """N finished runs `history-000000`... in the bare repo `bare`, all of
+    one result commit (what the history costs is its refs and entries, not
+    its results' bytes). Layout 1: their result refs, packed, and their
+    entries in one new commit of inflight-index (on top of any it has).
+    Layout 2: their entries in a new log, each line naming the result, and a
+    new archive of their folds."""
+    if n == 0 and layout == 1:
+        return  # layout 2 still gets its log's root
     ids = [f"{RUN_PREFIX}{i:06d}" for i in range(n)]
     committer = b"committer inflight <inflight@localhost> 1795650000 +0000\n"
     params = json.dumps({"version": 1, "run_id": "history", "final_status": "succeeded"})
@@ -43,9 +47,13 @@ def write_history(bare, n, layout=1):
         _data("inflight result (a history's shared result)\n"),
         b"M 100644 inline run-params.json\n", _data(params + "\n"), b"\n"]))
     result = git(bare, "rev-parse", "refs/inflight-history-result").strip()
-    entries = _log(ids, result, committer) if layout == 2 else _index(bare, ids, committer)
-    git(bare, "fast-import", "--quiet", input=entries, binary=True)
-    updates = "".join(f"create refs/inflight-results/{run_id} {result}\n" for run_id in ids)
+    if layout == 2:
+        git(bare, "fast-import", "--quiet", input=_log(ids, result, committer) +
+            _archive(ids, result), binary=True)
+        updates = f"delete {MARKERS} {git(bare, 'rev-parse', MARKERS).strip()}\n"
+    else:
+        git(bare, "fast-import", "--quiet", input=_index(bare, ids, committer), binary=True)
+        updates = "".join(f"create refs/inflight-results/{run_id} {result}\n" for run_id in ids)
     updates += f"delete refs/inflight-history-result {result}\n"
     git(bare, "update-ref", "--stdin", input=updates)
     git(bare, "pack-refs", "--all")
@@ -71,4 +79,43 @@ def _log(ids, result, committer):
                                    separators=(",", ":")) + "\n" for run_id in delta)
         parts += [ref, committer, _data(f"inflight runs: {len(delta)} lines\n"),
                   b"M 100644 inline entries.jsonl\n", _data(lines), b"\n"]
+    return b"".join(parts)
+
+
+MARKERS = "refs/inflight-history-markers"  # where fast-import makes them, deleted after
+# A marker's bytes, which make its id (libcheckpoint/src/git/markers.cpp): at time 0 on the
+# empty tree, by inflight.
+SIGNATURE = b"inflight <inflight@localhost> 0 +0000\n"
+RUNS_PER_FOLD = 1000
+
+
+def _archive(ids, result):
+    """refs/inflight-archive/results: folds of RUNS_PER_FOLD runs on the genesis marker, each
+    with the runs' status markers S(id, succeeded) (on M(id)) and the result as parents."""
+    parts = []
+    marks = iter(range(1, 1 << 30))
+
+    def marker(message, parent=None):
+        mark = next(marks)
+        if parent is None:
+            parts.append(f"reset {MARKERS}\n".encode())
+        parts.extend([f"commit {MARKERS}\nmark :{mark}\n".encode(), b"author " + SIGNATURE,
+                      b"committer " + SIGNATURE, _data(message)])
+        if parent is not None:
+            parts.append(f"from :{parent}\n".encode())
+        parts.append(b"\n")
+        return mark
+
+    tip = marker("inflight archive\n")
+    for first in range(0, len(ids), RUNS_PER_FOLD):
+        statuses = [marker(f"inflight published {run_id} succeeded\n",
+                           marker(f"inflight published {run_id}\n"))
+                    for run_id in ids[first:first + RUNS_PER_FOLD]]
+        fold = next(marks)
+        parts.extend([f"commit refs/inflight-archive/results\nmark :{fold}\n".encode(),
+                      b"author " + SIGNATURE, b"committer " + SIGNATURE,
+                      _data(f"inflight archive: {len(statuses)} runs\n"), f"from :{tip}\n".encode()])
+        parts.extend(f"merge :{status}\n".encode() for status in statuses)
+        parts.append(f"merge {result}\n\n".encode())
+        tip = fold
     return b"".join(parts)

@@ -126,7 +126,8 @@ class CheckpointStore {
 
   ReleasePush add_release_steps(const ReleaseSteps& steps, std::vector<RefUpdate>& updates,
                                 SaveAllReport& report);
-  ReleaseFinal add_final(const SaveRequest& run, std::vector<RefUpdate>& updates,
+  ReleaseFinal add_final(const SaveRequest& run, const IndexTarget& target,
+                         std::vector<RefUpdate>& updates,
                          Result<std::optional<std::string>>& outcome,
                          std::vector<RunEntry>& entries);
   void add_index(const std::vector<RunEntry>& entries, std::vector<RefUpdate>& updates,
@@ -151,7 +152,7 @@ class CheckpointStore {
   // and the fold of every recorded result that a push carries.
   void record_for_fold(const std::string& run_id, const std::string& result);
   FoldPush add_fold(std::vector<RefUpdate>& updates);
-  void add_unrefs(FoldPush& fold, std::vector<RefUpdate>& updates);
+  void unref_folded();
   void judge_fold(const FoldPush& fold, const std::vector<RefResult>& results);
 
   Publication publication(const std::string& final_commit);
@@ -161,6 +162,7 @@ class CheckpointStore {
                                                             std::vector<Result<void>>& answers);
   void delete_branches(const std::vector<SaveRequest>& runs, std::vector<Result<void>>& answers);
   IndexTarget index_target();
+  std::optional<Error> folded_elsewhere(const IndexTarget& target, const std::string& run_id);
   // The result ref another push made: its commit, and whether it holds the same run dir.
   struct HeldResult {
     std::string commit;
@@ -187,7 +189,7 @@ class CheckpointStore {
                                           const Lease& lease);
   std::vector<PublishedRun> published_runs(const std::vector<RemoteBranch>& listing,
                                            RestorePush& push, std::vector<std::string>& problems);
-  bool published_or_unsure(const RestorePush& push, const std::string& run_id);
+  std::optional<std::string> maybe_published(const RestorePush& push, const std::string& run_id);
   std::set<std::string> restore_branches(const std::vector<RemoteBranch>& branches,
                                          const RestoreRequest& request, LeaseBook& leases,
                                          RestorePush& push, RestoreReport& report);

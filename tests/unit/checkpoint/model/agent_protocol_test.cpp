@@ -36,7 +36,8 @@ TEST(AgentProtocol, EveryFieldOfARequestSurvivesTheWire) {
                                        .restore_max_files = 2,
                                        .claim_lease_seconds = 120,
                                        .publish = true,
-                                       .sweep_temp_after_seconds = 90},
+                                       .sweep_temp_after_seconds = 90,
+                                       .results_ref_retention_seconds = 45},
                              .pod = "pod-b",
                              .call = call};
   const auto read = OrderedJson::parse(wire(request)).get<AgentRequest>();
@@ -45,6 +46,7 @@ TEST(AgentProtocol, EveryFieldOfARequestSurvivesTheWire) {
   EXPECT_EQ(read.store.token, "secret");
   EXPECT_EQ(read.store.excludes, std::vector<std::string>{"*.tmp"});
   EXPECT_EQ(read.store.sweep_temp_after_seconds, 90);
+  EXPECT_EQ(read.store.results_ref_retention_seconds, 45);
   const auto read_call = read.call.get<agent::SaveAll>();
   ASSERT_EQ(read_call.runs.size(), 1u);
   EXPECT_EQ(read_call.runs[0].run_dir, "/runs/r1");

@@ -962,7 +962,9 @@ TEST_F(CheckpointStoreTest, WithTheLogUnreadAClaimIsLookedUpInTheArchive) {
   ASSERT_EQ(report.claimed.size(), 1u);
   EXPECT_EQ(report.claimed[0].params.run_id, "r2");
   ASSERT_EQ(report.held.size(), 1u);
-  EXPECT_NE(report.held[0].reason.find("may be (the index could not be read)"), std::string::npos)
+  EXPECT_NE(report.held[0].reason.find("may be published (an index could not be read, and " +
+                                       std::string(kArchiveRef) + " holds its result)"),
+            std::string::npos)
       << report.held[0].reason;
   EXPECT_TRUE(report.published.empty());
   EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r3"));
@@ -989,18 +991,19 @@ TEST_F(CheckpointStoreTest, AFoldedRunsBranchWithAnotherFinalStateIsKept) {
 // The unref: once the fold of a run landed and the retention passed, the next push of the pod
 // that folded it deletes its result ref; the archive keeps the result, and the log the run.
 TEST_F(CheckpointStoreTest, OnLayoutTwoAFoldedResultRefGoesOnceItsRetentionPassed) {
-  auto at_once = config("a");
-  at_once.results_ref_retention = std::chrono::seconds(0);
-  CheckpointStore a(at_once);
+  CheckpointStore a(config("a"));  // the default retention
   const auto r1 = r1_released_on_layout_two(a);
   ASSERT_EQ(a.cache().pushed_under(std::string(kFoldedRecordPrefix)).size(), 1u);
-  CheckpointStore kept(config("a"));  // the default retention, on the same cache
-  kept.save_all({}, std::nullopt, {});
-  EXPECT_TRUE(has_ref("refs/inflight-results/r1"));
-
   a.save_all({}, std::nullopt, {});
+  EXPECT_TRUE(has_ref("refs/inflight-results/r1"));
+  a.persist();
+
+  auto at_once = config("a");
+  at_once.results_ref_retention = std::chrono::seconds(0);
+  CheckpointStore later(at_once);  // the same cache, once the retention passed
+  later.save_all({}, std::nullopt, {});
   EXPECT_FALSE(has_ref("refs/inflight-results/r1"));
-  EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldedRecordPrefix)).empty());
+  EXPECT_TRUE(later.cache().pushed_under(std::string(kFoldedRecordPrefix)).empty());
   EXPECT_NE(git(remote(), "rev-list " + std::string(kArchiveRef)).find(r1), std::string::npos);
   git(remote(), "fsck --no-dangling");
   const auto report = restore(CheckpointStore(config("b")), temp_.path() / "runs-b", "pod-b");
@@ -1011,16 +1014,50 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoAFoldedResultRefGoesOnceItsRetentionPasse
 // A result ref gone or moved before the unref (a prune, another publish) is left as it is, and
 // the record goes; a record the cache cannot parse goes too.
 TEST_F(CheckpointStoreTest, AnUnrefOfAResultRefThatMovedLeavesIt) {
-  auto at_once = config("a");
-  at_once.results_ref_retention = std::chrono::seconds(0);
-  CheckpointStore a(at_once);
+  CheckpointStore a(config("a"));
   const auto r1 = r1_released_on_layout_two(a);
   const auto other = trimmed(git(remote(), "rev-parse " + r1 + "^"));
   git(remote(), "update-ref refs/inflight-results/r1 " + other);
   a.cache().remember_pushed(std::string(kFoldedRecordPrefix) + "soon/r2", r1);
-  a.save_all({}, std::nullopt, {});
+  a.persist();
+  auto at_once = config("a");
+  at_once.results_ref_retention = std::chrono::seconds(0);
+  CheckpointStore later(at_once);
+  later.save_all({}, std::nullopt, {});
   EXPECT_EQ(trimmed(git(remote(), "rev-parse refs/inflight-results/r1")), other);
-  EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldedRecordPrefix)).empty());
+  EXPECT_TRUE(later.cache().pushed_under(std::string(kFoldedRecordPrefix)).empty());
+}
+
+// Once a run's ref went, its marker is what refuses a second publish: a release of another final
+// state of the run, by `inflight run` (publish) or by serve (the release steps), is rejected as
+// published by another pod first, and creates no result ref and no log line.
+TEST_F(CheckpointStoreTest, APublishOfARunWhoseRefWentAfterItsFoldIsRejected) {
+  CheckpointStore a(config("a"));
+  r1_released_on_layout_two(a);
+  a.persist();
+  auto at_once = config("a");
+  at_once.results_ref_retention = std::chrono::seconds(0);
+  CheckpointStore(at_once).save_all({}, std::nullopt, {});
+  ASSERT_FALSE(has_ref("refs/inflight-results/r1"));
+  const auto log = trimmed(git(remote(), "rev-parse " + std::string(kRunsLogRef)));
+
+  CheckpointStore b(config("b"));
+  const auto released = release_one(b, finished_run(temp_.path() / "runs-b", "r1", "failed"),
+                                    "pod-a", info("r1", CheckpointReason::final));
+  ASSERT_FALSE(released);
+  EXPECT_EQ(released.error().kind, Failure::rejected);
+  EXPECT_NE(released.error().message.find("published by another pod first (" +
+                                          std::string(kArchiveRef) + " holds its result)"),
+            std::string::npos)
+      << released.error().message;
+  CheckpointStore c(config("c"));
+  const auto steps = c.save_all({}, std::nullopt,
+                                {.finals = {pod_b_final(temp_.path() / "runs-c", "r1", "failed")}});
+  ASSERT_EQ(steps.finals.size(), 1u);
+  ASSERT_FALSE(steps.finals[0]);
+  EXPECT_EQ(steps.finals[0].error().kind, Failure::rejected);
+  EXPECT_FALSE(has_ref("refs/inflight-results/r1"));
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse " + std::string(kRunsLogRef))), log);
 }
 
 // A layout 1 repo has no archive: nothing is recorded for a fold, and no push carries one.
