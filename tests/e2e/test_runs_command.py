@@ -273,9 +273,13 @@ def test_a_publish_on_layout_2_adds_its_entry_to_the_log(serve_factory, tmp_path
     assert removal == {"id": run_id, "removed": True}, removal
 
 
+# The shortest retention a pod takes: a git step's deadline (docs/results.md "The history layout").
+RETAIN_BRIEFLY = ("--git-timeout", "8s", "--results-ref-retention", "8s")
+
+
 def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_path, git_daemon):
-    """Layout 2's unref (docs/results.md "The history layout"): with --results-ref-retention 0,
-    the pod deletes a run's result ref once its fold landed. The run stays published: `runs list`
+    """Layout 2's unref (docs/results.md "The history layout"): the push of the pod that folded a
+    run, once --results-ref-retention passed, deletes its result ref. The run stays published: `runs list`
     lists it, `runs show` and `runs logs` fetch its result by id from the archive, and a pod on
     an empty disk answers a submit of it with its status, starting nothing."""
     git(git_daemon.bare, "fast-import", "--quiet",
@@ -284,15 +288,14 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
     pod_a = tmp_path / "pod-a"
     pod_a.mkdir()
     serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-                          "--checkpoint-interval", "500ms", "--results-ref-retention", "0s",
-                          workdir=pod_a)
+                          "--checkpoint-interval", "500ms", *RETAIN_BRIEFLY, workdir=pod_a)
     serve.wait_ready()
     run_id = published(serve, tests=2, test_ms=1)
     line = json.loads(git(git_daemon.bare, "show", "refs/heads/inflight-runs-log:entries.jsonl"))
     result = line["result_commit"]
-    # The push that deletes the branch folds the result; the one after it, the unref.
+    serve.submit(tests=600, test_ms=100)  # a run whose checkpoints are the pushes after it
     wait_for(lambda: not git(git_daemon.bare, "for-each-ref", f"refs/inflight-results/{run_id}"),
-             30, "the result ref deleted")
+             60, "the result ref deleted")
     assert result in git(git_daemon.bare, "rev-list", "refs/inflight-archive/results").split()
     git(git_daemon.bare, "fsck", "--strict", "--no-dangling")
 
@@ -331,15 +334,19 @@ def test_a_refused_unref_refuses_nothing_else(serve_factory, tmp_path, git_daemo
     pod_a = tmp_path / "pod-a"
     pod_a.mkdir()
     serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-                          "--checkpoint-interval", "500ms", "--results-ref-retention", "0s",
-                          workdir=pod_a)
+                          "--checkpoint-interval", "500ms", *RETAIN_BRIEFLY, workdir=pod_a)
     serve.wait_ready()
     run_id = published(serve, tests=2, test_ms=1)
-    second = serve.submit(tests=200, test_ms=50)
+    second = serve.submit(tests=600, test_ms=100)
     branch = f"refs/heads/inflight/pod-a/{second}"
     tips = set()
     wait_for(lambda: tips.add(git(git_daemon.bare, "for-each-ref", "--format=%(objectname)",
                                   branch).strip()) or len(tips - {""}) >= 4,
-             30, "four checkpoints of the second run")
+             60, "four checkpoints of the second run")
+    wait_for(declined.exists, 60, "the unref declined")
+    tips.clear()
+    wait_for(lambda: tips.add(git(git_daemon.bare, "for-each-ref", "--format=%(objectname)",
+                                  branch).strip()) or len(tips) >= 4,
+             60, "four checkpoints of the second run after it")
     assert git(git_daemon.bare, "for-each-ref", f"refs/inflight-results/{run_id}")
     assert declined.read_text() == "declined\n"  # asked once, not at every push

@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
@@ -192,21 +193,25 @@ IndexTarget CheckpointStore::index_target() {
   return target;
 }
 
-// Whether another publication of run `run_id` was folded into layout 2's archive already, where
-// `target` lists no result ref of it: a create of the ref would then make a second result (the
-// pod that folded it deleted the ref, docs/results.md "The history layout"). A lookup that cannot
-// answer says no: a server that serves no marker by id never had a ref deleted (unref_folded()
-// asks the same first).
+// Whether a publication of run `run_id` was folded into layout 2's archive already: a create of
+// its result ref would then make a second result once the pod that folded it deleted the ref
+// (docs/results.md "The history layout"). Asked whenever the archive is there, the result ref
+// listed or not: that pod's unref may fall between this listing and the create, but not between
+// this look and the create, since its fold comes first by the retention, which is at least an
+// agent's deadline. `unknown` lets the publish go: a server that serves no marker by id never has
+// a ref deleted (unref_folded() asks first). A look that fails is a failure to try again.
 std::optional<Error> CheckpointStore::folded_elsewhere(const IndexTarget& target,
                                                        const std::string& run_id) {
-  if (!target.archive || target.results.contains(run_id)) return std::nullopt;
+  if (!target.archive) return std::nullopt;
   try {
     if (remote_.reachable(oid_hex(marker_id(published_marker(run_id))),
                           oid_hex(marker_id(archive_genesis()))) != RemoteStore::Reachable::yes)
       return std::nullopt;
   } catch (const GitError& e) {
     if (e.kind() == Failure::cache) throw;
-    return std::nullopt;
+    return publish_failure(Failure::other,
+                           "run " + run_id + " not published: " + std::string(kArchiveRef) +
+                               " could not be asked whether it holds the run: " + e.what());
   }
   return publish_failure(Failure::rejected, "run " + run_id +
                                                 " was published by another pod first (" +
@@ -240,7 +245,8 @@ std::vector<Result<void>> CheckpointStore::publish(
     const std::map<std::string, std::string>& logged) {
   std::vector<Result<void>> answers(final_commits.size(), Result<void>{});
   std::vector<Publication> publications;
-  std::vector<std::size_t> asked;  // the final commit of each publication
+  std::vector<std::size_t> asked;   // the final commit of each publication
+  std::optional<IndexTarget> look;  // one listing, for the layout and the archive
   for (std::size_t i = 0; i < final_commits.size(); ++i) {
     try {
       auto publication = this->publication(final_commits[i]);
@@ -253,7 +259,12 @@ std::vector<Result<void>> CheckpointStore::publish(
                 publication.result + ")");
         continue;
       }
-      publication.logged = entry != logged.end();
+      if (!look) look = index_target();
+      if (auto folded = folded_elsewhere(*look, publication.run_id)) {
+        // The very result an entry names, folded: published, nothing to create.
+        if (entry == logged.end() || folded->kind != Failure::rejected) answers[i] = *folded;
+        continue;
+      }
       publications.push_back(std::move(publication));
       asked.push_back(i);
     } catch (const GitError& e) {
@@ -264,7 +275,7 @@ std::vector<Result<void>> CheckpointStore::publish(
     }
   }
   if (publications.empty()) return answers;
-  const auto outcome = publish_all(publications);
+  const auto outcome = publish_all(publications, std::move(look));
   for (std::size_t n = 0; n < publications.size(); ++n) {
     if (publications[n].failure)
       answers[asked[n]] = *publications[n].failure;
@@ -300,10 +311,8 @@ std::optional<CheckpointStore::HeldResult> CheckpointStore::held_result(const st
 // are then (a ref the server did not take as two pods' pushes raced for its
 // lock, an index tip another pod moved) until all landed or kIndexTries are
 // spent; nullopt when all landed, else why not.
-std::optional<Error> CheckpointStore::publish_all(std::vector<Publication>& publications) {
-  const auto first_look = index_target();
-  for (auto& publication : publications)
-    if (!publication.logged) publication.failure = folded_elsewhere(first_look, publication.run_id);
+std::optional<Error> CheckpointStore::publish_all(std::vector<Publication>& publications,
+                                                  std::optional<IndexTarget> look) {
   std::string last_failure;
   for (int attempt = 1; attempt <= kIndexTries; ++attempt) {
     if (attempt > 1) back_off(attempt);
@@ -312,7 +321,8 @@ std::optional<Error> CheckpointStore::publish_all(std::vector<Publication>& publ
     for (const auto& publication : publications)
       if (!publication.failure) entries.push_back(publication.entry);
     if (entries.empty()) return std::nullopt;
-    const auto target = index_target();
+    // The look publish() made serves the first try (an index tip moved since costs a try).
+    const auto target = look ? *std::exchange(look, std::nullopt) : index_target();
     const auto update = index_update(cache_, target, entries);
     if (!update) return std::nullopt;
     const auto landed = remote_.update({*update});
@@ -358,6 +368,9 @@ bool CheckpointStore::push_results(std::vector<Publication>& publications,
     const auto held = outcome == RefOutcome::taken
                           ? held_result(publication.run_id, publication.result)
                           : std::nullopt;
+    // Taken and gone again: folded and deleted meanwhile, or a prune.
+    if (outcome == RefOutcome::taken && !held)
+      if ((publication.failure = folded_elsewhere({.archive = true}, publication.run_id))) continue;
     if (held && !held->same) {
       publication.failure = publish_failure(
           Failure::rejected, "run " + publication.run_id + " was published by another pod first (" +

@@ -53,7 +53,8 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
     }
   for (const auto& run : steps.finals) {
     report.finals.emplace_back(std::nullopt);
-    push.finals.push_back(add_final(run, push.target, updates, report.finals.back(), entries));
+    push.finals.push_back(
+        add_final(run, push.target, unlisted, updates, report.finals.back(), entries));
   }
   for (const auto& final_commit : steps.indexed) {
     try {
@@ -81,8 +82,9 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
 // it was one) and its result ref on top of it. A final state over the
 // restore limits is neither: the branch goes as it is.
 CheckpointStore::ReleaseFinal CheckpointStore::add_final(
-    const SaveRequest& run, const IndexTarget& target, std::vector<RefUpdate>& updates,
-    Result<std::optional<std::string>>& outcome, std::vector<RunEntry>& entries) {
+    const SaveRequest& run, const IndexTarget& target, const std::optional<Error>& unlisted,
+    std::vector<RefUpdate>& updates, Result<std::optional<std::string>>& outcome,
+    std::vector<RunEntry>& entries) {
   ReleaseFinal final{.branch = std::nullopt, .result = std::nullopt, .run_id = run.info.run_id};
   const auto ref = branch_ref({run.origin_pod, run.info.run_id});
   try {
@@ -98,7 +100,8 @@ CheckpointStore::ReleaseFinal CheckpointStore::add_final(
     }
     outcome = commit;
     if (!config_.publish || !commit) return final;
-    if (auto failure = folded_elsewhere(target, run.info.run_id)) {
+    // Without the look at the archive, a create could make a second result: the next tick.
+    if (auto failure = unlisted ? unlisted : folded_elsewhere(target, run.info.run_id)) {
       outcome = std::move(*failure);
       return final;
     }
@@ -360,29 +363,27 @@ DueUnrefs due_unrefs(CacheRepo& cache, std::chrono::seconds retention) {
 // else. Only where the server serves a marker by id: the same lookup is what keeps a later
 // publish of the run from making a second result (folded_elsewhere()). A deletion done, or moot
 // (the ref moved or went: a prune, a publish again), or refused, is never asked again; one
-// unwritten is asked at the next push.
-void CheckpointStore::unref_folded() {
+// unwritten is asked at the next push. Nothing of it fails the caller, whose push landed.
+void CheckpointStore::unref_folded() try {
   auto due = due_unrefs(cache_, config_.results_ref_retention);
   if (due.deletions.empty()) return;
   const auto forget = [&](std::size_t i) {
     for (const auto& record : due.records[i]) cache_.forget_pushed(record);
   };
-  try {
-    const auto run_id = *parse_result_ref(due.deletions.front().ref);
-    const auto served = remote_.reachable(oid_hex(marker_id(published_marker(run_id))),
-                                          oid_hex(marker_id(archive_genesis())));
-    if (served != RemoteStore::Reachable::yes) {
-      // No marker by id (the refs stay, as in layout 1), or not this one (an archive rebuilt).
-      for (std::size_t i = 0; i < due.deletions.size(); ++i)
-        if (served == RemoteStore::Reachable::unknown || i == 0) forget(i);
-      return;
-    }
-    const auto results = remote_.update(due.deletions);
-    for (std::size_t i = 0; i < results.size(); ++i)
-      if (results[i].outcome != RefOutcome::unwritten) forget(i);
-  } catch (const GitError& e) {
-    if (e.kind() == Failure::cache) throw;  // else the next push asks again
+  const auto run_id = *parse_result_ref(due.deletions.front().ref);
+  const auto served = remote_.reachable(oid_hex(marker_id(published_marker(run_id))),
+                                        oid_hex(marker_id(archive_genesis())));
+  if (served != RemoteStore::Reachable::yes) {
+    // No marker by id (the refs stay, as in layout 1), or not this one (an archive rebuilt).
+    for (std::size_t i = 0; i < due.deletions.size(); ++i)
+      if (served == RemoteStore::Reachable::unknown || i == 0) forget(i);
+    return;
   }
+  const auto results = remote_.update(due.deletions);
+  for (std::size_t i = 0; i < results.size(); ++i)
+    if (results[i].outcome != RefOutcome::unwritten) forget(i);
+} catch (const std::exception&) {
+  // The push before it landed, and its report must reach the caller: the next push asks again.
 }
 
 }  // namespace inflight::checkpoint

@@ -22,7 +22,6 @@ struct CheckpointStore::Publication {
   RunEntry entry;
   bool result_landed = false;
   std::optional<Error> failure;  // it stops here: another pod published the run id first
-  bool logged = false;  // an index entry names this very result: its ref made again is no second
 };
 
 struct CheckpointStore::ReleaseFinal {

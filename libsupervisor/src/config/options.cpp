@@ -49,7 +49,7 @@ std::vector<OptionSpec> build_table() {
        "branch before its checkpoint branch is deleted"},
       {"results-ref-retention", G::store, K::duration, "DURATION", "10m",
        "how long a result ref stays once layout 2's archive holds its result; then the pod that "
-       "folded it deletes the ref (0: at its next push)"},
+       "folded it deletes the ref; at least --git-timeout"},
       {"max-attempts", G::store, K::integer, "N", "3",
        "attempts that end by the run's own doing (crashed, deferred) before it is failed", 1, 1000},
       {"max-interruptions", G::store, K::integer, "N", "50",

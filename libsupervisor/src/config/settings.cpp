@@ -223,6 +223,11 @@ StoreSettings read_store_settings(const OptionSources& sources) {
     throw UsageError("--publish: '" + publish + "' is not on or off");
   s.publish = publish == "on";
   s.results_ref_retention = sources.duration("results-ref-retention");
+  // A publish looks at layout 2's archive, then creates the result ref, within one git step; an
+  // unref sooner after a fold could fall between the two (docs/results.md "The history layout").
+  if (s.results_ref_retention < s.git_timeout)
+    throw UsageError("--results-ref-retention: '" + sources.text("results-ref-retention") +
+                     "' is shorter than --git-timeout '" + sources.text("git-timeout") + "'");
   const auto format = sources.text("log-format");
   if (format == "text")
     s.log_format = log::Format::text;

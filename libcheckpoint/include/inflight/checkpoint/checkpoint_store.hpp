@@ -127,7 +127,7 @@ class CheckpointStore {
   ReleasePush add_release_steps(const ReleaseSteps& steps, std::vector<RefUpdate>& updates,
                                 SaveAllReport& report);
   ReleaseFinal add_final(const SaveRequest& run, const IndexTarget& target,
-                         std::vector<RefUpdate>& updates,
+                         const std::optional<Error>& unlisted, std::vector<RefUpdate>& updates,
                          Result<std::optional<std::string>>& outcome,
                          std::vector<RunEntry>& entries);
   void add_index(const std::vector<RunEntry>& entries, std::vector<RefUpdate>& updates,
@@ -156,7 +156,8 @@ class CheckpointStore {
   void judge_fold(const FoldPush& fold, const std::vector<RefResult>& results);
 
   Publication publication(const std::string& final_commit);
-  std::optional<Error> publish_all(std::vector<Publication>& publications);
+  std::optional<Error> publish_all(std::vector<Publication>& publications,
+                                   std::optional<IndexTarget> look);
   bool push_results(std::vector<Publication>& publications, std::string& last_failure);
   std::vector<std::optional<std::string>> push_final_states(const std::vector<SaveRequest>& runs,
                                                             std::vector<Result<void>>& answers);

@@ -411,5 +411,17 @@ TEST(ServeSettings, AFlushWindowThatLeavesNoTimeToPushIsRefused) {
   EXPECT_THROW(read_resume_settings(sources({{"flush-window", "29s"}})), UsageError);
 }
 
+// A publish looks at layout 2's archive, then creates its result ref, within one git step: a
+// result ref kept a shorter time after its fold could go in between.
+TEST(ServeSettings, AResultRefRetentionShorterThanAGitStepIsRefused) {
+  const auto message =
+      usage_error(sources({{"git-timeout", "60s"}, {"results-ref-retention", "59s"}}));
+  EXPECT_TRUE(contains(message, "--results-ref-retention: '59s'")) << message;
+  EXPECT_TRUE(contains(message, "--git-timeout '60s'")) << message;
+  EXPECT_EQ(usage_error(sources({{"git-timeout", "8s"}, {"results-ref-retention", "8s"}})),
+            "<accepted>");
+  EXPECT_EQ(read_serve_settings(sources({})).store.results_ref_retention, std::chrono::minutes(10));
+}
+
 }  // namespace
 }  // namespace inflight
