@@ -117,7 +117,7 @@ int RunsCommand::run(const OptionSources& sources) const {
 int RunsCommand::list(const StoreSettings& store) const {
   // The states of runs not finished come from branches and leases alone.
   const bool with_finished = state_ != "live" && state_ != "waiting";
-  const auto cache = cached_listing_path(store.runs_dir);
+  const auto cache = cache_repo_path(store.runs_dir) / kCachedListingFile;
   const auto args = std::string(INFLIGHT_VERSION) + (json_ ? " json " : " table ") +
                     (state_.empty() ? "-" : state_) + " " +
                     checkpoint::display_url(store.results_repo);

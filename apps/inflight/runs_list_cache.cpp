@@ -8,9 +8,9 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "inflight/core/bounded_json.hpp"
 #include "inflight/core/fd.hpp"
 #include "inflight/core/run_dir.hpp"
-#include "inflight/supervisor/agent_client/agent_client.hpp"
 
 namespace inflight::app {
 
@@ -76,18 +76,14 @@ std::optional<CachedListing> parse_cached_listing(std::string_view text, std::st
   for (std::size_t i = 0; i < *count; ++i) {
     const auto problem = next_line(text, at);
     if (!problem) return std::nullopt;
-    const auto json = nlohmann::json::parse(*problem, nullptr, false);
-    if (!json.is_string()) return std::nullopt;
-    listing.problems.push_back(json.get<std::string>());
+    const auto json = parse_bounded_json(*problem, {.max_bytes = problem->size(), .max_depth = 1});
+    if (!json || !json->is_string()) return std::nullopt;
+    listing.problems.push_back(json->get<std::string>());
   }
   const auto bytes = count_of(line("output"));
   if (!bytes || text.size() - at != *bytes) return std::nullopt;
   listing.output = text.substr(at);
   return listing;
-}
-
-std::filesystem::path cached_listing_path(const std::filesystem::path& runs_dir) {
-  return cache_repo_path(runs_dir) / "inflight-runs-list";
 }
 
 // A regular file only, never through a link, and within kMaxBytes: the cache directory is ours,

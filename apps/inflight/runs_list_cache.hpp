@@ -33,9 +33,9 @@ struct CachedListing {
 std::string write_cached_listing(std::string_view args, const CachedListing& listing);
 std::optional<CachedListing> parse_cached_listing(std::string_view text, std::string_view args);
 
-// The file, next to the cache repo of `runs_dir`; read failures are no cache, and a write that
+// The file's name, in the cache repo's directory. Read failures are no cache, and a write that
 // fails is left (the output was printed).
-std::filesystem::path cached_listing_path(const std::filesystem::path& runs_dir);
+inline constexpr std::string_view kCachedListingFile = "inflight-runs-list";
 std::optional<CachedListing> read_cached_listing(const std::filesystem::path& path,
                                                  std::string_view args);
 void keep_cached_listing(const std::filesystem::path& path, std::string_view args,

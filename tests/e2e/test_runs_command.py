@@ -320,8 +320,8 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
 
 def test_a_refused_unref_refuses_nothing_else(serve_factory, tmp_path, git_daemon):
     """A server whose hook declines every push that deletes a result ref: the unref goes in a push
-    of its own, so the pod's checkpoints and lease go on landing, the ref stays, and the pod does
-    not ask again."""
+    of its own, so the pod's checkpoints (and the lease, in the same pushes) go on landing, the
+    ref stays, and the pod does not ask again."""
     git(git_daemon.bare, "fast-import", "--quiet",
         input=commit("refs/heads/inflight-runs-log", LAYOUT_2))
     git(git_daemon.bare, "config", "uploadpack.allowReachableSHA1InWant", "true")

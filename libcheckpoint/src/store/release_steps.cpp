@@ -45,7 +45,7 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
   ReleasePush push;
   std::vector<RunEntry> entries;
   std::optional<Error> unlisted;  // the look at the layout failed: no index update this time
-  if (!steps.finals.empty() || !steps.indexed.empty()) try {
+  if (config_.publish && (!steps.finals.empty() || !steps.indexed.empty())) try {
       push.target = index_target();
     } catch (const GitError& e) {
       if (e.kind() == Failure::cache || e.network()) throw;

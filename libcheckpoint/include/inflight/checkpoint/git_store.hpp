@@ -165,9 +165,10 @@ class RemoteStore {
   // allowAnySHA1InWant, any object it holds counts. `unknown`: it allows neither. libgit2 1.5
   // reports a refused want as a connection that ended, so `known`, a small commit the caller knows
   // is reachable (the archive's genesis), is fetched after a refusal: served, `commit` was not
-  // there. A connection lost during the first fetch only reads as a refusal too: layout 2's
-  // publish checks again once it landed (design §3.4), so that costs a rerun, never a second
-  // result. A server that serves only its tips by id refuses both fetches: a GitError. The
+  // there. A connection lost during the first fetch only reads as a refusal too, a "no": a publish
+  // then goes ahead, which makes a second result only when the same run was also published and
+  // folded elsewhere, and its ref deleted. A server that serves only its tips by id refuses both
+  // fetches: a GitError. The
   // fetches go to a throwaway repository beside the cache, never into it (libgit2 skips a want
   // the cache has, so a positive would outlive a prune), and are given up past 64 KiB: a marker
   // is a few hundred bytes. A local results repo is asked directly (libgit2's local transport
