@@ -277,11 +277,8 @@ def test_a_publish_on_layout_2_adds_its_entry_to_the_log(serve_factory, tmp_path
 RETAIN_BRIEFLY = ("--git-timeout", "8s", "--results-ref-retention", "8s")
 
 
-def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_path, git_daemon):
-    """Layout 2's unref (docs/results.md "The history layout"): the push of the pod that folded a
-    run, once --results-ref-retention passed, deletes its result ref. The run stays published: `runs list`
-    lists it, `runs show` and `runs logs` fetch its result by id from the archive, and a pod on
-    an empty disk answers a submit of it with its status, starting nothing."""
+def unreffing_pod(serve_factory, tmp_path, git_daemon):
+    """pod-a on a layout 2 repo whose server serves markers by id, with the shortest retention."""
     git(git_daemon.bare, "fast-import", "--quiet",
         input=commit("refs/heads/inflight-runs-log", LAYOUT_2))
     git(git_daemon.bare, "config", "uploadpack.allowReachableSHA1InWant", "true")
@@ -290,6 +287,15 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
     serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
                           "--checkpoint-interval", "500ms", *RETAIN_BRIEFLY, workdir=pod_a)
     serve.wait_ready()
+    return serve
+
+
+def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_path, git_daemon):
+    """Layout 2's unref (docs/results.md "The history layout"): the push of the pod that folded a
+    run, once --results-ref-retention passed, deletes its result ref. The run stays published:
+    `runs list` lists it, `runs show` and `runs logs` fetch its result by id from the archive,
+    and a pod on an empty disk answers a submit of it with its status, starting nothing."""
+    serve = unreffing_pod(serve_factory, tmp_path, git_daemon)
     run_id = published(serve, tests=2, test_ms=1)
     line = json.loads(git(git_daemon.bare, "show", "refs/heads/inflight-runs-log:entries.jsonl"))
     result = line["result_commit"]
@@ -322,20 +328,13 @@ def test_a_refused_unref_refuses_nothing_else(serve_factory, tmp_path, git_daemo
     """A server whose hook declines every push that deletes a result ref: the unref goes in a push
     of its own, so the pod's checkpoints (and the lease, in the same pushes) go on landing, the
     ref stays, and the pod does not ask again."""
-    git(git_daemon.bare, "fast-import", "--quiet",
-        input=commit("refs/heads/inflight-runs-log", LAYOUT_2))
-    git(git_daemon.bare, "config", "uploadpack.allowReachableSHA1InWant", "true")
     declined = tmp_path / "declined"
     hook = Path(git_daemon.bare) / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\ngrep -q '^[0-9a-f]* 0\\{40\\} refs/inflight-results/' && "
                     f"{{ echo declined >> '{declined}'; echo 'results stay' >&2; exit 1; }}\n"
                     "exit 0\n")
     hook.chmod(0o755)
-    pod_a = tmp_path / "pod-a"
-    pod_a.mkdir()
-    serve = serve_factory("--pod-name", "pod-a", "--results-repo", git_daemon.url,
-                          "--checkpoint-interval", "500ms", *RETAIN_BRIEFLY, workdir=pod_a)
-    serve.wait_ready()
+    serve = unreffing_pod(serve_factory, tmp_path, git_daemon)
     run_id = published(serve, tests=2, test_ms=1)
     second = serve.submit(tests=600, test_ms=100)
     branch = f"refs/heads/inflight/pod-a/{second}"
