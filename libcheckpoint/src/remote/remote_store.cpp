@@ -361,12 +361,20 @@ RemoteStore::Reachable RemoteStore::Impl::reachable(const std::string& commit,
                                            ": the connection ended before an answer, twice");
 }
 
+RemoteStore::Reachable RemoteStore::archived(const std::string& run_id) {
+  return impl_->archived(run_id);
+}
+
+RemoteStore::Reachable RemoteStore::Impl::archived(const std::string& run_id) {
+  return reachable(oid_hex(marker_id(published_marker(run_id))),
+                   oid_hex(marker_id(archive_genesis())));
+}
+
 std::optional<std::string> RemoteStore::Impl::folded(const std::map<std::string, git_oid>& tips,
                                                      const std::string& run_id) {
   if (!tips.contains(std::string(kArchiveRef))) return std::nullopt;
   try {
-    switch (reachable(oid_hex(marker_id(published_marker(run_id))),
-                      oid_hex(marker_id(archive_genesis())))) {
+    switch (archived(run_id)) {
       case Reachable::yes:
         return "the archive holds its result";
       case Reachable::unknown:

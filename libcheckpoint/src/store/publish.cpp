@@ -204,9 +204,7 @@ std::optional<Error> CheckpointStore::folded_elsewhere(const IndexTarget& target
                                                        const std::string& run_id) {
   if (!target.archive) return std::nullopt;
   try {
-    if (remote_.reachable(oid_hex(marker_id(published_marker(run_id))),
-                          oid_hex(marker_id(archive_genesis()))) != RemoteStore::Reachable::yes)
-      return std::nullopt;
+    if (remote_.archived(run_id) != RemoteStore::Reachable::yes) return std::nullopt;
   } catch (const GitError& e) {
     if (e.kind() == Failure::cache) throw;
     return publish_failure(Failure::other,

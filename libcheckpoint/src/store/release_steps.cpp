@@ -371,8 +371,7 @@ void CheckpointStore::unref_folded() try {
     for (const auto& record : due.records[i]) cache_.forget_pushed(record);
   };
   const auto run_id = *parse_result_ref(due.deletions.front().ref);
-  const auto served = remote_.reachable(oid_hex(marker_id(published_marker(run_id))),
-                                        oid_hex(marker_id(archive_genesis())));
+  const auto served = remote_.archived(run_id);
   if (served != RemoteStore::Reachable::yes) {
     // No marker by id (the refs stay, as in layout 1), or not this one (an archive rebuilt).
     for (std::size_t i = 0; i < due.deletions.size(); ++i)

@@ -10,8 +10,6 @@
 
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
-#include "git/markers.hpp"
-#include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/checkpoint_store.hpp"
@@ -58,9 +56,9 @@ std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<Remo
     problems.push_back(std::string("the index: ") + e.what());
     indexed.whole = false;
   }
-  push.archived = std::any_of(listing.begin(), listing.end(),
-                              [](const RemoteBranch& ref) { return ref.ref == kArchiveRef; });
-  push.unsure = !indexed.whole && push.archived;
+  push.unsure =
+      !indexed.whole && std::any_of(listing.begin(), listing.end(),
+                                    [](const RemoteBranch& ref) { return ref.ref == kArchiveRef; });
   std::vector<PublishedRun> runs;
   for (const auto& run_id : published_run_ids(listing, problems)) {
     auto entry = indexed.entries.extract(run_id);
@@ -83,8 +81,7 @@ std::optional<std::string> CheckpointStore::maybe_published(const RestorePush& p
   if (!push.unsure) return std::nullopt;
   const std::string unread = "an index could not be read, and ";
   try {
-    switch (remote_.reachable(oid_hex(marker_id(published_marker(run_id))),
-                              oid_hex(marker_id(archive_genesis())))) {
+    switch (remote_.archived(run_id)) {
       case RemoteStore::Reachable::yes:
         return unread + std::string(kArchiveRef) + " holds its result";
       case RemoteStore::Reachable::unknown:

@@ -61,8 +61,9 @@ struct CheckpointStore::RestorePush {
   // Run ids published, never run again: nullopt when a result ref holds the run, else the
   // result commit its index entry names (empty when it names none).
   std::map<std::string, std::optional<std::string>> published;
-  bool archived = false;  // the repo has layout 2's archive
-  bool unsure = false;    // and an index could not be read: a run without a ref is looked up
+  // The repo has layout 2's archive, and an index could not be read: a run without a ref is
+  // looked up there.
+  bool unsure = false;
 
   void add(RefUpdate update, std::function<void(const RefResult&)> then) {
     updates.push_back(std::move(update));

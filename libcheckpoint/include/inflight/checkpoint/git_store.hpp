@@ -175,6 +175,9 @@ class RemoteStore {
   // ignores wants and sends all the refs reach). Throws GitError when the server cannot be asked.
   enum class Reachable { yes, no, unknown };
   Reachable reachable(const std::string& commit, const std::string& known);
+  // Whether layout 2's archive holds run `run_id`: reachable() of its publish marker, with the
+  // archive's genesis as the commit known to be there.
+  Reachable archived(const std::string& run_id);
   // The remote URL with any password removed, for messages and logs.
   const std::string& display_url() const;
 
