@@ -323,6 +323,18 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
     assert again.status == 200 and again.json()["status"] == "succeeded", again.body
     assert not [e for e in fresh.events() if e.get("msg") == "attempt started"]
 
+    # `inflight run` of it on an empty disk reads no entry: it looks the run up in the archive,
+    # with its status, and runs nothing (its child would fail).
+    job = subprocess.run(
+        [str(INFLIGHT), "run", "--id", run_id, "--pod-name", "job-1", "--results-repo",
+         git_daemon.url, "--runs-dir", str(tmp_path / "job" / "runs"), "--log-format", "json",
+         "--", "false"], env={k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")},
+        capture_output=True, text=True, timeout=60)
+    found = [json.loads(line) for line in job.stdout.splitlines() + job.stderr.splitlines()
+             if "finished and published" in line]
+    assert job.returncode == 0 and found, job.stdout + job.stderr
+    assert found[0]["final_status"] == "succeeded", found
+
 
 def test_a_refused_unref_refuses_nothing_else(serve_factory, tmp_path, git_daemon):
     """A server whose hook declines every push that deletes a result ref: the unref goes in a push

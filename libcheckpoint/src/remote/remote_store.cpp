@@ -365,6 +365,15 @@ RemoteStore::Reachable RemoteStore::archived(const std::string& run_id) {
   return impl_->archived(run_id);
 }
 
+std::optional<std::string> RemoteStore::archived_status(const std::string& run_id) {
+  const auto genesis = oid_hex(marker_id(archive_genesis()));
+  for (const std::string_view status : {"succeeded", "failed", "cancelled"})
+    if (impl_->reachable(oid_hex(marker_id(status_marker(run_id, status))), genesis) ==
+        Reachable::yes)
+      return std::string(status);
+  return std::nullopt;
+}
+
 RemoteStore::Reachable RemoteStore::Impl::archived(const std::string& run_id) {
   return reachable(oid_hex(marker_id(published_marker(run_id))),
                    oid_hex(marker_id(archive_genesis())));

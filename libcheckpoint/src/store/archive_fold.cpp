@@ -46,10 +46,14 @@ RefUpdate archive_fold(std::vector<ArchivedRun> runs) {
       .build = [runs = std::move(runs)](const std::string& tip, PushSources& objects) {
         git_repository* git = objects.git();
         const auto empty = empty_tree(git);
-        std::string parent = tip.empty() ? oid_hex(write_marker(git, archive_genesis())) : tip;
+        // Written even when the server has it: a tip that lacks it (a foreign archive) then
+        // costs the push one small commit, never the fold.
+        const auto genesis = oid_hex(write_marker(git, archive_genesis()));
+        std::string parent = tip.empty() ? genesis : tip;
         for (std::size_t first = 0; first < runs.size(); first += kRunsPerFold) {
           const auto end = std::min(runs.size(), first + kRunsPerFold);
           std::vector<std::string> parents{parent};
+          if (parent != genesis) parents.push_back(genesis);
           for (std::size_t i = first; i < end; ++i) {
             // A result this cache lacks is the server's (a migration folds every pod's).
             objects.stub(parse_oid(runs[i].result));

@@ -46,8 +46,11 @@ std::vector<RemoteBranch> branches_to_restore(std::vector<RemoteBranch> listing,
 // ref: layout 2 keeps a folded result reachable from the archive alone (docs/results.md). An
 // index that could not be read leaves `push` unsure of the runs without a ref.
 std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<RemoteBranch>& listing,
+                                                          const RestoreRequest& request,
                                                           RestorePush& push,
                                                           std::vector<std::string>& problems) {
+  if (request.only)
+    if (auto runs = looked_up_runs(listing, *request.only, push, problems)) return *runs;
   IndexReading indexed;
   try {
     indexed = read_indexes(cache_, remote_, listing, problems);
@@ -73,12 +76,58 @@ std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<Remo
   return runs;
 }
 
+// `inflight run` and `inflight resume` (`only`) on layout 2 read no entry: the log holds every run
+// ever published (3.7 s to read at 100,000), and one run is asked about instead. The result refs
+// listed, and the run named when the archive reaches its marker, with the status its markers
+// give; a claim of it then asks no more (maybe_published). nullopt, for the log to be read as
+// before: no log, or a server that serves no marker by id.
+std::optional<std::vector<PublishedRun>> CheckpointStore::looked_up_runs(
+    const std::vector<RemoteBranch>& listing, const std::string& only, RestorePush& push,
+    std::vector<std::string>& problems) {
+  const auto listed = [&](std::string_view ref) {
+    return std::any_of(listing.begin(), listing.end(),
+                       [&](const RemoteBranch& branch) { return branch.ref == ref; });
+  };
+  const auto run_id = only.substr(only.find('/') + 1);  // a run id, or a branch's pod/run-id
+  if (!listed(kRunsLogRef) || !is_valid_run_id(run_id)) return std::nullopt;
+  std::vector<PublishedRun> runs;
+  for (const auto& id : published_run_ids(listing, problems)) {
+    push.published.emplace(id, std::nullopt);
+    runs.push_back({.run_id = id, .entry = std::nullopt});
+  }
+  if (push.published.contains(run_id) || !listed(kArchiveRef)) return runs;
+  push.unsure = true;
+  RemoteStore::Reachable found{};
+  try {
+    found = remote_.archived(run_id);
+  } catch (const GitError& e) {
+    if (e.network() || e.kind() == Failure::cache) throw;
+    return std::nullopt;  // a server that serves only its tips by id
+  }
+  if (found == RemoteStore::Reachable::unknown) return std::nullopt;
+  push.looked_up.emplace(run_id, found == RemoteStore::Reachable::yes);
+  if (found == RemoteStore::Reachable::no) return runs;
+  push.published.emplace(run_id, std::nullopt);
+  auto& run = runs.emplace_back(PublishedRun{.run_id = run_id, .entry = std::nullopt});
+  if (auto status = remote_.archived_status(run_id)) {
+    IndexEntry entry;  // how it ended is all the markers say
+    entry.id = run_id;
+    entry.final_status = std::move(*status);
+    entry.result = result_ref(run_id);
+    run.entry = std::move(entry);
+  }
+  return runs;
+}
+
 // Why run `run_id`, which no index read lists, may be published all the same: an index could not
 // be read, and the archive reaches the run's marker, or cannot be asked (design §3.4's lookup);
 // nullopt when it is not, or when every index was read.
 std::optional<std::string> CheckpointStore::maybe_published(const RestorePush& push,
                                                             const std::string& run_id) {
   if (!push.unsure) return std::nullopt;
+  if (const auto known = push.looked_up.find(run_id); known != push.looked_up.end())
+    return known->second ? std::optional(std::string(kArchiveRef) + " holds its result")
+                         : std::nullopt;
   const std::string unread = "an index could not be read, and ";
   try {
     switch (remote_.archived(run_id)) {
@@ -101,9 +150,11 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   RestorePush push(cache_.path());
   // A serve's restore always pushes (its lease at least).
   if (request.lease_until) remote_.connect_ahead();
-  // Results are listed, never downloaded: their ids are finished runs.
-  const auto listing = remote_.list("refs/", RemoteStore::Tips::downloaded);
-  report.published = published_runs(listing, push, report.problems);
+  // Results are listed, never downloaded: their ids are finished runs. An index is downloaded
+  // with the branches, unless `only` may look its one run up instead (fetched when read).
+  const auto listing = remote_.list("refs/", request.only ? RemoteStore::Tips::downloaded_but_index
+                                                          : RemoteStore::Tips::downloaded);
+  report.published = published_runs(listing, request, push, report.problems);
   LeaseBook leases(cache_, remote_, listing, request, report.problems);
   const auto branches = branches_to_restore(listing, request);
   if (request.only && branches.size() > 1) {
@@ -258,15 +309,20 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
     return publish_finished(branch, tip, push, report);
   }
   const auto published = push.published.find(name->run_id);
-  // A run only an index entry holds is not pushed a new final state: its result could only
-  // differ from the one the entry names.
-  if (local == LocalCopy::finished && (published == push.published.end() || !published->second))
+  const auto looked_up = push.looked_up.find(name->run_id);
+  const bool archived = looked_up != push.looked_up.end() && looked_up->second;
+  // A run only an index entry or the archive holds is not pushed a new final state: its result
+  // could only differ from the one already published.
+  if (local == LocalCopy::finished && !archived &&
+      (published == push.published.end() || !published->second))
     return publish_finished(branch, push_local_final(branch, tip, request), push, report);
   taken.insert(name->run_id);
   if (published != push.published.end()) {
+    const auto where = archived            ? std::string(kArchiveRef)
+                       : published->second ? std::string("its index entry")
+                                           : result_ref(name->run_id);
     report.held.push_back({std::move(params), branch.ref,
-                           "run " + name->run_id + " is published already (" +
-                               (published->second ? "its index entry" : result_ref(name->run_id)) +
+                           "run " + name->run_id + " is published already (" + where +
                                "); this branch is left alone"});
     return;
   }

@@ -64,6 +64,8 @@ struct CheckpointStore::RestorePush {
   // The repo has layout 2's archive, and an index could not be read: a run without a ref is
   // looked up there.
   bool unsure = false;
+  // Runs looked up in the archive already, and whether it holds them (`only` on layout 2).
+  std::map<std::string, bool> looked_up;
 
   void add(RefUpdate update, std::function<void(const RefResult&)> then) {
     updates.push_back(std::move(update));

@@ -91,7 +91,8 @@ RUNS_PER_FOLD = 1000
 
 def _archive(ids, result):
     """refs/inflight-archive/results: folds of RUNS_PER_FOLD runs on the genesis marker, each
-    with the runs' status markers S(id, succeeded) (on M(id)) and the result as parents."""
+    with the genesis (after the first), the runs' status markers S(id, succeeded) (on M(id)) and
+    the result as parents."""
     parts = []
     marks = iter(range(1, 1 << 30))
 
@@ -106,7 +107,7 @@ def _archive(ids, result):
         parts.append(b"\n")
         return mark
 
-    tip = marker("inflight archive\n")
+    genesis = tip = marker("inflight archive\n")
     for first in range(0, len(ids), RUNS_PER_FOLD):
         statuses = [marker(f"inflight published {run_id} succeeded\n",
                            marker(f"inflight published {run_id}\n"))
@@ -115,6 +116,8 @@ def _archive(ids, result):
         parts.extend([f"commit refs/inflight-archive/results\nmark :{fold}\n".encode(),
                       b"author " + SIGNATURE, b"committer " + SIGNATURE,
                       _data(f"inflight archive: {len(statuses)} runs\n"), f"from :{tip}\n".encode()])
+        if tip != genesis:  # every fold after the first names the genesis too, as pods write them
+            parts.append(f"merge :{genesis}\n".encode())
         parts.extend(f"merge :{status}\n".encode() for status in statuses)
         parts.append(f"merge {result}\n\n".encode())
         tip = fold

@@ -189,7 +189,12 @@ class CheckpointStore {
   std::optional<std::string> undo_release(const RefResult& result, const SaveAllReport& report,
                                           const Lease& lease);
   std::vector<PublishedRun> published_runs(const std::vector<RemoteBranch>& listing,
-                                           RestorePush& push, std::vector<std::string>& problems);
+                                           const RestoreRequest& request, RestorePush& push,
+                                           std::vector<std::string>& problems);
+  std::optional<std::vector<PublishedRun>> looked_up_runs(const std::vector<RemoteBranch>& listing,
+                                                          const std::string& only,
+                                                          RestorePush& push,
+                                                          std::vector<std::string>& problems);
   std::optional<std::string> maybe_published(const RestorePush& push, const std::string& run_id);
   std::set<std::string> restore_branches(const std::vector<RemoteBranch>& branches,
                                          const RestoreRequest& request, LeaseBook& leases,

@@ -178,6 +178,10 @@ class RemoteStore {
   // Whether layout 2's archive holds run `run_id`: reachable() of its publish marker, with the
   // archive's genesis as the commit known to be there.
   Reachable archived(const std::string& run_id);
+  // How run `run_id` ended, by its status markers: the first of succeeded, failed and cancelled
+  // whose S(id, status) the archive reaches; nullopt when none is, or the server cannot say.
+  // A marker of an old fold costs the server a walk of the archive since it (a positive lookup).
+  std::optional<std::string> archived_status(const std::string& run_id);
   // The remote URL with any password removed, for messages and logs.
   const std::string& display_url() const;
 

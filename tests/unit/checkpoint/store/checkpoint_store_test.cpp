@@ -842,8 +842,9 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoReleaseStepsSetTheLogRightForRunsThatDoNo
 
 // Layout 2's archive (docs/design/history-layout.md §3.4): once a run's entry is in the log, the
 // release's last push folds its result into the archive, with its markers, without a byte of the
-// archive downloaded; another pod's fold goes on top of it, and every fold keeps its result, M(id)
-// and S(id, status) reachable.
+// archive downloaded; another pod's fold goes on top of it, with the genesis as a parent again (a
+// lookup's second fetch must find it near the tip), and every fold keeps its result, M(id) and
+// S(id, status) reachable.
 TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
   CheckpointStore a(config("a"));
   const auto r1 = r1_released_on_layout_two(a);
@@ -867,7 +868,8 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
   ASSERT_TRUE(deleted.deletions.at(0)) << deleted.deletions[0].error().message;
   const auto r2 = trimmed(git(remote(), "rev-parse refs/inflight-results/r2"));
   EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
-            first_fold + " " + hex(status_marker("r2", "cancelled")) + " " + r2);
+            first_fold + " " + hex(archive_genesis()) + " " +
+                hex(status_marker("r2", "cancelled")) + " " + r2);
   EXPECT_FALSE(b.cache().contains(first_fold));
   EXPECT_TRUE(b.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
   const auto reached = git(remote(), "rev-list " + archive);
@@ -966,6 +968,37 @@ TEST_F(CheckpointStoreTest, WithTheLogUnreadAClaimIsLookedUpInTheArchive) {
       << report.held[0].reason;
   EXPECT_TRUE(report.published.empty());
   EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r3"));
+}
+
+// `inflight run` and `inflight resume` (a restore of one run) on layout 2 download no entry of the
+// log: the run named is looked up in the archive, and so is its status. A folded run without its
+// ref is published, with the status its markers give; another run id is free to run.
+TEST_F(CheckpointStoreTest, OnLayoutTwoARestoreOfOneRunLooksItUpAndReadsNoEntry) {
+  CheckpointStore a(config("a"));
+  r1_released_on_layout_two(a);
+  git(remote(), "update-ref -d refs/inflight-results/r1");
+  const auto log_tip = trimmed(git(remote(), "rev-parse " + std::string(kRunsLogRef)));
+  const auto one = [&](const std::string& store, const std::string& only) {
+    CheckpointStore b(config(store));
+    auto report = b.restore({.runs_dir = temp_.path() / ("runs-" + store),
+                             .pod = "pod-" + store,
+                             .local = {},
+                             .judge = accept,
+                             .only = only,
+                             .lease_until = std::nullopt,
+                             .skip = {}});
+    EXPECT_FALSE(b.cache().contains(log_tip)) << only;
+    return report;
+  };
+  const auto published = one("b", "r1");
+  ASSERT_EQ(published.published.size(), 1u);
+  EXPECT_EQ(published.published[0].run_id, "r1");
+  ASSERT_TRUE(published.published[0].entry);
+  EXPECT_EQ(published.published[0].entry->final_status, "succeeded");
+  EXPECT_TRUE(published.problems.empty());
+  const auto fresh = one("c", "r7");
+  EXPECT_TRUE(fresh.published.empty());
+  EXPECT_TRUE(fresh.claimed.empty() && fresh.held.empty() && fresh.problems.empty());
 }
 
 // The same run's leftover branch with another final state than the one the log names is kept for
@@ -1086,7 +1119,8 @@ TEST_F(CheckpointStoreTest, AFoldRecordThatCannotBeFoldedIsDropped) {
   EXPECT_TRUE(
       CacheRepo(config("a").cache_dir).pushed_under(std::string(kFoldRecordPrefix)).empty());
   EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
-            first_fold + " " + oid_hex(marker_id(status_marker("r1", "succeeded"))) + " " + r1);
+            first_fold + " " + oid_hex(marker_id(archive_genesis())) + " " +
+                oid_hex(marker_id(status_marker("r1", "succeeded"))) + " " + r1);
 }
 
 // Someone pointed the archive at an object the cache holds that is no commit: the fold is refused
