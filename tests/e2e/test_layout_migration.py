@@ -131,8 +131,20 @@ def test_migrate_copies_the_index_into_the_log_and_folds_the_results(serve_facto
                "refs/inflight-archive/results").split()
     results = [git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{run_id}").strip()
                for run_id in FINISHED]
-    assert len(fold) == 6 and all(result in fold for result in results), fold
+    assert len(fold) == 7 and all(result in fold for result in results), fold
+    # The entry without a result ref gets its markers too: a lookup finds the run.
+    markers = git(git_daemon.bare, "log", "--format=%B", "--no-walk", *fold[1:]).split("\n")
+    assert "inflight published v1-done-b succeeded" in markers, markers
     git(git_daemon.bare, "fsck", "--strict", "--no-dangling")
+    # `inflight run` of it on an empty disk looks it up instead of reading the log: published,
+    # so nothing runs (its child would fail), and it exits 0 for its status.
+    job = subprocess.run(
+        [str(INFLIGHT), "run", "--id", "v1-done-b", "--pod-name", "job-1", "--results-repo",
+         git_daemon.url, "--runs-dir", str(tmp_path / "job" / "runs"), "--log-format", "json",
+         "--", "false"], env={k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")},
+        capture_output=True, text=True, timeout=60)
+    assert job.returncode == 0 and "finished and published" in job.stdout + job.stderr, \
+        job.stdout + job.stderr
     assert git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index") == flat
     again = runs(operator, git_daemon, "migrate")
     assert again.returncode == 0 and "copied 0 index entries" in again.stdout, again.stdout

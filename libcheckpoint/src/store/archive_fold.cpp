@@ -55,12 +55,16 @@ RefUpdate archive_fold(std::vector<ArchivedRun> runs) {
           std::vector<std::string> parents{parent};
           if (parent != genesis) parents.push_back(genesis);
           for (std::size_t i = first; i < end; ++i) {
-            // A result this cache lacks is the server's (a migration folds every pod's).
-            objects.stub(parse_oid(runs[i].result));
-            write_marker(git, published_marker(runs[i].run_id));
+            const auto& run = runs[i];
+            const auto published = oid_hex(write_marker(git, published_marker(run.run_id)));
             parents.push_back(
-                oid_hex(write_marker(git, status_marker(runs[i].run_id, runs[i].final_status))));
-            parents.push_back(runs[i].result);
+                run.final_status.empty()
+                    ? published
+                    : oid_hex(write_marker(git, status_marker(run.run_id, run.final_status))));
+            if (run.result.empty()) continue;
+            // A result this cache lacks is the server's (a migration folds every pod's).
+            objects.stub(parse_oid(run.result));
+            parents.push_back(run.result);
           }
           parent = oid_hex(write_commit_on(
               git, empty, parents, "inflight archive: " + std::to_string(end - first) + " runs\n"));

@@ -36,8 +36,8 @@ inline constexpr std::size_t kRunsFoldedPerPush = 10 * kRunsPerFold;
 
 struct ArchivedRun {
   std::string run_id;
-  std::string result;        // the result commit the run's ref holds (hex)
-  std::string final_status;  // succeeded, failed or cancelled
+  std::string result;        // the result commit the run's ref holds (hex); none when empty
+  std::string final_status;  // succeeded, failed or cancelled; empty: M(id) alone, no S(id, …)
 };
 
 std::string fold_record(std::string_view run_id);

@@ -39,6 +39,15 @@ std::vector<RemoteBranch> branches_to_restore(std::vector<RemoteBranch> listing,
   return listing;
 }
 
+// The run id `only` names: a run id, or a branch `inflight/<pod>/<run-id>` with or without
+// `refs/heads/`; nullopt for anything else.
+std::optional<std::string> run_id_of(const std::string& only) {
+  if (is_valid_run_id(only)) return only;
+  const auto name =
+      parse_branch_ref(only.starts_with(kHeadsPrefix) ? only : std::string(kHeadsPrefix) + only);
+  return name ? std::optional(name->run_id) : std::nullopt;
+}
+
 }  // namespace
 
 // Each run id with a result ref or an index entry, with the entry when an index holds a good
@@ -76,11 +85,14 @@ std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<Remo
   return runs;
 }
 
-// `inflight run` and `inflight resume` (`only`) on layout 2 read no entry: the log holds every run
-// ever published (3.7 s to read at 100,000), and one run is asked about instead. The result refs
-// listed, and the run named when the archive reaches its marker, with the status its markers
+// `inflight run` and `inflight resume` (`only`) on layout 2 read no entry when they need not: the
+// log holds every run ever published (3.7 s to read at 100,000), and their one run is looked up in
+// the archive instead. Every entry of the log is there without a result ref only once the archive
+// reaches its marker (a fold, or `runs migrate`, which folds each entry it copies). The result
+// refs listed, and the run named when the archive reaches its marker, with the status its markers
 // give; a claim of it then asks no more (maybe_published). nullopt, for the log to be read as
-// before: no log, or a server that serves no marker by id.
+// before, wherever an entry would say more: no log or no archive, the run's result ref listed
+// (its status is in the entry), a server that serves no marker by id, a status no marker names.
 std::optional<std::vector<PublishedRun>> CheckpointStore::looked_up_runs(
     const std::vector<RemoteBranch>& listing, const std::string& only, RestorePush& push,
     std::vector<std::string>& problems) {
@@ -88,34 +100,34 @@ std::optional<std::vector<PublishedRun>> CheckpointStore::looked_up_runs(
     return std::any_of(listing.begin(), listing.end(),
                        [&](const RemoteBranch& branch) { return branch.ref == ref; });
   };
-  const auto run_id = only.substr(only.find('/') + 1);  // a run id, or a branch's pod/run-id
-  if (!listed(kRunsLogRef) || !is_valid_run_id(run_id)) return std::nullopt;
+  const auto run_id = run_id_of(only);
+  if (!run_id || !listed(kRunsLogRef) || !listed(kArchiveRef) || listed(result_ref(*run_id)))
+    return std::nullopt;
+  RemoteStore::Reachable found{};
+  std::optional<std::string> status;
+  try {
+    found = remote_.archived(*run_id);
+    if (found == RemoteStore::Reachable::yes) status = remote_.archived_status(*run_id);
+  } catch (const GitError& e) {
+    if (e.network() || e.kind() == Failure::cache) throw;
+    return std::nullopt;  // a server that serves only its tips by id
+  }
+  if (found == RemoteStore::Reachable::unknown || (found == RemoteStore::Reachable::yes && !status))
+    return std::nullopt;
   std::vector<PublishedRun> runs;
   for (const auto& id : published_run_ids(listing, problems)) {
     push.published.emplace(id, std::nullopt);
     runs.push_back({.run_id = id, .entry = std::nullopt});
   }
-  if (push.published.contains(run_id) || !listed(kArchiveRef)) return runs;
   push.unsure = true;
-  RemoteStore::Reachable found{};
-  try {
-    found = remote_.archived(run_id);
-  } catch (const GitError& e) {
-    if (e.network() || e.kind() == Failure::cache) throw;
-    return std::nullopt;  // a server that serves only its tips by id
-  }
-  if (found == RemoteStore::Reachable::unknown) return std::nullopt;
-  push.looked_up.emplace(run_id, found == RemoteStore::Reachable::yes);
-  if (found == RemoteStore::Reachable::no) return runs;
-  push.published.emplace(run_id, std::nullopt);
-  auto& run = runs.emplace_back(PublishedRun{.run_id = run_id, .entry = std::nullopt});
-  if (auto status = remote_.archived_status(run_id)) {
-    IndexEntry entry;  // how it ended is all the markers say
-    entry.id = run_id;
-    entry.final_status = std::move(*status);
-    entry.result = result_ref(run_id);
-    run.entry = std::move(entry);
-  }
+  push.looked_up.emplace(*run_id, found == RemoteStore::Reachable::yes);
+  if (!status) return runs;
+  push.published.emplace(*run_id, std::nullopt);
+  IndexEntry entry;  // how it ended is all the markers say
+  entry.id = *run_id;
+  entry.final_status = std::move(*status);
+  entry.result = result_ref(*run_id);
+  runs.push_back({.run_id = *run_id, .entry = std::move(entry)});
   return runs;
 }
 

@@ -51,6 +51,15 @@ void CheckpointStore::publish_finished(const RemoteBranch& branch, const std::st
     const auto entry = push.published.find(run_id);
     std::map<std::string, std::string> logged;
     if (entry != push.published.end() && entry->second) logged.emplace(run_id, *entry->second);
+    // A run looked up in the archive, its entry unread (looked_up_runs): read now, for the result
+    // it names, in this rare case of a leftover final branch.
+    if (const auto looked_up = push.looked_up.find(run_id);
+        looked_up != push.looked_up.end() && looked_up->second) {
+      std::vector<std::string> unread;  // a bad entry is the listing's to report, not this branch's
+      auto indexed = read_indexes(cache_, remote_, remote_.list("refs/"), unread);
+      if (const auto found = indexed.entries.find(run_id); found != indexed.entries.end())
+        logged.emplace(run_id, found->second.result_commit.value_or(""));
+    }
     if (const auto published = publish({final_commit}, logged).front(); !published) {
       const auto& error = published.error();
       if (network_failure(error.kind)) throw GitError(error.kind, error.message);

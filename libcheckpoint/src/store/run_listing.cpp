@@ -417,21 +417,24 @@ MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run
     if (finished.logged.contains(id)) continue;
     auto entry = finished.entries.at(id);
     entry.result_commit = std::nullopt;  // what the ref holds, not what a file says
-    if (const auto result = results.find(id); result != results.end()) {
-      entry.result_commit = result->second;
-      // A status written by hand into layout 1's index ("Succeeded") makes no marker: the entry
-      // is copied, and its result is left to its ref.
-      if (makes_markers(id, entry.final_status))
-        runs.push_back(
-            {.run_id = id, .result = result->second, .final_status = entry.final_status});
-      else
-        report.problems.push_back("run " + id + " is not folded: no marker for final status '" +
-                                  printable(entry.final_status) + "'");
-    }
+    const auto result = results.find(id);
+    if (result != results.end()) entry.result_commit = result->second;
+    // Every entry copied gets its publish marker in the archive, with or without a result ref:
+    // a lookup finds any run the log lists without a ref there (`inflight run` asks no more).
+    // Its result, when it has a ref, is folded only with its status marker: a status written by
+    // hand into layout 1's index ("Succeeded") makes none, and its result is left to its ref.
+    const bool status_marker = makes_markers(id, entry.final_status);
+    if (result != results.end() && !status_marker)
+      report.problems.push_back("run " + id + " is not folded: no marker for final status '" +
+                                printable(entry.final_status) + "'");
+    const bool folds_result = result != results.end() && status_marker;
+    report.folded += folds_result;
+    runs.push_back({.run_id = id,
+                    .result = folds_result ? result->second : "",
+                    .final_status = status_marker ? entry.final_status : ""});
     lines += write_index_line(entry);
     ++report.copied;
   }
-  report.folded = runs.size();
   if (dry_run || report.copied == 0) return report;
   // Every fold lands before the log does: a migration cut short or refused finds the entries
   // still missing from the log next time, and folds them again (a second pair of parents is

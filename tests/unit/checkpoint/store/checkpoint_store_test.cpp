@@ -999,6 +999,10 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoARestoreOfOneRunLooksItUpAndReadsNoEntry)
   const auto fresh = one("c", "r7");
   EXPECT_TRUE(fresh.published.empty());
   EXPECT_TRUE(fresh.claimed.empty() && fresh.held.empty() && fresh.problems.empty());
+  const auto by_branch = one("d", "refs/heads/inflight/pod-a/r1");  // `inflight resume` of it
+  ASSERT_EQ(by_branch.published.size(), 1u);
+  ASSERT_TRUE(by_branch.published[0].entry);
+  EXPECT_EQ(by_branch.published[0].entry->final_status, "succeeded");
 }
 
 // The same run's leftover branch with another final state than the one the log names is kept for
