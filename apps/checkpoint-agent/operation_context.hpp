@@ -36,6 +36,7 @@ agent::SavedAll save_all(Context& c, const agent::SaveAll& call);
 agent::Done hold_lease(Context& c, const agent::HoldLease& call);
 agent::Done drop_lease(Context& c, const agent::DropLease& call);
 agent::Restored restore(Context& c, const agent::Restore& call);
+agent::LookedUpRuns look_up(Context& c, const agent::LookUp& call);
 
 // The operator's commands.
 agent::Listed list(Context& c, const agent::List& call);

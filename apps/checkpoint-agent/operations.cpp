@@ -73,14 +73,14 @@ std::pair<std::string_view, Operation> operation(Result (*perform)(Context&, con
 
 const std::map<std::string_view, Operation>& operations() {
   static const std::map<std::string_view, Operation> all{
-      operation(agent_ops::check),       operation(agent_ops::save),
-      operation(agent_ops::save_all),    operation(agent_ops::release),
-      operation(agent_ops::hold_lease),  operation(agent_ops::drop_lease),
-      operation(agent_ops::restore),     operation(agent_ops::list),
-      operation(agent_ops::show),        operation(agent_ops::prune),
-      operation(agent_ops::list_runs),   operation(agent_ops::show_run),
-      operation(agent_ops::run_log),     operation(agent_ops::prune_runs),
-      operation(agent_ops::migrate_runs)};
+      operation(agent_ops::check),        operation(agent_ops::save),
+      operation(agent_ops::save_all),     operation(agent_ops::release),
+      operation(agent_ops::hold_lease),   operation(agent_ops::drop_lease),
+      operation(agent_ops::restore),      operation(agent_ops::list),
+      operation(agent_ops::show),         operation(agent_ops::prune),
+      operation(agent_ops::list_runs),    operation(agent_ops::show_run),
+      operation(agent_ops::run_log),      operation(agent_ops::prune_runs),
+      operation(agent_ops::migrate_runs), operation(agent_ops::look_up)};
   return all;
 }
 

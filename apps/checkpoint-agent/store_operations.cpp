@@ -106,7 +106,8 @@ agent::Restored restored(const ck::RestoreReport& report) {
                          .published = {},
                          .watched = report.watched,
                          .indexed_by_libgit2 = report.indexed_by_libgit2,
-                         .disk_failure = report.disk_failure};
+                         .disk_failure = report.disk_failure,
+                         .published_partial = report.published_partial};
   for (const auto& run : report.published)
     answer.published.push_back(
         {.run_id = run.run_id,
@@ -195,6 +196,20 @@ agent::Restored restore(Context& c, const agent::Restore& call) {
        .expired = call.expired,
        .take_over = call.take_over,
        .finished = call.finished}));
+}
+
+agent::LookedUpRuns look_up(Context& c, const agent::LookUp& call) {
+  agent::LookedUpRuns answer;
+  for (const auto& run : c.store.look_up(call.run_ids)) {
+    using Answer = ck::LookedUpRun::Answer;
+    answer.runs.push_back(
+        {.run_id = run.run_id,
+         .published = run.answer == Answer::yes  ? "yes"
+                      : run.answer == Answer::no ? "no"
+                                                 : "unknown",
+         .entry = run.entry ? std::optional(ck::write_index_entry(*run.entry)) : std::nullopt});
+  }
+  return answer;
 }
 
 }  // namespace inflight::agent_ops

@@ -322,6 +322,10 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
     again = fresh.post("/api/eval/run", {"id": run_id})
     assert again.status == 200 and again.json()["status"] == "succeeded", again.body
     assert not [e for e in fresh.events() if e.get("msg") == "attempt started"]
+    # The pod's start and the submit read no entry: they looked the run up in the archive.
+    log_tip = git(git_daemon.bare, "rev-parse", "refs/heads/inflight-runs-log").strip()
+    cache = pod_b / ".inflight" / "cache.git"
+    assert subprocess.run(["git", "-C", str(cache), "cat-file", "-e", log_tip]).returncode != 0
 
     # `inflight run` of it on an empty disk reads no entry: it looks the run up in the archive,
     # with its status, and runs nothing (its child would fail).

@@ -29,5 +29,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   read_as<Saved>(output);
   read_as<Published>(output);
   read_as<Released>(output);
+  read_as<LookedUpRuns>(output);
   return 0;
 }

@@ -148,13 +148,17 @@ std::vector<RemoteBranch> RemoteStore::list(const std::string& prefix, Tips tips
 // (fetch_listed), and fails alone.
 void RemoteStore::Impl::download_missing(git_remote* remote, RemoteCallbacks& callbacks,
                                          const std::vector<RemoteBranch>& branches, Tips tips) {
-  const bool log = std::any_of(branches.begin(), branches.end(),
-                               [](const RemoteBranch& ref) { return ref.ref == kRunsLogRef; });
+  const auto listed = [&](std::string_view name) {
+    return std::any_of(branches.begin(), branches.end(),
+                       [&](const RemoteBranch& ref) { return ref.ref == name; });
+  };
+  const bool log = listed(kRunsLogRef);
+  const bool indexes = tips == Tips::downloaded ||
+                       (tips == Tips::downloaded_unless_archived && !(log && listed(kArchiveRef)));
   const auto wanted = [&](const std::string& ref) {
     if (tips == Tips::flat_index) return ref == kIndexRef && !log;
     return ref.starts_with(kBranchPrefix) || ref.starts_with(kLeasePrefix) ||
-           (tips == Tips::downloaded &&
-            (ref == kIndexRef || ref == kRunsLogRef || ref == kRunsRef));
+           (indexes && (ref == kIndexRef || ref == kRunsLogRef || ref == kRunsRef));
   };
   const OdbHandle odb = open_odb(git());
   // One look for packs other agents wrote, not one per missing tip.

@@ -48,6 +48,11 @@ std::optional<std::string> run_id_of(const std::string& only) {
   return name ? std::optional(name->run_id) : std::nullopt;
 }
 
+bool lists(const std::vector<RemoteBranch>& listing, std::string_view ref) {
+  return std::any_of(listing.begin(), listing.end(),
+                     [&](const RemoteBranch& branch) { return branch.ref == ref; });
+}
+
 }  // namespace
 
 // Each run id with a result ref or an index entry, with the entry when an index holds a good
@@ -57,9 +62,13 @@ std::optional<std::string> run_id_of(const std::string& only) {
 std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<RemoteBranch>& listing,
                                                           const RestoreRequest& request,
                                                           RestorePush& push,
-                                                          std::vector<std::string>& problems) {
-  if (request.only)
+                                                          RestoreReport& report) {
+  auto& problems = report.problems;
+  if (request.only) {
     if (auto runs = looked_up_runs(listing, *request.only, push, problems)) return *runs;
+  } else if (auto runs = unread_log_runs(listing, push, report)) {
+    return *runs;
+  }
   IndexReading indexed;
   try {
     indexed = read_indexes(cache_, remote_, listing, problems);
@@ -68,9 +77,7 @@ std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<Remo
     problems.push_back(std::string("the index: ") + e.what());
     indexed.whole = false;
   }
-  push.unsure =
-      !indexed.whole && std::any_of(listing.begin(), listing.end(),
-                                    [](const RemoteBranch& ref) { return ref.ref == kArchiveRef; });
+  push.unsure = push.index_failed = !indexed.whole && lists(listing, kArchiveRef);
   std::vector<PublishedRun> runs;
   for (const auto& run_id : published_run_ids(listing, problems)) {
     auto entry = indexed.entries.extract(run_id);
@@ -96,10 +103,7 @@ std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<Remo
 std::optional<std::vector<PublishedRun>> CheckpointStore::looked_up_runs(
     const std::vector<RemoteBranch>& listing, const std::string& only, RestorePush& push,
     std::vector<std::string>& problems) {
-  const auto listed = [&](std::string_view ref) {
-    return std::any_of(listing.begin(), listing.end(),
-                       [&](const RemoteBranch& branch) { return branch.ref == ref; });
-  };
+  const auto listed = [&](std::string_view ref) { return lists(listing, ref); };
   const auto run_id = run_id_of(only);
   if (!run_id || !listed(kRunsLogRef) || !listed(kArchiveRef) || listed(result_ref(*run_id)))
     return std::nullopt;
@@ -131,23 +135,51 @@ std::optional<std::vector<PublishedRun>> CheckpointStore::looked_up_runs(
   return runs;
 }
 
+// A pod's restore on layout 2 reads no entry either: reading the log cost every pod's start 3.7 s
+// at 100,000 runs. Each branch it would claim, each leftover final branch and each local run it
+// would push is looked up in the archive instead (maybe_published), and serve asks look_up()
+// about a submitted run id it does not know (RestoreReport::published_partial). nullopt, for the
+// log to be read as before, where the archive cannot answer: none yet, or a server that serves
+// no marker by id (one lookup tells).
+std::optional<std::vector<PublishedRun>> CheckpointStore::unread_log_runs(
+    const std::vector<RemoteBranch>& listing, RestorePush& push, RestoreReport& report) {
+  if (!lists(listing, kRunsLogRef) || !lists(listing, kArchiveRef)) return std::nullopt;
+  try {
+    // Any run id asks the server whether it serves markers by id: published or not, it answers.
+    if (remote_.archived("inflight-probe") == RemoteStore::Reachable::unknown) return std::nullopt;
+  } catch (const GitError& e) {
+    if (e.network() || e.kind() == Failure::cache) throw;
+    return std::nullopt;  // a server that serves only its tips by id
+  }
+  std::vector<PublishedRun> runs;
+  for (const auto& id : published_run_ids(listing, report.problems)) {
+    push.published.emplace(id, std::nullopt);
+    runs.push_back({.run_id = id, .entry = std::nullopt});
+  }
+  push.unsure = true;
+  report.published_partial = true;
+  return runs;
+}
+
 // Why run `run_id`, which no index read lists, may be published all the same: an index could not
 // be read, and the archive reaches the run's marker, or cannot be asked (design §3.4's lookup);
 // nullopt when it is not, or when every index was read.
-std::optional<std::string> CheckpointStore::maybe_published(const RestorePush& push,
+std::optional<std::string> CheckpointStore::maybe_published(RestorePush& push,
                                                             const std::string& run_id) {
   if (!push.unsure) return std::nullopt;
   if (const auto known = push.looked_up.find(run_id); known != push.looked_up.end())
     return known->second ? std::optional(std::string(kArchiveRef) + " holds its result")
                          : std::nullopt;
-  const std::string unread = "an index could not be read, and ";
+  const std::string unread = push.index_failed ? "an index could not be read, and " : "";
   try {
     switch (remote_.archived(run_id)) {
       case RemoteStore::Reachable::yes:
+        push.looked_up.emplace(run_id, true);
         return unread + std::string(kArchiveRef) + " holds its result";
       case RemoteStore::Reachable::unknown:
         return unread + "the server serves no marker by id";
       case RemoteStore::Reachable::no:
+        push.looked_up.emplace(run_id, false);
         return std::nullopt;
     }
   } catch (const GitError& e) {
@@ -163,10 +195,9 @@ RestoreReport CheckpointStore::restore(const RestoreRequest& request) {
   // A serve's restore always pushes (its lease at least).
   if (request.lease_until) remote_.connect_ahead();
   // Results are listed, never downloaded: their ids are finished runs. An index is downloaded
-  // with the branches, unless `only` may look its one run up instead (fetched when read).
-  const auto listing = remote_.list("refs/", request.only ? RemoteStore::Tips::downloaded_but_index
-                                                          : RemoteStore::Tips::downloaded);
-  report.published = published_runs(listing, request, push, report.problems);
+  // with the branches, unless the archive may answer instead (fetched when read after all).
+  const auto listing = remote_.list("refs/", RemoteStore::Tips::downloaded_unless_archived);
+  report.published = published_runs(listing, request, push, report);
   LeaseBook leases(cache_, remote_, listing, request, report.problems);
   const auto branches = branches_to_restore(listing, request);
   if (request.only && branches.size() > 1) {
@@ -233,6 +264,11 @@ void CheckpointStore::push_unbranched_runs(const std::vector<RemoteBranch>& bran
       continue;
     }
     if (auto why = maybe_published(push, run_id)) {
+      if (const auto found = push.looked_up.find(run_id);
+          found != push.looked_up.end() && found->second) {  // published: this copy is stale
+        mark_stale({local.origin_pod, run_id}, request, report);
+        continue;
+      }
       report.problems.push_back((request.runs_dir / run_id).string() +
                                 ": not pushed: its run may be published (" + *why + ")");
       continue;

@@ -51,10 +51,10 @@ void CheckpointStore::publish_finished(const RemoteBranch& branch, const std::st
     const auto entry = push.published.find(run_id);
     std::map<std::string, std::string> logged;
     if (entry != push.published.end() && entry->second) logged.emplace(run_id, *entry->second);
-    // A run looked up in the archive, its entry unread (looked_up_runs): read now, for the result
-    // it names, in this rare case of a leftover final branch.
-    if (const auto looked_up = push.looked_up.find(run_id);
-        looked_up != push.looked_up.end() && looked_up->second) {
+    // A run the archive holds, or may, whose entry was not read (looked_up_runs,
+    // unread_log_runs): read now, for the result it names, in this rare case of a leftover final
+    // branch.
+    if (logged.empty() && push.unsure && maybe_published(push, run_id)) {
       std::vector<std::string> unread;  // a bad entry is the listing's to report, not this branch's
       auto indexed = read_indexes(cache_, remote_, remote_.list("refs/"), unread);
       if (const auto found = indexed.entries.find(run_id); found != indexed.entries.end())

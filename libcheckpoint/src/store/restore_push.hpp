@@ -61,9 +61,10 @@ struct CheckpointStore::RestorePush {
   // Run ids published, never run again: nullopt when a result ref holds the run, else the
   // result commit its index entry names (empty when it names none).
   std::map<std::string, std::optional<std::string>> published;
-  // The repo has layout 2's archive, and an index could not be read: a run without a ref is
-  // looked up there.
+  // The repo has layout 2's archive, and its index was not read (index_failed: could not be): a
+  // run without a ref is looked up there.
   bool unsure = false;
+  bool index_failed = false;
   // Runs looked up in the archive already, and whether it holds them (`only` on layout 2).
   std::map<std::string, bool> looked_up;
 

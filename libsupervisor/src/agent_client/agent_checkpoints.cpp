@@ -231,6 +231,7 @@ RestoreResult AgentCheckpoints::restore_result(const agent::Restored& r,
               {{"packs", r.indexed_by_libgit2.size()}, {"why", r.indexed_by_libgit2.front()}});
   result.indexed_by_libgit2 = r.indexed_by_libgit2;
   result.disk_failure = r.disk_failure;
+  result.published_partial = r.published_partial;
   for (const auto& branch : r.released)
     log::info("checkpoint branch of a finished run deleted", {{"branch", branch}});
   std::set<std::string> taken;
@@ -285,6 +286,38 @@ RestoreResult AgentCheckpoints::restore_result(const agent::Restored& r,
   result.ambiguous = r.ambiguous;
   result.watched = r.watched;
   return result;
+}
+
+void AgentCheckpoints::look_up(
+    const std::vector<std::string>& run_ids, SteadyClock::time_point deadline,
+    std::function<void(Result<std::vector<checkpoint::LookedUpRun>>)> done) {
+  agent_.call(agent::LookUp{.run_ids = run_ids}, deadline,
+              [run_ids, done = std::move(done)](AgentReply<agent::LookedUpRuns> reply) {
+                if (!reply) return done(reply.error());
+                const auto& answers = reply->runs;
+                if (answers.size() != run_ids.size() ||
+                    !std::equal(answers.begin(), answers.end(), run_ids.begin(),
+                                [](const agent::LookedUp& a, const std::string& id) {
+                                  return a.run_id == id;
+                                }))
+                  return done(Error{Failure::other, "the agent answered for other runs", {}});
+                std::vector<checkpoint::LookedUpRun> runs;
+                for (std::size_t i = 0; i < run_ids.size(); ++i) {
+                  using Answer = checkpoint::LookedUpRun::Answer;
+                  const auto& run = reply->runs[i];
+                  auto& looked_up = runs.emplace_back(
+                      checkpoint::LookedUpRun{.run_id = run_ids[i],
+                                              .answer = run.published == "yes"  ? Answer::yes
+                                                        : run.published == "no" ? Answer::no
+                                                                                : Answer::unknown});
+                  if (!run.entry) continue;
+                  // An entry for another run, or none readable: published all the same.
+                  if (auto entry = checkpoint::parse_index_entry(*run.entry);
+                      entry && entry->id == run_ids[i])
+                    looked_up.entry = std::move(*entry);
+                }
+                done(std::move(runs));
+              });
 }
 
 }  // namespace inflight

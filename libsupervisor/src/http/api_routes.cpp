@@ -136,10 +136,17 @@ bool ApiRoutes::authorized(const HttpRequest& request) const {
 
 // Every answer says its content type is what it is: a browser opening a log
 // (text/plain) or a JSON body must never sniff it into a page.
-HttpResponse ApiRoutes::handle(const HttpRequest& request) {
-  auto response = answer(request);
-  response.set("X-Content-Type-Options", "nosniff");
-  return response;
+// A submit may wait for the store (SubmitResult::look_up); every other route answers at once.
+void ApiRoutes::handle(const HttpRequest& request, HttpServer::Respond respond) {
+  auto send = [respond = std::move(respond)](HttpResponse response) {
+    response.set("X-Content-Type-Options", "nosniff");
+    respond(std::move(response));
+  };
+  const std::string_view target(request.target().data(), request.target().size());
+  if (target.substr(0, target.find('?')) == "/api/eval/run" &&
+      request.method() == http::verb::post && authorized(request))
+    return submit(request, std::move(send));
+  send(answer(request));
 }
 
 HttpResponse ApiRoutes::answer(const HttpRequest& request) {
@@ -173,7 +180,7 @@ HttpResponse ApiRoutes::route(const HttpRequest& request) {
         std::string(request.method_string()) + " is not allowed on " + std::string(path));
   };
   if (path == "/metrics") return method == http::verb::get ? metrics(version) : wrong_method();
-  if (path == "/api/eval/run") return method == http::verb::post ? submit(request) : wrong_method();
+  if (path == "/api/eval/run") return wrong_method();  // a POST is handle()'s
   if (path == "/api/eval/runs") {
     if (method != http::verb::get) return wrong_method();
     OrderedJson runs = OrderedJson::array();
@@ -255,14 +262,34 @@ HttpResponse ApiRoutes::run_log(const std::string& id, std::string_view target, 
   return response;
 }
 
-HttpResponse ApiRoutes::submit(const HttpRequest& request) {
+void ApiRoutes::submit(const HttpRequest& request, HttpServer::Respond respond) {
   const auto version = request.version();
-  if (supervisor_.phase() != Phase::ready) return unavailable(version, supervisor_.phase());
+  if (supervisor_.phase() != Phase::ready)
+    return respond(unavailable(version, supervisor_.phase()));
   const auto body = parse_bounded_json(request.body(), {});
   if (!body)
-    return error_response(http::status::bad_request, version, "invalid_json",
-                          "the request body is " + body.error().message);
+    return respond(error_response(http::status::bad_request, version, "invalid_json",
+                                  "the request body is " + body.error().message));
   const auto result = supervisor_.submit(*body);
+  if (!result.look_up) return respond(submitted(result, version));
+  // A run id this pod does not know, on a repo whose history it did not read: published or not,
+  // the store says, and the same body is submitted again.
+  supervisor_.look_up(*result.look_up, [this, body = *body, version, respond = std::move(respond)](
+                                           std::optional<Error> failure) {
+    if (failure) {
+      auto response = error_response(http::status::service_unavailable, version, "cannot_check",
+                                     "whether this run is published cannot be told now (" +
+                                         failure->message + "); retry later");
+      response.set(http::field::retry_after, "5");
+      return respond(std::move(response));
+    }
+    if (supervisor_.phase() != Phase::ready)
+      return respond(unavailable(version, supervisor_.phase()));
+    respond(submitted(supervisor_.submit(body, true), version));
+  });
+}
+
+HttpResponse ApiRoutes::submitted(const SubmitResult& result, unsigned version) {
   if (!result.run) {
     auto response = error_response(static_cast<http::status>(result.http_status), version,
                                    result.error_code, result.message);

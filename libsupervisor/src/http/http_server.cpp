@@ -98,7 +98,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     const std::string_view target(request.target().data(), request.target().size());
     if (slot_.probe() && !is_probe(target)) return write(refusals_.busy(request.version()), false);
     const bool keep_alive = request.keep_alive() && !slot_.probe();
-    write(handler_(request), keep_alive);
+    handler_(request, [self = shared_from_this(), keep_alive](HttpResponse response) {
+      self->write(std::move(response), keep_alive);
+    });
   }
 
   void write(HttpResponse response, bool keep_alive) {

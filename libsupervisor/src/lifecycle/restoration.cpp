@@ -53,7 +53,7 @@ void Restoration::on_result(RestoreResult result, bool first) {
   supervisor_.count_lost_claims(result.claims_lost);
   supervisor_.count_libgit2_indexed(result.indexed_by_libgit2.size());
   if (result.published) {  // the store answered: what it holds back is watched
-    supervisor_.know_published(std::move(*result.published));
+    supervisor_.know_published(std::move(*result.published), result.published_partial);
     watch_.saw(result.watched, SteadyClock::now());
   }
   for (auto& held : result.held) supervisor_.hold(std::move(held.params), held.branch, held.reason);

@@ -111,7 +111,10 @@ ServeCommand::ServeCommand(const ServeSettings& settings)
             .lease = &lease_,
             .models = &models_}),
       server_(loop_.io(), listen_endpoint(settings),
-              [this](const HttpRequest& r) { return api_.handle(r); }, api_.refusals(),
+              [this](const HttpRequest& r, HttpServer::Respond respond) {
+                api_.handle(r, std::move(respond));
+              },
+              api_.refusals(),
               {.max_connections = static_cast<std::size_t>(settings.max_connections),
                .max_per_client = static_cast<std::size_t>(settings.max_connections_per_client)}),
       lease_(loop_.io(), checkpoints_,

@@ -21,6 +21,7 @@ RunSupervisor::RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper,
     : io_(io),
       settings_(std::move(settings)),
       templates_(templates),
+      published_(checkpoints),
       disk_health_(io, checkpoints, settings_.disk_recheck, settings_.network_timeout),
       attempts_(io, reaper,
                 {.pod_name = settings_.pod_name,
@@ -101,7 +102,7 @@ bool run_id_name(std::string_view id) {
 
 }  // namespace
 
-SubmitResult RunSupervisor::submit(const OrderedJson& body) {
+SubmitResult RunSupervisor::submit(const OrderedJson& body, bool looked_up) {
   if (!body.is_object())
     return refused(400, "invalid_request", "the request body must be a JSON object");
   OrderedJson request = body;
@@ -109,6 +110,8 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
   const auto id_rule = "must match " + std::string(checkpoint::kRunIdPattern);
   if (auto refusal = take_name(request, "id", run_id_name, id_rule, id)) return *refusal;
   if (Run* existing = id ? find(*id) : nullptr) return {200, existing, "", ""};
+  if (id && !looked_up && published_.must_look_up(*id))
+    return {.http_status = 0, .run = nullptr, .error_code = "", .message = "", .look_up = *id};
   if (auto published = id ? published_answer(*id) : std::nullopt) return *published;
   if (auto refusal =
           take_name(request, "child", any_name, "must be the name of a child template", child_name))
@@ -128,13 +131,12 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body) {
 // A run another pod (or an earlier life of this one) published: shown from
 // its index entry with its final status from now on, never started.
 std::optional<SubmitResult> RunSupervisor::published_answer(const std::string& id) {
-  const auto it = published_.find(id);
-  if (it == published_.end()) return std::nullopt;
-  if (!it->second)
+  if (!published_.contains(id)) return std::nullopt;
+  if (!published_.entry(id))
     return refused(409, "run_published",
                    "run " + id + " is finished and published at " + checkpoint::result_ref(id) +
                        " (the index has no entry of it); it does not run again");
-  const auto& entry = *it->second;
+  const auto& entry = *published_.entry(id);
   checkpoint::RunParams params;
   params.run_id = id;
   params.origin_pod = entry.pod;
@@ -152,9 +154,12 @@ std::optional<SubmitResult> RunSupervisor::published_answer(const std::string& i
   return SubmitResult{200, &run, "", ""};
 }
 
-void RunSupervisor::know_published(std::vector<checkpoint::PublishedRun> runs) {
-  published_.clear();
-  for (auto& run : runs) published_.emplace(std::move(run.run_id), std::move(run.entry));
+void RunSupervisor::know_published(std::vector<checkpoint::PublishedRun> runs, bool partial) {
+  published_.know(std::move(runs), partial);
+}
+
+void RunSupervisor::look_up(const std::string& id, std::function<void(std::optional<Error>)> done) {
+  published_.look_up(id, SteadyClock::now() + settings_.network_timeout, std::move(done));
 }
 
 // Whether this instance can take one more run now: its disk can hold a

@@ -51,6 +51,13 @@ class MemoryCheckpoints final : public CheckpointPort {
   // What the next restore() reports (nothing found, when not scripted). Its
   // runs are materialised: their dirs are made and hold their run-params.
   void restore_next(RestoreResult result) { restores_next_.push_back(std::move(result)); }
+  // What look_up() answers of a run id from now on (`no`, when not scripted).
+  void published_elsewhere(checkpoint::LookedUpRun run) {
+    auto id = run.run_id;
+    published_elsewhere_.insert_or_assign(std::move(id), std::move(run));
+  }
+  // Every run id look_up() was asked about, in call order.
+  const std::vector<std::string>& looked_up() const { return looked_up_; }
   // Answers every stalled call with `answer`.
   void finish_stalled(Answer answer) {
     for (auto stalled = std::exchange(stalled_, {}); const auto& call : stalled) {
@@ -194,6 +201,19 @@ class MemoryCheckpoints final : public CheckpointPort {
     reply(next_answer(Step::lease), deadline, std::move(done), result_of);
   }
 
+  void look_up(const std::vector<std::string>& run_ids, SteadyClock::time_point deadline,
+               std::function<void(Result<std::vector<checkpoint::LookedUpRun>>)> done) override {
+    std::vector<checkpoint::LookedUpRun> runs;
+    for (const auto& id : run_ids) {
+      looked_up_.push_back(id);
+      const auto known = published_elsewhere_.find(id);
+      runs.push_back(known != published_elsewhere_.end() ? known->second
+                                                         : checkpoint::LookedUpRun{.run_id = id});
+    }
+    reply(Answer::land, deadline, std::move(done),
+          [runs](Answer) { return Result<std::vector<checkpoint::LookedUpRun>>(runs); });
+  }
+
  private:
   class Stream final : public SaveStream {
    public:
@@ -288,6 +308,8 @@ class MemoryCheckpoints final : public CheckpointPort {
   std::map<Step, std::deque<Answer>> next_;
   std::map<std::string, Answer> by_run_;
   std::deque<RestoreResult> restores_next_;
+  std::map<std::string, checkpoint::LookedUpRun> published_elsewhere_;
+  std::vector<std::string> looked_up_;
   std::list<std::shared_ptr<StalledCall>> stalled_;
   std::vector<CheckpointRequest> saves_;
   std::vector<SaveAllRequest> batches_;

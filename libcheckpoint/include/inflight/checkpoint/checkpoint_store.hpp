@@ -89,6 +89,11 @@ class CheckpointStore {
   // and the lease. Problems with single branches are collected; an
   // unreachable remote or refused credentials throw.
   RestoreReport restore(const RestoreRequest& request);
+  // Whether each run (at most kMaxLookedUp) is published: its result ref listed (with the entry
+  // its result's run-params.json makes), or its marker in layout 2's archive (with the status its
+  // markers give). What a restore whose `published` is partial leaves to ask, run by run.
+  static constexpr std::size_t kMaxLookedUp = 64;
+  std::vector<LookedUpRun> look_up(const std::vector<std::string>& run_ids);
 
   // What the last snapshot of run_dir left out (tree_rules.hpp): nothing
   // before the first.
@@ -190,12 +195,16 @@ class CheckpointStore {
                                           const Lease& lease);
   std::vector<PublishedRun> published_runs(const std::vector<RemoteBranch>& listing,
                                            const RestoreRequest& request, RestorePush& push,
-                                           std::vector<std::string>& problems);
+                                           RestoreReport& report);
   std::optional<std::vector<PublishedRun>> looked_up_runs(const std::vector<RemoteBranch>& listing,
                                                           const std::string& only,
                                                           RestorePush& push,
                                                           std::vector<std::string>& problems);
-  std::optional<std::string> maybe_published(const RestorePush& push, const std::string& run_id);
+  std::optional<std::vector<PublishedRun>> unread_log_runs(const std::vector<RemoteBranch>& listing,
+                                                           RestorePush& push,
+                                                           RestoreReport& report);
+  std::optional<std::string> maybe_published(RestorePush& push, const std::string& run_id);
+  std::optional<IndexEntry> result_entry(const std::string& run_id);
   std::set<std::string> restore_branches(const std::vector<RemoteBranch>& branches,
                                          const RestoreRequest& request, LeaseBook& leases,
                                          RestorePush& push, RestoreReport& report);

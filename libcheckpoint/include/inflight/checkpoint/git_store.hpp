@@ -126,10 +126,17 @@ class RemoteStore {
 
   // Whether list() also downloads the listed tips the cache lacks: those of run branches and
   // leases, with the indexes' (both layouts') or without (a listing of unfinished runs reads no
-  // finished one);
+  // finished one), or without them where layout 2's log and archive are both listed (a restore,
+  // which then looks runs up instead of reading the log);
   // or layout 1's index alone, unless the repo keeps layout 2's log (a publish's look at the
   // layout).
-  enum class Tips { listed, downloaded, downloaded_but_index, flat_index };
+  enum class Tips {
+    listed,
+    downloaded,
+    downloaded_but_index,
+    downloaded_unless_archived,
+    flat_index
+  };
   // The refs under `prefix`, sorted; with Tips::downloaded, each listed run
   // branch, lease and index tip can be read from the cache afterwards (one
   // connection for both). Results are never downloaded.

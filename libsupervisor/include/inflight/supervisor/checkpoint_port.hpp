@@ -101,6 +101,9 @@ struct RestoreResult {
   std::vector<checkpoint::WatchedRecord> watched = {};
   // Every run id with a result ref; set only when the store answered.
   std::optional<std::vector<checkpoint::PublishedRun>> published = std::nullopt;
+  // `published` holds the runs with a result ref only (layout 2's log unread): any other run id
+  // is published when look_up() says so.
+  bool published_partial = false;
   std::size_t claims_lost = 0;  // claims another instance won
   // Why each pack the restore downloaded went to libgit2's indexer, not ours.
   std::vector<std::string> indexed_by_libgit2 = {};
@@ -143,6 +146,10 @@ class CheckpointPort {
   // Gives this pod's lease up: every run it held was handed over.
   virtual void drop_lease(SteadyClock::time_point deadline,
                           std::function<void(CheckpointResult)> done) = 0;
+  // Whether each run id (at most checkpoint::CheckpointStore::kMaxLookedUp) is published, in
+  // order: what a restore with `published_partial` left to ask.
+  virtual void look_up(const std::vector<std::string>& run_ids, SteadyClock::time_point deadline,
+                       std::function<void(Result<std::vector<checkpoint::LookedUpRun>>)> done) = 0;
 };
 
 }  // namespace inflight

@@ -888,12 +888,21 @@ TEST_F(CheckpointStoreTest, AFoldedRunWithoutItsResultRefIsStillPublished) {
   git(remote(), "update-ref refs/heads/inflight/pod-a/r1 " + r1 + "^");
   git(remote(), "update-ref -d refs/inflight-results/r1");
 
+  const auto log_tip = trimmed(git(remote(), "rev-parse " + std::string(kRunsLogRef)));
   CheckpointStore b(config("b"));
+  const auto looked_up = b.look_up({"r1", "r2", "../r1"});
+  ASSERT_EQ(looked_up.size(), 3u);
+  EXPECT_EQ(looked_up[0].answer, LookedUpRun::Answer::yes);
+  ASSERT_TRUE(looked_up[0].entry);
+  EXPECT_EQ(looked_up[0].entry->final_status, "succeeded");
+  EXPECT_EQ(looked_up[1].answer, LookedUpRun::Answer::no);
+  EXPECT_EQ(looked_up[2].answer, LookedUpRun::Answer::no);
+  EXPECT_FALSE(b.cache().contains(log_tip));
   const auto report = restore(std::move(b), temp_.path() / "runs-b", "pod-b");
-  ASSERT_EQ(report.published.size(), 1u);
-  EXPECT_EQ(report.published[0].run_id, "r1");
-  ASSERT_TRUE(report.published[0].entry);
-  EXPECT_EQ(report.published[0].entry->final_status, "succeeded");
+  // A pod's restore reads no entry (published_partial): the leftover final branch is looked up,
+  // and only then is its entry read, for the result it names.
+  EXPECT_TRUE(report.published_partial);
+  EXPECT_TRUE(report.published.empty());
   EXPECT_EQ(report.released, std::vector<std::string>{"inflight/pod-a/r1"});
   EXPECT_TRUE(report.claimed.empty());
   // The archive holds the very result the entry names: nothing to create again.
@@ -938,7 +947,7 @@ TEST_F(CheckpointStoreTest, ABranchGoneWithItsRunFoldedFencesTheNextCheckpoint) 
   EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r1"));
 }
 
-// A log that cannot be read leaves a restore unsure of every run without a result ref: each
+// A pod's restore on layout 2 reads no entry of the log (this one could not be read at all): each
 // branch it would claim is looked up in the archive first. A folded run's branch is held, another
 // run's is claimed, and a local copy of another folded run is not pushed.
 TEST_F(CheckpointStoreTest, WithTheLogUnreadAClaimIsLookedUpInTheArchive) {
@@ -962,11 +971,15 @@ TEST_F(CheckpointStoreTest, WithTheLogUnreadAClaimIsLookedUpInTheArchive) {
   ASSERT_EQ(report.claimed.size(), 1u);
   EXPECT_EQ(report.claimed[0].params.run_id, "r2");
   ASSERT_EQ(report.held.size(), 1u);
-  EXPECT_NE(report.held[0].reason.find("may be published (an index could not be read, and " +
-                                       std::string(kArchiveRef) + " holds its result)"),
+  EXPECT_NE(report.held[0].reason.find("may be published (" + std::string(kArchiveRef) +
+                                       " holds its result)"),
             std::string::npos)
       << report.held[0].reason;
   EXPECT_TRUE(report.published.empty());
+  EXPECT_TRUE(report.published_partial);
+  EXPECT_TRUE(report.problems.empty()) << report.problems[0];
+  const auto stale = read_run_params(runs / "r3");  // the copy of the folded run
+  EXPECT_TRUE(stale && stale->handed_over);
   EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r3"));
 }
 
@@ -1041,9 +1054,10 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoAFoldedResultRefGoesOnceItsRetentionPasse
   EXPECT_TRUE(later.cache().pushed_under(std::string(kFoldedRecordPrefix)).empty());
   EXPECT_NE(git(remote(), "rev-list " + std::string(kArchiveRef)).find(r1), std::string::npos);
   git(remote(), "fsck --no-dangling");
-  const auto report = restore(CheckpointStore(config("b")), temp_.path() / "runs-b", "pod-b");
-  ASSERT_EQ(report.published.size(), 1u);
-  EXPECT_EQ(report.published[0].run_id, "r1");
+  CheckpointStore b(config("b"));
+  const auto looked_up = b.look_up({"r1"});
+  ASSERT_EQ(looked_up.size(), 1u);
+  EXPECT_EQ(looked_up[0].answer, LookedUpRun::Answer::yes);
 }
 
 // A result ref gone or moved before the unref (a prune, another publish) is left as it is, and

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "inflight/core/branch_name.hpp"
 #include "inflight/core/run_params.hpp"
 #include "supervisor/supervisor_fixture.hpp"
 
@@ -225,6 +226,50 @@ TEST_F(RestorationTest, ALookComesSoonerWhenAWatchedRecordsTermEnds) {
   EXPECT_TRUE(store.restores()[0].expired.empty());
   EXPECT_EQ(store.restores()[1].expired.at("refs/heads/inflight-lease/pod-b"),
             std::string(40, 'b'));
+}
+
+// docs/results.md "The history layout": a restore that read no entry of the log lists only the
+// runs with a result ref. A submit of any other run id a client names waits for the store's
+// look-up: published elsewhere, it is answered with its status and starts nothing; not, it runs. A
+// generated id asks nothing.
+TEST_F(RestorationTest, OnAPartialListASubmittedRunIdIsLookedUpBeforeItRuns) {
+  RestoreResult found;
+  found.published.emplace();
+  found.published->push_back({.run_id = "r-with-ref", .entry = std::nullopt});
+  found.published_partial = true;
+  store.restore_next(found);
+  checkpoint::IndexEntry folded;
+  folded.id = "r-folded";
+  folded.final_status = "failed";
+  folded.result = checkpoint::result_ref("r-folded");
+  store.published_elsewhere(
+      {.run_id = "r-folded", .answer = checkpoint::LookedUpRun::Answer::yes, .entry = folded});
+  start();
+  ASSERT_TRUE(wait_for([&] { return supervisor().phase() == Phase::ready; }));
+
+  const auto submitted = [&](const std::string& id) {
+    const OrderedJson body{{"id", id}};
+    auto result = supervisor().submit(body);
+    if (!result.look_up) return result;
+    EXPECT_EQ(*result.look_up, id);
+    bool answered = false;
+    supervisor().look_up(id, [&](std::optional<Error> failure) {
+      EXPECT_FALSE(failure);
+      answered = true;
+    });
+    EXPECT_TRUE(wait_for([&] { return answered; }));
+    return supervisor().submit(body, true);
+  };
+  const auto published = submitted("r-folded");
+  EXPECT_EQ(published.http_status, 200);
+  ASSERT_TRUE(published.run);
+  EXPECT_EQ(published.run->status(), RunStatus::failed);
+  EXPECT_EQ(submitted("r-new").http_status, 202);
+  // Listed with its result ref, without its entry: looked up for its status, which this store
+  // cannot give.
+  EXPECT_EQ(submitted("r-with-ref").http_status, 409);
+  EXPECT_EQ(supervisor().submit(OrderedJson::object()).http_status, 202);
+  EXPECT_EQ(store.looked_up(), (std::vector<std::string>{"r-folded", "r-new", "r-with-ref"}));
 }
 
 TEST_F(RestorationTest, LaterLooksSkipTheRunsThisInstanceHolds) {

@@ -79,7 +79,7 @@ namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
 
-inline constexpr int kAgentProtocolVersion = 11;
+inline constexpr int kAgentProtocolVersion = 12;
 
 // Either side's message: a restore answer carries the run-params of every
 // run it holds back, each at most 1 MiB.
@@ -327,9 +327,11 @@ struct Restored {
   std::vector<checkpoint::WatchedRecord> watched;
   std::vector<std::string> indexed_by_libgit2;
   std::optional<std::string> disk_failure;
+  // `published` lists the runs with a result ref only (layout 2, the log unread): ask LookUp.
+  bool published_partial = false;
 };
 INFLIGHT_AGENT_MESSAGE(Restored, claimed, left, held, lost, released, ambiguous, problems,
-                       published, watched, indexed_by_libgit2, disk_failure)
+                       published, watched, indexed_by_libgit2, disk_failure, published_partial)
 
 struct Restore {
   static constexpr std::string_view op = "restore";
@@ -347,6 +349,28 @@ struct Restore {
 };
 INFLIGHT_AGENT_MESSAGE(Restore, runs_dir, local, skip, children, only, lease_until, leave_handovers,
                        finished, expired, take_over)
+
+// One run id asked about: "yes", "no", or "unknown" (the archive cannot be asked), with the
+// index file's text of a published run when known (read again by the caller).
+struct LookedUp {
+  std::string run_id;
+  std::string published;
+  std::optional<std::string> entry;
+};
+INFLIGHT_AGENT_MESSAGE(LookedUp, run_id, published, entry)
+
+struct LookedUpRuns {
+  std::vector<LookedUp> runs;  // one per run id asked, in order
+};
+INFLIGHT_AGENT_MESSAGE(LookedUpRuns, runs)
+
+// Whether each run id is published (CheckpointStore::look_up): at most 64.
+struct LookUp {
+  static constexpr std::string_view op = "look_up";
+  using Answer = LookedUpRuns;
+  std::vector<std::string> run_ids;
+};
+INFLIGHT_AGENT_MESSAGE(LookUp, run_ids)
 
 }  // namespace agent
 

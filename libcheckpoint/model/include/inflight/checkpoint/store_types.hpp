@@ -232,6 +232,15 @@ struct PublishedRun {
   std::optional<IndexEntry> entry;
 };
 
+// A run id asked about (CheckpointStore::look_up): published or not, and its entry when known.
+// `unknown`: the archive cannot be asked (a server that serves no marker by id).
+struct LookedUpRun {
+  enum class Answer { no, yes, unknown };
+  std::string run_id;
+  Answer answer = Answer::no;
+  std::optional<IndexEntry> entry = std::nullopt;
+};
+
 struct RestoreReport {
   std::vector<ClaimedRun> claimed;      // ours now, ready to resume
   std::vector<HeldRun> held;            // refused by the judge, left alone
@@ -241,7 +250,10 @@ struct RestoreReport {
   std::vector<std::string> ambiguous;   // with `only`: every branch it names, when several
   std::vector<std::string> problems;    // one line per branch that could not be used
   std::vector<PublishedRun> published;  // every run id with a result ref or an index entry
-  std::vector<WatchedRecord> watched;   // what held runs back this time
+  // Layout 2: `published` holds the runs with a result ref only, the log unread; any other run
+  // is published when look_up() says so.
+  bool published_partial = false;
+  std::vector<WatchedRecord> watched;  // what held runs back this time
   // Why each pack this restore downloaded went to libgit2's indexer, not ours.
   std::vector<std::string> indexed_by_libgit2;
   // The first branch copy this disk could not write (before or after its

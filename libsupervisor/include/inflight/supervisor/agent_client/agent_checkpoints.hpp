@@ -30,6 +30,8 @@ class AgentCheckpoints final : public CheckpointPort {
                   std::function<void(CheckpointResult)> done) override;
   void drop_lease(SteadyClock::time_point deadline,
                   std::function<void(CheckpointResult)> done) override;
+  void look_up(const std::vector<std::string>& run_ids, SteadyClock::time_point deadline,
+               std::function<void(Result<std::vector<checkpoint::LookedUpRun>>)> done) override;
 
  private:
   // A step whose answer is one run's (or none's) result.

@@ -25,7 +25,7 @@ class ApiRoutes {
  public:
   ApiRoutes(RunSupervisor& supervisor, const ChildReaper& reaper, ApiSettings settings);
 
-  HttpResponse handle(const HttpRequest& request);
+  void handle(const HttpRequest& request, HttpServer::Respond respond);
   HttpRefusals refusals() const;
 
   static OrderedJson status_json(Run& run);
@@ -33,7 +33,8 @@ class ApiRoutes {
  private:
   HttpResponse answer(const HttpRequest& request);
   HttpResponse route(const HttpRequest& request);
-  HttpResponse submit(const HttpRequest& request);
+  void submit(const HttpRequest& request, HttpServer::Respond respond);
+  HttpResponse submitted(const SubmitResult& result, unsigned version);
   // GET /api/eval/run/{id}/log[?tail=N]: the last N lines of its console.log.
   HttpResponse run_log(const std::string& id, std::string_view target, unsigned version);
   HttpResponse metrics(unsigned version);

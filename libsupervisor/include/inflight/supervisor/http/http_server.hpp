@@ -40,7 +40,10 @@ struct ConnectionCounts {
 
 class HttpServer {
  public:
-  using Handler = std::function<HttpResponse(const HttpRequest&)>;
+  // A handler answers through `respond`, at once or later (a submit that asks the store first),
+  // exactly once; the connection reads its next request only after that.
+  using Respond = std::function<void(HttpResponse)>;
+  using Handler = std::function<void(const HttpRequest&, Respond respond)>;
 
   static constexpr std::size_t kBodyLimit = 1 << 20;
 

@@ -25,6 +25,7 @@
 #include "inflight/supervisor/process/child_reaper.hpp"
 #include "inflight/supervisor/runs/attempt_runner.hpp"
 #include "inflight/supervisor/runs/checkpoint_scheduler.hpp"
+#include "inflight/supervisor/runs/published_runs.hpp"
 #include "inflight/supervisor/runs/run.hpp"
 
 namespace inflight {
@@ -62,6 +63,9 @@ struct SubmitResult {
   Run* run = nullptr;
   std::string error_code;  // set when refused
   std::string message;
+  // Set instead of an answer: the run id must be looked up in the store first (look_up()),
+  // then the same body submitted again with `looked_up`.
+  std::optional<std::string> look_up = std::nullopt;
 };
 
 class RunSupervisor {
@@ -69,7 +73,10 @@ class RunSupervisor {
   RunSupervisor(boost::asio::io_context& io, ChildReaper& reaper, CheckpointPort& checkpoints,
                 SupervisorSettings settings, const ChildTemplates& templates);
 
-  SubmitResult submit(const OrderedJson& body);
+  SubmitResult submit(const OrderedJson& body, bool looked_up = false);
+  // Asks the store whether run `id` is published, for a submit (SubmitResult::look_up); `done`
+  // gets why it could not tell, or nullopt.
+  void look_up(const std::string& id, std::function<void(std::optional<Error>)> done);
   Run* find(const std::string& id);
   const std::vector<std::unique_ptr<Run>>& runs() const { return runs_; }
   void stop(Run& run);
@@ -87,9 +94,10 @@ class RunSupervisor {
   // `store_answered` is false: then only the next life, or a periodic tick,
   // may remove it.
   void show_finished(checkpoint::RunParams params, bool store_answered);
-  // The run ids with a result ref, as the last restore that reached the
-  // store listed them: a submit of one starts nothing (docs/results.md).
-  void know_published(std::vector<checkpoint::PublishedRun> runs);
+  // The run ids with a result ref or an entry, as the last restore that reached the store
+  // listed them: a submit of one starts nothing (docs/results.md). `partial`: the others may be
+  // published too, and are looked up (published_runs.hpp).
+  void know_published(std::vector<checkpoint::PublishedRun> runs, bool partial);
   void finish_restore();
 
   Phase phase() const { return phase_; }
@@ -145,7 +153,7 @@ class RunSupervisor {
   Phase phase_ = Phase::restoring;
   std::vector<std::unique_ptr<Run>> runs_;
   std::deque<Run*> queue_;
-  std::map<std::string, std::optional<checkpoint::IndexEntry>> published_;
+  PublishedRuns published_;
   std::map<Outcome, std::uint64_t> outcomes_;
   RunEvents run_events_;
   std::function<void(Run&)> exit_listener_;
