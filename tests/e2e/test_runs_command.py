@@ -325,7 +325,13 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
     # The pod's start and the submit read no entry: they looked the run up in the archive.
     log_tip = git(git_daemon.bare, "rev-parse", "refs/heads/inflight-runs-log").strip()
     cache = pod_b / ".inflight" / "cache.git"
+    assert cache.is_dir()
     assert subprocess.run(["git", "-C", str(cache), "cat-file", "-e", log_tip]).returncode != 0
+    # A server that stops serving markers by id cannot tell: a new run id waits, and runs nothing.
+    git(git_daemon.bare, "config", "uploadpack.allowReachableSHA1InWant", "false")
+    unsure = fresh.post("/api/eval/run", {"id": "r-new-after"})
+    assert unsure.status == 503 and unsure.json()["error"] == "cannot_check", unsure.body
+    assert not [e for e in fresh.events() if e.get("msg") == "attempt started"]
 
     # `inflight run` of it on an empty disk reads no entry: it looks the run up in the archive,
     # with its status, and runs nothing (its child would fail).

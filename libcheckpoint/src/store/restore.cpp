@@ -113,8 +113,10 @@ std::optional<std::vector<PublishedRun>> CheckpointStore::looked_up_runs(
     found = remote_.archived(*run_id);
     if (found == RemoteStore::Reachable::yes) status = remote_.archived_status(*run_id);
   } catch (const GitError& e) {
-    if (e.network() || e.kind() == Failure::cache) throw;
-    return std::nullopt;  // a server that serves only its tips by id
+    // A server that serves only its tips by id ends both fetches ("unreachable"): the log
+    // answers instead, and a network that is down fails that read as it would have.
+    if (e.kind() == Failure::cache || e.kind() == Failure::auth) throw;
+    return std::nullopt;
   }
   if (found == RemoteStore::Reachable::unknown || (found == RemoteStore::Reachable::yes && !status))
     return std::nullopt;
@@ -148,8 +150,10 @@ std::optional<std::vector<PublishedRun>> CheckpointStore::unread_log_runs(
     // Any run id asks the server whether it serves markers by id: published or not, it answers.
     if (remote_.archived("inflight-probe") == RemoteStore::Reachable::unknown) return std::nullopt;
   } catch (const GitError& e) {
-    if (e.network() || e.kind() == Failure::cache) throw;
-    return std::nullopt;  // a server that serves only its tips by id
+    // A server that serves only its tips by id ends both fetches ("unreachable"): the log
+    // answers instead, and a network that is down fails that read as it would have.
+    if (e.kind() == Failure::cache || e.kind() == Failure::auth) throw;
+    return std::nullopt;
   }
   std::vector<PublishedRun> runs;
   for (const auto& id : published_run_ids(listing, report.problems)) {
@@ -357,6 +361,10 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
     return publish_finished(branch, tip, push, report);
   }
   const auto published = push.published.find(name->run_id);
+  // A finished copy here is pushed as the run's final state unless the run is published: where
+  // no entry was read, the archive says.
+  if (local == LocalCopy::finished && published == push.published.end())
+    maybe_published(push, name->run_id);
   const auto looked_up = push.looked_up.find(name->run_id);
   const bool archived = looked_up != push.looked_up.end() && looked_up->second;
   // A run only an index entry or the archive holds is not pushed a new final state: its result

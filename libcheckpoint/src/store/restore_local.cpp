@@ -79,7 +79,7 @@ void CheckpointStore::publish_finished(const RemoteBranch& branch, const std::st
 // published from the final checkpoint this cache pushed, or from its run dir;
 // not one this cache published already (its result was pruned on purpose).
 void CheckpointStore::publish_local_finished(const std::vector<RemoteBranch>& listing,
-                                             const RestoreRequest& request, const RestorePush& push,
+                                             const RestoreRequest& request, RestorePush& push,
                                              RestoreReport& report) {
   if (!config_.publish) return;
   std::set<std::string> branched;
@@ -89,6 +89,10 @@ void CheckpointStore::publish_local_finished(const std::vector<RemoteBranch>& li
   for (const auto& run_id : request.finished) {
     if (branched.contains(run_id) || push.published.contains(run_id) ||
         remote_.last_pushed(result_ref(run_id)))
+      continue;
+    // Where no entry was read, a run the archive holds is published already.
+    if (maybe_published(push, run_id) && push.looked_up.contains(run_id) &&
+        push.looked_up.at(run_id))
       continue;
     for_one_ref(run_id, report.problems, [&] {
       if (const auto commit = local_final(request, run_id)) {

@@ -1,6 +1,7 @@
 // Whether a run id is published, asked run by run: what a pod that did not read layout 2's log
 // (RestoreReport::published_partial) asks before it starts a run a client named. The result refs
-// are listed; a run without one is looked up in the archive by its markers (design §3.4).
+// are listed; a run without one is looked up in the archive by its markers (design §3.4), and so
+// is how a published run ended: its status marker, never its result, which may be large.
 #include <set>
 
 #include "git/git_error.hpp"
@@ -8,7 +9,6 @@
 #include "inflight/checkpoint/git_store.hpp"
 #include "inflight/checkpoint/index_entry.hpp"
 #include "inflight/core/branch_name.hpp"
-#include "inflight/core/run_params.hpp"
 
 namespace inflight::checkpoint {
 
@@ -26,23 +26,21 @@ std::vector<LookedUpRun> CheckpointStore::look_up(const std::vector<std::string>
   for (const auto& run_id : run_ids) {
     auto& run = answers.emplace_back(LookedUpRun{.run_id = run_id});
     if (!is_valid_run_id(run_id)) continue;
-    if (with_result.contains(run_id)) {
-      run.answer = LookedUpRun::Answer::yes;
-      run.entry = result_entry(run_id);
-      continue;
-    }
-    if (!archive) continue;  // nothing was ever folded: every published run has its ref
+    const bool ref = with_result.contains(run_id);
+    if (ref) run.answer = LookedUpRun::Answer::yes;
+    // Nothing folded: every published run has its ref, and no status marker says how it ended.
+    if (!archive) continue;
     try {
-      switch (remote_.archived(run_id)) {
-        case RemoteStore::Reachable::no:
-          continue;
-        case RemoteStore::Reachable::unknown:
+      if (!ref) {
+        const auto found = remote_.archived(run_id);
+        if (found == RemoteStore::Reachable::no) continue;
+        if (found == RemoteStore::Reachable::unknown) {
           run.answer = LookedUpRun::Answer::unknown;
           continue;
-        case RemoteStore::Reachable::yes:
-          run.answer = LookedUpRun::Answer::yes;
-          break;
+        }
+        run.answer = LookedUpRun::Answer::yes;
       }
+      // How it ended, once folded (a result ref's run usually is, a push after its publish).
       if (auto status = remote_.archived_status(run_id)) {
         IndexEntry entry;  // how it ended is all the markers say
         entry.id = run_id;
@@ -51,30 +49,11 @@ std::vector<LookedUpRun> CheckpointStore::look_up(const std::vector<std::string>
         run.entry = std::move(entry);
       }
     } catch (const GitError& e) {
-      if (e.network() || e.kind() == Failure::cache) throw;
-      run.answer = LookedUpRun::Answer::unknown;  // a server that serves only its tips by id
+      if (e.kind() == Failure::cache || e.kind() == Failure::auth) throw;
+      if (!ref) run.answer = LookedUpRun::Answer::unknown;  // the archive could not be asked
     }
   }
   return answers;
-}
-
-// The entry a published run's result makes: its run-params.json, with the result downloaded as
-// `runs show` does (that run alone). nullopt when it cannot be read; the run is published all
-// the same.
-std::optional<IndexEntry> CheckpointStore::result_entry(const std::string& run_id) {
-  try {
-    const auto commit = remote_.fetch(result_ref(run_id));
-    const auto text = read_file_at(cache_, commit, kRunParamsFile, kMaxRunParamsBytes);
-    if (!text) return std::nullopt;
-    const auto params = run_params_from_text(*text);
-    if (params.run_id != run_id || !params.final_status) return std::nullopt;
-    return index_entry_of(params, 0, std::nullopt);
-  } catch (const GitError& e) {
-    if (e.network() || e.kind() == Failure::cache) throw;
-    return std::nullopt;
-  } catch (const std::exception&) {
-    return std::nullopt;  // a run-params.json that is not one
-  }
 }
 
 }  // namespace inflight::checkpoint

@@ -274,19 +274,24 @@ void ApiRoutes::submit(const HttpRequest& request, HttpServer::Respond respond) 
   if (!result.look_up) return respond(submitted(result, version));
   // A run id this pod does not know, on a repo whose history it did not read: published or not,
   // the store says, and the same body is submitted again.
-  supervisor_.look_up(*result.look_up, [this, body = *body, version, respond = std::move(respond)](
-                                           std::optional<Error> failure) {
-    if (failure) {
-      auto response = error_response(http::status::service_unavailable, version, "cannot_check",
-                                     "whether this run is published cannot be told now (" +
-                                         failure->message + "); retry later");
-      response.set(http::field::retry_after, "5");
-      return respond(std::move(response));
-    }
+  const auto cannot_check = [version](const std::string& why) {
+    auto response = error_response(
+        http::status::service_unavailable, version, "cannot_check",
+        "whether this run is published cannot be told now (" + why + "); retry later");
+    response.set(http::field::retry_after, "5");
+    return response;
+  };
+  auto asked = [this, body = *body, version, respond, cannot_check](std::optional<Error> failure) {
     if (supervisor_.phase() != Phase::ready)
       return respond(unavailable(version, supervisor_.phase()));
+    if (failure) return respond(cannot_check(failure->message));
     respond(submitted(supervisor_.submit(body, true), version));
-  });
+  };
+  try {
+    supervisor_.look_up(*result.look_up, std::move(asked));
+  } catch (const std::exception& e) {  // no agent could be started (out of descriptors)
+    respond(cannot_check(e.what()));
+  }
 }
 
 HttpResponse ApiRoutes::submitted(const SubmitResult& result, unsigned version) {

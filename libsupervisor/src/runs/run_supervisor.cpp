@@ -110,9 +110,9 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body, bool looked_up) {
   const auto id_rule = "must match " + std::string(checkpoint::kRunIdPattern);
   if (auto refusal = take_name(request, "id", run_id_name, id_rule, id)) return *refusal;
   if (Run* existing = id ? find(*id) : nullptr) return {200, existing, "", ""};
-  if (id && !looked_up && published_.must_look_up(*id))
-    return {.http_status = 0, .run = nullptr, .error_code = "", .message = "", .look_up = *id};
-  if (auto published = id ? published_answer(*id) : std::nullopt) return *published;
+  // A run id the store must be asked about is asked only for a request this pod would run now.
+  const bool ask = id && !looked_up && published_.must_look_up(*id);
+  if (auto published = id && !ask ? published_answer(*id) : std::nullopt) return *published;
   if (auto refusal =
           take_name(request, "child", any_name, "must be the name of a child template", child_name))
     return *refusal;
@@ -125,6 +125,8 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body, bool looked_up) {
                        "' (configured: " + templates_.names() + ")");
   if (auto problem = child->validate(request))
     return refused(400, "invalid_param", problem->param + ": " + problem->message);
+  if (ask)
+    return {.http_status = 0, .run = nullptr, .error_code = "", .message = "", .look_up = *id};
   return accept(id.value_or(checkpoint::generate_run_id()), std::move(request), *child);
 }
 

@@ -89,9 +89,9 @@ class CheckpointStore {
   // and the lease. Problems with single branches are collected; an
   // unreachable remote or refused credentials throw.
   RestoreReport restore(const RestoreRequest& request);
-  // Whether each run (at most kMaxLookedUp) is published: its result ref listed (with the entry
-  // its result's run-params.json makes), or its marker in layout 2's archive (with the status its
-  // markers give). What a restore whose `published` is partial leaves to ask, run by run.
+  // Whether each run (at most kMaxLookedUp) is published: its result ref listed, or its marker in
+  // layout 2's archive; with the status its markers give, once folded. What a restore whose
+  // `published` is partial leaves to ask, run by run.
   static constexpr std::size_t kMaxLookedUp = 64;
   std::vector<LookedUpRun> look_up(const std::vector<std::string>& run_ids);
 
@@ -204,7 +204,6 @@ class CheckpointStore {
                                                            RestorePush& push,
                                                            RestoreReport& report);
   std::optional<std::string> maybe_published(RestorePush& push, const std::string& run_id);
-  std::optional<IndexEntry> result_entry(const std::string& run_id);
   std::set<std::string> restore_branches(const std::vector<RemoteBranch>& branches,
                                          const RestoreRequest& request, LeaseBook& leases,
                                          RestorePush& push, RestoreReport& report);
@@ -216,7 +215,7 @@ class CheckpointStore {
   std::optional<std::string> local_runner(const BranchName& name, const RestoreRequest& request);
   void take_lease(const Lease& lease, RestorePush& push, RestoreReport& report);
   void publish_local_finished(const std::vector<RemoteBranch>& listing,
-                              const RestoreRequest& request, const RestorePush& push,
+                              const RestoreRequest& request, RestorePush& push,
                               RestoreReport& report);
   std::optional<std::string> local_final(const RestoreRequest& request, const std::string& run_id);
   void restore_branch(const RemoteBranch& branch, const RestoreRequest& request, LeaseBook& leases,
