@@ -327,11 +327,6 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
     cache = pod_b / ".inflight" / "cache.git"
     assert cache.is_dir()
     assert subprocess.run(["git", "-C", str(cache), "cat-file", "-e", log_tip]).returncode != 0
-    # A server that stops serving markers by id cannot tell: a new run id waits, and runs nothing.
-    git(git_daemon.bare, "config", "uploadpack.allowReachableSHA1InWant", "false")
-    unsure = fresh.post("/api/eval/run", {"id": "r-new-after"})
-    assert unsure.status == 503 and unsure.json()["error"] == "cannot_check", unsure.body
-    assert not [e for e in fresh.events() if e.get("msg") == "attempt started"]
 
     # `inflight run` of it on an empty disk reads no entry: it looks the run up in the archive,
     # with its status, and runs nothing (its child would fail).
@@ -344,6 +339,12 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
              if "finished and published" in line]
     assert job.returncode == 0 and found, job.stdout + job.stderr
     assert found[0]["final_status"] == "succeeded", found
+
+    # A server that stops serving markers by id cannot tell: a new run id waits, and runs nothing.
+    git(git_daemon.bare, "config", "uploadpack.allowReachableSHA1InWant", "false")
+    unsure = fresh.post("/api/eval/run", {"id": "r-new-after"})
+    assert unsure.status == 503 and unsure.json()["error"] == "cannot_check", unsure.body
+    assert not [e for e in fresh.events() if e.get("msg") == "attempt started"]
 
 
 def test_a_refused_unref_refuses_nothing_else(serve_factory, tmp_path, git_daemon):

@@ -267,14 +267,20 @@ void CheckpointStore::push_unbranched_runs(const std::vector<RemoteBranch>& bran
       mark_stale({local.origin_pod, run_id}, request, report);
       continue;
     }
+    // Reported either way, so that the caller does not resume the copy as it is.
     if (auto why = maybe_published(push, run_id)) {
       if (const auto found = push.looked_up.find(run_id);
           found != push.looked_up.end() && found->second) {  // published: this copy is stale
         mark_stale({local.origin_pod, run_id}, request, report);
+        report.published.push_back({.run_id = run_id, .entry = std::nullopt});
         continue;
       }
-      report.problems.push_back((request.runs_dir / run_id).string() +
-                                ": not pushed: its run may be published (" + *why + ")");
+      const auto dir = request.runs_dir / run_id;
+      if (auto params = read_run_params(dir))
+        report.held.push_back({std::move(*params), "",
+                               "run " + run_id + " may be published (" + *why + "); not resumed"});
+      report.problems.push_back(dir.string() + ": not pushed: its run may be published (" + *why +
+                                ")");
       continue;
     }
     // A run that another pod under a live lease ran here last is its own.
@@ -362,21 +368,29 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
   }
   const auto published = push.published.find(name->run_id);
   // A finished copy here is pushed as the run's final state unless the run is published: where
-  // no entry was read, the archive says.
+  // no entry was read, the archive says; where it cannot, the branch is left alone.
+  std::optional<std::string> unsure;
   if (local == LocalCopy::finished && published == push.published.end())
-    maybe_published(push, name->run_id);
+    unsure = maybe_published(push, name->run_id);
   const auto looked_up = push.looked_up.find(name->run_id);
   const bool archived = looked_up != push.looked_up.end() && looked_up->second;
   // A run only an index entry or the archive holds is not pushed a new final state: its result
   // could only differ from the one already published.
-  if (local == LocalCopy::finished && !archived &&
+  if (local == LocalCopy::finished && !unsure &&
       (published == push.published.end() || !published->second))
     return publish_finished(branch, push_local_final(branch, tip, request), push, report);
   taken.insert(name->run_id);
-  if (published != push.published.end()) {
+  if (unsure && !archived) {
+    report.held.push_back(
+        {std::move(params), branch.ref,
+         "run " + name->run_id + " may be published (" + *unsure + "); this branch is left alone"});
+    return;
+  }
+  if (published != push.published.end() || archived) {
     const auto where = archived            ? std::string(kArchiveRef)
                        : published->second ? std::string("its index entry")
                                            : result_ref(name->run_id);
+    // (`published` is the listing's when the archive answered: only then is it read.)
     report.held.push_back({std::move(params), branch.ref,
                            "run " + name->run_id + " is published already (" + where +
                                "); this branch is left alone"});

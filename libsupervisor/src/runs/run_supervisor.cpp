@@ -110,8 +110,11 @@ SubmitResult RunSupervisor::submit(const OrderedJson& body, bool looked_up) {
   const auto id_rule = "must match " + std::string(checkpoint::kRunIdPattern);
   if (auto refusal = take_name(request, "id", run_id_name, id_rule, id)) return *refusal;
   if (Run* existing = id ? find(*id) : nullptr) return {200, existing, "", ""};
-  // A run id the store must be asked about is asked only for a request this pod would run now.
+  // A run id the store must be asked about is asked only for a request this pod would run now,
+  // unless the run is published for sure (its status unknown): it never runs, whatever the body.
   const bool ask = id && !looked_up && published_.must_look_up(*id);
+  if (ask && published_.contains(*id))
+    return {.http_status = 0, .run = nullptr, .error_code = "", .message = "", .look_up = *id};
   if (auto published = id && !ask ? published_answer(*id) : std::nullopt) return *published;
   if (auto refusal =
           take_name(request, "child", any_name, "must be the name of a child template", child_name))
