@@ -66,7 +66,7 @@ std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<Remo
   auto& problems = report.problems;
   if (request.only) {
     if (auto runs = looked_up_runs(listing, *request.only, push, problems)) return *runs;
-  } else if (auto runs = unread_log_runs(listing, push, report)) {
+  } else if (auto runs = unread_log_runs(listing, request, push, report)) {
     return *runs;
   }
   IndexReading indexed;
@@ -142,10 +142,20 @@ std::optional<std::vector<PublishedRun>> CheckpointStore::looked_up_runs(
 // would push is looked up in the archive instead (maybe_published), and serve asks look_up()
 // about a submitted run id it does not know (RestoreReport::published_partial). nullopt, for the
 // log to be read as before, where the archive cannot answer: none yet, or a server that serves
-// no marker by id (one lookup tells).
+// no marker by id (one lookup tells), or more runs to ask about than kMaxRestoreLookups: a
+// lookup costs two connections, one after another, and through a slow link a hundred of them
+// cost more than the log.
 std::optional<std::vector<PublishedRun>> CheckpointStore::unread_log_runs(
-    const std::vector<RemoteBranch>& listing, RestorePush& push, RestoreReport& report) {
+    const std::vector<RemoteBranch>& listing, const RestoreRequest& request, RestorePush& push,
+    RestoreReport& report) {
   if (!lists(listing, kRunsLogRef) || !lists(listing, kArchiveRef)) return std::nullopt;
+  const auto branches = std::count_if(listing.begin(), listing.end(), [&](const RemoteBranch& b) {
+    const auto name = parse_branch_ref(b.ref);
+    return name && !request.skip.contains(name->run_id);
+  });
+  const auto asked =
+      static_cast<std::size_t>(branches) + request.local.size() + request.finished.size();
+  if (asked > kMaxRestoreLookups) return std::nullopt;
   try {
     // Any run id asks the server whether it serves markers by id: published or not, it answers.
     if (remote_.archived("inflight-probe") == RemoteStore::Reachable::unknown) return std::nullopt;

@@ -93,6 +93,8 @@ class CheckpointStore {
   // layout 2's archive; with the status its markers give, once folded. What a restore whose
   // `published` is partial leaves to ask, run by run.
   static constexpr std::size_t kMaxLookedUp = 64;
+  // A restore with more runs than this to ask about reads layout 2's log instead (restore.cpp).
+  static constexpr std::size_t kMaxRestoreLookups = 16;
   std::vector<LookedUpRun> look_up(const std::vector<std::string>& run_ids);
 
   // What the last snapshot of run_dir left out (tree_rules.hpp): nothing
@@ -201,6 +203,7 @@ class CheckpointStore {
                                                           RestorePush& push,
                                                           std::vector<std::string>& problems);
   std::optional<std::vector<PublishedRun>> unread_log_runs(const std::vector<RemoteBranch>& listing,
+                                                           const RestoreRequest& request,
                                                            RestorePush& push,
                                                            RestoreReport& report);
   std::optional<std::string> maybe_published(RestorePush& push, const std::string& run_id);

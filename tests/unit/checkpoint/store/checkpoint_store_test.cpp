@@ -1021,6 +1021,28 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoARestoreOfOneRunLooksItUpAndReadsNoEntry)
   EXPECT_EQ(by_branch.published[0].entry->final_status, "succeeded");
 }
 
+// A restore with more runs to ask about than kMaxRestoreLookups reads the log instead: a lookup
+// is two connections, one after another.
+TEST_F(CheckpointStoreTest, ARestoreOfManyRunsOnLayoutTwoReadsTheLog) {
+  CheckpointStore a(config("a"));
+  r1_released_on_layout_two(a);
+  const auto runs = temp_.path() / "runs-a";
+  std::vector<SaveRequest> many;
+  for (std::size_t i = 0; i < CheckpointStore::kMaxRestoreLookups; ++i) {
+    const auto id = "m" + std::to_string(i);
+    many.push_back({.run_dir = make_run(runs, id, 1), .origin_pod = "pod-a", .info = info(id)});
+  }
+  ASSERT_FALSE(a.save_all(many, std::nullopt, {}).runs.at(0).error);
+  // Sixteen branches, and the unbranched local copy: seventeen runs to ask about.
+  const auto report = restore(CheckpointStore(config("b")), temp_.path() / "runs-b", "pod-b",
+                              {{"r9", {.attempts = 1, .origin_pod = "pod-b"}}});
+  EXPECT_FALSE(report.published_partial);
+  ASSERT_EQ(report.published.size(), 1u);
+  EXPECT_EQ(report.published[0].run_id, "r1");
+  ASSERT_TRUE(report.published[0].entry);  // from the log
+  EXPECT_EQ(report.claimed.size(), CheckpointStore::kMaxRestoreLookups);
+}
+
 // The same run's leftover branch with another final state than the one the log names is kept for
 // an operator: publishing it would make a second result.
 TEST_F(CheckpointStoreTest, AFoldedRunsBranchWithAnotherFinalStateIsKept) {
