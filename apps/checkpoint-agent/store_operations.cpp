@@ -200,15 +200,11 @@ agent::Restored restore(Context& c, const agent::Restore& call) {
 
 agent::LookedUpRuns look_up(Context& c, const agent::LookUp& call) {
   agent::LookedUpRuns answer;
-  for (const auto& run : c.store.look_up(call.run_ids)) {
-    using Answer = ck::LookedUpRun::Answer;
+  for (const auto& run : c.store.look_up(call.run_ids))
     answer.runs.push_back(
         {.run_id = run.run_id,
-         .published = run.answer == Answer::yes  ? "yes"
-                      : run.answer == Answer::no ? "no"
-                                                 : "unknown",
+         .published = run.answer,
          .entry = run.entry ? std::optional(ck::write_index_entry(*run.entry)) : std::nullopt});
-  }
   return answer;
 }
 

@@ -68,6 +68,13 @@ std::optional<BranchName> parse_branch_ref(std::string_view ref) {
   return name;
 }
 
+std::optional<BranchName> parse_run_target(std::string_view target) {
+  if (is_valid_run_id(target)) return BranchName{.pod = "", .run_id = std::string(target)};
+  return parse_branch_ref(target.starts_with(kHeadsPrefix)
+                              ? std::string(target)
+                              : std::string(kHeadsPrefix) + std::string(target));
+}
+
 std::string lease_ref(std::string_view pod) {
   return std::string(kLeasePrefix) + std::string(pod);
 }

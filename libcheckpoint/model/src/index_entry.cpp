@@ -169,6 +169,14 @@ Result<IndexLine> removal_of_json(const OrderedJson& json) {
 
 }  // namespace
 
+IndexEntry entry_of_status(std::string_view run_id, std::string final_status) {
+  IndexEntry entry;
+  entry.id = std::string(run_id);
+  entry.final_status = std::move(final_status);
+  entry.result = result_ref(run_id);
+  return entry;
+}
+
 std::string write_index_entry(const IndexEntry& entry) {
   return entry_json(entry).dump(2) + "\n";
 }

@@ -39,15 +39,6 @@ std::vector<RemoteBranch> branches_to_restore(std::vector<RemoteBranch> listing,
   return listing;
 }
 
-// The run id `only` names: a run id, or a branch `inflight/<pod>/<run-id>` with or without
-// `refs/heads/`; nullopt for anything else.
-std::optional<std::string> run_id_of(const std::string& only) {
-  if (is_valid_run_id(only)) return only;
-  const auto name =
-      parse_branch_ref(only.starts_with(kHeadsPrefix) ? only : std::string(kHeadsPrefix) + only);
-  return name ? std::optional(name->run_id) : std::nullopt;
-}
-
 bool lists(const std::vector<RemoteBranch>& listing, std::string_view ref) {
   return std::any_of(listing.begin(), listing.end(),
                      [&](const RemoteBranch& branch) { return branch.ref == ref; });
@@ -103,9 +94,10 @@ std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<Remo
 std::optional<std::vector<PublishedRun>> CheckpointStore::looked_up_runs(
     const std::vector<RemoteBranch>& listing, const std::string& only, RestorePush& push,
     std::vector<std::string>& problems) {
-  const auto listed = [&](std::string_view ref) { return lists(listing, ref); };
-  const auto run_id = run_id_of(only);
-  if (!run_id || !listed(kRunsLogRef) || !listed(kArchiveRef) || listed(result_ref(*run_id)))
+  const auto target = parse_run_target(only);
+  const auto run_id = target ? std::optional(target->run_id) : std::nullopt;
+  if (!run_id || !lists(listing, kRunsLogRef) || !lists(listing, kArchiveRef) ||
+      lists(listing, result_ref(*run_id)))
     return std::nullopt;
   RemoteStore::Reachable found{};
   std::optional<std::string> status;
@@ -120,20 +112,12 @@ std::optional<std::vector<PublishedRun>> CheckpointStore::looked_up_runs(
   }
   if (found == RemoteStore::Reachable::unknown || (found == RemoteStore::Reachable::yes && !status))
     return std::nullopt;
-  std::vector<PublishedRun> runs;
-  for (const auto& id : published_run_ids(listing, problems)) {
-    push.published.emplace(id, std::nullopt);
-    runs.push_back({.run_id = id, .entry = std::nullopt});
-  }
+  auto runs = push.with_result_refs(published_run_ids(listing, problems));
   push.unsure = true;
   push.looked_up.emplace(*run_id, found == RemoteStore::Reachable::yes);
   if (!status) return runs;
   push.published.emplace(*run_id, std::nullopt);
-  IndexEntry entry;  // how it ended is all the markers say
-  entry.id = *run_id;
-  entry.final_status = std::move(*status);
-  entry.result = result_ref(*run_id);
-  runs.push_back({.run_id = *run_id, .entry = std::move(entry)});
+  runs.push_back({.run_id = *run_id, .entry = entry_of_status(*run_id, std::move(*status))});
   return runs;
 }
 
@@ -165,11 +149,7 @@ std::optional<std::vector<PublishedRun>> CheckpointStore::unread_log_runs(
     if (e.kind() == Failure::cache || e.kind() == Failure::auth) throw;
     return std::nullopt;
   }
-  std::vector<PublishedRun> runs;
-  for (const auto& id : published_run_ids(listing, report.problems)) {
-    push.published.emplace(id, std::nullopt);
-    runs.push_back({.run_id = id, .entry = std::nullopt});
-  }
+  auto runs = push.with_result_refs(published_run_ids(listing, report.problems));
   push.unsure = true;
   report.published_partial = true;
   return runs;
@@ -279,8 +259,7 @@ void CheckpointStore::push_unbranched_runs(const std::vector<RemoteBranch>& bran
     }
     // Reported either way, so that the caller does not resume the copy as it is.
     if (auto why = maybe_published(push, run_id)) {
-      if (const auto found = push.looked_up.find(run_id);
-          found != push.looked_up.end() && found->second) {  // published: this copy is stale
+      if (push.archived(run_id)) {  // published: this copy is stale
         mark_stale({local.origin_pod, run_id}, request, report);
         report.published.push_back({.run_id = run_id, .entry = std::nullopt});
         continue;
@@ -382,8 +361,7 @@ void CheckpointStore::restore_branch(const RemoteBranch& branch, const RestoreRe
   std::optional<std::string> unsure;
   if (local == LocalCopy::finished && published == push.published.end())
     unsure = maybe_published(push, name->run_id);
-  const auto looked_up = push.looked_up.find(name->run_id);
-  const bool archived = looked_up != push.looked_up.end() && looked_up->second;
+  const bool archived = push.archived(name->run_id);
   // A run only an index entry or the archive holds is not pushed a new final state: its result
   // could only differ from the one already published.
   if (local == LocalCopy::finished && !unsure &&

@@ -91,9 +91,7 @@ void CheckpointStore::publish_local_finished(const std::vector<RemoteBranch>& li
         remote_.last_pushed(result_ref(run_id)))
       continue;
     // Where no entry was read, a run the archive holds is published already.
-    if (maybe_published(push, run_id) && push.looked_up.contains(run_id) &&
-        push.looked_up.at(run_id))
-      continue;
+    if (maybe_published(push, run_id) && push.archived(run_id)) continue;
     for_one_ref(run_id, report.problems, [&] {
       if (const auto commit = local_final(request, run_id)) {
         commits.push_back(*commit);

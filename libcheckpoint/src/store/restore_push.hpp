@@ -65,8 +65,23 @@ struct CheckpointStore::RestorePush {
   // run without a ref is looked up there.
   bool unsure = false;
   bool index_failed = false;
-  // Runs looked up in the archive already, and whether it holds them (`only` on layout 2).
+  // Runs looked up in the archive already, and whether it holds them.
   std::map<std::string, bool> looked_up;
+
+  // Whether a lookup found run `run_id` in the archive.
+  bool archived(const std::string& run_id) const {
+    const auto found = looked_up.find(run_id);
+    return found != looked_up.end() && found->second;
+  }
+  // The runs with a result ref, each published with no entry.
+  std::vector<PublishedRun> with_result_refs(const std::set<std::string>& run_ids) {
+    std::vector<PublishedRun> runs;
+    for (const auto& id : run_ids) {
+      published.emplace(id, std::nullopt);
+      runs.push_back({.run_id = id, .entry = std::nullopt});
+    }
+    return runs;
+  }
 
   void add(RefUpdate update, std::function<void(const RefResult&)> then) {
     updates.push_back(std::move(update));

@@ -41,13 +41,8 @@ std::vector<LookedUpRun> CheckpointStore::look_up(const std::vector<std::string>
         run.answer = LookedUpRun::Answer::yes;
       }
       // How it ended, once folded (a result ref's run usually is, a push after its publish).
-      if (auto status = remote_.archived_status(run_id)) {
-        IndexEntry entry;  // how it ended is all the markers say
-        entry.id = run_id;
-        entry.final_status = std::move(*status);
-        entry.result = result_ref(run_id);
-        run.entry = std::move(entry);
-      }
+      if (auto status = remote_.archived_status(run_id))
+        run.entry = entry_of_status(run_id, std::move(*status));
     } catch (const GitError& e) {
       if (e.kind() == Failure::cache || e.kind() == Failure::auth) throw;
       if (!ref) run.answer = LookedUpRun::Answer::unknown;  // the archive could not be asked

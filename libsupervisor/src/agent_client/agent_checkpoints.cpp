@@ -303,13 +303,9 @@ void AgentCheckpoints::look_up(
                   return done(Error{Failure::other, "the agent answered for other runs", {}});
                 std::vector<checkpoint::LookedUpRun> runs;
                 for (std::size_t i = 0; i < run_ids.size(); ++i) {
-                  using Answer = checkpoint::LookedUpRun::Answer;
-                  const auto& run = reply->runs[i];
+                  const auto& run = answers[i];
                   auto& looked_up = runs.emplace_back(
-                      checkpoint::LookedUpRun{.run_id = run_ids[i],
-                                              .answer = run.published == "yes"  ? Answer::yes
-                                                        : run.published == "no" ? Answer::no
-                                                                                : Answer::unknown});
+                      checkpoint::LookedUpRun{.run_id = run_ids[i], .answer = run.published});
                   if (!run.entry) continue;
                   // An entry for another run, or none readable: published all the same.
                   if (auto entry = checkpoint::parse_index_entry(*run.entry);

@@ -19,14 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// `r-1` → {"", r-1}; `inflight/pod-a/r-1` or `refs/heads/inflight/pod-a/r-1`
-// → {pod-a, r-1}.
+// The run or branch `target` names (parse_run_target), or a usage error.
 checkpoint::BranchName target_of(const std::string& target) {
-  if (checkpoint::is_valid_run_id(target)) return {.pod = "", .run_id = target};
-  const auto ref = target.starts_with(checkpoint::kHeadsPrefix)
-                       ? target
-                       : std::string(checkpoint::kHeadsPrefix) + target;
-  if (auto name = checkpoint::parse_branch_ref(ref)) return *name;
+  if (auto name = checkpoint::parse_run_target(target)) return *name;
   throw UsageError("'" + printable(target) +
                    "' is neither a run id nor an inflight/<pod>/<run-id> branch");
 }

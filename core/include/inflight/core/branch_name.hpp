@@ -62,6 +62,9 @@ std::string branch_name(const BranchName& name);
 // The parts of `refs/heads/inflight/<pod>/<run-id>`; nullopt for any other
 // shape, or for a pod or run id that breaks its rule.
 std::optional<BranchName> parse_branch_ref(std::string_view ref);
+// What `inflight resume` and `inflight run` name: a run id (`r-1` → {"", r-1}), or a branch,
+// `inflight/<pod>/<run-id>` with or without `refs/heads/`; nullopt for anything else.
+std::optional<BranchName> parse_run_target(std::string_view target);
 
 // `refs/heads/inflight-lease/<pod>`
 std::string lease_ref(std::string_view pod);

@@ -73,6 +73,18 @@ inline void from_json(const OrderedJson& j, CheckpointReason& reason) {
   if (!parsed) throw std::runtime_error("unknown checkpoint reason '" + j.get<std::string>() + "'");
   reason = *parsed;
 }
+
+// A look-up's answer travels as "yes", "no" or "unknown"; a word this release does not know is
+// `unknown`, which never starts a run.
+inline void to_json(OrderedJson& j, LookedUpRun::Answer answer) {
+  using Answer = LookedUpRun::Answer;
+  j = answer == Answer::yes ? "yes" : answer == Answer::no ? "no" : "unknown";
+}
+inline void from_json(const OrderedJson& j, LookedUpRun::Answer& answer) {
+  const auto word = j.get<std::string>();
+  using Answer = LookedUpRun::Answer;
+  answer = word == "yes" ? Answer::yes : word == "no" ? Answer::no : Answer::unknown;
+}
 }  // namespace inflight::checkpoint
 
 namespace inflight {
@@ -354,7 +366,7 @@ INFLIGHT_AGENT_MESSAGE(Restore, runs_dir, local, skip, children, only, lease_unt
 // index file's text of a published run when known (read again by the caller).
 struct LookedUp {
   std::string run_id;
-  std::string published;
+  checkpoint::LookedUpRun::Answer published = checkpoint::LookedUpRun::Answer::unknown;
   std::optional<std::string> entry;
 };
 INFLIGHT_AGENT_MESSAGE(LookedUp, run_id, published, entry)

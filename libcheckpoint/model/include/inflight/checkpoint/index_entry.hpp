@@ -46,6 +46,8 @@ inline constexpr std::size_t kMaxIndexEntryBytes = 256 * 1024;
 // The entry of a finished run (`params.final_status` set).
 IndexEntry index_entry_of(const RunParams& params, std::uint64_t records,
                           std::optional<std::uint64_t> total);
+// The entry of a published run of which only how it ended is known (its status marker).
+IndexEntry entry_of_status(std::string_view run_id, std::string final_status);
 std::string write_index_entry(const IndexEntry& entry);
 // The entry `text` holds, or an Error naming what is wrong with it.
 Result<IndexEntry> parse_index_entry(std::string_view text);
