@@ -179,15 +179,16 @@ def report(name, ours_label, ours, theirs_label, theirs, goal):
 
 
 def agent_save(run_dir, cache_dir, url, run_id="r1", attempt=1, reason="shutdown", timeout=120,
-               op="save"):
+               op="save", layout=2):
     """One save request (or another op on one run: `release`) to a fresh
-    `inflight-checkpoint-agent`. Returns (seconds from spawn to exit, parsed result)."""
+    `inflight-checkpoint-agent`, whose store starts a new repo in `layout`. Returns (seconds
+    from spawn to exit, parsed result)."""
     run = {"run_dir": os.path.abspath(run_dir), "origin_pod": "pod-a", "run_id": run_id,
            "attempt": attempt, "reason": reason, "records": 0, "total": None}
     request = {
         "version": agent_protocol.VERSION, "op": op, "pod": "pod-a",
         "call": {"runs": [run]} if op == "release" else {"run": run},
-        "store": store_settings(cache_dir, url),
+        "store": store_settings(cache_dir, url, layout),
     }
     return agent_call(request, timeout)
 
@@ -202,12 +203,12 @@ def agent_restore(runs_dir, cache_dir, url, timeout=300):
                        "call": call, "store": store_settings(cache_dir, url)}, timeout)
 
 
-def store_settings(cache_dir, url):
+def store_settings(cache_dir, url, layout=2):
     return {"cache_dir": os.path.abspath(cache_dir), "url": url, "username": "", "token": "",
             "ssh_key": "", "known_hosts": "", "ca_file": "", "excludes": EXCLUDES,
             "restore_max_bytes": 1 << 30, "restore_max_files": 100000,
             "claim_lease_seconds": 120, "publish": True, "sweep_temp_after_seconds": 3600,
-            "results_ref_retention_seconds": 600}
+            "results_ref_retention_seconds": 600, "results_layout": layout}
 
 
 def agent_call(request, timeout):

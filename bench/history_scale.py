@@ -62,15 +62,16 @@ def inflight_env():
     return {k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")}
 
 
-def publish_template(tmp, url):
-    """One finished run, published by a real release: its result ref and its
-    index entry are what the history copies."""
+def publish_template(tmp, url, layout):
+    """One finished run, published by a real release into a repo of `layout`: its result ref and
+    its index entry are what the history copies."""
     run_dir = os.path.join(tempfile.mkdtemp(dir=tmp, prefix="template-"), "run")
     gitbench.make_run_dir(run_dir, files=20, file_bytes=2000, index_bytes=20_000)
     with open(os.path.join(run_dir, "run-params.json"), "w") as f:
         f.write(run_params(TEMPLATE_RUN, "pod-a", "succeeded"))
     cache = os.path.join(os.path.dirname(run_dir), "cache.git")
-    gitbench.agent_save(run_dir, cache, url, run_id=TEMPLATE_RUN, reason="final", op="release")
+    gitbench.agent_save(run_dir, cache, url, run_id=TEMPLATE_RUN, reason="final", op="release",
+                        layout=layout)
     shutil.rmtree(cache)
 
 
@@ -194,9 +195,9 @@ def measure(tmp, daemon, n, reps, layout):
             # What layout 2 asks of its server, for lookups and the unref (docs/results.md).
             git(bare, "config", "uploadpack.allowReachableSHA1InWant", "true")
             history.write_history(bare, n, layout=2)
-            publish_template(tmp, url)
+            publish_template(tmp, url, layout)
         else:
-            publish_template(tmp, url)
+            publish_template(tmp, url, layout)
             write_history(bare, n)
         print(f"history of {n} runs written in {time.monotonic() - t0:.1f} s", flush=True)
         work = os.path.join(tmp, f"run-{n}")

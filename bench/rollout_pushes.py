@@ -50,6 +50,7 @@ import time
 import gitbench
 from inflight_testing.git_servers import git
 from inflight_testing.proxies import RelayProxy
+from inflight_testing.results_index import index_entries
 from inflight_testing.serve import parse_log_line
 from inflight_testing.waiting import wait_for
 from serve_process import BenchServe
@@ -217,6 +218,10 @@ def ref_kind(old, new, ref, subjects):
         return f"run checkpoint ({reason})"
     if ref.startswith("refs/inflight-results/"):
         return "result"
+    if ref == "refs/inflight-archive/results":
+        return "fold"
+    if ref == "refs/heads/inflight-runs-log":
+        return "index"
     if ref == "refs/heads/inflight-index":
         subject = subjects.get(new, "")
         runs = subject.rsplit(" ", 2)[-2] if subject.endswith(" runs") else "1"
@@ -263,13 +268,13 @@ def check_results(bare, plan):
     left = git(bare, "for-each-ref", "--format=%(refname)", "refs/heads/inflight/").split()
     if left:
         problems.append(f"run branches left: {left}")
+    entries = index_entries(bare)
     for _, run_id, tests, _ in plan:
         if run_id not in results:
             continue
-        try:
-            entry = json.loads(git(bare, "show", f"refs/heads/inflight-index:runs/{run_id}.json"))
-        except (AssertionError, ValueError) as e:
-            problems.append(f"{run_id}: no index entry ({e})")
+        entry = entries.get(run_id)
+        if entry is None:
+            problems.append(f"{run_id}: no index entry")
             continue
         if entry.get("final_status") != "succeeded":
             problems.append(f"{run_id}: final_status {entry.get('final_status')}")
@@ -283,14 +288,10 @@ def check_results(bare, plan):
 
 def attempts_by_run(bare, plan):
     """{run id: [(pod, outcome)]} from the index entries."""
-    out = {}
-    for _, run_id, _, _ in plan:
-        try:
-            entry = json.loads(git(bare, "show", f"refs/heads/inflight-index:runs/{run_id}.json"))
-            out[run_id] = [(a.get("pod"), a.get("outcome")) for a in entry.get("attempts", [])]
-        except (AssertionError, ValueError):
-            out[run_id] = []
-    return out
+    entries = index_entries(bare)
+    return {run_id: [(a.get("pod"), a.get("outcome"))
+                     for a in entries.get(run_id, {}).get("attempts", [])]
+            for _, run_id, _, _ in plan}
 
 
 def hook_push_of(conn, hook_pushes, t0):

@@ -46,7 +46,8 @@ ck::StoreConfig store_config(const AgentStore& s) {
           .claim_lease = std::chrono::seconds(s.claim_lease_seconds),
           .publish = s.publish,
           .sweep_temp_after = std::chrono::seconds(s.sweep_temp_after_seconds),
-          .results_ref_retention = std::chrono::seconds(s.results_ref_retention_seconds)};
+          .results_ref_retention = std::chrono::seconds(s.results_ref_retention_seconds),
+          .results_layout = static_cast<int>(s.results_layout)};
 }
 
 template <class Answer>

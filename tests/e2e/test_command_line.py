@@ -42,7 +42,7 @@ def test_every_option_of_serve_says_its_type_default_and_variable():
     for flag, text in options.items():
         variable = "INFLIGHT_" + flag[2:].upper().replace("-", "_")
         assert f"env {variable})" in text, (flag, text)
-        assert re.match(r"^ [A-Z|a-z:]+", text), (flag, "no value type", text)
+        assert re.match(r"^ [A-Z|a-z0-9:]+", text), (flag, "no value type", text)
     assert "(default 50; env INFLIGHT_MAX_INTERRUPTIONS)" in options["--max-interruptions"]
     assert "(default 30s; env INFLIGHT_GRACE_PERIOD)" in options["--grace-period"]
 

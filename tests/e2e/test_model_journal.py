@@ -34,6 +34,7 @@ import pytest
 from conftest import CHILDREN, PYTHON
 from inflight_testing.git_servers import git
 from inflight_testing.model_provider import ModelProvider
+from inflight_testing.results_index import index_entry
 from inflight_testing.waiting import wait_for
 from test_child_secrets import environ_map, serve_binary
 
@@ -115,10 +116,6 @@ def model_log(serve, run_id, msg="model call ended"):
 def wait_published(serve, run_id):
     serve.wait_log(lambda e: e.get("msg") == "checkpoint branch deleted" and
                    e.get("run_id") == run_id, 90)
-
-
-def index_entry(repo, run_id):
-    return json.loads(git(repo.bare, "show", f"refs/heads/inflight-index:runs/{run_id}.json"))
 
 
 def metric_value(serve, name, **labels):
@@ -281,7 +278,7 @@ def test_a_tool_without_resume_pays_once_per_call_across_a_sigterm_and_a_wiped_d
         assert metric_value(pod_b, "inflight_model_calls_in_flight") == 0
 
         wait_published(pod_b, run_id)
-        assert index_entry(bare_repo, run_id)["model"] == pod_b.status(run_id)["model"]
+        assert index_entry(bare_repo.bare, run_id)["model"] == pod_b.status(run_id)["model"]
         published = [json.loads(line) for line in git(
             bare_repo.bare, "show", f"refs/inflight-results/{run_id}:index.jsonl").splitlines()]
         assert sorted(r["case"] for r in published if r["attempt"] == 2) == list(range(cases))

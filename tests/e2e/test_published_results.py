@@ -1,5 +1,5 @@
 """A finished run's results outlive its pod (docs/results.md): its final run dir is published as plain files on
-refs/inflight-results/<run-id>, with one entry in the inflight-index branch,
+refs/inflight-results/<run-id>, with one entry in the results index,
 before its checkpoint branch is deleted; a run that was published never runs
 again; a final branch an earlier release left is published by the next start."""
 import json
@@ -9,6 +9,7 @@ import subprocess
 import time
 
 from inflight_testing.git_servers import branches, git
+from inflight_testing.results_index import LOG, has_index, index_entries, index_entry
 from inflight_testing.waiting import wait_for
 from conftest import DEMO, INFLIGHT, PYTHON, write_config
 from test_finished_runs import refuse_deletions
@@ -35,10 +36,6 @@ def refs(bare, prefix):
 
 def result_of(server, run_id):
     return f"refs/inflight-results/{run_id}"
-
-
-def index_entry(server, run_id):
-    return json.loads(git(server.bare, "show", f"refs/heads/inflight-index:runs/{run_id}.json"))
 
 
 def fetched_result(server, tmp_path, run_id):
@@ -97,7 +94,7 @@ def test_a_finished_run_is_published_as_plain_files_and_its_branch_deleted(
     # The result's parent is the run's final checkpoint.
     assert "(final)" in git(clone, "log", "-1", "--format=%s", f"{ref}^")
 
-    entry = index_entry(git_daemon, run_id)
+    entry = index_entry(git_daemon.bare, run_id)
     assert entry["id"] == run_id and entry["final_status"] == "succeeded"
     assert entry["records"] == 800 and entry["total"] == 800 and entry["result"] == ref
     assert [a["outcome"] for a in entry["attempts"]] == ["succeeded"]
@@ -116,7 +113,7 @@ def test_a_cancelled_run_is_published_as_cancelled(serve_factory, tmp_path, git_
     ref = result_of(git_daemon, run_id)
     assert refs(git_daemon.bare, "refs/inflight-results/") == {ref}
     assert params_at(git_daemon.bare, ref)["final_status"] == "cancelled"
-    entry = index_entry(git_daemon, run_id)
+    entry = index_entry(git_daemon.bare, run_id)
     assert entry["final_status"] == "cancelled" and entry["result"] == ref
     assert [a["outcome"] for a in entry["attempts"]] == ["cancelled"]
     assert 2 <= entry["records"] < 1000 and entry["total"] == 1000
@@ -142,7 +139,7 @@ def test_an_interrupted_run_finished_on_another_pod_is_published_whole(
     assert_every_record_once(git(clone, "show", f"{ref}:index.jsonl"), 300)
     assert not [name for name in tree(clone, ref) if "inflight-chunks" in name], tree(clone, ref)
     assert git(clone, "show", f"{ref}:artifact.bin", binary=True) == artifact
-    entry = index_entry(http_git, run_id)
+    entry = index_entry(http_git.bare, run_id)
     assert entry["records"] == 300 and entry["total"] == 300
     assert [a["pod"] for a in entry["attempts"]] == ["pod-a", "pod-b"]
     assert [a["outcome"] for a in entry["attempts"]] == ["interrupted", "succeeded"]
@@ -162,8 +159,7 @@ def test_two_pods_publishing_ten_runs_each_at_once_lose_none(serve_factory, tmp_
     for pod, run_id in zip(pods, ids):
         wait_branch_deleted(pod, run_id, max(1, deadline - time.monotonic()))
     assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, i) for i in ids}
-    listed = git(git_daemon.bare, "ls-tree", "--name-only", "refs/heads/inflight-index:runs").split()
-    assert sorted(listed) == sorted(f"{i}.json" for i in ids)
+    assert sorted(index_entries(git_daemon.bare)) == sorted(ids)
 
 
 # A child that ends when the test lets it: a file `go` in its run dir.
@@ -209,7 +205,7 @@ def test_the_same_run_id_finished_on_two_pods_keeps_the_first(serve_factory, tmp
     published = params_at(git_daemon.bare, ref)
     assert published["origin_pod"] == "pod-a"
     assert [a["pod"] for a in published["attempts"]] == ["pod-a"]
-    entry = index_entry(git_daemon, run_id)
+    entry = index_entry(git_daemon.bare, run_id)
     assert entry["pod"] == "pod-a" and [a["pod"] for a in entry["attempts"]] == ["pod-a"]
     # pod-b's branch stays, with its final state, even past pod-b's shutdown.
     assert list(branches(git_daemon.bare)) == [f"refs/heads/{branch}"]
@@ -223,7 +219,7 @@ def test_with_publish_off_nothing_is_published(serve_factory, tmp_path, git_daem
     run_id = serve.submit(tests=3, test_ms=1)
     wait_branch_deleted(serve, run_id)
     assert not refs(git_daemon.bare, "refs/inflight-results/")
-    assert not refs(git_daemon.bare, "refs/heads/inflight-index")
+    assert not has_index(git_daemon.bare)
 
 
 def test_a_final_branch_left_unpublished_is_published_then_deleted_by_the_next_start(
@@ -239,7 +235,7 @@ def test_a_final_branch_left_unpublished_is_published_then_deleted_by_the_next_s
     new = start(serve_factory, tmp_path / "new", git_daemon, pod="pod-new")
     new.wait_log(lambda e: e.get("msg") == "checkpoint branch of a finished run deleted", 30)
     assert not branches(git_daemon.bare)
-    assert index_entry(git_daemon, run_id)["final_status"] == "succeeded"
+    assert index_entry(git_daemon.bare, run_id)["final_status"] == "succeeded"
     assert new.get(f"/api/eval/status/{run_id}").status == 404
 
 
@@ -279,7 +275,7 @@ def test_a_result_refused_in_serve_leaves_the_final_branch_and_the_next_start_pu
     final = params_at(git_daemon.bare, branch)
     assert final["final_status"] == "succeeded"
     assert not refs(git_daemon.bare, "refs/inflight-results/")
-    assert not refs(git_daemon.bare, "refs/heads/inflight-index")
+    assert not has_index(git_daemon.bare)
 
     # A new pod, on an empty disk, publishes it from the branch alone.
     (git_daemon.bare / "hooks" / "pre-receive").unlink()
@@ -290,7 +286,7 @@ def test_a_result_refused_in_serve_leaves_the_final_branch_and_the_next_start_pu
     ref = result_of(git_daemon, run_id)
     assert refs(git_daemon.bare, "refs/inflight-results/") == {ref}
     assert params_at(git_daemon.bare, ref) == final
-    entry = index_entry(git_daemon, run_id)
+    entry = index_entry(git_daemon.bare, run_id)
     assert entry["final_status"] == "succeeded" and entry["records"] == 3
     assert entry["pod"] == "pod-a" and entry["result"] == ref
     assert not any(e.get("msg") == "attempt started" for e in new.events())
@@ -314,7 +310,7 @@ def test_checkpoints_prune_publishes_a_finished_runs_branch_before_deleting_it(
     assert f"published inflight/pod-a/{run_id}" in r.stdout
     assert not branches(git_daemon.bare)
     assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, run_id)}
-    assert index_entry(git_daemon, run_id)["final_status"] == "succeeded"
+    assert index_entry(git_daemon.bare, run_id)["final_status"] == "succeeded"
 
 
 def test_checkpoints_prune_force_deletes_what_it_cannot_publish(serve_factory, tmp_path,
@@ -344,7 +340,7 @@ def test_a_finished_run_dir_released_without_publishing_is_published_by_the_next
 
     new = start(serve_factory, pod_a, git_daemon)
     assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, run_id)}
-    entry = index_entry(git_daemon, run_id)
+    entry = index_entry(git_daemon.bare, run_id)
     assert entry["final_status"] == "succeeded" and entry["records"] == 6
     clone, ref = fetched_result(git_daemon, tmp_path, run_id)
     assert_every_record_once(git(clone, "show", f"{ref}:index.jsonl"), 6)
@@ -371,13 +367,13 @@ def test_a_published_run_whose_branch_stayed_is_never_run_again(
     assert serve.wait_exit(timeout=30) == 1
 
     # A pod on an empty disk publishes nothing new and starts nothing.
-    index_before = git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index")
+    index_before = git(git_daemon.bare, "rev-parse", LOG)
     fresh = start(serve_factory, tmp_path / "fresh", git_daemon, pod="pod-b")
     # pod-a's lease stayed (its deletion was refused too): its branch is its own.
     fresh.wait_log(lambda e: e.get("msg") == "run held by another live instance; left to it"
                    and e.get("run_id") == run_id, 30)
     assert fresh.get(f"/api/eval/status/{run_id}").status == 404
-    assert git(git_daemon.bare, "rev-parse", "refs/heads/inflight-index") == index_before
+    assert git(git_daemon.bare, "rev-parse", LOG) == index_before
 
     # A submit of its id answers 200 with its final status, from the index.
     again = fresh.post("/api/eval/run", {"id": run_id, "tests": 4, "test_ms": 1})

@@ -9,6 +9,7 @@ import signal
 from collections import Counter
 
 from inflight_testing.git_servers import branches, git
+from inflight_testing.results_index import index_entries
 from inflight_testing.run_dirs import index_ids, run_params
 from inflight_testing.waiting import wait_for
 
@@ -97,5 +98,4 @@ def test_a_rollout_moves_each_run_once(serve_factory, tmp_path, git_daemon):
     results = git(git_daemon.bare, "for-each-ref", "--format=%(refname:lstrip=2)",
                   "refs/inflight-results/").split()
     assert sorted(results) == sorted(origin)
-    indexed = git(git_daemon.bare, "ls-tree", "--name-only", "refs/heads/inflight-index:runs").split()
-    assert sorted(indexed) == sorted(f"{run_id}.json" for run_id in origin)
+    assert sorted(index_entries(git_daemon.bare)) == sorted(origin)

@@ -14,6 +14,7 @@ import pytest
 
 from inflight_testing.git_servers import REPO_NAME, GitDaemon, branches, free_port, git
 from inflight_testing.procfs import descendants_of
+from inflight_testing.results_index import index_entry
 from inflight_testing.run_dirs import index_ids
 from inflight_testing.waiting import wait_for
 from conftest import DEMO, INFLIGHT, write_config
@@ -75,10 +76,6 @@ def published_records(server, run_id):
     return [json.loads(line)["test_id"] for line in text.splitlines()]
 
 
-def index_entry(server, run_id):
-    return json.loads(git(server.bare, "show", f"refs/heads/inflight-index:runs/{run_id}.json"))
-
-
 def test_sigterm_exits_75_and_the_same_command_resumes_publishes_and_then_starts_nothing(
         tmp_path, git_daemon):
     first = RunProcess(tmp_path, git_daemon, "job-0-try-1", *demo_command())
@@ -97,7 +94,7 @@ def test_sigterm_exits_75_and_the_same_command_resumes_publishes_and_then_starts
     records = published_records(git_daemon, "suite-0")
     assert sorted(records) == [f"t{n:03d}" for n in range(1, TESTS + 1)], records
     assert not branches(git_daemon.bare)
-    assert index_entry(git_daemon, "suite-0")["final_status"] == "succeeded"
+    assert index_entry(git_daemon.bare, "suite-0")["final_status"] == "succeeded"
     # The child's output went to the terminal as well as to console.log.
     assert "inflight-demo-eval: all 40 tests done" in second.log.read_text()
 
@@ -110,7 +107,7 @@ def test_sigterm_exits_75_and_the_same_command_resumes_publishes_and_then_starts
 def test_a_failing_child_exits_1_and_is_published_failed(tmp_path, git_daemon):
     run = RunProcess(tmp_path, git_daemon, "pod-a", "--", "/bin/sh", "-c", "echo no; exit 3")
     assert run.wait() == 1, run.log.read_text()[-3000:]
-    entry = index_entry(git_daemon, "suite-0")
+    entry = index_entry(git_daemon.bare, "suite-0")
     assert entry["final_status"] == "failed"
     assert git(git_daemon.bare, "show", f"{result_ref('suite-0')}:console.log").count("no\n") == 1
     assert not branches(git_daemon.bare)

@@ -23,10 +23,10 @@ def runs(workdir, server, *args):
 # A tick every 500 ms: each starts a checkpoint agent, and at 100 ms a
 # sanitized serve ran them back to back (a core, all the test long) for no
 # step the test waits on.
-def start(serve_factory, workdir, server, pod):
+def start(serve_factory, workdir, server, pod, *flags):
     workdir.mkdir()
     serve = serve_factory("--pod-name", pod, "--results-repo", server.url, *server.flags,
-                          "--checkpoint-interval", "500ms", workdir=workdir)
+                          "--checkpoint-interval", "500ms", *flags, workdir=workdir)
     serve.wait_ready()
     return serve
 
@@ -95,7 +95,7 @@ def test_a_bad_index_file_is_skipped_and_prune_deletes_a_result(serve_factory, t
                                                                 git_daemon):
     operator = tmp_path / "operator"
     operator.mkdir()
-    pod_a = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
+    pod_a = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a", "--results-layout", "1")
     kept, pruned = pod_a.submit(tests=2, test_ms=1), pod_a.submit(tests=2, test_ms=1)
     for run_id in (kept, pruned):
         pod_a.wait_log(lambda e, r=run_id: e.get("msg") == "checkpoint branch deleted" and
@@ -238,13 +238,12 @@ def test_runs_list_reads_layout_2s_index(tmp_path, git_daemon):
     assert listed(operator, git_daemon, "--state", "live")[0] == {}
 
 
-def test_a_publish_on_layout_2_adds_its_entry_to_the_log(serve_factory, tmp_path, git_daemon):
-    """On a repo that keeps layout 2's log, serve adds a finished run's entry to the log, with its
-    result's commit, and never writes `inflight-index`; `runs list` shows the run. The branch's
-    deletion folds the result into the archive, on its genesis marker, with the run's status
-    marker; `runs prune` takes the entry out of the log with a removal line."""
-    git(git_daemon.bare, "fast-import", "--quiet",
-        input=commit("refs/heads/inflight-runs-log", LAYOUT_2))
+def test_a_new_repo_starts_in_layout_2(serve_factory, tmp_path, git_daemon):
+    """A results repo with no published run gets layout 2 (docs/results.md "The history layout"):
+    serve's first publish starts the log with the run's entry, with its result's commit, and never
+    writes `inflight-index`; `runs list` shows the run. The branch's deletion folds the result
+    into the archive, on its genesis marker, with the run's status marker; `runs prune` takes the
+    entry out of the log with a removal line."""
     operator = tmp_path / "operator"
     operator.mkdir()
     pod = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
@@ -278,9 +277,8 @@ RETAIN_BRIEFLY = ("--git-timeout", "8s", "--results-ref-retention", "8s")
 
 
 def unreffing_pod(serve_factory, tmp_path, git_daemon):
-    """pod-a on a layout 2 repo whose server serves markers by id, with the shortest retention."""
-    git(git_daemon.bare, "fast-import", "--quiet",
-        input=commit("refs/heads/inflight-runs-log", LAYOUT_2))
+    """pod-a on a new repo, layout 2, whose server serves markers by id, with the shortest
+    retention."""
     git(git_daemon.bare, "config", "uploadpack.allowReachableSHA1InWant", "true")
     pod_a = tmp_path / "pod-a"
     pod_a.mkdir()

@@ -25,9 +25,10 @@ struct RunEntry {
   std::string file;
 };
 
-// Where a publish writes: layout 2's log when the results repo has one, else layout 1's index at
-// `flat_tip` (none: no index yet). And what the same listing says of results: whether layout 2's
-// archive is there, and which runs have a result ref.
+// Where a publish writes: layout 2's log when the results repo has one or has no published run
+// yet (StoreConfig::results_layout), else layout 1's index at `flat_tip` (none: no index yet). And
+// what the same listing says of results: whether layout 2's archive is there, and which runs have a
+// result ref.
 struct IndexTarget {
   bool log = false;
   std::optional<std::string> flat_tip = std::nullopt;

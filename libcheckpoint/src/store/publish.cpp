@@ -172,7 +172,8 @@ std::optional<RefUpdate> index_update(CacheRepo& cache, const IndexTarget& targe
 
 // One listing of the results repo says which layout it keeps (layout 2's log is never
 // downloaded), whether it has layout 2's archive, and which runs have a result ref; layout 1's
-// index tip comes over the same connection.
+// index tip comes over the same connection. A repo with no published run gets the layout of
+// StoreConfig::results_layout.
 IndexTarget CheckpointStore::index_target() {
   // Every ref, at the cost of the heads alone: a server advertises them all to every connection.
   const auto listing = remote_.list("refs/", RemoteStore::Tips::flat_index);
@@ -184,6 +185,7 @@ IndexTarget CheckpointStore::index_target() {
     if (ref.ref == kIndexRef) index = ref;
     if (auto run_id = parse_result_ref(ref.ref)) target.results.insert(std::move(*run_id));
   }
+  if (!index && target.results.empty() && config_.results_layout == 2) target.log = true;
   if (target.log || !index) return target;
   try {
     target.flat_tip = remote_.fetch_listed(*index);

@@ -45,11 +45,15 @@ std::vector<OptionSpec> build_table() {
       {"restore-max-files", G::store, K::integer, "N", std::to_string(tree.max_files),
        "most files and directories in a checkpoint tree restored", 1, kNoMax},
       {"publish", G::store, K::text, "on|off", "on",
-       "publish each finished run to refs/inflight-results/<run-id> and the inflight-index "
-       "branch before its checkpoint branch is deleted"},
+       "publish each finished run to refs/inflight-results/<run-id> and the results index "
+       "before its checkpoint branch is deleted"},
       {"results-ref-retention", G::store, K::duration, "DURATION", "10m",
        "how long a result ref stays once layout 2's archive holds its result; then the pod that "
        "folded it deletes the ref; at least --git-timeout"},
+      {"results-layout", G::store, K::text, "1|2", "2",
+       "the layout a results repo with no published run gets at its first publish: 2, the "
+       "history layout (a log and an archive); 1, one result ref per run and the inflight-index "
+       "branch, as releases before 2026-11-30 wrote; a repo keeps the layout it has"},
       {"max-attempts", G::store, K::integer, "N", "3",
        "attempts that end by the run's own doing (crashed, deferred) before it is failed", 1, 1000},
       {"max-interruptions", G::store, K::integer, "N", "50",

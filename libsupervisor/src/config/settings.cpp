@@ -228,6 +228,10 @@ StoreSettings read_store_settings(const OptionSources& sources) {
   if (s.results_ref_retention < s.git_timeout)
     throw UsageError("--results-ref-retention: '" + sources.text("results-ref-retention") +
                      "' is shorter than --git-timeout '" + sources.text("git-timeout") + "'");
+  const auto layout = sources.text("results-layout");
+  if (layout != "1" && layout != "2")
+    throw UsageError("--results-layout: '" + printable(layout) + "' is not 1 or 2");
+  s.results_layout = layout == "1" ? 1 : 2;
   const auto format = sources.text("log-format");
   if (format == "text")
     s.log_format = log::Format::text;

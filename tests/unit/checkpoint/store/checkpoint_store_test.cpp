@@ -43,6 +43,13 @@ class CheckpointStoreTest : public CheckpointTest {
             .restore_limits = {.max_bytes = 1 << 20, .max_files = 1000},
             .claim_lease = std::chrono::seconds(120)};
   }
+  // A store that starts a results repo with no published run in layout 1, as earlier releases
+  // did (--results-layout 1).
+  StoreConfig layout_one(const std::string& name) const {
+    auto one = config(name);
+    one.results_layout = 1;
+    return one;
+  }
 
   // Every run acceptable, as an instance with its template configured judges.
   static RunVerdict accept(const RunParams&) {
@@ -543,10 +550,10 @@ TEST_F(CheckpointStoreTest, APeriodicTipHoldingTheFinalStateIsPublishedWithItsTr
   const auto runs = temp_.path() / "runs-a";
   const auto dir = finished_run(runs, "r1", "succeeded");
   write_file(dir / "index.jsonl", "{\"t\":1}\n{\"t\":2}\n{\"t\":3}\n{\"t\":4}\n{\"t\":5}\n");
-  CheckpointStore(config("a")).save(dir, "pod-a", info("r1", CheckpointReason::periodic));
+  CheckpointStore(layout_one("a")).save(dir, "pod-a", info("r1", CheckpointReason::periodic));
   const auto empty = temp_.path() / "runs-b";
   fs::create_directories(empty);
-  const auto report = restore(CheckpointStore(config("b")), empty, "pod-b");
+  const auto report = restore(CheckpointStore(layout_one("b")), empty, "pod-b");
   EXPECT_EQ(report.released, std::vector<std::string>{"inflight/pod-a/r1"});
   const auto entry =
       parse_index_entry(git(remote(), "show refs/heads/inflight-index:runs/r1.json"));
@@ -560,8 +567,8 @@ TEST_F(CheckpointStoreTest, APeriodicTipHoldingTheFinalStateIsPublishedWithItsTr
 TEST_F(CheckpointStoreTest, AReleasedRunIsPublishedAsPlainFilesBeforeItsBranchGoes) {
   const auto dir = finished_run(temp_.path() / "runs-a", "r1", "succeeded");
   write_file(dir / "big.bin", std::string(100 * 1024, 'b'));  // chunked in checkpoints
-  const auto released =
-      release_one(CheckpointStore(config("a")), dir, "pod-a", info("r1", CheckpointReason::final));
+  const auto released = release_one(CheckpointStore(layout_one("a")), dir, "pod-a",
+                                    info("r1", CheckpointReason::final));
   ASSERT_TRUE(released) << released.error().message;
   EXPECT_FALSE(has_ref("refs/heads/inflight/pod-a/r1"));
   EXPECT_EQ(git(remote(), "ls-tree -r --name-only refs/inflight-results/r1"),
@@ -593,11 +600,11 @@ TEST_F(CheckpointStoreTest, TheSameFinalStatePublishedFromAnotherCacheIsTheSameR
 }
 
 TEST_F(CheckpointStoreTest, ALaterPublishOfTheSameRunIdIsRefused) {
-  CheckpointStore a(config("a"));
+  CheckpointStore a(layout_one("a"));
   const auto first = finished_run(temp_.path() / "runs-a", "r1", "succeeded");
   ASSERT_TRUE(release_one(a, first, "pod-a", info("r1", CheckpointReason::final)));
   const auto published = git(remote(), "rev-parse refs/inflight-results/r1");
-  CheckpointStore b(config("b"));
+  CheckpointStore b(layout_one("b"));
   const auto second = finished_run(temp_.path() / "runs-b", "r1", "failed");
   append_file(second / "index.jsonl", "{\"test_id\":\"t003\"}\n");
   const auto released = release_one(b, second, "pod-a", info("r1", CheckpointReason::final));
@@ -614,10 +621,10 @@ TEST_F(CheckpointStoreTest, ALaterPublishOfTheSameRunIdIsRefused) {
 // Runs released together: one push of final states, one of results, one
 // index commit, one of deletions; each run's outcome its own.
 TEST_F(CheckpointStoreTest, RunsReleasedTogetherShareOneIndexCommit) {
-  CheckpointStore first(config("a"));
+  CheckpointStore first(layout_one("a"));
   ASSERT_TRUE(release_one(first, finished_run(temp_.path() / "runs-a", "taken", "succeeded"),
                           "pod-a", info("taken", CheckpointReason::final)));
-  CheckpointStore store(config("b"));
+  CheckpointStore store(layout_one("b"));
   std::vector<SaveRequest> runs;
   for (const std::string id : {"r1", "r2", "r3", "taken"}) {
     auto run_info = info(id, CheckpointReason::final);
@@ -646,7 +653,7 @@ TEST_F(CheckpointStoreTest, RunsReleasedTogetherShareOneIndexCommit) {
 // An index branch someone rewrote so that `runs` is a file: the next index
 // commit drops that file, a fast-forward, and the entry lands.
 TEST_F(CheckpointStoreTest, AnIndexRewrittenWithRunsAsAFileTakesEntriesAgain) {
-  CheckpointStore first(config("a"));
+  CheckpointStore first(layout_one("a"));
   ASSERT_TRUE(release_one(first, finished_run(temp_.path() / "runs-a", "r0", "succeeded"), "pod-a",
                           info("r0", CheckpointReason::final)));
   const auto blob = trimmed(
@@ -657,7 +664,7 @@ TEST_F(CheckpointStoreTest, AnIndexRewrittenWithRunsAsAFileTakesEntriesAgain) {
       trimmed(git(remote(), "commit-tree -m rewritten " + tree + " -p refs/heads/inflight-index"));
   git(remote(), "update-ref refs/heads/inflight-index " + rewritten);
 
-  CheckpointStore store(config("b"));
+  CheckpointStore store(layout_one("b"));
   const auto released = release_one(store, finished_run(temp_.path() / "runs-b", "r1", "failed"),
                                     "pod-b", info("r1", CheckpointReason::final));
   ASSERT_TRUE(released) << released.error().message;
@@ -687,10 +694,10 @@ TEST_F(CheckpointStoreTest, AResultRefNamedNoRunIdIsAProblemLeftAlone) {
 // A result another pod published first refuses the run, and its entry is put back as it was; an
 // entry is also written again on its own.
 TEST_F(CheckpointStoreTest, ReleaseStepsRideBatchedSaves) {
-  CheckpointStore first(config("a"));
+  CheckpointStore first(layout_one("a"));
   ASSERT_TRUE(release_one(first, finished_run(temp_.path() / "runs-a", "taken", "succeeded"),
                           "pod-a", info("taken", CheckpointReason::final)));
-  CheckpointStore store(config("b"));
+  CheckpointStore store(layout_one("b"));
   const auto runs = temp_.path() / "runs-b";
   const SaveRequest running{
       .run_dir = make_run(runs, "live", 3), .origin_pod = "pod-b", .info = info("live")};
@@ -734,9 +741,9 @@ TEST_F(CheckpointStoreTest, ReleaseStepsRideBatchedSaves) {
 // instance's, so the result this push created with it is taken back, and
 // its index entry with it; the owner's publish stays free.
 TEST_F(CheckpointStoreTest, AResultCreatedBesideATakenFinalBranchIsTakenBack) {
-  CheckpointStore owner(config("a"));
+  CheckpointStore owner(layout_one("a"));
   ASSERT_TRUE(owner.save(make_run(temp_.path() / "runs-a", "r1", 2), "pod-b", info("r1")));
-  CheckpointStore fenced(config("b"));
+  CheckpointStore fenced(layout_one("b"));
   const SaveRequest done{.run_dir = finished_run(temp_.path() / "runs-b", "r1", "succeeded"),
                          .origin_pod = "pod-b",
                          .info = info("r1", CheckpointReason::final)};
@@ -1136,12 +1143,34 @@ TEST_F(CheckpointStoreTest, APublishOfARunWhoseRefWentAfterItsFoldIsRejected) {
 
 // A layout 1 repo has no archive: nothing is recorded for a fold, and no push carries one.
 TEST_F(CheckpointStoreTest, OnLayoutOneNothingIsFolded) {
-  CheckpointStore a(config("a"));
+  CheckpointStore a(layout_one("a"));
   ASSERT_TRUE(release_one(a, finished_run(temp_.path() / "runs-a", "r1", "succeeded"), "pod-a",
                           info("r1", CheckpointReason::final)));
   EXPECT_TRUE(has_ref("refs/heads/inflight-index"));
   EXPECT_FALSE(has_ref(std::string(kArchiveRef)));
   EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
+}
+
+// A results repo with no published run starts in layout 2 (docs/results.md "The history layout"):
+// the first publish starts the log, the next push folds the result into the archive, and a pod
+// told --results-layout 1 keeps writing the log the repo has.
+TEST_F(CheckpointStoreTest, AResultsRepoWithNoRunStartsInLayoutTwo) {
+  CheckpointStore a(config("a"));
+  ASSERT_TRUE(release_one(a, finished_run(temp_.path() / "runs-a", "r1", "succeeded"), "pod-a",
+                          info("r1", CheckpointReason::final)));
+  EXPECT_FALSE(has_ref("refs/heads/inflight-index"));
+  EXPECT_EQ(logged().at("r1").final_status, "succeeded");
+  a.save_all({}, std::nullopt, {});
+  ASSERT_TRUE(has_ref(std::string(kArchiveRef)));
+  const auto looked_up = CheckpointStore(config("b")).look_up({"r1"});
+  ASSERT_EQ(looked_up.size(), 1u);
+  EXPECT_EQ(looked_up[0].answer, LookedUpRun::Answer::yes);
+
+  ASSERT_TRUE(release_one(CheckpointStore(layout_one("c")),
+                          finished_run(temp_.path() / "runs-c", "r2", "failed"), "pod-c",
+                          info("r2", CheckpointReason::final)));
+  EXPECT_FALSE(has_ref("refs/heads/inflight-index"));
+  EXPECT_EQ(logged().at("r2").final_status, "failed");
 }
 
 // A record the cache cannot read, or whose commit holds no finished run, is dropped; the others

@@ -423,5 +423,13 @@ TEST(ServeSettings, AResultRefRetentionShorterThanAGitStepIsRefused) {
   EXPECT_EQ(read_serve_settings(sources({})).store.results_ref_retention, std::chrono::minutes(10));
 }
 
+// A new results repo's layout is 2 unless told 1; anything else names the word.
+TEST(ServeSettings, AResultsLayoutIsOneOrTwo) {
+  EXPECT_EQ(read_serve_settings(sources({})).store.results_layout, 2);
+  EXPECT_EQ(read_serve_settings(sources({{"results-layout", "1"}})).store.results_layout, 1);
+  EXPECT_EQ(usage_error(sources({{"results-layout", "v2"}})),
+            "--results-layout: 'v2' is not 1 or 2");
+}
+
 }  // namespace
 }  // namespace inflight

@@ -91,7 +91,7 @@ namespace inflight {
 
 using OrderedJson = nlohmann::ordered_json;
 
-inline constexpr int kAgentProtocolVersion = 12;
+inline constexpr int kAgentProtocolVersion = 13;
 
 // Either side's message: a restore answer carries the run-params of every
 // run it holds back, each at most 1 MiB.
@@ -136,10 +136,11 @@ struct AgentStore {
   // cache are of killed agents (StoreConfig::sweep_temp_after).
   std::int64_t sweep_temp_after_seconds = 0;
   std::int64_t results_ref_retention_seconds = 600;  // StoreConfig::results_ref_retention
+  std::int64_t results_layout = 2;                   // StoreConfig::results_layout
 };
 INFLIGHT_AGENT_MESSAGE(AgentStore, cache_dir, url, username, token, ssh_key, known_hosts, ca_file,
                        excludes, restore_max_bytes, restore_max_files, claim_lease_seconds, publish,
-                       sweep_temp_after_seconds, results_ref_retention_seconds)
+                       sweep_temp_after_seconds, results_ref_retention_seconds, results_layout)
 
 namespace agent {
 

@@ -94,6 +94,7 @@ struct StoreSettings {
   checkpoint::TreeLimits restore_limits;
   bool publish{};                    // finished runs are published before their branch goes
   Duration results_ref_retention{};  // docs/results.md "The history layout"
+  int results_layout{};              // checkpoint::StoreConfig::results_layout
   int max_attempts{};
   int max_interruptions{};
   log::Format log_format{};
