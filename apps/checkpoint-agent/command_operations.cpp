@@ -8,6 +8,7 @@
 
 #include "inflight/checkpoint/branch_listing.hpp"
 #include "inflight/checkpoint/run_listing.hpp"
+#include "inflight/checkpoint/runs_list_output.hpp"
 #include "inflight/core/fd.hpp"
 #include "inflight/core/log.hpp"
 #include "operation_context.hpp"
@@ -195,11 +196,28 @@ agent::Pruned prune(Context& c, const agent::Prune& call) {
   return answer;
 }
 
+namespace {
+
+// `bytes` into `path`, a file the caller made: opened without creating it, and without following a
+// link planted in its place.
+void write_callers_file(const std::string& path, std::string_view bytes) {
+  const Fd file(::open(path.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC));
+  if (!file) throw std::runtime_error("open " + path + ": " + std::strerror(errno));
+  write_all(file.get(), bytes, path);
+}
+
+}  // namespace
+
 agent::RunsListed list_runs(Context& c, const agent::ListRuns& call) {
-  auto listing =
-      ck::list_runs(c.store.cache(), c.store.remote(), call.with_finished, call.known_digest);
-  return {.url = c.store.remote().display_url(),
-          .runs = std::move(listing.runs),
+  const bool finished = call.state != "live" && call.state != "waiting";
+  auto listing = ck::list_runs(c.store.cache(), c.store.remote(), finished, call.known_digest);
+  auto url = c.store.remote().display_url();
+  if (!listing.unchanged)
+    write_callers_file(
+        call.path, ck::render_runs(listing.runs,
+                                   call.json ? ck::ListingFormat::json : ck::ListingFormat::table,
+                                   call.state, url));
+  return {.url = std::move(url),
           .problems = std::move(listing.problems),
           .digest = std::move(listing.digest),
           .unchanged = listing.unchanged};
@@ -214,15 +232,12 @@ agent::RunShown show_run(Context& c, const agent::ShowRun& call) {
   return {.where = run.where, .run_params = params ? std::move(*params) : OrderedJson()};
 }
 
-// Only that run is downloaded; the caller made the file, so a link planted
-// in its place is not followed.
+// Only that run is downloaded.
 agent::RunLogWritten run_log(Context& c, const agent::WriteRunLog& call) {
   const auto run = ck::fetch_run(c.store.cache(), c.store.remote(), call.run_id);
   const auto log = ck::read_file_at(c.store.cache(), run.commit, "console.log", c.max_file_bytes);
   if (!log) return {.where = run.where, .found = false};
-  const Fd file(::open(call.path.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC));
-  if (!file) throw std::runtime_error("open " + call.path + ": " + std::strerror(errno));
-  write_all(file.get(), *log, call.path);
+  write_callers_file(call.path, *log);
   return {.where = run.where, .found = true};
 }
 

@@ -34,6 +34,9 @@ using agent_ops::Context;
 namespace {
 
 ck::StoreConfig store_config(const AgentStore& s) {
+  if (s.results_layout != 1 && s.results_layout != 2)
+    throw std::invalid_argument("store.results_layout " + std::to_string(s.results_layout) +
+                                " is not 1 or 2");
   return {.cache_dir = s.cache_dir,
           .remote = {.url = s.url,
                      .username = s.username,

@@ -19,25 +19,25 @@ namespace {
 constexpr std::string_view kRunsListed =
     "`inflight runs list` shows every run the results repo knows";
 
-OrderedJson row_json(const checkpoint::RunRow& run) {
-  OrderedJson json;
-  checkpoint::to_json(json, run);
-  return json;
-}
+// A private file for the agent to write into: a log is any bytes, and a listing of 100,000 runs
+// is cheaper read from a file than from an answer.
+class TempFile {
+ public:
+  TempFile() {
+    const char* dir = std::getenv("TMPDIR");
+    path_ = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/inflight-output.XXXXXX";
+    const int fd = ::mkstemp(path_.data());
+    if (fd < 0) throw std::runtime_error("cannot create a temporary file in " + path_);
+    ::close(fd);
+  }
+  ~TempFile() { ::unlink(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
 
-std::string records_text(const checkpoint::RunRow& run) {
-  return std::to_string(run.records) + (run.total ? "/" + std::to_string(*run.total) : "");
-}
-
-void print_runs(const std::vector<checkpoint::RunRow>& runs, std::ostream& out) {
-  Table rows{{"RUN ID", "STATE", "POD", "ATTEMPTS", "INTERRUPTIONS", "FAILURES", "RECORDS",
-              "LAST CHECKPOINT", "FINISHED"}};
-  for (const auto& r : runs)
-    rows.push_back({r.id, r.state, r.pod, std::to_string(r.attempts),
-                    std::to_string(r.interruptions), std::to_string(r.failures), records_text(r),
-                    r.last_checkpoint_at.value_or("-"), r.finished_at.value_or("-")});
-  print_table(rows, out);
-}
+ private:
+  std::string path_;
+};
 
 void print_attempts(const OrderedJson& params) {
   Table rows{{"ATTEMPT", "POD", "STARTED", "ENDED", "OUTCOME"}};
@@ -53,25 +53,6 @@ void print_attempts(const OrderedJson& params) {
                         text(a, "started_at"), text(a, "ended_at"), text(a, "outcome")});
   print_table(rows);
 }
-
-// A private file for the agent to write the log into: a log is any bytes.
-class TempFile {
- public:
-  TempFile() {
-    const char* dir = std::getenv("TMPDIR");
-    path_ = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/inflight-log.XXXXXX";
-    const int fd = ::mkstemp(path_.data());
-    if (fd < 0) throw std::runtime_error("cannot create a temporary file in " + path_);
-    ::close(fd);
-  }
-  ~TempFile() { ::unlink(path_.c_str()); }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 }  // namespace
 
@@ -115,16 +96,17 @@ int RunsCommand::run(const OptionSources& sources) const {
 // A repo whose refs did not change since the last listing from this directory, with the same
 // flags, prints that listing again (runs_list_cache.hpp).
 int RunsCommand::list(const StoreSettings& store) const {
-  // The states of runs not finished come from branches and leases alone.
-  const bool with_finished = state_ != "live" && state_ != "waiting";
   const auto cache = cache_repo_path(store.runs_dir) / kCachedListingFile;
   const auto args = std::string(INFLIGHT_VERSION) + (json_ ? " json " : " table ") +
                     (state_.empty() ? "-" : state_) + " " +
                     checkpoint::display_url(store.results_repo);
   const auto cached = read_cached_listing(cache, args);
+  const TempFile file;
   const auto reply = call_agent(
       store,
-      agent::ListRuns{.with_finished = with_finished,
+      agent::ListRuns{.state = state_,
+                      .json = json_,
+                      .path = file.path(),
                       .known_digest = cached ? std::optional(cached->digest) : std::nullopt});
   if (!reply) return report_failure(reply.error(), kRunsListed);
   if (reply->unchanged) {
@@ -134,20 +116,9 @@ int RunsCommand::list(const StoreSettings& store) const {
     std::cout << cached->output;
     return kExitSuccess;
   }
-  auto runs = reply->runs;
-  if (!state_.empty())
-    std::erase_if(runs, [this](const checkpoint::RunRow& r) { return r.state != state_; });
   warn_problems(reply->problems);
   std::ostringstream out;
-  if (json_) {
-    OrderedJson rows = OrderedJson::array();
-    for (const auto& r : runs) rows.push_back(row_json(r));
-    out << OrderedJson{{"runs", rows}}.dump(2) << "\n";
-  } else if (runs.empty()) {
-    out << "no runs" << (state_.empty() ? "" : " " + state_) << " on " << reply->url << "\n";
-  } else {
-    print_runs(runs, out);
-  }
+  out << std::ifstream(file.path(), std::ios::binary).rdbuf();
   std::cout << out.str();
   if (!reply->digest.empty())
     keep_cached_listing(

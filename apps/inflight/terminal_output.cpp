@@ -8,6 +8,7 @@
 #include "inflight/core/clock.hpp"
 #include "inflight/core/duration.hpp"
 #include "inflight/core/exit_code.hpp"
+#include "inflight/core/text_table.hpp"
 #include "inflight/supervisor/config/settings.hpp"
 
 namespace inflight::app {
@@ -45,18 +46,7 @@ std::string human_size(std::uint64_t bytes) {
 }
 
 void print_table(const Table& rows, std::ostream& out) {
-  std::vector<std::size_t> widths;
-  for (const auto& row : rows) {
-    widths.resize(std::max(widths.size(), row.size()));
-    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i)
-      line +=
-          i + 1 == row.size() ? row[i] : row[i] + std::string(widths[i] - row[i].size() + 2, ' ');
-    out << line << "\n";
-  }
+  out << padded_table(rows);
 }
 
 Hint failure_of(Failure kind, std::string_view not_found_hint) {

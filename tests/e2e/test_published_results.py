@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from inflight_testing.git_servers import branches, git
-from inflight_testing.results_index import LOG, has_index, index_entries, index_entry
+from inflight_testing.results_index import FLAT, LOG, has_index, has_ref, index_entries, index_entry
 from inflight_testing.waiting import wait_for
 from conftest import DEMO, INFLIGHT, PYTHON, write_config
 from test_finished_runs import refuse_deletions
@@ -160,6 +160,7 @@ def test_two_pods_publishing_ten_runs_each_at_once_lose_none(serve_factory, tmp_
         wait_branch_deleted(pod, run_id, max(1, deadline - time.monotonic()))
     assert refs(git_daemon.bare, "refs/inflight-results/") == {result_of(git_daemon, i) for i in ids}
     assert sorted(index_entries(git_daemon.bare)) == sorted(ids)
+    assert not has_ref(git_daemon.bare, FLAT)  # the new repo's layout, whoever came first
 
 
 # A child that ends when the test lets it: a file `go` in its run dir.
@@ -374,6 +375,7 @@ def test_a_published_run_whose_branch_stayed_is_never_run_again(
                    and e.get("run_id") == run_id, 30)
     assert fresh.get(f"/api/eval/status/{run_id}").status == 404
     assert git(git_daemon.bare, "rev-parse", LOG) == index_before
+    assert not has_ref(git_daemon.bare, FLAT)
 
     # A submit of its id answers 200 with its final status, from the index.
     again = fresh.post("/api/eval/run", {"id": run_id, "tests": 4, "test_ms": 1})

@@ -9,7 +9,7 @@ import signal
 from collections import Counter
 
 from inflight_testing.git_servers import branches, git
-from inflight_testing.results_index import index_entries
+from inflight_testing.results_index import FLAT, has_ref, index_entries
 from inflight_testing.run_dirs import index_ids, run_params
 from inflight_testing.waiting import wait_for
 
@@ -99,3 +99,4 @@ def test_a_rollout_moves_each_run_once(serve_factory, tmp_path, git_daemon):
                   "refs/inflight-results/").split()
     assert sorted(results) == sorted(origin)
     assert sorted(index_entries(git_daemon.bare)) == sorted(origin)
+    assert not has_ref(git_daemon.bare, FLAT)  # the new repo's layout, whoever came first

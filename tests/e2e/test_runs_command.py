@@ -7,6 +7,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from inflight_testing.git_servers import git
 from inflight_testing.waiting import wait_for
 from conftest import INFLIGHT
@@ -345,13 +347,21 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
     assert not [e for e in fresh.events() if e.get("msg") == "attempt started"]
 
 
-def test_a_refused_unref_refuses_nothing_else(serve_factory, tmp_path, git_daemon):
-    """A server whose hook declines every push that deletes a result ref: the unref goes in a push
-    of its own, so the pod's checkpoints (and the lease, in the same pushes) go on landing, the
-    ref stays, and the pod does not ask again."""
+# What a server's hook declines: every push that deletes a result ref (the unref), or that
+# updates the archive (the fold).
+DECLINED = {"unref": "^[0-9a-f]* 0\\{40\\} refs/inflight-results/",
+            "fold": " refs/inflight-archive/"}
+
+
+@pytest.mark.parametrize("declined_step", sorted(DECLINED))
+def test_a_refused_unref_or_fold_refuses_nothing_else(serve_factory, tmp_path, git_daemon,
+                                                      declined_step):
+    """A server whose hook declines every push that deletes a result ref, or that moves the
+    archive: the unref and the fold each go in a push of their own, so the pod's checkpoints (and
+    the lease, in the same pushes) go on landing, the ref stays, and the pod does not ask again."""
     declined = tmp_path / "declined"
     hook = Path(git_daemon.bare) / "hooks" / "pre-receive"
-    hook.write_text("#!/bin/sh\ngrep -q '^[0-9a-f]* 0\\{40\\} refs/inflight-results/' && "
+    hook.write_text(f"#!/bin/sh\ngrep -q '{DECLINED[declined_step]}' && "
                     f"{{ echo declined >> '{declined}'; echo 'results stay' >&2; exit 1; }}\n"
                     "exit 0\n")
     hook.chmod(0o755)
@@ -370,3 +380,5 @@ def test_a_refused_unref_refuses_nothing_else(serve_factory, tmp_path, git_daemo
              60, "four checkpoints of the second run after it")
     assert git(git_daemon.bare, "for-each-ref", f"refs/inflight-results/{run_id}")
     assert declined.read_text() == "declined\n"  # asked once, not at every push
+    archive = git(git_daemon.bare, "for-each-ref", "refs/inflight-archive/")
+    assert bool(archive) == (declined_step == "unref"), archive

@@ -15,6 +15,11 @@
 // its own (`refs/inflight-local/folded/<unix-seconds>/<run-id>`, the time of this machine's
 // clock), until the unref: once StoreConfig::results_ref_retention passed, a push deletes the
 // result ref, expecting the commit the record holds. Only this pod's clock is read against it.
+//
+// A fold rides a push of checkpoints only once the server took a fold from this cache
+// (`refs/inflight-local/archive-takes-folds`, at that fold): until then, and again after a
+// refusal, it goes in a push of its own, so that a server whose hook declines the archive (and
+// with it the whole push) declines no checkpoint.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +34,7 @@
 namespace inflight::checkpoint {
 
 inline constexpr std::string_view kFoldRecordPrefix = "refs/inflight-local/to-fold/";
+inline constexpr std::string_view kFoldsTakenRecord = "refs/inflight-local/archive-takes-folds";
 // Runs per fold commit (two parents each); a push carries a chain of folds.
 inline constexpr std::size_t kRunsPerFold = 1000;
 // Runs one push folds at most; the rest wait for the next.

@@ -90,6 +90,7 @@ SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
     pushed.push_back(i);
   }
   const auto steps = add_release_steps(release, updates, report);
+  const auto fold = lease && lease->release ? FoldPush{} : riding_fold(updates);
   const bool unsaved = std::any_of(report.runs.begin(), report.runs.end(),
                                    [](const SaveOutcome& outcome) { return outcome.error; });
   if (lease && lease->release && unsaved) {
@@ -99,12 +100,13 @@ SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
     updates.push_back({.ref = lease_ref(lease->lease.pod), .commit = "", .from = {}});
   }
   if (updates.empty()) {
-    unref_folded();  // due or not, with no push of its own to ride
+    tend_archive();  // due or not, with no push of its own to ride
     return report;
   }
   auto results = remote_.update(updates);
   judge_release_steps(release, steps, updates, results, report);
-  if (!lease || !lease->release) unref_folded();  // not in a shutdown's budget
+  judge_fold(fold, results);
+  if (!lease || !lease->release) tend_archive();  // not in a shutdown's budget
   build_on_rewritten(runs, pushed, first_run, updates, results, report);
   for (std::size_t n = 0; n < pushed.size(); ++n) {
     const auto& result = results[first_run + n];
@@ -307,8 +309,9 @@ std::vector<std::optional<std::string>> CheckpointStore::push_final_states(
 }
 
 // The branches of the runs whose release went well so far, in one push of
-// their own: after their results landed, with their fold into layout 2's archive. The final push
-// landed, so each branch is ours: a refused deletion is a failure to retry, not another owner.
+// their own: after their results landed, and before their fold into layout 2's archive. The final
+// push landed, so each branch is ours: a refused deletion is a failure to retry, not another
+// owner.
 void CheckpointStore::delete_branches(const std::vector<SaveRequest>& runs,
                                       std::vector<Result<void>>& answers) {
   std::vector<RefUpdate> updates;
@@ -319,11 +322,11 @@ void CheckpointStore::delete_branches(const std::vector<SaveRequest>& runs,
         {.ref = branch_ref({runs[i].origin_pod, runs[i].info.run_id}), .commit = "", .from = {}});
     deleted.push_back(i);
   }
-  const auto fold = add_fold(updates);
-  if (updates.empty()) return unref_folded();
+  if (updates.empty()) return tend_archive();
+  const auto fold = riding_fold(updates);
   const auto results = remote_.update(updates);
   judge_fold(fold, results);
-  unref_folded();
+  tend_archive();
   for (std::size_t n = 0; n < deleted.size(); ++n)
     if (results[n].outcome != RefOutcome::updated)
       answers[deleted[n]] = release_failure(

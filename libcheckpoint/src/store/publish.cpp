@@ -172,7 +172,7 @@ std::optional<RefUpdate> index_update(CacheRepo& cache, const IndexTarget& targe
 
 // One listing of the results repo says which layout it keeps (layout 2's log is never
 // downloaded), whether it has layout 2's archive, and which runs have a result ref; layout 1's
-// index tip comes over the same connection. A repo with no published run gets the layout of
+// index tip comes over the same connection. A repo with neither index gets the layout of
 // StoreConfig::results_layout.
 IndexTarget CheckpointStore::index_target() {
   // Every ref, at the cost of the heads alone: a server advertises them all to every connection.
@@ -185,7 +185,9 @@ IndexTarget CheckpointStore::index_target() {
     if (ref.ref == kIndexRef) index = ref;
     if (auto run_id = parse_result_ref(ref.ref)) target.results.insert(std::move(*run_id));
   }
-  if (!index && target.results.empty() && config_.results_layout == 2) target.log = true;
+  // Not whether result refs are listed: a publish lands its results before its entries, and a
+  // repo that got its first result and not yet its log is no layout-1 repo.
+  if (!index && config_.results_layout == 2) target.log = true;
   if (target.log || !index) return target;
   try {
     target.flat_tip = remote_.fetch_listed(*index);

@@ -74,7 +74,6 @@ CheckpointStore::ReleasePush CheckpointStore::add_release_steps(const ReleaseSte
         {.ref = branch_ref({run.origin_pod, run.info.run_id}), .commit = "", .from = {}});
     report.deletions.emplace_back();
   }
-  push.fold = add_fold(updates);
   return push;
 }
 
@@ -147,7 +146,6 @@ void CheckpointStore::judge_release_steps(const ReleaseSteps& steps, const Relea
   const bool indexed = push.index && results[*push.index].outcome == RefOutcome::updated;
   if (push.index && !indexed) report.index = unlanded(updates[*push.index], results[*push.index]);
   take_back(push, updates, results, standing, indexed, report);
-  judge_fold(push.fold, results);  // before the records of this push: one may name a folded run
   if (indexed && push.target.log) {
     for (std::size_t i = 0; i < push.finals.size(); ++i)
       if (standing[i].stands)
@@ -311,15 +309,49 @@ CheckpointStore::FoldPush CheckpointStore::add_fold(std::vector<RefUpdate>& upda
   return fold;
 }
 
-// A fold that did not land is carried again by the next push, on the tip the server has then;
-// one that landed leaves a folded record for the unref.
+// A fold that landed leaves a folded record for the unref, unless this pod keeps every result ref
+// for pods of earlier releases (--results-layout 1), and lets the next folds ride pushes. One
+// refused (a hook that takes no archive) is not asked again: those results keep their refs, as in
+// layout 1, and the next fold goes alone. Any other is pushed again, on the tip the server has
+// then.
 void CheckpointStore::judge_fold(const FoldPush& fold, const std::vector<RefResult>& results) {
-  if (!fold.at || results[*fold.at].outcome != RefOutcome::updated) return;
+  if (!fold.at) return;
+  const auto outcome = results[*fold.at].outcome;
+  if (outcome == RefOutcome::updated)
+    cache_.remember_pushed(std::string(kFoldsTakenRecord), fold.runs.front().result);
+  if (outcome == RefOutcome::refused) cache_.forget_pushed(std::string(kFoldsTakenRecord));
+  if (outcome != RefOutcome::updated && outcome != RefOutcome::refused) return;
   const auto now = SystemClock::to_time_t(SystemClock::now());
   for (const auto& run : fold.runs) {
     cache_.forget_pushed(fold_record(run.run_id));
-    cache_.remember_pushed(folded_record(run.run_id, now), run.result);
+    if (outcome == RefOutcome::updated && config_.results_layout == 2)
+      cache_.remember_pushed(folded_record(run.run_id, now), run.result);
   }
+}
+
+// The fold a push of checkpoints carries: none until the server took one from this cache.
+CheckpointStore::FoldPush CheckpointStore::riding_fold(std::vector<RefUpdate>& updates) {
+  if (cache_.pushed_under(std::string(kFoldsTakenRecord)).empty()) return {};
+  return add_fold(updates);
+}
+
+// Layout 2's upkeep once a push landed (docs/results.md "The history layout"), never in a
+// shutdown's budget: the fold of the results this pod published, where no push carries it yet,
+// then the unref of those whose retention passed, each in a push of its own, so that a server
+// that refuses either (a hook declines a whole push) refuses no checkpoint. Nothing of it fails
+// the caller, whose push landed.
+void CheckpointStore::tend_archive() {
+  if (cache_.pushed_under(std::string(kFoldsTakenRecord)).empty()) fold_published();
+  unref_folded();
+}
+
+void CheckpointStore::fold_published() try {
+  std::vector<RefUpdate> updates;
+  const auto fold = add_fold(updates);
+  if (updates.empty()) return;
+  judge_fold(fold, remote_.update(updates));
+} catch (const std::exception&) {
+  // The records stay: the next push's upkeep folds them.
 }
 
 namespace {

@@ -44,7 +44,6 @@ struct CheckpointStore::ReleasePush {
   std::vector<std::size_t> deletions = {};
   // The run id and result of each entry of a result that landed before (ReleaseSteps::indexed).
   std::vector<std::pair<std::string, std::string>> indexed = {};
-  FoldPush fold = {};
 };
 
 }  // namespace inflight::checkpoint

@@ -51,9 +51,10 @@ std::vector<OptionSpec> build_table() {
        "how long a result ref stays once layout 2's archive holds its result; then the pod that "
        "folded it deletes the ref; at least --git-timeout"},
       {"results-layout", G::store, K::text, "1|2", "2",
-       "the layout a results repo with no published run gets at its first publish: 2, the "
-       "history layout (a log and an archive); 1, one result ref per run and the inflight-index "
-       "branch, as releases before 2026-11-30 wrote; a repo keeps the layout it has"},
+       "the layout a results repo with no index gets at its first publish: 2, the history "
+       "layout (a log and an archive); 1, one result ref per run and the inflight-index branch, "
+       "as releases before 2026-11-30 wrote, and no result ref deleted by this pod; a repo keeps "
+       "the layout it has"},
       {"max-attempts", G::store, K::integer, "N", "3",
        "attempts that end by the run's own doing (crashed, deferred) before it is failed", 1, 1000},
       {"max-interruptions", G::store, K::integer, "N", "50",

@@ -26,8 +26,9 @@ def index_entries(bare):
     last line of an id winning and a removal line removing it."""
     entries = {}
     if has_ref(bare, FLAT):
-        for name in git(bare, "ls-tree", "--name-only", f"{FLAT}:runs").split():
-            entries[name.removesuffix(".json")] = json.loads(git(bare, "show", f"{FLAT}:runs/{name}"))
+        for path in git(bare, "ls-tree", "-r", "--name-only", FLAT, "--", "runs/").split():
+            run_id = path.removeprefix("runs/").removesuffix(".json")
+            entries[run_id] = json.loads(git(bare, "show", f"{FLAT}:{path}"))
     if has_ref(bare, LOG):
         for commit in git(bare, "rev-list", "--reverse", LOG).split()[1:]:  # after the root
             for line in git(bare, "show", f"{commit}:entries.jsonl").splitlines():

@@ -156,11 +156,14 @@ class CheckpointStore {
                        const std::vector<RefResult>& results,
                        Result<std::optional<std::string>>& outcome);
   // Layout 2's archive (archive_fold.hpp): the record of a result whose entry landed in the log,
-  // and the fold of every recorded result that a push carries.
+  // then, after a push, the fold of every recorded result and the unref.
   void record_for_fold(const std::string& run_id, const std::string& result);
+  void tend_archive();
+  FoldPush riding_fold(std::vector<RefUpdate>& updates);
   FoldPush add_fold(std::vector<RefUpdate>& updates);
-  void unref_folded();
+  void fold_published();
   void judge_fold(const FoldPush& fold, const std::vector<RefResult>& results);
+  void unref_folded();
 
   Publication publication(const std::string& final_commit);
   std::optional<Error> publish_all(std::vector<Publication>& publications,

@@ -867,20 +867,26 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
   const auto report =
       b.save_all({}, std::nullopt, {.finals = {pod_b_final(runs, "r2", "cancelled")}});
   ASSERT_TRUE(report.finals.at(0)) << report.finals[0].error().message;
-  // The entry landed with the result: the fold rides the next push, the branch's deletion.
-  EXPECT_EQ(trimmed(git(remote(), "rev-parse " + archive)), first_fold);
-  EXPECT_EQ(b.cache().pushed_under(std::string(kFoldRecordPrefix)).size(), 1u);
-  const auto deleted =
-      b.save_all({}, std::nullopt, {.deletions = {pod_b_final(runs, "r2", "cancelled")}});
-  ASSERT_TRUE(deleted.deletions.at(0)) << deleted.deletions[0].error().message;
+  // The entry landed with the result: the fold follows, in a push of its own.
   const auto r2 = trimmed(git(remote(), "rev-parse refs/inflight-results/r2"));
   EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
             first_fold + " " + hex(archive_genesis()) + " " +
                 hex(status_marker("r2", "cancelled")) + " " + r2);
   EXPECT_FALSE(b.cache().contains(first_fold));
   EXPECT_TRUE(b.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
+  // The server took a fold from this cache: the next one rides the next push, here the deletion.
+  const auto second_fold = trimmed(git(remote(), "rev-parse " + archive));
+  ASSERT_TRUE(
+      b.save_all({}, std::nullopt, {.finals = {pod_b_final(runs, "r3", "failed")}}).finals.at(0));
+  EXPECT_EQ(trimmed(git(remote(), "rev-parse " + archive)), second_fold);
+  EXPECT_EQ(b.cache().pushed_under(std::string(kFoldRecordPrefix)).size(), 1u);
+  const auto deleted =
+      b.save_all({}, std::nullopt, {.deletions = {pod_b_final(runs, "r2", "cancelled")}});
+  ASSERT_TRUE(deleted.deletions.at(0)) << deleted.deletions[0].error().message;
+  EXPECT_TRUE(b.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
+  const auto r3 = trimmed(git(remote(), "rev-parse refs/inflight-results/r3"));
   const auto reached = git(remote(), "rev-list " + archive);
-  for (const auto& commit : {r1, r2, hex(published_marker("r1")), hex(published_marker("r2"))})
+  for (const auto& commit : {r1, r2, r3, hex(published_marker("r1")), hex(published_marker("r2"))})
     EXPECT_NE(reached.find(commit), std::string::npos) << commit;
   git(remote(), "fsck --no-dangling");  // every object a fold names is there
 }
@@ -1151,26 +1157,41 @@ TEST_F(CheckpointStoreTest, OnLayoutOneNothingIsFolded) {
   EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
 }
 
-// A results repo with no published run starts in layout 2 (docs/results.md "The history layout"):
-// the first publish starts the log, the next push folds the result into the archive, and a pod
-// told --results-layout 1 keeps writing the log the repo has.
-TEST_F(CheckpointStoreTest, AResultsRepoWithNoRunStartsInLayoutTwo) {
+// A results repo with no index starts in layout 2 (docs/results.md "The history layout"), even
+// with a result ref there already (a publish lands its results before its entries): the first
+// publish starts the log, then folds the result into the archive.
+TEST_F(CheckpointStoreTest, AResultsRepoWithNoIndexStartsInLayoutTwo) {
+  run("git init -q --bare '" + remote().string() + "'");
+  const auto empty_tree = trimmed(git(remote(), "hash-object -t tree -w /dev/null"));
+  git(remote(), "update-ref refs/inflight-results/r0 " +
+                    trimmed(git(remote(), "commit-tree -m r0 " + empty_tree)));
   CheckpointStore a(config("a"));
   ASSERT_TRUE(release_one(a, finished_run(temp_.path() / "runs-a", "r1", "succeeded"), "pod-a",
                           info("r1", CheckpointReason::final)));
   EXPECT_FALSE(has_ref("refs/heads/inflight-index"));
   EXPECT_EQ(logged().at("r1").final_status, "succeeded");
-  a.save_all({}, std::nullopt, {});
-  ASSERT_TRUE(has_ref(std::string(kArchiveRef)));
   const auto looked_up = CheckpointStore(config("b")).look_up({"r1"});
   ASSERT_EQ(looked_up.size(), 1u);
   EXPECT_EQ(looked_up[0].answer, LookedUpRun::Answer::yes);
+}
 
-  ASSERT_TRUE(release_one(CheckpointStore(layout_one("c")),
-                          finished_run(temp_.path() / "runs-c", "r2", "failed"), "pod-c",
+// A pod told --results-layout 1 writes the log a repo has, and deletes no result ref once the
+// retention passed: pods of earlier releases read only the refs.
+TEST_F(CheckpointStoreTest, APodToldLayoutOneWritesTheLogItFindsAndKeepsItsRefs) {
+  start_runs_log();
+  auto one = layout_one("c");
+  one.results_ref_retention = std::chrono::seconds(0);
+  CheckpointStore c(one);
+  ASSERT_TRUE(release_one(c, finished_run(temp_.path() / "runs-c", "r2", "failed"), "pod-c",
                           info("r2", CheckpointReason::final)));
   EXPECT_FALSE(has_ref("refs/heads/inflight-index"));
   EXPECT_EQ(logged().at("r2").final_status, "failed");
+  c.save_all({}, std::nullopt, {});
+  EXPECT_TRUE(has_ref("refs/inflight-results/r2"));
+  EXPECT_TRUE(c.cache().pushed_under(std::string(kFoldedRecordPrefix)).empty());
+  const auto looked_up = c.look_up({"r2"});
+  ASSERT_EQ(looked_up.size(), 1u);
+  EXPECT_EQ(looked_up[0].answer, LookedUpRun::Answer::yes);  // folded all the same
 }
 
 // A record the cache cannot read, or whose commit holds no finished run, is dropped; the others
@@ -1195,8 +1216,9 @@ TEST_F(CheckpointStoreTest, AFoldRecordThatCannotBeFoldedIsDropped) {
                 oid_hex(marker_id(status_marker("r1", "succeeded"))) + " " + r1);
 }
 
-// Someone pointed the archive at an object the cache holds that is no commit: the fold is refused
-// alone, and the rest of the push lands.
+// Someone pointed the archive at an object the cache holds that is no commit: the fold, in a push
+// of its own, is refused alone, the checkpoint lands, and the record goes: the result keeps its
+// ref.
 TEST_F(CheckpointStoreTest, AnArchiveTipThatIsNoCommitRefusesTheFoldAlone) {
   CheckpointStore a(config("a"));
   const auto r1 = r1_released_on_layout_two(a);
@@ -1212,7 +1234,8 @@ TEST_F(CheckpointStoreTest, AnArchiveTipThatIsNoCommitRefusesTheFoldAlone) {
   EXPECT_FALSE(report.runs[0].error) << *report.runs[0].error;
   EXPECT_TRUE(has_ref("refs/heads/inflight/pod-a/live"));
   EXPECT_EQ(trimmed(git(remote(), "rev-parse " + std::string(kArchiveRef))), blob);
-  EXPECT_EQ(a.cache().pushed_under(std::string(kFoldRecordPrefix)).size(), 1u);
+  EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
+  EXPECT_TRUE(has_ref("refs/inflight-results/r1"));
 }
 
 TEST_F(CheckpointStoreTest, WithPublishOffTheBranchGoesAndNothingIsPublished) {

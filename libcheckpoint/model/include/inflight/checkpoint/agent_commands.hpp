@@ -135,22 +135,25 @@ INFLIGHT_AGENT_MESSAGE(Prune, older_than_seconds, run_ids, all, dry_run, force, 
 // `inflight runs list` (docs/results.md "Every run of the fleet: `inflight runs`").
 struct RunsListed {
   std::string url;
-  std::vector<checkpoint::RunRow> runs;
   std::vector<std::string> problems;
   std::string digest;      // what the rows follow from (checkpoint::RunListing)
-  bool unchanged = false;  // the digest is `known_digest`: no rows sent
+  bool unchanged = false;  // the digest is `known_digest`: nothing written
 };
-INFLIGHT_AGENT_MESSAGE(RunsListed, url, runs, problems, digest, unchanged)
+INFLIGHT_AGENT_MESSAGE(RunsListed, url, problems, digest, unchanged)
 
+// The listing as the command prints it (runs_list_output.hpp), written to `path`, a file the
+// caller made.
 struct ListRuns {
   static constexpr std::string_view op = "list_runs";
   using Answer = RunsListed;
-  // false: the unfinished runs only (`--state live|waiting`), the index unread.
-  bool with_finished = true;
-  // The digest of the caller's last listing: an unchanged repo is answered without rows.
+  // Only runs in this state; empty: every run. `live` and `waiting` leave the index unread.
+  std::string state;
+  bool json = false;  // `{"runs": [ … ]}`, else a table
+  std::string path;
+  // The digest of the caller's last listing: an unchanged repo is answered without a listing.
   std::optional<std::string> known_digest;
 };
-INFLIGHT_AGENT_MESSAGE(ListRuns, with_finished, known_digest)
+INFLIGHT_AGENT_MESSAGE(ListRuns, state, json, path, known_digest)
 
 // `inflight runs show` and `inflight runs logs`: the run's data, from its
 // result when published, else from its one branch.

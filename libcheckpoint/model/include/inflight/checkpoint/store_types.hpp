@@ -150,9 +150,9 @@ struct StoreConfig {
   // Layout 2: how long a result ref stays once this pod's fold put its result in the archive
   // (docs/results.md "The history layout"); then a push of this pod deletes it.
   std::chrono::seconds results_ref_retention{600};
-  // The layout a results repo with no published run gets at its first publish (docs/results.md
-  // "The history layout"): 2, the log and the archive; 1, layout 1's inflight-index. A repo keeps
-  // the layout it has.
+  // The layout a results repo with no index gets at its first publish (docs/results.md "The
+  // history layout"): 2, the log and the archive; 1, layout 1's inflight-index, and no result ref
+  // deleted by this pod, for pods of earlier releases. A repo keeps the layout it has.
   int results_layout = 2;
 };
 
