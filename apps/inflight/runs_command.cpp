@@ -117,8 +117,12 @@ int RunsCommand::list(const StoreSettings& store) const {
     return kExitSuccess;
   }
   warn_problems(reply->problems);
+  std::ifstream in(file.path(), std::ios::binary);
   std::ostringstream out;
-  out << std::ifstream(file.path(), std::ios::binary).rdbuf();
+  if (!(out << in.rdbuf()))  // also when empty: a listing says "no runs" at least
+    return report_failure(
+        Error{Failure::other, "the listing written to " + file.path() + " could not be read", {}},
+        kRunsListed);
   std::cout << out.str();
   if (!reply->digest.empty())
     keep_cached_listing(

@@ -290,6 +290,26 @@ def unreffing_pod(serve_factory, tmp_path, git_daemon):
     return serve
 
 
+def test_a_fold_declined_with_another_ref_then_goes_alone(serve_factory, tmp_path, git_daemon):
+    """Once the server took a fold from a pod, the next one rides a push. A hook that declines
+    that push for another ref (here a run branch's deletion) declines the fold with it; the fold
+    then goes in a push of its own and lands: no result is left out of the archive."""
+    serve = unreffing_pod(serve_factory, tmp_path, git_daemon)
+    archive = "refs/inflight-archive/results"
+    published(serve, tests=2, test_ms=1)
+    wait_for(lambda: git(git_daemon.bare, "for-each-ref", archive), 30, "the first fold")
+    hook = Path(git_daemon.bare) / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\ngrep -q '^[0-9a-f]* 0\\{40\\} refs/heads/inflight/' && "
+                    "{ echo 'branches stay' >&2; exit 1; }\nexit 0\n")
+    hook.chmod(0o755)
+    second = serve.submit(tests=2, test_ms=1)
+    serve.wait_log(lambda e: "not deleted; will retry" in e.get("msg", "") and
+                   e.get("run_id") == second, 60)
+    result = git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{second}").strip()
+    wait_for(lambda: result in git(git_daemon.bare, "rev-list", archive).split(), 30,
+             "the second run's result folded")
+
+
 def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_path, git_daemon):
     """Layout 2's unref (docs/results.md "The history layout"): the push of the pod that folded a
     run, once --results-ref-retention passed, deletes its result ref. The run stays published:

@@ -17,9 +17,9 @@
 // result ref, expecting the commit the record holds. Only this pod's clock is read against it.
 //
 // A fold rides a push of checkpoints only once the server took a fold from this cache
-// (`refs/inflight-local/archive-takes-folds`, at that fold): until then, and again after a
-// refusal, it goes in a push of its own, so that a server whose hook declines the archive (and
-// with it the whole push) declines no checkpoint.
+// (`refs/inflight-local/archive-takes-folds`, at a result that fold carried): until then, and
+// again after a refusal, it goes in a push of its own, so that a server whose hook declines the
+// archive (and with it the whole push) declines no checkpoint but the one that found it out.
 #pragma once
 
 #include <cstddef>

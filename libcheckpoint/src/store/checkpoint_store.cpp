@@ -90,23 +90,24 @@ SaveAllReport CheckpointStore::push_saved(const std::vector<SaveRequest>& runs,
     pushed.push_back(i);
   }
   const auto steps = add_release_steps(release, updates, report);
-  const auto fold = lease && lease->release ? FoldPush{} : riding_fold(updates);
+  const bool shutdown = lease && lease->release;
+  const auto fold = shutdown ? FoldPush{} : riding_fold(updates);
   const bool unsaved = std::any_of(report.runs.begin(), report.runs.end(),
                                    [](const SaveOutcome& outcome) { return outcome.error; });
-  if (lease && lease->release && unsaved) {
+  if (shutdown && unsaved) {
     report.lease_error = "not released: a run could not be saved";
-  } else if (lease && lease->release) {
+  } else if (shutdown) {
     lease_at = updates.size();
     updates.push_back({.ref = lease_ref(lease->lease.pod), .commit = "", .from = {}});
   }
   if (updates.empty()) {
-    tend_archive();  // due or not, with no push of its own to ride
+    if (!shutdown) tend_archive();  // due or not, with no push of its own to ride
     return report;
   }
   auto results = remote_.update(updates);
+  judge_fold(fold, results);  // before the records of this push: one may name a folded run
   judge_release_steps(release, steps, updates, results, report);
-  judge_fold(fold, results);
-  if (!lease || !lease->release) tend_archive();  // not in a shutdown's budget
+  if (!shutdown) tend_archive();  // not in a shutdown's budget
   build_on_rewritten(runs, pushed, first_run, updates, results, report);
   for (std::size_t n = 0; n < pushed.size(); ++n) {
     const auto& result = results[first_run + n];
@@ -309,9 +310,9 @@ std::vector<std::optional<std::string>> CheckpointStore::push_final_states(
 }
 
 // The branches of the runs whose release went well so far, in one push of
-// their own: after their results landed, and before their fold into layout 2's archive. The final
-// push landed, so each branch is ours: a refused deletion is a failure to retry, not another
-// owner.
+// their own, after their results landed; the fold into layout 2's archive rides it, or follows it
+// alone (tend_archive()). The final push landed, so each branch is ours: a refused deletion is a
+// failure to retry, not another owner.
 void CheckpointStore::delete_branches(const std::vector<SaveRequest>& runs,
                                       std::vector<Result<void>>& answers) {
   std::vector<RefUpdate> updates;

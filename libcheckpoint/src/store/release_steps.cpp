@@ -1,7 +1,8 @@
 // The steps of finished runs that ride a periodic push (store_types.hpp's
 // ReleaseSteps): what each adds to the push, and what its ref's outcome
 // says. Each step is the next push's once the one before it landed, so a
-// pod whose runs finish makes no push of its own for them.
+// pod whose runs finish makes no push of its own for them, but for layout 2's
+// upkeep (tend_archive()).
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
 #include "git/git_handle.hpp"
@@ -310,17 +311,17 @@ CheckpointStore::FoldPush CheckpointStore::add_fold(std::vector<RefUpdate>& upda
 }
 
 // A fold that landed leaves a folded record for the unref, unless this pod keeps every result ref
-// for pods of earlier releases (--results-layout 1), and lets the next folds ride pushes. One
-// refused (a hook that takes no archive) is not asked again: those results keep their refs, as in
-// layout 1, and the next fold goes alone. Any other is pushed again, on the tip the server has
-// then.
+// for pods of earlier releases (--results-layout 1), and lets the next folds ride pushes. A refusal
+// makes the next fold go alone: a hook declines a whole push, for any ref of it. A fold refused
+// alone is the archive's refusal, and is not asked again: those results keep their refs, as in
+// layout 1. Any other is pushed again, on the tip the server has then.
 void CheckpointStore::judge_fold(const FoldPush& fold, const std::vector<RefResult>& results) {
   if (!fold.at) return;
   const auto outcome = results[*fold.at].outcome;
   if (outcome == RefOutcome::updated)
     cache_.remember_pushed(std::string(kFoldsTakenRecord), fold.runs.front().result);
   if (outcome == RefOutcome::refused) cache_.forget_pushed(std::string(kFoldsTakenRecord));
-  if (outcome != RefOutcome::updated && outcome != RefOutcome::refused) return;
+  if (outcome != RefOutcome::updated && !(outcome == RefOutcome::refused && fold.alone)) return;
   const auto now = SystemClock::to_time_t(SystemClock::now());
   for (const auto& run : fold.runs) {
     cache_.forget_pushed(fold_record(run.run_id));
@@ -339,7 +340,7 @@ CheckpointStore::FoldPush CheckpointStore::riding_fold(std::vector<RefUpdate>& u
 // shutdown's budget: the fold of the results this pod published, where no push carries it yet,
 // then the unref of those whose retention passed, each in a push of its own, so that a server
 // that refuses either (a hook declines a whole push) refuses no checkpoint. Nothing of it fails
-// the caller, whose push landed.
+// the caller, whose push landed, but a cache that cannot be read.
 void CheckpointStore::tend_archive() {
   if (cache_.pushed_under(std::string(kFoldsTakenRecord)).empty()) fold_published();
   unref_folded();
@@ -347,9 +348,12 @@ void CheckpointStore::tend_archive() {
 
 void CheckpointStore::fold_published() try {
   std::vector<RefUpdate> updates;
-  const auto fold = add_fold(updates);
+  auto fold = add_fold(updates);
   if (updates.empty()) return;
+  fold.alone = true;
   judge_fold(fold, remote_.update(updates));
+} catch (const GitError& e) {
+  if (e.kind() == Failure::cache) throw;  // else the records stay, for the next upkeep
 } catch (const std::exception&) {
   // The records stay: the next push's upkeep folds them.
 }
@@ -397,6 +401,7 @@ DueUnrefs due_unrefs(CacheRepo& cache, std::chrono::seconds retention) {
 // (the ref moved or went: a prune, a publish again), or refused, is never asked again; one
 // unwritten is asked at the next push. Nothing of it fails the caller, whose push landed.
 void CheckpointStore::unref_folded() try {
+  if (config_.results_layout != 2) return;  // folded with an earlier setting: the refs stay
   auto due = due_unrefs(cache_, config_.results_ref_retention);
   if (due.deletions.empty()) return;
   const auto forget = [&](std::size_t i) {

@@ -35,6 +35,7 @@ struct CheckpointStore::ReleaseFinal {
 struct CheckpointStore::FoldPush {
   std::optional<std::size_t> at = std::nullopt;
   std::vector<ArchivedRun> runs = {};
+  bool alone = false;  // a push of its own: a refusal is the archive's, not another ref's
 };
 
 struct CheckpointStore::ReleasePush {

@@ -1194,6 +1194,19 @@ TEST_F(CheckpointStoreTest, APodToldLayoutOneWritesTheLogItFindsAndKeepsItsRefs)
   EXPECT_EQ(looked_up[0].answer, LookedUpRun::Answer::yes);  // folded all the same
 }
 
+// A pod that folded runs, restarted with --results-layout 1 on the same cache, deletes none of
+// their refs once the retention passed.
+TEST_F(CheckpointStoreTest, APodRestartedWithLayoutOneKeepsTheRefsItFolded) {
+  CheckpointStore a(config("a"));
+  r1_released_on_layout_two(a);
+  ASSERT_EQ(a.cache().pushed_under(std::string(kFoldedRecordPrefix)).size(), 1u);
+  a.persist();
+  auto one = layout_one("a");
+  one.results_ref_retention = std::chrono::seconds(0);
+  CheckpointStore(one).save_all({}, std::nullopt, {});
+  EXPECT_TRUE(has_ref("refs/inflight-results/r1"));
+}
+
 // A record the cache cannot read, or whose commit holds no finished run, is dropped; the others
 // are folded all the same, on the archive's tip.
 TEST_F(CheckpointStoreTest, AFoldRecordThatCannotBeFoldedIsDropped) {
@@ -1216,12 +1229,13 @@ TEST_F(CheckpointStoreTest, AFoldRecordThatCannotBeFoldedIsDropped) {
                 oid_hex(marker_id(status_marker("r1", "succeeded"))) + " " + r1);
 }
 
-// Someone pointed the archive at an object the cache holds that is no commit: the fold, in a push
-// of its own, is refused alone, the checkpoint lands, and the record goes: the result keeps its
-// ref.
+// Someone pointed the archive at an object the cache holds that is no commit: the fold, riding the
+// next push since the server took one from this cache, is refused alone and the checkpoint lands;
+// then, alone, it is refused again, and the record goes: the result keeps its ref.
 TEST_F(CheckpointStoreTest, AnArchiveTipThatIsNoCommitRefusesTheFoldAlone) {
   CheckpointStore a(config("a"));
   const auto r1 = r1_released_on_layout_two(a);
+  ASSERT_FALSE(a.cache().pushed_under(std::string(kFoldsTakenRecord)).empty());
   const auto blob = trimmed(git(remote(), "rev-parse " + r1 + ":run-params.json"));
   ASSERT_TRUE(a.cache().contains(blob));
   git(remote(), "update-ref " + std::string(kArchiveRef) + " " + blob);
@@ -1235,6 +1249,7 @@ TEST_F(CheckpointStoreTest, AnArchiveTipThatIsNoCommitRefusesTheFoldAlone) {
   EXPECT_TRUE(has_ref("refs/heads/inflight/pod-a/live"));
   EXPECT_EQ(trimmed(git(remote(), "rev-parse " + std::string(kArchiveRef))), blob);
   EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
+  EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldsTakenRecord)).empty());
   EXPECT_TRUE(has_ref("refs/inflight-results/r1"));
 }
 
