@@ -2,6 +2,7 @@
 #include "store/runs_index.hpp"
 
 #include <algorithm>
+#include <future>
 #include <string_view>
 
 #include "git/cache_repo_impl.hpp"
@@ -16,6 +17,41 @@
 namespace inflight::checkpoint {
 
 namespace {
+
+// One file's lines, parsed: a line's number is its place plus one. `cut` when the file has more
+// than kMaxIndexFileLines lines: the rest is not read.
+struct ParsedFile {
+  std::vector<Result<IndexLine>> lines;
+  bool cut = false;
+};
+
+ParsedFile parse_lines(std::string_view text, Removals removals) {
+  ParsedFile file;
+  while (!text.empty()) {
+    if (file.lines.size() == kMaxIndexFileLines) {
+      file.cut = true;
+      break;
+    }
+    const auto end = text.find('\n');
+    file.lines.push_back(parse_index_line(text.substr(0, end), removals));
+    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+  }
+  return file;
+}
+
+// Each file parsed alone, half of them on a second thread: at 100,000 runs the parse is most of a
+// listing's time, and it touches nothing but the text.
+std::vector<ParsedFile> parse_files(const std::vector<std::string>& texts, Removals removals) {
+  std::vector<ParsedFile> parsed(texts.size());
+  const auto parse = [&](std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) parsed[i] = parse_lines(texts[i], removals);
+  };
+  const std::size_t half = texts.size() / 2;
+  auto second = std::async(std::launch::async, parse, half, texts.size());
+  parse(0, half);
+  second.get();
+  return parsed;
+}
 
 class IndexReader {
  public:
@@ -105,22 +141,17 @@ class IndexReader {
       const auto* segment = git_tree_entry_byindex(segments.get(), i);
       const auto segment_path = path + "/" + printable(git_tree_entry_name(segment));
       if (const auto text = read_file(segment, segment_path))
-        read_lines(*text, segment_path, Removals::refused, name);
+        take_lines(parse_lines(*text, Removals::refused), segment_path, name);
     }
   }
 
-  void read_lines(std::string_view text, const std::string& path, Removals removals,
+  // A file's lines in order onto the index, the last line of an id winning; a bad one is a
+  // problem of its own.
+  void take_lines(ParsedFile&& file, const std::string& path,
                   const std::optional<std::string>& bucket) {
-    std::size_t number = 0;
-    while (!text.empty()) {
-      if (++number > kMaxIndexFileLines)
-        return problem(path + ": more than " + std::to_string(kMaxIndexFileLines) +
-                       " lines; the rest is not read");
-      const auto end = text.find('\n');
-      const auto line = text.substr(0, end);
-      text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
-      const auto where = path + " line " + std::to_string(number);
-      auto parsed = parse_index_line(line, removals);
+    for (std::size_t i = 0; i < file.lines.size(); ++i) {
+      auto& parsed = file.lines[i];
+      const auto where = path + " line " + std::to_string(i + 1);
       if (!parsed) {
         problem(where + ": " + parsed.error().message);
       } else if (bucket && runs_bucket(parsed->id) != *bucket) {
@@ -133,22 +164,33 @@ class IndexReader {
         index_.removed.insert(parsed->id);
       }
     }
+    if (file.cut)
+      problem(path + ": more than " + std::to_string(kMaxIndexFileLines) +
+              " lines; the rest is not read");
   }
 
-  // The deltas, newest first as walked, read oldest first.
+  // The deltas, newest first as walked, read oldest first: every file first (libgit2 stays on
+  // this thread), then parsed, then taken in order.
   void apply(const std::vector<CommitHandle>& deltas) {
+    std::vector<std::string> paths;
+    std::vector<std::string> texts;
     for (auto it = deltas.rbegin(); it != deltas.rend(); ++it) {
       const TreeHandle tree = tree_of(it->get());
       const auto* entry = git_tree_entry_byname(tree.get(), "entries.jsonl");
-      const auto path = std::string(kRunsLogRef) + " " +
-                        std::string(git_oid_tostr_s(git_commit_id(it->get()))) + ":entries.jsonl";
+      auto path = std::string(kRunsLogRef) + " " +
+                  std::string(git_oid_tostr_s(git_commit_id(it->get()))) + ":entries.jsonl";
       if (entry == nullptr) {
         problem(path + ": missing");
         continue;
       }
-      if (const auto text = read_file(entry, path))
-        read_lines(*text, path, Removals::allowed, std::nullopt);
+      if (auto text = read_file(entry, path)) {
+        paths.push_back(std::move(path));
+        texts.push_back(std::move(*text));
+      }
     }
+    auto parsed = parse_files(texts, Removals::allowed);
+    for (std::size_t i = 0; i < parsed.size(); ++i)
+      take_lines(std::move(parsed[i]), paths[i], std::nullopt);
   }
 
   git_repository* git_;
