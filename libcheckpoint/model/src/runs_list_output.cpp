@@ -72,14 +72,18 @@ std::string json_of(const std::vector<const RunRow*>& rows) {
 }
 
 std::string records_text(const RunRow& run) {
-  return std::to_string(run.records) + (run.total ? "/" + std::to_string(*run.total) : "");
+  auto text = std::to_string(run.records);
+  if (run.total) text.append("/").append(std::to_string(*run.total));
+  return text;
 }
 
 std::string table_of(const std::vector<const RunRow*>& rows, std::string_view state,
                      std::string_view url) {
-  if (rows.empty())
-    return "no runs" + (state.empty() ? "" : " " + std::string(state)) + " on " + std::string(url) +
-           "\n";
+  if (rows.empty()) {
+    std::string text = "no runs";
+    if (!state.empty()) text.append(" ").append(state);
+    return text.append(" on ").append(url).append("\n");
+  }
   std::vector<std::vector<std::string>> table{{"RUN ID", "STATE", "POD", "ATTEMPTS",
                                                "INTERRUPTIONS", "FAILURES", "RECORDS",
                                                "LAST CHECKPOINT", "FINISHED"}};

@@ -39,16 +39,28 @@ ParsedFile parse_lines(std::string_view text, Removals removals) {
   return file;
 }
 
-// Each file parsed alone, half of them on a second thread: at 100,000 runs the parse is most of a
-// listing's time, and it touches nothing but the text.
+// The log's text read and not yet parsed is at most this much (with one file more).
+inline constexpr std::size_t kParseBatchBytes = 32 * 1024 * 1024;
+
+// Each file parsed alone, those after the first half of the bytes on a second thread: at 100,000
+// runs the parse is most of a listing's time, and it touches nothing but the text. Where no
+// thread can be started, this one parses them too.
 std::vector<ParsedFile> parse_files(const std::vector<std::string>& texts, Removals removals) {
   std::vector<ParsedFile> parsed(texts.size());
   const auto parse = [&](std::size_t from, std::size_t to) {
     for (std::size_t i = from; i < to; ++i) parsed[i] = parse_lines(texts[i], removals);
   };
-  const std::size_t half = texts.size() / 2;
-  auto second = std::async(std::launch::async, parse, half, texts.size());
-  parse(0, half);
+  std::size_t total = 0;
+  for (const auto& text : texts) total += text.size();
+  std::size_t split = 0;
+  for (std::size_t bytes = 0; split < texts.size() && bytes < total / 2; ++split)
+    bytes += texts[split].size();
+  if (split == texts.size()) {
+    parse(0, split);
+    return parsed;
+  }
+  auto second = std::async(std::launch::async | std::launch::deferred, parse, split, texts.size());
+  parse(0, split);
   second.get();
   return parsed;
 }
@@ -147,7 +159,7 @@ class IndexReader {
 
   // A file's lines in order onto the index, the last line of an id winning; a bad one is a
   // problem of its own.
-  void take_lines(ParsedFile&& file, const std::string& path,
+  void take_lines(ParsedFile file, const std::string& path,
                   const std::optional<std::string>& bucket) {
     for (std::size_t i = 0; i < file.lines.size(); ++i) {
       auto& parsed = file.lines[i];
@@ -169,11 +181,20 @@ class IndexReader {
               " lines; the rest is not read");
   }
 
-  // The deltas, newest first as walked, read oldest first: every file first (libgit2 stays on
-  // this thread), then parsed, then taken in order.
+  // The deltas, newest first as walked, read oldest first: files read on this thread (libgit2's),
+  // up to kParseBatchBytes at a time, then parsed, then taken in order.
   void apply(const std::vector<CommitHandle>& deltas) {
     std::vector<std::string> paths;
     std::vector<std::string> texts;
+    std::size_t held = 0;
+    const auto take_held = [&] {
+      auto parsed = parse_files(texts, Removals::allowed);
+      for (std::size_t i = 0; i < parsed.size(); ++i)
+        take_lines(std::move(parsed[i]), paths[i], std::nullopt);
+      paths.clear();
+      texts.clear();
+      held = 0;
+    };
     for (auto it = deltas.rbegin(); it != deltas.rend(); ++it) {
       const TreeHandle tree = tree_of(it->get());
       const auto* entry = git_tree_entry_byname(tree.get(), "entries.jsonl");
@@ -184,13 +205,13 @@ class IndexReader {
         continue;
       }
       if (auto text = read_file(entry, path)) {
+        held += text->size();
         paths.push_back(std::move(path));
         texts.push_back(std::move(*text));
+        if (held >= kParseBatchBytes) take_held();
       }
     }
-    auto parsed = parse_files(texts, Removals::allowed);
-    for (std::size_t i = 0; i < parsed.size(); ++i)
-      take_lines(std::move(parsed[i]), paths[i], std::nullopt);
+    take_held();
   }
 
   git_repository* git_;
