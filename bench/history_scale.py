@@ -4,10 +4,11 @@ at N finished runs as a ratio to the same figure on the empty repo, measured
 in the same run (issue 45's goal: <= 1.2 in time and in bytes each way).
 
 For each history size N (--histories, default 0,1000,20000,100000) a bare
-repo on a `git daemon`, reached through a RelayProxy that counts the bytes
-each way, holds N finished runs as today's layout keeps them: one run
-published by a real release of `inflight-checkpoint-agent`, whose index
-entry and result ref are then copied under N other run ids (N files in
+repo on a `git daemon` (or `git http-backend` under lighttpd: --server http),
+reached through a RelayProxy that counts the bytes each way, holds N
+finished runs as today's layout keeps them: one run published by a real
+release of `inflight-checkpoint-agent`, whose index entry and result ref are
+then copied under N other run ids (N files in
 `inflight-index`'s runs/, by `git fast-import`; N refs under
 refs/inflight-results/, by `git update-ref --stdin`, then packed). On it:
 
@@ -35,9 +36,10 @@ Medians of --reps repetitions. The 100,000-run repo takes about a minute to
 write. Run:
 
     INFLIGHT_BUILD_DIR=$PWD/build tests/support/python bench/history_scale.py \\
-        [--histories 0,1000,20000,100000] [--reps 3] [--layout 1|2]
+        [--histories 0,1000,20000,100000] [--reps 3] [--layout 1|2] [--server daemon|http]
 """
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -46,15 +48,19 @@ import statistics
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 import gitbench
 from inflight_testing import history
-from inflight_testing.git_servers import git
+from inflight_testing.git_servers import GitDaemon, git, init_bare, start_http_git
 from inflight_testing.proxies import RelayProxy
 from runs_list import data, run_params
 from serve_process import bin_dir
 
 GOAL = 1.2
+# runs list reads every entry: its goals are times, not ratios (issue 45: 2 s the first time, 0.3 s
+# the next, at 100,000 runs).
+LIST_GOALS = {"runs list, empty cache s": 2.0, "runs list, warm cache s": 0.3}
 TEMPLATE_RUN = "history-template"
 
 
@@ -185,10 +191,17 @@ class Measures:
         return {name: statistics.median(values) for name, values in self.figures.items()}
 
 
-def measure(tmp, daemon, n, reps, layout):
-    bare, _ = daemon.new_repo(f"history-{n}.git")
-    proxy = RelayProxy(daemon.port)
-    url = f"git://127.0.0.1:{proxy.port}/history-{n}.git"
+def measure(tmp, server, n, reps, layout):
+    """`server`: a GitDaemon, or the GitServer of an http-backend whose repos are siblings of its
+    own."""
+    name = f"history-{n}.git"
+    proxy = RelayProxy(server.port)
+    if isinstance(server, GitDaemon):
+        bare, _ = server.new_repo(name)
+        url = f"git://127.0.0.1:{proxy.port}/{name}"
+    else:
+        bare = init_bare(server.bare.parent / name, http=True)
+        url = f"http://127.0.0.1:{proxy.port}/git/{name}"
     try:
         t0 = time.monotonic()
         if layout == 2:
@@ -215,15 +228,21 @@ def main():
     ap.add_argument("--layout", type=int, choices=(1, 2), default=1,
                     help="the history's layout: 1, refs and inflight-index; 2, folded into the "
                          "archive and listed in the log")
+    ap.add_argument("--server", choices=("daemon", "http"), default="daemon",
+                    help="git daemon, or git http-backend under lighttpd")
     args = ap.parse_args()
     sizes = [int(s) for s in args.histories.split(",")]
     print("command: INFLIGHT_BUILD_DIR=" + os.path.dirname(bin_dir()) +
           " tests/support/python bench/history_scale.py " +
-          f"--histories {args.histories} --reps {args.reps} --layout {args.layout}")
+          f"--histories {args.histories} --reps {args.reps} --layout {args.layout} "
+          f"--server {args.server}")
     results = {}
     with gitbench.workspace("inflight-bench-history-") as (tmp, daemon, _):
-        for n in sizes:
-            results[n] = measure(tmp, daemon, n, args.reps, args.layout)
+        with contextlib.ExitStack() as servers:
+            server = daemon if args.server == "daemon" else servers.enter_context(
+                start_http_git(Path(tmp) / "http", auth=False))
+            for n in sizes:
+                results[n] = measure(tmp, server, n, args.reps, args.layout)
     base = results[sizes[0]]
     names = list(base)
     print(f"\n{'figure':52} " + " ".join(f"{n:>16}" for n in sizes))
@@ -235,11 +254,16 @@ def main():
             shown = f"{value:.2f}" if name.endswith(" s") else f"{value / 1e3:.1f}kB"
             cells.append(f"{shown} ({ratio:.2f}x)")
         print(f"{name:52} " + " ".join(f"{c:>16}" for c in cells))
+    per_run = [name for name in names if name not in LIST_GOALS]
     for n in sizes[1:]:
-        worst = max(names, key=lambda k: results[n][k] / base[k] if base[k] else 0)
+        worst = max(per_run, key=lambda k: results[n][k] / base[k] if base[k] else 0)
         ratio = results[n][worst] / base[worst] if base[worst] else 0
         print(f"RATIO history_{n} worst/empty = {ratio:.2f} ({worst}) (goal <= {GOAL}) "
               f"{'met' if ratio <= GOAL else 'NOT MET'}")
+    for name, goal in LIST_GOALS.items():
+        value = results[sizes[-1]][name]
+        print(f"TIME history_{sizes[-1]} {name} = {value:.2f} (goal <= {goal}) "
+              f"{'met' if value <= goal else 'NOT MET'}")
 
 
 if __name__ == "__main__":

@@ -237,7 +237,7 @@ std::optional<std::string> RemoteStore::last_pushed(const std::string& ref) {
 
 namespace {
 
-// What a lookup may download: a marker commit and its (empty) tree, in a pack.
+// What a lookup may download: a marker (two small trees, or G and its empty tree), in a pack.
 constexpr std::size_t kMaxLookupBytes = 64 * 1024;
 
 // A bare repository under the cache's `inflight-lookup/`, removed with this (and, left behind by
@@ -281,11 +281,18 @@ class LookupRepo {
 };
 
 // A local results repo is asked directly: libgit2's local transport ignores the wants of a fetch
-// and sends everything the refs reach.
-RemoteStore::Reachable reachable_in(const std::filesystem::path& path, const std::string& commit) {
+// and sends everything the refs reach. As a server does, it serves an object that is no commit
+// whenever it stores it, and a commit only where its refs reach it.
+RemoteStore::Reachable reachable_in(const std::filesystem::path& path, const std::string& object) {
   const RepositoryHandle repo = open_bare(path);
-  const git_oid oid = parse_oid(commit);
-  if (git_odb_exists(open_odb(repo.get()).get(), &oid) != 1) return RemoteStore::Reachable::no;
+  const git_oid oid = parse_oid(object);
+  std::size_t size = 0;
+  git_object_t type = GIT_OBJECT_INVALID;
+  if (git_odb_read_header(&size, &type, open_odb(repo.get()).get(), &oid) != 0) {
+    git_error_clear();
+    return RemoteStore::Reachable::no;
+  }
+  if (type != GIT_OBJECT_COMMIT) return RemoteStore::Reachable::yes;
   std::vector<git_oid> tips;
   git_reference_iterator* raw = nullptr;
   git_check(git_reference_iterator_new(&raw, repo.get()), "list the refs of " + path.string());
@@ -301,13 +308,13 @@ RemoteStore::Reachable reachable_in(const std::filesystem::path& path, const std
     git_error_clear();
     return RemoteStore::Reachable::no;
   }
-  if (found < 0) throw_git_error(found, "look up " + commit + " in " + path.string());
+  if (found < 0) throw_git_error(found, "look up " + object + " in " + path.string());
   return found == 1 ? RemoteStore::Reachable::yes : RemoteStore::Reachable::no;
 }
 
 }  // namespace
 
-RemoteStore::Impl::ById RemoteStore::Impl::fetch_by_id(const std::string& commit) {
+RemoteStore::Impl::ById RemoteStore::Impl::fetch_by_id(const std::string& object) {
   const LookupRepo lookup(repo.path());
   const RemoteHandle remote = open_remote(lookup.git());
   RemoteCallbacks callbacks(config, location);
@@ -315,14 +322,14 @@ RemoteStore::Impl::ById RemoteStore::Impl::fetch_by_id(const std::string& commit
   git_fetch_options options = fetch_options(callbacks.callbacks());
   // A server that cannot be reached fails here, apart from a refusal.
   connect_and_list(remote.get(), callbacks, options.callbacks, GIT_DIRECTION_FETCH);
-  const std::string refspec = commit + ":refs/lookup";
+  const std::string refspec = object + ":refs/lookup";
   char* refspecs[] = {const_cast<char*>(refspec.c_str())};
   const git_strarray specs{refspecs, 1};
   const int rc = git_remote_download(remote.get(), &specs, &options);
   if (rc == 0) {
-    if (lookup.holds(commit)) return ById::fetched;
-    throw GitError(Failure::other, "look up " + commit + " on " + location.display +
-                                       ": the fetch brought no such commit");
+    if (lookup.holds(object)) return ById::fetched;
+    throw GitError(Failure::other, "look up " + object + " on " + location.display +
+                                       ": the fetch brought no such object");
   }
   const git_error* error = git_error_last();
   const std::string_view message = error != nullptr ? error->message : "";
@@ -332,20 +339,20 @@ RemoteStore::Impl::ById RemoteStore::Impl::fetch_by_id(const std::string& commit
   // a failure of ours) is no refusal, and no "no".
   const bool ended = rc == GIT_EEOF || (error != nullptr && error->klass == GIT_ERROR_NET);
   if (!ended || callbacks.failed() || callbacks.received())
-    callbacks.throw_failure(rc, "look up " + commit + " on");
+    callbacks.throw_failure(rc, "look up " + object + " on");
   return ById::refused_or_lost;
 }
 
-RemoteStore::Reachable RemoteStore::reachable(const std::string& commit, const std::string& known) {
-  return impl_->reachable(commit, known);
+RemoteStore::Reachable RemoteStore::reachable(const std::string& object, const std::string& known) {
+  return impl_->reachable(object, known);
 }
 
-RemoteStore::Reachable RemoteStore::Impl::reachable(const std::string& commit,
+RemoteStore::Reachable RemoteStore::Impl::reachable(const std::string& object,
                                                     const std::string& known) {
-  parse_oid(commit);
+  parse_oid(object);
   parse_oid(known);
-  if (location.local_path) return reachable_in(*location.local_path, commit);
-  switch (fetch_by_id(commit)) {
+  if (location.local_path) return reachable_in(*location.local_path, object);
+  switch (fetch_by_id(object)) {
     case Impl::ById::fetched:
       return Reachable::yes;
     case Impl::ById::not_allowed:
@@ -355,13 +362,13 @@ RemoteStore::Reachable RemoteStore::Impl::reachable(const std::string& commit,
   }
   switch (fetch_by_id(known)) {
     case Impl::ById::fetched:
-      return Reachable::no;  // the server answers, and did not serve `commit`
+      return Reachable::no;  // the server answers, and did not serve `object`
     case Impl::ById::not_allowed:
       return Reachable::unknown;
     case Impl::ById::refused_or_lost:
       break;
   }
-  throw GitError(Failure::unreachable, "look up " + commit + " on " + location.display +
+  throw GitError(Failure::unreachable, "look up " + object + " on " + location.display +
                                            ": the connection ended before an answer, twice");
 }
 

@@ -127,12 +127,12 @@ struct RemoteStore::Impl {
   std::span<const git_remote_head*> connect_and_list(git_remote* remote, RemoteCallbacks& callbacks,
                                                      const git_remote_callbacks& raw_callbacks,
                                                      git_direction direction);
-  // How a fetch of one commit by its id, into a throwaway repository, went. libgit2 1.5 drops
+  // How a fetch of one object by its id, into a throwaway repository, went. libgit2 1.5 drops
   // upload-pack's "ERR not our ref" (wait_while_ack reads past it) and reports the end of the
   // connection that follows, as it would a connection lost: the two are one outcome here.
   enum class ById { fetched, refused_or_lost, not_allowed };
-  ById fetch_by_id(const std::string& commit);
-  RemoteStore::Reachable reachable(const std::string& commit, const std::string& known);
+  ById fetch_by_id(const std::string& object);
+  RemoteStore::Reachable reachable(const std::string& object, const std::string& known);
   RemoteStore::Reachable archived(const std::string& run_id);
   // Whether layout 2's archive, advertised in `tips`, reaches the marker of run `run_id`: a run
   // whose result ref went once it was folded. A lookup that cannot answer says so.

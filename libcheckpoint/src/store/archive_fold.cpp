@@ -2,8 +2,11 @@
 #include "store/archive_fold.hpp"
 
 #include <charconv>
+#include <span>
 #include <stdexcept>
 
+#include "git/git_error.hpp"
+#include "git/git_handle.hpp"
 #include "git/markers.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
@@ -36,6 +39,30 @@ std::optional<FoldedRecord> parse_folded_record(std::string_view ref) {
   return record;
 }
 
+namespace {
+
+// A fold's tree: each run's id, as a directory, holding S(id, status), else M(id). A run named
+// twice keeps its first entry (a tree names each entry once).
+git_oid fold_tree(git_repository* git, std::span<const ArchivedRun> runs) {
+  git_treebuilder* raw = nullptr;
+  git_check(git_treebuilder_new(&raw, git, nullptr), "start a fold's tree");
+  const TreeBuilderHandle tree(raw);
+  for (const auto& run : runs) {
+    if (git_treebuilder_get(tree.get(), run.run_id.c_str()) != nullptr) continue;
+    git_oid marker = write_marker(git, published_marker(run.run_id));
+    if (!run.final_status.empty())
+      marker = write_marker(git, status_marker(run.run_id, run.final_status));
+    git_check(
+        git_treebuilder_insert(nullptr, tree.get(), run.run_id.c_str(), &marker, GIT_FILEMODE_TREE),
+        "add run " + run.run_id + " to a fold");
+  }
+  git_oid oid;
+  git_check(git_treebuilder_write(&oid, tree.get()), "write a fold's tree");
+  return oid;
+}
+
+}  // namespace
+
 RefUpdate archive_fold(std::vector<ArchivedRun> runs) {
   if (runs.empty() || runs.size() > kRunsFoldedPerPush)
     throw std::invalid_argument("a fold of " + std::to_string(runs.size()) + " runs");
@@ -45,7 +72,6 @@ RefUpdate archive_fold(std::vector<ArchivedRun> runs) {
       .from = std::nullopt,
       .build = [runs = std::move(runs)](const std::string& tip, PushSources& objects) {
         git_repository* git = objects.git();
-        const auto empty = empty_tree(git);
         // Written even when the server has it: a tip that lacks it (a foreign archive) then
         // costs the push one small commit, never the fold.
         const auto genesis = oid_hex(write_marker(git, archive_genesis()));
@@ -55,19 +81,14 @@ RefUpdate archive_fold(std::vector<ArchivedRun> runs) {
           std::vector<std::string> parents{parent};
           if (parent != genesis) parents.push_back(genesis);
           for (std::size_t i = first; i < end; ++i) {
-            const auto& run = runs[i];
-            const auto published = oid_hex(write_marker(git, published_marker(run.run_id)));
-            parents.push_back(
-                run.final_status.empty()
-                    ? published
-                    : oid_hex(write_marker(git, status_marker(run.run_id, run.final_status))));
-            if (run.result.empty()) continue;
+            if (runs[i].result.empty()) continue;
             // A result this cache lacks is the server's (a migration folds every pod's).
-            objects.stub(parse_oid(run.result));
-            parents.push_back(run.result);
+            objects.stub(parse_oid(runs[i].result));
+            parents.push_back(runs[i].result);
           }
+          const auto tree = fold_tree(git, std::span(runs).subspan(first, end - first));
           parent = oid_hex(write_commit_on(
-              git, empty, parents, "inflight archive: " + std::to_string(end - first) + " runs\n"));
+              git, tree, parents, "inflight archive: " + std::to_string(end - first) + " runs\n"));
         }
         return parent;
       }};

@@ -1,10 +1,11 @@
 // Layout 2's archive (docs/design/history-layout.md §3.1, §3.4): one chain of commits that keeps
 // every published result reachable, so that a result ref need not stay once its run is folded.
-// Each fold is a commit on the empty tree whose parents are the archive's tip, the genesis marker
-// (once, on the first fold), then, for each run, the status marker S(id, status), which reaches the
-// publish marker M(id), and the result commit. The genesis is a parent of every fold because a
-// lookup fetches it by id after a refusal: a server checks a want by walking from its tips, and
-// markers, dated 0, come last in a walk by date, so a genesis reached only through the chain cost
+// Each fold is a commit whose parents are the archive's tip, the genesis G (a parent of every
+// fold: see below), then each run's result commit, and whose tree holds, under each run's id, the
+// run's status marker S(id, status), which holds its publish marker M(id) (git/markers.hpp). Its
+// own entries only: the tree of a fold built on a tip this pod never downloaded cannot carry the
+// tip's. A lookup fetches G by id after a refusal; a server checks a wanted commit by walking from
+// its tips, and G, dated 0, comes last in a walk by date: reached only through the chain, it cost
 // that walk the whole archive (2.4 s at 100,000 runs on git daemon; a few ms as the tip's parent).
 // Nobody reads the archive: a pod pushes a fold on the tip the server advertises
 // (RefUpdate::build), and asks whether a marker is reachable.
@@ -35,7 +36,7 @@ namespace inflight::checkpoint {
 
 inline constexpr std::string_view kFoldRecordPrefix = "refs/inflight-local/to-fold/";
 inline constexpr std::string_view kFoldsTakenRecord = "refs/inflight-local/archive-takes-folds";
-// Runs per fold commit (two parents each); a push carries a chain of folds.
+// Runs per fold commit (a parent and a tree entry each); a push carries a chain of folds.
 inline constexpr std::size_t kRunsPerFold = 1000;
 // Runs one push folds at most; the rest wait for the next.
 inline constexpr std::size_t kRunsFoldedPerPush = 10 * kRunsPerFold;

@@ -301,8 +301,10 @@ def start_git_daemon(workdir, listen="127.0.0.1"):
 
 
 def lighttpd_conf(workdir, port, userfile, tls=None):
-    """Config for git http-backend as CGI under /git behind basic auth."""
-    modules = ["mod_alias", "mod_setenv", "mod_auth", "mod_authn_file", "mod_cgi"]
+    """Config for git http-backend as CGI under /git behind basic auth (none without a
+    `userfile`)."""
+    modules = ["mod_alias", "mod_setenv", "mod_cgi"] + (["mod_auth", "mod_authn_file"]
+                                                        if userfile else [])
     if tls:
         modules.append("mod_openssl")
     conf = f"""
@@ -322,7 +324,9 @@ $HTTP["url"] =~ "^/git" {{
         "GIT_CONFIG_NOSYSTEM" => "1",
     )
 }}
-
+"""
+    if userfile:
+        conf += f"""
 auth.backend = "plain"
 auth.backend.plain.userfile = "{userfile}"
 auth.require = ("/git" => ("method" => "basic", "realm" => "inflight-tests",
@@ -376,7 +380,7 @@ def make_tls_certs(certdir, host="127.0.0.1"):
 
 
 @contextlib.contextmanager
-def start_lighttpd_git(workdir, tls):
+def start_lighttpd_git(workdir, tls, auth=True):
     # Debian ships lighttpd's TLS in a separate package; say so instead of
     # leaving "can't find module" buried in the error log.
     assert not tls or Path(MOD_OPENSSL).exists(), \
@@ -385,8 +389,9 @@ def start_lighttpd_git(workdir, tls):
     (workdir / "htdocs").mkdir(parents=True, exist_ok=True)
     bare = init_bare(workdir / REPO_NAME, http=True)
     username, token = "inflight", secrets.token_hex(16)
-    userfile = workdir / "htpasswd"
-    userfile.write_text(f"{username}:{token}\n")
+    userfile = workdir / "htpasswd" if auth else None
+    if auth:
+        userfile.write_text(f"{username}:{token}\n")
     certs = make_tls_certs(workdir / "tls") if tls else None
     scheme = "https" if tls else "http"
 
@@ -420,8 +425,10 @@ def start_lighttpd_git(workdir, tls):
         process.stop()
 
 
-def start_http_git(workdir):
-    return start_lighttpd_git(workdir, tls=False)
+def start_http_git(workdir, auth=True):
+    """git http-backend under lighttpd; without `auth`, anyone may fetch and push (the
+    benchmarks): the credentials in the GitServer's flags are never asked for."""
+    return start_lighttpd_git(workdir, tls=False, auth=auth)
 
 
 def start_https_git(workdir):

@@ -4,11 +4,12 @@ repo that big. Layout 1 (docs/results.md): a ref per run under
 refs/inflight-results/, and an entry per run in `inflight-index` runs/.
 Layout 2 as its pods leave it once every run was folded and its result ref
 deleted (docs/design/history-layout.md §3.1): an entry per run in the log (a
-root, then deltas of at most 4,096 lines), and the archive, whose folds reach
-each run's markers and the result, with no result ref. Written by `git
+root, then deltas of at most 4,096 lines), and the archive, whose folds hold
+each run's markers and reach the result, with no result ref. Written by `git
 fast-import` and `git update-ref --stdin` in seconds, where publishing each
 run would take hours."""
 
+import hashlib
 import json
 
 from inflight_testing.git_servers import git
@@ -82,43 +83,38 @@ def _log(ids, result, committer):
     return b"".join(parts)
 
 
-MARKERS = "refs/inflight-history-markers"  # where fast-import makes them, deleted after
-# A marker's bytes, which make its id (libcheckpoint/src/git/markers.cpp): at time 0 on the
+MARKERS = "refs/inflight-history-markers"  # where fast-import makes the genesis, deleted after
+# The genesis's bytes, which make its id (libcheckpoint/src/git/markers.cpp): at time 0 on the
 # empty tree, by inflight.
 SIGNATURE = b"inflight <inflight@localhost> 0 +0000\n"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 RUNS_PER_FOLD = 1000
 
 
+def _genesis_id():
+    body = (f"tree {EMPTY_TREE}\n".encode() + b"author " + SIGNATURE + b"committer " + SIGNATURE +
+            b"\ninflight archive\n")
+    return hashlib.sha1(b"commit %d\0" % len(body) + body).hexdigest()
+
+
 def _archive(ids, result):
-    """refs/inflight-archive/results: folds of RUNS_PER_FOLD runs on the genesis marker, each
-    with the genesis (after the first), the runs' status markers S(id, succeeded) (on M(id)) and
-    the result as parents."""
-    parts = []
-    marks = iter(range(1, 1 << 30))
-
-    def marker(message, parent=None):
-        mark = next(marks)
-        if parent is None:
-            parts.append(f"reset {MARKERS}\n".encode())
-        parts.extend([f"commit {MARKERS}\nmark :{mark}\n".encode(), b"author " + SIGNATURE,
-                      b"committer " + SIGNATURE, _data(message)])
-        if parent is not None:
-            parts.append(f"from :{parent}\n".encode())
-        parts.append(b"\n")
-        return mark
-
-    genesis = tip = marker("inflight archive\n")
-    for first in range(0, len(ids), RUNS_PER_FOLD):
-        statuses = [marker(f"inflight published {run_id} succeeded\n",
-                           marker(f"inflight published {run_id}\n"))
-                    for run_id in ids[first:first + RUNS_PER_FOLD]]
-        fold = next(marks)
+    """refs/inflight-archive/results: folds of RUNS_PER_FOLD runs on the genesis G, each with the
+    genesis (after the first) and the result as parents, and in its tree, under each run's id, the
+    status marker S(id, succeeded), which holds M(id): a gitlink at G."""
+    genesis = _genesis_id()
+    parts = [f"reset {MARKERS}\ncommit {MARKERS}\nmark :1\n".encode(), b"author " + SIGNATURE,
+             b"committer " + SIGNATURE, _data("inflight archive\n"), b"\n"]
+    tip = ":1"
+    for fold, first in enumerate(range(0, len(ids), RUNS_PER_FOLD), start=2):
+        runs = ids[first:first + RUNS_PER_FOLD]
         parts.extend([f"commit refs/inflight-archive/results\nmark :{fold}\n".encode(),
                       b"author " + SIGNATURE, b"committer " + SIGNATURE,
-                      _data(f"inflight archive: {len(statuses)} runs\n"), f"from :{tip}\n".encode()])
-        if tip != genesis:  # every fold after the first names the genesis too, as pods write them
-            parts.append(f"merge :{genesis}\n".encode())
-        parts.extend(f"merge :{status}\n".encode() for status in statuses)
-        parts.append(f"merge {result}\n\n".encode())
-        tip = fold
+                      _data(f"inflight archive: {len(runs)} runs\n"), f"from {tip}\n".encode()])
+        if tip != ":1":  # every fold after the first names the genesis too, as pods write them
+            parts.append(b"merge :1\n")
+        parts.append(f"merge {result}\ndeleteall\n".encode())
+        parts.extend(f"M 160000 {genesis} {run_id}/succeeded/inflight published {run_id}\n".encode()
+                     for run_id in runs)
+        parts.append(b"\n")
+        tip = f":{fold}"
     return b"".join(parts)

@@ -1,5 +1,5 @@
-// Layout 2's marker commits: git gives their bytes the ids we compute, they
-// pass git's strictest check, and nothing but the run id and status moves them.
+// Layout 2's markers: git gives their bytes the ids we compute, they pass git's
+// strictest check, and nothing but the run id and status moves them.
 #include "git/markers.hpp"
 
 #include <gtest/gtest.h>
@@ -20,43 +20,55 @@ TEST(Markers, GitGivesTheirBytesTheSameIdsAndFindsThemSound) {
   const auto published = published_marker("r-1");
   const auto status = status_marker("r-1", "succeeded");
   for (const auto& marker : {published, status, archive_genesis()}) {
-    write_file(dir.path() / "marker", marker);
-    const auto id = trimmed(
-        git(repo, "hash-object -w -t commit --stdin < '" + (dir.path() / "marker").string() + "'"));
-    EXPECT_EQ(id, oid_hex(marker_id(marker))) << marker;
+    write_file(dir.path() / "marker", marker.bytes);
+    const std::string type = marker.type == GIT_OBJECT_TREE ? "tree" : "commit";
+    const auto id = trimmed(git(repo, "hash-object -w -t " + type + " --stdin < '" +
+                                          (dir.path() / "marker").string() + "'"));
+    EXPECT_EQ(id, oid_hex(marker_id(marker))) << marker.bytes;
   }
   git(repo, "hash-object -w -t tree /dev/null");
   run("git -C '" + repo.string() + "' fsck --strict --no-dangling");
-  const auto status_id = oid_hex(marker_id(status));
-  EXPECT_EQ(trimmed(git(repo, "rev-parse " + status_id + "^")), oid_hex(marker_id(published)));
-  EXPECT_EQ(git(repo, "log -1 --format=%B " + status_id), "inflight published r-1 succeeded\n\n");
+  const auto genesis = oid_hex(marker_id(archive_genesis()));
+  const auto published_id = oid_hex(marker_id(published));
+  EXPECT_EQ(git(repo, "ls-tree " + oid_hex(marker_id(status))),
+            "040000 tree " + published_id + "\tsucceeded\n");
+  EXPECT_EQ(git(repo, "ls-tree " + published_id),
+            "160000 commit " + genesis + "\tinflight published r-1\n");
+  EXPECT_EQ(git(repo, "log -1 --format=%B " + genesis), "inflight archive\n\n");
 }
 
 TEST(Markers, OnlyTheRunIdAndTheStatusMoveThem) {
-  EXPECT_EQ(published_marker("r-1"), published_marker("r-1"));
-  EXPECT_NE(published_marker("r-1"), published_marker("r-2"));
-  EXPECT_NE(status_marker("r-1", "succeeded"), status_marker("r-1", "failed"));
-  EXPECT_NE(archive_genesis(), published_marker("r-1"));
-  // Words that would break a commit's lines make no marker.
-  EXPECT_THROW(published_marker("r-1\nparent x"), GitError);
-  EXPECT_THROW(status_marker("r-1", "ok\nparent"), GitError);
+  const auto id = [](const Marker& marker) { return oid_hex(marker_id(marker)); };
+  EXPECT_EQ(id(published_marker("r-1")), id(published_marker("r-1")));
+  EXPECT_NE(id(published_marker("r-1")), id(published_marker("r-2")));
+  EXPECT_NE(id(status_marker("r-1", "succeeded")), id(status_marker("r-1", "failed")));
+  EXPECT_NE(id(status_marker("r-1", "failed")), id(status_marker("r-2", "failed")));
+  // Words that would break a tree entry's name make no marker.
+  EXPECT_THROW(published_marker(std::string("r-1\0x", 5)), GitError);
+  EXPECT_THROW(published_marker("r-1/x"), GitError);
+  EXPECT_THROW(status_marker("r-1", "ok/x"), GitError);
   EXPECT_THROW(status_marker("r-1", ""), GitError);
   EXPECT_THROW(status_marker("r-1", std::string(33, 'a')), GitError);
 }
 
-TEST(Markers, AWrittenMarkerIsACommit) {
+// A written status marker is served with the publish marker it holds: write_marker() of each.
+TEST(Markers, AWrittenMarkerIsWhatItsIdNames) {
   const GitLibrary library;
   const TempDir dir;
   git_repository* raw = nullptr;
   ASSERT_EQ(git_repository_init(&raw, (dir.path() / "push.git").c_str(), 1), 0);
   const RepositoryHandle repo(raw);
-  const auto id = write_marker(repo.get(), status_marker("r-1", "failed"));
-  const auto commit = lookup_commit(repo.get(), id);
-  ASSERT_EQ(git_commit_parentcount(commit.get()), 1u);
-  EXPECT_EQ(oid_hex(*git_commit_parent_id(commit.get(), 0)),
+  EXPECT_EQ(oid_hex(write_marker(repo.get(), published_marker("r-1"))),
             oid_hex(marker_id(published_marker("r-1"))));
-  EXPECT_EQ(std::string(git_commit_message(commit.get())), "inflight published r-1 failed\n");
-  EXPECT_EQ(git_tree_entrycount(tree_of(commit.get()).get()), 0u);
+  const auto id = write_marker(repo.get(), status_marker("r-1", "failed"));
+  git_tree* tree = nullptr;
+  ASSERT_EQ(git_tree_lookup(&tree, repo.get(), &id), 0);
+  const TreeHandle status(tree);
+  ASSERT_EQ(git_tree_entrycount(status.get()), 1u);
+  EXPECT_EQ(oid_hex(*git_tree_entry_id(git_tree_entry_byname(status.get(), "failed"))),
+            oid_hex(marker_id(published_marker("r-1"))));
+  const auto genesis = lookup_commit(repo.get(), write_marker(repo.get(), archive_genesis()));
+  EXPECT_EQ(git_tree_entrycount(tree_of(genesis.get()).get()), 0u);
 }
 
 }  // namespace

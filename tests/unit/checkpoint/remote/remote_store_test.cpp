@@ -9,6 +9,8 @@
 #include "checkpoint/checkpoint_test_support.hpp"
 #include "git/cache_repo_impl.hpp"
 #include "git/cache_sweep.hpp"
+#include "git/git_error.hpp"
+#include "git/git_handle.hpp"
 #include "git/markers.hpp"
 #include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
@@ -103,21 +105,37 @@ class RemoteStoreTest : public CheckpointTest {
   std::string archive_tip() {
     return trimmed(git(remote_path(), "rev-parse " + std::string(kArchiveRef)));
   }
-  // An update that folds run `run_id` into the archive, on whatever tip the server advertises.
+  // An update that folds run `run_id` into the archive, on whatever tip the server advertises: a
+  // commit on it whose tree holds the run's publish marker.
   static RefUpdate fold(const std::string& run_id) {
     return {
         .ref = std::string(kArchiveRef),
         .commit = "",
         .from = std::nullopt,
         .build = [run_id](const std::string& tip, PushSources& objects) {
-          std::vector<std::string> parents{
-              oid_hex(write_marker(objects.git(), published_marker(run_id)))};
-          if (!tip.empty()) parents.insert(parents.begin(), tip);
+          const auto marker = write_marker(objects.git(), published_marker(run_id));
+          git_treebuilder* raw = nullptr;
+          git_check(git_treebuilder_new(&raw, objects.git(), nullptr), "start a fold");
+          const TreeBuilderHandle builder(raw);
+          git_check(git_treebuilder_insert(nullptr, builder.get(), run_id.c_str(), &marker,
+                                           GIT_FILEMODE_TREE),
+                    "add a marker");
           git_oid tree;
-          git_check(git_odb_write(&tree, open_odb(objects.git()).get(), "", 0, GIT_OBJECT_TREE),
-                    "write the empty tree");
+          git_check(git_treebuilder_write(&tree, builder.get()), "write a fold's tree");
+          std::vector<std::string> parents;
+          if (!tip.empty()) parents.push_back(tip);
           return oid_hex(write_commit_on(objects.git(), tree, parents, "fold " + run_id + "\n"));
         }};
+  }
+  // A commit no ref reaches, and a status marker no fold holds: stored on the server, unreachable.
+  std::pair<std::string, std::string> stored_on_server() {
+    std::string tree;
+    for (const auto& marker : {published_marker("r-2"), status_marker("r-2", "failed")}) {
+      write_file(temp_.path() / "stored", marker.bytes);
+      tree = trimmed(git(remote_path(), "hash-object -w -t tree --stdin < '" +
+                                            (temp_.path() / "stored").string() + "'"));
+    }
+    return {trimmed(git(remote_path(), "commit-tree -m stored " + tree)), tree};
   }
   // Every object the server stores, reachable or not: a stub sent would be counted.
   std::size_t server_objects() {
@@ -183,7 +201,7 @@ TEST_F(RemoteStoreTest, FileUrlsAreLocalToo) {
 }
 
 // Layout 2's archive grows on a tip this cache never downloaded: a stub
-// stands in for it, and only the new commit, its marker and the empty tree go.
+// stands in for it, and only the new commit, its tree and its marker go.
 TEST_F(RemoteStoreTest, ACommitBuiltOnTheServersTipIsPushedWithoutDownloadingIt) {
   const auto old_tip = archive_on_server(50);
   const auto before = server_objects();
@@ -192,10 +210,10 @@ TEST_F(RemoteStoreTest, ACommitBuiltOnTheServersTipIsPushedWithoutDownloadingIt)
   ASSERT_EQ(results[0].outcome, RefOutcome::updated) << results[0].detail;
   const auto tip = archive_tip();
   EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + tip + "^1")), old_tip);
-  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + tip + "^2")),
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + tip + ":r-7")),
             oid_hex(marker_id(published_marker("r-7"))));
-  EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + tip)), "52");
-  EXPECT_EQ(server_objects(), before + 3);  // the fold, the marker, the empty tree
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + tip)), "51");
+  EXPECT_EQ(server_objects(), before + 3);  // the fold, its tree, the marker
   run("git -C '" + remote_path().string() + "' fsck --strict --no-dangling");
   // Neither the server's tip nor what the push built reached the cache.
   EXPECT_FALSE(repo_->contains(old_tip));
@@ -209,7 +227,7 @@ TEST_F(RemoteStoreTest, ACommitBuiltOnTheServersTipIsPushedWithoutDownloadingIt)
   // An archive that is not there yet starts with the first fold.
   git(remote_path(), "update-ref -d " + std::string(kArchiveRef));
   ASSERT_EQ(store.update({fold("r-9")})[0].outcome, RefOutcome::updated);
-  EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + archive_tip())), "2");
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + archive_tip())), "1");
   // An update that names a commit and builds one is a bug of ours.
   auto both = fold("r-10");
   both.commit = tip;
@@ -217,18 +235,17 @@ TEST_F(RemoteStoreTest, ACommitBuiltOnTheServersTipIsPushedWithoutDownloadingIt)
 }
 
 // A local results repo answers a lookup as a server that allows reachable
-// wants does: an object it only stores is not served.
-TEST_F(RemoteStoreTest, ALocalResultsRepoAnswersALookupByWhatItsRefsReach) {
+// wants does: a commit it only stores is not served, a tree it stores is.
+TEST_F(RemoteStoreTest, ALocalResultsRepoAnswersALookupAsAServerDoes) {
   RemoteStore store(*repo_, config(remote_path().string()));
   ASSERT_EQ(store.update({fold("r-1")})[0].outcome, RefOutcome::updated);
   const auto folded = oid_hex(marker_id(published_marker("r-1")));
-  write_file(temp_.path() / "stored", status_marker("r-2", "failed"));
-  const auto stored = trimmed(git(remote_path(), "hash-object -w -t commit --stdin < '" +
-                                                     (temp_.path() / "stored").string() + "'"));
+  const auto [stored, stored_tree] = stored_on_server();
   CacheRepo elsewhere(temp_.path() / "other-cache.git");
   RemoteStore other(elsewhere, config(remote_path().string()));
   EXPECT_EQ(other.reachable(folded, folded), RemoteStore::Reachable::yes);
   EXPECT_EQ(other.reachable(stored, folded), RemoteStore::Reachable::no);
+  EXPECT_EQ(other.reachable(stored_tree, folded), RemoteStore::Reachable::yes);
   EXPECT_EQ(other.reachable(oid_hex(marker_id(published_marker("r-3"))), folded),
             RemoteStore::Reachable::no);
   // However large the repo, a lookup reads no more of it than the walk from its refs.
@@ -494,7 +511,7 @@ TEST_F(GitDaemonTest, AFoldOnATipThatMovedIsBuiltAgainOnTheNewOne) {
   const auto results = store.update({fold("r-7")});
   ASSERT_EQ(results[0].outcome, RefOutcome::updated) << results[0].detail;
   EXPECT_EQ(trimmed(git(remote_path(), "rev-parse " + archive_tip() + "^1")), theirs);
-  EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + archive_tip())), "23");
+  EXPECT_EQ(trimmed(git(remote_path(), "rev-list --count " + archive_tip())), "22");
   run("git -C '" + remote_path().string() + "' fsck --strict --no-dangling");
   // With the tip it was judged on named, a moved archive is another's.
   auto judged = fold("r-9");
@@ -502,16 +519,15 @@ TEST_F(GitDaemonTest, AFoldOnATipThatMovedIsBuiltAgainOnTheNewOne) {
   EXPECT_EQ(store.update({judged})[0].outcome, RefOutcome::taken);
 }
 
-// Layout 2's lookup: a marker the archive reaches is there, one never
-// folded or only stored is not, and a server that allows no wants by id
-// cannot say. Nothing of it lands in the cache.
+// Layout 2's lookup: a marker the archive holds is there, one never folded is
+// not, and a server that allows no wants by id cannot say. git serves a tree
+// it stores without a walk, and a commit only where a ref reaches it. Nothing
+// of it lands in the cache.
 TEST_F(GitDaemonTest, AMarkerIsLookedUpByIdWithoutDownloadingIntoTheCache) {
   RemoteStore store(*repo_, config(url()));
   ASSERT_EQ(store.update({fold("r-1")})[0].outcome, RefOutcome::updated);
   const auto folded = oid_hex(marker_id(published_marker("r-1")));
-  write_file(temp_.path() / "stored", status_marker("r-2", "failed"));
-  const auto stored = trimmed(git(remote_path(), "hash-object -w -t commit --stdin < '" +
-                                                     (temp_.path() / "stored").string() + "'"));
+  const auto [stored, stored_tree] = stored_on_server();
   const auto never = oid_hex(marker_id(published_marker("r-3")));
 
   CacheRepo elsewhere(temp_.path() / "other-cache.git");
@@ -521,6 +537,7 @@ TEST_F(GitDaemonTest, AMarkerIsLookedUpByIdWithoutDownloadingIntoTheCache) {
   git(remote_path(), "config uploadpack.allowReachableSHA1InWant true");
   EXPECT_EQ(reachable(folded), RemoteStore::Reachable::yes);
   EXPECT_EQ(reachable(stored), RemoteStore::Reachable::no);
+  EXPECT_EQ(reachable(stored_tree), RemoteStore::Reachable::yes);
   EXPECT_EQ(reachable(never), RemoteStore::Reachable::no);
   // Refused, and then the known commit too: no answer, never a "no".
   EXPECT_EQ(kind_of([&] { other.reachable(never, stored); }), Failure::unreachable);

@@ -848,17 +848,21 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoReleaseStepsSetTheLogRightForRunsThatDoNo
 }
 
 // Layout 2's archive (docs/design/history-layout.md §3.4): once a run's entry is in the log, the
-// release's last push folds its result into the archive, with its markers, without a byte of the
-// archive downloaded; another pod's fold goes on top of it, with the genesis as a parent again (a
-// lookup's second fetch must find it near the tip), and every fold keeps its result, M(id) and
-// S(id, status) reachable.
+// release's last push folds its result into the archive, with its markers in the fold's tree,
+// without a byte of the archive downloaded; another pod's fold goes on top of it, with the genesis
+// as a parent again (a lookup's second fetch must find it near the tip), and every fold keeps its
+// result, M(id) and S(id, status) reachable.
 TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
   CheckpointStore a(config("a"));
   const auto r1 = r1_released_on_layout_two(a);
   const auto archive = std::string(kArchiveRef);
-  const auto hex = [](std::string_view marker) { return oid_hex(marker_id(marker)); };
+  const auto hex = [](const Marker& marker) { return oid_hex(marker_id(marker)); };
+  const auto in_tip = [&](const std::string& run_id) {
+    return trimmed(git(remote(), "rev-parse " + archive + ":" + run_id));
+  };
   EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
-            hex(archive_genesis()) + " " + hex(status_marker("r1", "succeeded")) + " " + r1);
+            hex(archive_genesis()) + " " + r1);
+  EXPECT_EQ(in_tip("r1"), hex(status_marker("r1", "succeeded")));
   EXPECT_TRUE(a.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
   const auto first_fold = trimmed(git(remote(), "rev-parse " + archive));
 
@@ -870,8 +874,8 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
   // The entry landed with the result: the fold follows, in a push of its own.
   const auto r2 = trimmed(git(remote(), "rev-parse refs/inflight-results/r2"));
   EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
-            first_fold + " " + hex(archive_genesis()) + " " +
-                hex(status_marker("r2", "cancelled")) + " " + r2);
+            first_fold + " " + hex(archive_genesis()) + " " + r2);
+  EXPECT_EQ(in_tip("r2"), hex(status_marker("r2", "cancelled")));
   EXPECT_FALSE(b.cache().contains(first_fold));
   EXPECT_TRUE(b.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
   // The server took a fold from this cache: the next one rides the next push, here the deletion.
@@ -885,7 +889,7 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
   ASSERT_TRUE(deleted.deletions.at(0)) << deleted.deletions[0].error().message;
   EXPECT_TRUE(b.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
   const auto r3 = trimmed(git(remote(), "rev-parse refs/inflight-results/r3"));
-  const auto reached = git(remote(), "rev-list " + archive);
+  const auto reached = git(remote(), "rev-list --objects " + archive);
   for (const auto& commit : {r1, r2, r3, hex(published_marker("r1")), hex(published_marker("r2"))})
     EXPECT_NE(reached.find(commit), std::string::npos) << commit;
   git(remote(), "fsck --no-dangling");  // every object a fold names is there
@@ -1225,8 +1229,8 @@ TEST_F(CheckpointStoreTest, AFoldRecordThatCannotBeFoldedIsDropped) {
   EXPECT_TRUE(
       CacheRepo(config("a").cache_dir).pushed_under(std::string(kFoldRecordPrefix)).empty());
   EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
-            first_fold + " " + oid_hex(marker_id(archive_genesis())) + " " +
-                oid_hex(marker_id(status_marker("r1", "succeeded"))) + " " + r1);
+            first_fold + " " + oid_hex(marker_id(archive_genesis())) + " " + r1);
+  EXPECT_EQ(trimmed(git(remote(), "ls-tree --name-only " + archive)), "r1");
 }
 
 // Someone pointed the archive at an object the cache holds that is no commit: the fold, riding the
