@@ -275,6 +275,36 @@ def test_a_new_repo_starts_in_layout_2(serve_factory, tmp_path, git_daemon):
     assert removal == {"id": run_id, "removed": True}, removal
 
 
+def test_a_prune_builds_the_archive_again_without_the_pruned_results(serve_factory, tmp_path,
+                                                                     git_daemon):
+    """Layout 2's archive keeps every folded result reachable. `runs prune` replaces it, in its one
+    push, by folds of every other published run: the server's gc then deletes the pruned result
+    and its markers, and keeps every other run's."""
+    archive = "refs/inflight-archive/results"
+    pod = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
+    kept, pruned = published(pod, tests=2, test_ms=1), published(pod, tests=2, test_ms=1)
+    results = {run_id: git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{run_id}").strip()
+               for run_id in (kept, pruned)}
+    wait_for(lambda: set(results.values()) <= set(git(git_daemon.bare, "rev-list",
+                                                      archive).split()), 30, "both folded")
+    pod.stop()  # no fold of its own after the prune's
+
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    r = runs(operator, git_daemon, "prune", "--run-id", pruned)
+    assert r.returncode == 0 and f"deleted {pruned}" in r.stdout, r.stdout + r.stderr
+    reached = git(git_daemon.bare, "rev-list", "--objects", archive)
+    assert results[kept] in reached and results[pruned] not in reached, reached
+    folded = git(git_daemon.bare, "ls-tree", "--name-only", archive).split()
+    assert folded == [kept], folded
+    git(git_daemon.bare, "gc", "--quiet", "--prune=now")
+    gone = subprocess.run(["git", "-C", str(git_daemon.bare), "cat-file", "-e", results[pruned]])
+    assert gone.returncode != 0
+    git(git_daemon.bare, "cat-file", "-e", results[kept])
+    git(git_daemon.bare, "fsck", "--strict", "--no-dangling")
+    assert sorted(listed(operator, git_daemon)[0]) == [kept]
+
+
 # The shortest retention a pod takes: a git step's deadline (docs/results.md "The history layout").
 RETAIN_BRIEFLY = ("--git-timeout", "8s", "--results-ref-retention", "8s")
 

@@ -61,37 +61,52 @@ git_oid fold_tree(git_repository* git, std::span<const ArchivedRun> runs) {
   return oid;
 }
 
+// The chain of folds of `runs`, kRunsPerFold to a commit, on `tip` (on a new genesis where it is
+// empty), built in the push's own objects; its last commit.
+std::string fold_chain(const std::vector<ArchivedRun>& runs, const std::string& tip,
+                       PushSources& objects) {
+  git_repository* git = objects.git();
+  // Written even when the server has it: a tip that lacks it (a foreign archive) then costs the
+  // push one small commit, never the fold.
+  const auto genesis = oid_hex(write_marker(git, archive_genesis()));
+  std::string parent = tip.empty() ? genesis : tip;
+  for (std::size_t first = 0; first < runs.size(); first += kRunsPerFold) {
+    const auto end = std::min(runs.size(), first + kRunsPerFold);
+    std::vector<std::string> parents{parent};
+    if (parent != genesis) parents.push_back(genesis);
+    for (std::size_t i = first; i < end; ++i) {
+      if (runs[i].result.empty()) continue;
+      // A result this cache lacks is the server's (a migration folds every pod's).
+      objects.stub(parse_oid(runs[i].result));
+      parents.push_back(runs[i].result);
+    }
+    const auto tree = fold_tree(git, std::span(runs).subspan(first, end - first));
+    parent = oid_hex(write_commit_on(
+        git, tree, parents, "inflight archive: " + std::to_string(end - first) + " runs\n"));
+  }
+  return parent;
+}
+
 }  // namespace
 
 RefUpdate archive_fold(std::vector<ArchivedRun> runs) {
   if (runs.empty() || runs.size() > kRunsFoldedPerPush)
     throw std::invalid_argument("a fold of " + std::to_string(runs.size()) + " runs");
-  return {
-      .ref = std::string(kArchiveRef),
-      .commit = "",
-      .from = std::nullopt,
-      .build = [runs = std::move(runs)](const std::string& tip, PushSources& objects) {
-        git_repository* git = objects.git();
-        // Written even when the server has it: a tip that lacks it (a foreign archive) then
-        // costs the push one small commit, never the fold.
-        const auto genesis = oid_hex(write_marker(git, archive_genesis()));
-        std::string parent = tip.empty() ? genesis : tip;
-        for (std::size_t first = 0; first < runs.size(); first += kRunsPerFold) {
-          const auto end = std::min(runs.size(), first + kRunsPerFold);
-          std::vector<std::string> parents{parent};
-          if (parent != genesis) parents.push_back(genesis);
-          for (std::size_t i = first; i < end; ++i) {
-            if (runs[i].result.empty()) continue;
-            // A result this cache lacks is the server's (a migration folds every pod's).
-            objects.stub(parse_oid(runs[i].result));
-            parents.push_back(runs[i].result);
-          }
-          const auto tree = fold_tree(git, std::span(runs).subspan(first, end - first));
-          parent = oid_hex(write_commit_on(
-              git, tree, parents, "inflight archive: " + std::to_string(end - first) + " runs\n"));
-        }
-        return parent;
-      }};
+  return {.ref = std::string(kArchiveRef),
+          .commit = "",
+          .from = std::nullopt,
+          .build = [runs = std::move(runs)](const std::string& tip, PushSources& objects) {
+            return fold_chain(runs, tip, objects);
+          }};
+}
+
+RefUpdate archive_rebuilt(std::vector<ArchivedRun> runs, std::string tip) {
+  return {.ref = std::string(kArchiveRef),
+          .commit = "",
+          .from = std::move(tip),
+          .build = [runs = std::move(runs)](const std::string&, PushSources& objects) {
+            return fold_chain(runs, "", objects);
+          }};
 }
 
 }  // namespace inflight::checkpoint

@@ -64,5 +64,9 @@ std::optional<FoldedRecord> parse_folded_record(std::string_view ref);
 // The update that folds `runs` (at most kRunsFoldedPerPush, at least one) into the archive:
 // built on the advertised tip, never downloaded, or on a new genesis where there is none.
 RefUpdate archive_fold(std::vector<ArchivedRun> runs);
+// The update that replaces the archive at `tip` by folds of `runs` alone, on the genesis: a
+// prune's, so that no fold keeps a pruned result reachable. A fold that landed since the caller
+// listed `tip` makes the update `taken`; a later prune rebuilds from the index again.
+RefUpdate archive_rebuilt(std::vector<ArchivedRun> runs, std::string tip);
 
 }  // namespace inflight::checkpoint

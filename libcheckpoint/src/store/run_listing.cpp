@@ -26,8 +26,10 @@ struct RefMap {
   std::set<std::string> leased_pods;
   std::set<std::string> published;  // run ids with a result ref
   std::optional<RemoteBranch> index;
-  std::optional<RemoteBranch> runs;      // layout 2's snapshot
-  std::optional<RemoteBranch> runs_log;  // and its log
+  std::optional<RemoteBranch> runs;            // layout 2's snapshot
+  std::optional<RemoteBranch> runs_log;        // and its log
+  std::optional<RemoteBranch> archive;         // and its archive of results
+  std::map<std::string, std::string> results;  // by run id: the commit its result ref holds
 };
 
 RefMap map_refs(const std::vector<RemoteBranch>& refs, std::vector<std::string>& problems) {
@@ -39,6 +41,8 @@ RefMap map_refs(const std::vector<RemoteBranch>& refs, std::vector<std::string>&
     if (ref.ref == kIndexRef) map.index = ref;
     if (ref.ref == kRunsRef) map.runs = ref;
     if (ref.ref == kRunsLogRef) map.runs_log = ref;
+    if (ref.ref == kArchiveRef) map.archive = ref;
+    if (auto run_id = parse_result_ref(ref.ref)) map.results.emplace(std::move(*run_id), ref.oid);
   }
   return map;
 }
@@ -351,6 +355,29 @@ std::optional<std::string> index_without(CacheRepo& cache, const std::string& ti
                               "inflight index: pruned " + std::to_string(removals.size())));
 }
 
+// What the archive keeps after a prune: every published run but the pruned ones, each with its
+// markers and its result (its ref's, else the one its entry names); a run with a ref and no entry
+// with its publish marker alone.
+std::vector<ArchivedRun> archive_without(const RefMap& refs, const FinishedEntries& finished,
+                                         const std::vector<std::string>& pruned) {
+  const std::set<std::string> gone(pruned.begin(), pruned.end());
+  std::map<std::string, ArchivedRun> kept;
+  for (const auto& [id, entry] : finished.entries) {
+    if (gone.contains(id)) continue;
+    const auto ref = refs.results.find(id);
+    kept[id] = {
+        .run_id = id,
+        .result = ref != refs.results.end() ? ref->second : entry.result_commit.value_or(""),
+        .final_status = makes_markers(id, entry.final_status) ? entry.final_status : ""};
+  }
+  for (const auto& [id, result] : refs.results)
+    if (!gone.contains(id))
+      kept.try_emplace(id, ArchivedRun{.run_id = id, .result = result, .final_status = ""});
+  std::vector<ArchivedRun> runs;
+  for (auto& [id, run] : kept) runs.push_back(std::move(run));
+  return runs;
+}
+
 }  // namespace
 
 RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneRequest& request,
@@ -382,6 +409,14 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
     log_at = updates.size();
     updates.push_back(runs_log_delta(std::move(removals)));
   }
+  // Layout 2's archive keeps every folded result reachable, a pruned one too, until it is built
+  // again without them, from the indexes: only from whole ones, since a run left out of it may
+  // have no other ref, and the server's gc would delete its result.
+  if (refs.archive && !finished.whole)
+    report.problems.push_back(std::string(kArchiveRef) +
+                              " still keeps the pruned results: an index was not read whole");
+  else if (refs.archive)
+    updates.push_back(archive_rebuilt(archive_without(refs, finished, chosen), refs.archive->oid));
   const auto results = remote.update(updates);
   for (std::size_t i = 0; i < updates.size(); ++i)
     if (results[i].outcome != RefOutcome::updated)
@@ -408,9 +443,7 @@ MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run
   const auto listed = remote.list("refs/", RemoteStore::Tips::flat_index);
   const auto refs = map_refs(listed, report.problems);
   const auto finished = finished_entries(cache, remote, refs, report.problems);
-  std::map<std::string, std::string> results;  // by run id: what its result ref holds
-  for (const auto& ref : listed)
-    if (auto run_id = parse_result_ref(ref.ref)) results.emplace(std::move(*run_id), ref.oid);
+  const auto& results = refs.results;
   std::string lines;
   std::vector<ArchivedRun> runs;
   for (const auto& id : finished.flat) {

@@ -70,8 +70,10 @@ struct FetchedRun {
 FetchedRun fetch_run(CacheRepo& cache, RemoteStore& remote, const std::string& run_id);
 
 // The published runs the index holds, older than `older_than_seconds` (by
-// finished_at) or named; deletes their result refs and index files in one
-// push unless `dry_run`. Returns the run ids deleted (or that would be).
+// finished_at) or named; deletes their result refs and index entries in one
+// push unless `dry_run`, and in that push replaces layout 2's archive by one
+// of every other published run, so that no ref keeps a pruned result. Returns
+// the run ids deleted (or that would be).
 struct RunPruneRequest {
   std::optional<std::int64_t> older_than_seconds;
   std::vector<std::string> run_ids;
