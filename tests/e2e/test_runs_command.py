@@ -263,9 +263,10 @@ def test_a_new_repo_starts_in_layout_2(serve_factory, tmp_path, git_daemon):
                "refs/inflight-archive/results").split()
     assert len(fold) == 3 and fold[2] == result, fold
     assert git(git_daemon.bare, "log", "-1", "--format=%B", fold[1]).strip() == "inflight archive"
-    marker = git(git_daemon.bare, "ls-tree", "-r", "refs/inflight-archive/results").strip()
-    assert marker == f"160000 commit {fold[1]}\t{run_id}/succeeded/inflight published {run_id}", \
-        marker
+    markers = git(git_daemon.bare, "ls-tree", "-r", "refs/inflight-archive/results").splitlines()
+    assert markers == [f"160000 commit {fold[1]}\t.archive/inflight archive",
+                       f"160000 commit {fold[1]}\t{run_id}/succeeded/inflight published {run_id}"], \
+        markers
     git(git_daemon.bare, "fsck", "--strict", "--no-dangling")
 
     r = runs(operator, git_daemon, "prune", "--run-id", run_id)
@@ -296,7 +297,7 @@ def test_a_prune_builds_the_archive_again_without_the_pruned_results(serve_facto
     reached = git(git_daemon.bare, "rev-list", "--objects", archive)
     assert results[kept] in reached and results[pruned] not in reached, reached
     folded = git(git_daemon.bare, "ls-tree", "--name-only", archive).split()
-    assert folded == [kept], folded
+    assert folded == [".archive", kept], folded
     git(git_daemon.bare, "gc", "--quiet", "--prune=now")
     gone = subprocess.run(["git", "-C", str(git_daemon.bare), "cat-file", "-e", results[pruned]])
     assert gone.returncode != 0

@@ -63,6 +63,10 @@ Marker archive_genesis() {
           .bytes = commit_bytes(kEmptyTree, {}, 0, "inflight archive\n")};
 }
 
+Marker archive_known() {
+  return tree_of_one(kGitlinkMode, "inflight archive", marker_id(archive_genesis()));
+}
+
 git_oid marker_id(const Marker& marker) {
   git_oid oid;
   git_check(git_odb_hash(&oid, marker.bytes.data(), marker.bytes.size(), marker.type),

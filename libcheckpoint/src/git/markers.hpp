@@ -31,9 +31,13 @@ Marker published_marker(std::string_view run_id);
 Marker status_marker(std::string_view run_id, std::string_view final_status);
 // Whether a run's id and final status make markers: status_marker() of them does not throw.
 bool makes_markers(std::string_view run_id, std::string_view final_status);
-// G: the archive's first commit, on the empty tree, dated 0, and a parent of every fold. A lookup
-// fetches it by id to tell a server's "no" from a lost connection.
+// G: the archive's first commit, on the empty tree, dated 0, which the markers' gitlinks name.
 Marker archive_genesis();
+// K: a tree of one gitlink, `inflight archive`, at G, which every fold's tree holds (as
+// kArchiveKnownEntry). A lookup fetches it by id to tell a server's "no" from a lost connection:
+// an object of the markers' own type, since a server may serve commits by id and no tree.
+Marker archive_known();
+inline constexpr std::string_view kArchiveKnownEntry = ".archive";  // no run id starts with a dot
 
 // The id git gives a marker's bytes.
 git_oid marker_id(const Marker& marker);

@@ -266,8 +266,8 @@ class LookupRepo {
   LookupRepo(const LookupRepo&) = delete;
   LookupRepo& operator=(const LookupRepo&) = delete;
   git_repository* git() const { return repo_.get(); }
-  bool holds(const std::string& commit) const {
-    const git_oid oid = parse_oid(commit);
+  bool holds(const std::string& object) const {
+    const git_oid oid = parse_oid(object);
     return git_odb_exists(open_odb(repo_.get()).get(), &oid) == 1;
   }
 
@@ -288,7 +288,8 @@ RemoteStore::Reachable reachable_in(const std::filesystem::path& path, const std
   const git_oid oid = parse_oid(object);
   std::size_t size = 0;
   git_object_t type = GIT_OBJECT_INVALID;
-  if (git_odb_read_header(&size, &type, open_odb(repo.get()).get(), &oid) != 0) {
+  if (const int code = git_odb_read_header(&size, &type, open_odb(repo.get()).get(), &oid)) {
+    if (code != GIT_ENOTFOUND) throw_git_error(code, "look up " + object + " in " + path.string());
     git_error_clear();
     return RemoteStore::Reachable::no;
   }
@@ -377,9 +378,9 @@ RemoteStore::Reachable RemoteStore::archived(const std::string& run_id) {
 }
 
 std::optional<std::string> RemoteStore::archived_status(const std::string& run_id) {
-  const auto genesis = oid_hex(marker_id(archive_genesis()));
+  const auto known = oid_hex(marker_id(archive_known()));
   for (const std::string_view status : {"succeeded", "failed", "cancelled"})
-    if (impl_->reachable(oid_hex(marker_id(status_marker(run_id, status))), genesis) ==
+    if (impl_->reachable(oid_hex(marker_id(status_marker(run_id, status))), known) ==
         Reachable::yes)
       return std::string(status);
   return std::nullopt;
@@ -387,7 +388,7 @@ std::optional<std::string> RemoteStore::archived_status(const std::string& run_i
 
 RemoteStore::Reachable RemoteStore::Impl::archived(const std::string& run_id) {
   return reachable(oid_hex(marker_id(published_marker(run_id))),
-                   oid_hex(marker_id(archive_genesis())));
+                   oid_hex(marker_id(archive_known())));
 }
 
 std::optional<std::string> RemoteStore::Impl::folded(const std::map<std::string, git_oid>& tips,

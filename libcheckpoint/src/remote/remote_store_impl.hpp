@@ -134,7 +134,7 @@ struct RemoteStore::Impl {
   ById fetch_by_id(const std::string& object);
   RemoteStore::Reachable reachable(const std::string& object, const std::string& known);
   RemoteStore::Reachable archived(const std::string& run_id);
-  // Whether layout 2's archive, advertised in `tips`, reaches the marker of run `run_id`: a run
+  // Whether layout 2's archive, advertised in `tips`, holds the marker of run `run_id`: a run
   // whose result ref went once it was folded. A lookup that cannot answer says so.
   std::optional<std::string> folded(const std::map<std::string, git_oid>& tips,
                                     const std::string& run_id);

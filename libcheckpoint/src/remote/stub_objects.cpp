@@ -19,8 +19,8 @@ namespace inflight::checkpoint {
 namespace {
 
 // A stub's tree is empty, but not git's empty tree: libgit2 takes a hidden commit's tree to be the
-// server's, and would never send the empty tree that a new marker names, which the server may lack.
-// So it has an id that no real object has, that of a tree whose bytes are not a tree.
+// server's, and would never send the empty tree that a new genesis names, which the server may
+// lack. So it has an id that no real object has, that of a tree whose bytes are not a tree.
 constexpr std::string_view kStubTreeBytes = "inflight: the tree of a stub";
 
 // What libgit2 holds of each backend: a C struct that leads with it.

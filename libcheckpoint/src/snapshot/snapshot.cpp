@@ -176,6 +176,34 @@ void RunSnapshotter::Impl::add_entry(git_treebuilder* tree, const OpenDir& dir,
   }
 }
 
+namespace {
+
+bool is_file_or_dir(git_filemode_t mode) {
+  return mode == GIT_FILEMODE_BLOB || mode == GIT_FILEMODE_BLOB_EXECUTABLE ||
+         mode == GIT_FILEMODE_TREE;
+}
+
+// Whether `entry` is what a checkpoint writes: files and directories of files. The last checkpoint
+// is a branch tip anyone with push access may have written: a gitlink there (which layout 2's
+// markers hold) or a link is not kept.
+bool holds_only_files(git_repository* git, const git_tree_entry* entry) {
+  if (!is_file_or_dir(git_tree_entry_filemode(entry))) return false;
+  if (git_tree_entry_type(entry) != GIT_OBJECT_TREE) return true;
+  bool only_files = true;
+  const auto check = [](const char*, const git_tree_entry* e, void* payload) {
+    if (is_file_or_dir(git_tree_entry_filemode(e))) return 0;
+    *static_cast<bool*>(payload) = false;
+    return -1;
+  };
+  const TreeHandle tree = lookup_tree(git, *git_tree_entry_id(entry));
+  const int code = git_tree_walk(tree.get(), GIT_TREEWALK_PRE, check, &only_files);
+  if (code < 0 && only_files) throw_git_error(code, "read a last saved directory");
+  git_error_clear();
+  return only_files;
+}
+
+}  // namespace
+
 // An entry we may not read (a child's chmod 000) keeps the version the last checkpoint saved,
 // if it had one, and the rest of the run is saved: the run loses nothing it had
 // (docs/checkpoints.md "What a checkpoint saves, a restore takes").
@@ -193,6 +221,8 @@ void RunSnapshotter::Impl::keep_last_saved(git_treebuilder* tree, const std::str
     }
   }
   if (!saved) return left_out.add(relative, why + "; never saved before");
+  if (!holds_only_files(git(), saved.get()))
+    return left_out.add(relative, why + "; its last saved version holds what no checkpoint writes");
   count_kept(relative, saved.get());
   insert_entry(tree, git_tree_entry_name(saved.get()), relative, *git_tree_entry_id(saved.get()),
                git_tree_entry_filemode(saved.get()));

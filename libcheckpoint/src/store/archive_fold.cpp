@@ -41,12 +41,16 @@ std::optional<FoldedRecord> parse_folded_record(std::string_view ref) {
 
 namespace {
 
-// A fold's tree: each run's id, as a directory, holding S(id, status), else M(id). A run named
-// twice keeps its first entry (a tree names each entry once).
+// A fold's tree: K, then each run's id, as a directory, holding S(id, status), else M(id). A run
+// named twice keeps its first entry (a tree names each entry once).
 git_oid fold_tree(git_repository* git, std::span<const ArchivedRun> runs) {
   git_treebuilder* raw = nullptr;
   git_check(git_treebuilder_new(&raw, git, nullptr), "start a fold's tree");
   const TreeBuilderHandle tree(raw);
+  const git_oid known = write_marker(git, archive_known());
+  git_check(git_treebuilder_insert(nullptr, tree.get(), std::string(kArchiveKnownEntry).c_str(),
+                                   &known, GIT_FILEMODE_TREE),
+            "add the archive's known marker to a fold");
   for (const auto& run : runs) {
     if (git_treebuilder_get(tree.get(), run.run_id.c_str()) != nullptr) continue;
     git_oid marker = write_marker(git, published_marker(run.run_id));
@@ -66,14 +70,10 @@ git_oid fold_tree(git_repository* git, std::span<const ArchivedRun> runs) {
 std::string fold_chain(const std::vector<ArchivedRun>& runs, const std::string& tip,
                        PushSources& objects) {
   git_repository* git = objects.git();
-  // Written even when the server has it: a tip that lacks it (a foreign archive) then costs the
-  // push one small commit, never the fold.
-  const auto genesis = oid_hex(write_marker(git, archive_genesis()));
-  std::string parent = tip.empty() ? genesis : tip;
+  std::string parent = tip.empty() ? oid_hex(write_marker(git, archive_genesis())) : tip;
   for (std::size_t first = 0; first < runs.size(); first += kRunsPerFold) {
     const auto end = std::min(runs.size(), first + kRunsPerFold);
     std::vector<std::string> parents{parent};
-    if (parent != genesis) parents.push_back(genesis);
     for (std::size_t i = first; i < end; ++i) {
       if (runs[i].result.empty()) continue;
       // A result this cache lacks is the server's (a migration folds every pod's).

@@ -1,14 +1,12 @@
 // Layout 2's archive (docs/design/history-layout.md §3.1, §3.4): one chain of commits that keeps
 // every published result reachable, so that a result ref need not stay once its run is folded.
-// Each fold is a commit whose parents are the archive's tip, the genesis G (a parent of every
-// fold: see below), then each run's result commit, and whose tree holds, under each run's id, the
-// run's status marker S(id, status), which holds its publish marker M(id) (git/markers.hpp). Its
-// own entries only: the tree of a fold built on a tip this pod never downloaded cannot carry the
-// tip's. A lookup fetches G by id after a refusal; a server checks a wanted commit by walking from
-// its tips, and G, dated 0, comes last in a walk by date: reached only through the chain, it cost
-// that walk the whole archive (2.4 s at 100,000 runs on git daemon; a few ms as the tip's parent).
+// Each fold is a commit whose parents are the archive's tip (the genesis G for the first), then
+// each run's result commit, and whose tree holds, under each run's id, the run's status marker
+// S(id, status), which holds its publish marker M(id), and the marker K that a lookup knows is
+// there (git/markers.hpp). Its own entries only: the tree of a fold built on a tip this pod never
+// downloaded cannot carry the tip's.
 // Nobody reads the archive: a pod pushes a fold on the tip the server advertises
-// (RefUpdate::build), and asks whether a marker is reachable.
+// (RefUpdate::build), and asks the server for a marker by id.
 //
 // Which results this pod still has to fold is kept in its cache, one record per run
 // (`refs/inflight-local/to-fold/<run-id>` at the result commit): set when the run's entry

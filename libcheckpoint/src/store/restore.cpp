@@ -86,8 +86,8 @@ std::vector<PublishedRun> CheckpointStore::published_runs(const std::vector<Remo
 // `inflight run` and `inflight resume` (`only`) on layout 2 read no entry when they need not: the
 // log holds every run ever published (3.7 s to read at 100,000), and their one run is looked up in
 // the archive instead. Every entry of the log is there without a result ref only once the archive
-// reaches its marker (a fold, or `runs migrate`, which folds each entry it copies). The result
-// refs listed, and the run named when the archive reaches its marker, with the status its markers
+// holds its marker (a fold, or `runs migrate`, which folds each entry it copies). The result
+// refs listed, and the run named when the server serves its marker, with the status its markers
 // give; a claim of it then asks no more (maybe_published). nullopt, for the log to be read as
 // before, wherever an entry would say more: no log or no archive, the run's result ref listed
 // (its status is in the entry), a server that serves no marker by id, a status no marker names.
@@ -156,7 +156,7 @@ std::optional<std::vector<PublishedRun>> CheckpointStore::unread_log_runs(
 }
 
 // Why run `run_id`, which no index read lists, may be published all the same: an index could not
-// be read, and the archive reaches the run's marker, or cannot be asked (design §3.4's lookup);
+// be read, and the server serves the run's marker, or cannot be asked (design §3.4's lookup);
 // nullopt when it is not, or when every index was read.
 std::optional<std::string> CheckpointStore::maybe_published(RestorePush& push,
                                                             const std::string& run_id) {

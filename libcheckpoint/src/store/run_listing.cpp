@@ -470,7 +470,7 @@ MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run
   }
   if (dry_run || report.copied == 0) return report;
   // Every fold lands before the log does: a migration cut short or refused finds the entries
-  // still missing from the log next time, and folds them again (a second pair of parents is
+  // still missing from the log next time, and folds them again (a second parent and entry is
   // harmless), where entries in the log would have left their results unfolded for good.
   const auto pushed = [&](RefUpdate update) {
     const auto landed = remote.update({update});

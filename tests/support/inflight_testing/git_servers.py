@@ -111,7 +111,7 @@ def init_bare(path, http=False):
     git(None, "init", "-q", "--bare", "-b", "main", path)
     if http:
         # http-backend refuses pushes from anonymous CGI requests unless enabled;
-        # lighttpd's mod_auth has already checked the credentials.
+        # lighttpd's mod_auth has already checked the credentials (when it asks for any).
         git(path, "config", "http.receivepack", "true")
     return Path(path)
 

@@ -99,8 +99,8 @@ def _genesis_id():
 
 def _archive(ids, result):
     """refs/inflight-archive/results: folds of RUNS_PER_FOLD runs on the genesis G, each with the
-    genesis (after the first) and the result as parents, and in its tree, under each run's id, the
-    status marker S(id, succeeded), which holds M(id): a gitlink at G."""
+    result as a parent, and in its tree the marker K (`.archive`) and, under each run's id, the
+    status marker S(id, succeeded), which holds M(id): each a gitlink at G."""
     genesis = _genesis_id()
     parts = [f"reset {MARKERS}\ncommit {MARKERS}\nmark :1\n".encode(), b"author " + SIGNATURE,
              b"committer " + SIGNATURE, _data("inflight archive\n"), b"\n"]
@@ -110,9 +110,8 @@ def _archive(ids, result):
         parts.extend([f"commit refs/inflight-archive/results\nmark :{fold}\n".encode(),
                       b"author " + SIGNATURE, b"committer " + SIGNATURE,
                       _data(f"inflight archive: {len(runs)} runs\n"), f"from {tip}\n".encode()])
-        if tip != ":1":  # every fold after the first names the genesis too, as pods write them
-            parts.append(b"merge :1\n")
-        parts.append(f"merge {result}\ndeleteall\n".encode())
+        parts.append(f"merge {result}\ndeleteall\n"
+                     f"M 160000 {genesis} .archive/inflight archive\n".encode())
         parts.extend(f"M 160000 {genesis} {run_id}/succeeded/inflight published {run_id}\n".encode()
                      for run_id in runs)
         parts.append(b"\n")

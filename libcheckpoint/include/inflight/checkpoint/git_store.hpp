@@ -171,19 +171,20 @@ class RemoteStore {
   // uploadpack.allowReachableSHA1InWant or allowAnySHA1InWant; `unknown`: it allows neither. git
   // then serves a commit that one of its refs reaches, and a tree or blob whenever it stores it
   // (its check walks commits only); a local path answers the same. libgit2 1.5 reports a refused
-  // want as a connection that ended, so `known`, a small object the caller knows is there (the
-  // archive's genesis), is fetched after a refusal: served, `object` was not there. A connection
-  // lost during the first fetch only reads as a refusal too, a "no": a publish then goes ahead,
-  // which makes a second result only when the same run was also published and folded elsewhere, and
-  // its ref deleted. A server that serves only its tips by id refuses both fetches: a GitError. The
-  // fetches go to a throwaway repository beside the cache, never into it (libgit2 skips a want the
-  // cache has, so a positive would outlive a prune), and are given up past 64 KiB: a marker is a
-  // few hundred bytes. A local results repo is asked directly (libgit2's local transport ignores
-  // wants and sends all the refs reach). Throws GitError when the server cannot be asked.
+  // want as a connection that ended, so `known`, a small object of the same type that the caller
+  // knows is there (the marker every fold holds), is fetched after a refusal: served, `object` was
+  // not there. A connection lost during the first fetch only reads as a refusal too, a "no": a
+  // publish then goes ahead, which makes a second result only when the same run was also published
+  // and folded elsewhere, and its ref deleted. A server that serves only its tips by id, or no tree
+  // by id, refuses both fetches: a GitError. The fetches go to a throwaway repository beside the
+  // cache, never into it (libgit2 skips a want the cache has, so a positive would outlive a prune),
+  // and are given up past 64 KiB: a marker is a few hundred bytes. A local results repo is asked
+  // directly (libgit2's local transport ignores wants and sends all the refs reach). Throws
+  // GitError when the server cannot be asked.
   enum class Reachable { yes, no, unknown };
   Reachable reachable(const std::string& object, const std::string& known);
   // Whether layout 2's archive holds run `run_id`: reachable() of its publish marker, with the
-  // archive's genesis as the object known to be there.
+  // marker every fold holds as the object known to be there.
   Reachable archived(const std::string& run_id);
   // How run `run_id` ended, by its status markers: the first of succeeded, failed and cancelled
   // whose S(id, status) the server serves; nullopt when none is, or the server cannot say.

@@ -19,7 +19,7 @@ TEST(Markers, GitGivesTheirBytesTheSameIdsAndFindsThemSound) {
   run("git init -q --bare '" + repo.string() + "'");
   const auto published = published_marker("r-1");
   const auto status = status_marker("r-1", "succeeded");
-  for (const auto& marker : {published, status, archive_genesis()}) {
+  for (const auto& marker : {published, status, archive_genesis(), archive_known()}) {
     write_file(dir.path() / "marker", marker.bytes);
     const std::string type = marker.type == GIT_OBJECT_TREE ? "tree" : "commit";
     const auto id = trimmed(git(repo, "hash-object -w -t " + type + " --stdin < '" +
@@ -35,6 +35,8 @@ TEST(Markers, GitGivesTheirBytesTheSameIdsAndFindsThemSound) {
   EXPECT_EQ(git(repo, "ls-tree " + published_id),
             "160000 commit " + genesis + "\tinflight published r-1\n");
   EXPECT_EQ(git(repo, "log -1 --format=%B " + genesis), "inflight archive\n\n");
+  EXPECT_EQ(git(repo, "ls-tree " + oid_hex(marker_id(archive_known()))),
+            "160000 commit " + genesis + "\tinflight archive\n");
 }
 
 TEST(Markers, OnlyTheRunIdAndTheStatusMoveThem) {

@@ -275,6 +275,45 @@ TEST_F(SnapshotRulesTest, AnEntryWeMayNotReadKeepsItsLastSavedVersion) {
   EXPECT_FALSE(fs::exists(restored / "new"));
 }
 
+// The last checkpoint is a branch tip anyone with push access may have written. A directory we may
+// not read keeps its last saved version only if that holds files alone: a gitlink (what layout 2's
+// markers are made of) is no run's data, and is not carried into the next checkpoint.
+TEST_F(SnapshotRulesTest, ALastSavedVersionHoldingAGitlinkIsNotKept) {
+  write_file(run_dir() / "index.jsonl", "1\n");
+  write_file(run_dir() / "secret" / "notes.txt", "saved once");
+  RunSnapshotter snapshotter(*repo_, {}, kLimits);
+  const auto first = snapshotter.snapshot(run_dir(), info(), std::nullopt);
+  ASSERT_TRUE(first);
+  repo_->persist();
+  const auto notes = trimmed(git(cache_path(), "rev-parse " + *first + ":secret/notes.txt"));
+  write_file(temp_.path() / "secret.tree",
+             "100644 blob " + notes + "\tnotes.txt\n160000 commit " + *first + "\tsub\n");
+  const auto secret =
+      trimmed(git(cache_path(), "mktree < '" + (temp_.path() / "secret.tree").string() + "'"));
+  std::string root = git(cache_path(), "ls-tree " + *first);
+  const auto at = root.find("\tsecret\n");
+  ASSERT_NE(at, std::string::npos) << root;
+  root.replace(at - 40, 40, secret);
+  write_file(temp_.path() / "root.tree", root);
+  const auto tree =
+      trimmed(git(cache_path(), "mktree < '" + (temp_.path() / "root.tree").string() + "'"));
+  const auto hostile =
+      trimmed(git(cache_path(), "commit-tree -m hostile -p " + *first + " " + tree));
+
+  ASSERT_EQ(::chmod((run_dir() / "secret").c_str(), 0), 0);
+  std::optional<std::string> second;
+  {
+    const PermissionsApply as_a_user;
+    second = snapshotter.snapshot(run_dir(), info(), hostile);
+  }
+  ::chmod((run_dir() / "secret").c_str(), 0700);
+  ASSERT_TRUE(second);
+  EXPECT_NE(rule_for(snapshotter, "secret").find("holds what no checkpoint writes"),
+            std::string::npos)
+      << rule_for(snapshotter, "secret");
+  EXPECT_EQ(ls_tree(*second).find("secret"), std::string::npos) << ls_tree(*second);
+}
+
 // The kept versions count toward the restore limits as read ones do: a directory whose name only
 // contains the chunk suffix is a directory, its files entries.
 TEST_F(SnapshotRulesTest, AKeptVersionCountsTowardTheLimits) {

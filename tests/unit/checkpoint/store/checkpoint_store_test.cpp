@@ -849,9 +849,8 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoReleaseStepsSetTheLogRightForRunsThatDoNo
 
 // Layout 2's archive (docs/design/history-layout.md §3.4): once a run's entry is in the log, the
 // release's last push folds its result into the archive, with its markers in the fold's tree,
-// without a byte of the archive downloaded; another pod's fold goes on top of it, with the genesis
-// as a parent again (a lookup's second fetch must find it near the tip), and every fold keeps its
-// result, M(id) and S(id, status) reachable.
+// without a byte of the archive downloaded; another pod's fold goes on top of it, and every fold
+// keeps its result, M(id), S(id, status) and the marker K that lookups know is there reachable.
 TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
   CheckpointStore a(config("a"));
   const auto r1 = r1_released_on_layout_two(a);
@@ -874,7 +873,7 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
   // The entry landed with the result: the fold follows, in a push of its own.
   const auto r2 = trimmed(git(remote(), "rev-parse refs/inflight-results/r2"));
   EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
-            first_fold + " " + hex(archive_genesis()) + " " + r2);
+            first_fold + " " + r2);
   EXPECT_EQ(in_tip("r2"), hex(status_marker("r2", "cancelled")));
   EXPECT_FALSE(b.cache().contains(first_fold));
   EXPECT_TRUE(b.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
@@ -890,7 +889,8 @@ TEST_F(CheckpointStoreTest, OnLayoutTwoAReleaseFoldsItsResultIntoTheArchive) {
   EXPECT_TRUE(b.cache().pushed_under(std::string(kFoldRecordPrefix)).empty());
   const auto r3 = trimmed(git(remote(), "rev-parse refs/inflight-results/r3"));
   const auto reached = git(remote(), "rev-list --objects " + archive);
-  for (const auto& commit : {r1, r2, r3, hex(published_marker("r1")), hex(published_marker("r2"))})
+  for (const auto& commit :
+       {r1, r2, r3, hex(published_marker("r1")), hex(published_marker("r2")), hex(archive_known())})
     EXPECT_NE(reached.find(commit), std::string::npos) << commit;
   git(remote(), "fsck --no-dangling");  // every object a fold names is there
 }
@@ -1229,8 +1229,8 @@ TEST_F(CheckpointStoreTest, AFoldRecordThatCannotBeFoldedIsDropped) {
   EXPECT_TRUE(
       CacheRepo(config("a").cache_dir).pushed_under(std::string(kFoldRecordPrefix)).empty());
   EXPECT_EQ(trimmed(git(remote(), "rev-list --parents -1 " + archive)).substr(41),
-            first_fold + " " + oid_hex(marker_id(archive_genesis())) + " " + r1);
-  EXPECT_EQ(trimmed(git(remote(), "ls-tree --name-only " + archive)), "r1");
+            first_fold + " " + r1);
+  EXPECT_EQ(git(remote(), "ls-tree --name-only " + archive), ".archive\nr1\n");
 }
 
 // Someone pointed the archive at an object the cache holds that is no commit: the fold, riding the
