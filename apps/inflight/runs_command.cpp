@@ -215,7 +215,7 @@ int RunsCommand::prune(const StoreSettings& store) const {
   if (reply->deleted.empty()) std::cout << "nothing to prune on " << reply->url << "\n";
   for (const auto& id : reply->missing)
     std::cerr << "inflight: run " << id << " is not published on " << reply->url << "\n";
-  for (const auto& failed : reply->failed) std::cerr << "inflight: not deleted: " << failed << "\n";
+  for (const auto& failed : reply->failed) std::cerr << "inflight: " << failed << "\n";
   if (!reply->failed.empty()) return kExitFailure;
   return reply->missing.empty() ? kExitSuccess : kExitNotFound;
 }

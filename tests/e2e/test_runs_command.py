@@ -276,36 +276,6 @@ def test_a_new_repo_starts_in_layout_2(serve_factory, tmp_path, git_daemon):
     assert removal == {"id": run_id, "removed": True}, removal
 
 
-def test_a_prune_builds_the_archive_again_without_the_pruned_results(serve_factory, tmp_path,
-                                                                     git_daemon):
-    """Layout 2's archive keeps every folded result reachable. `runs prune` replaces it, in its one
-    push, by folds of every other published run: the server's gc then deletes the pruned result
-    and its markers, and keeps every other run's."""
-    archive = "refs/inflight-archive/results"
-    pod = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
-    kept, pruned = published(pod, tests=2, test_ms=1), published(pod, tests=2, test_ms=1)
-    results = {run_id: git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{run_id}").strip()
-               for run_id in (kept, pruned)}
-    wait_for(lambda: set(results.values()) <= set(git(git_daemon.bare, "rev-list",
-                                                      archive).split()), 30, "both folded")
-    pod.stop()  # no fold of its own after the prune's
-
-    operator = tmp_path / "operator"
-    operator.mkdir()
-    r = runs(operator, git_daemon, "prune", "--run-id", pruned)
-    assert r.returncode == 0 and f"deleted {pruned}" in r.stdout, r.stdout + r.stderr
-    reached = git(git_daemon.bare, "rev-list", "--objects", archive)
-    assert results[kept] in reached and results[pruned] not in reached, reached
-    folded = git(git_daemon.bare, "ls-tree", "--name-only", archive).split()
-    assert folded == [".archive", kept], folded
-    git(git_daemon.bare, "gc", "--quiet", "--prune=now")
-    gone = subprocess.run(["git", "-C", str(git_daemon.bare), "cat-file", "-e", results[pruned]])
-    assert gone.returncode != 0
-    git(git_daemon.bare, "cat-file", "-e", results[kept])
-    git(git_daemon.bare, "fsck", "--strict", "--no-dangling")
-    assert sorted(listed(operator, git_daemon)[0]) == [kept]
-
-
 # The shortest retention a pod takes: a git step's deadline (docs/results.md "The history layout").
 RETAIN_BRIEFLY = ("--git-timeout", "8s", "--results-ref-retention", "8s")
 
@@ -397,6 +367,51 @@ def test_a_folded_result_ref_goes_once_its_retention_passed(serve_factory, tmp_p
     unsure = fresh.post("/api/eval/run", {"id": "r-new-after"})
     assert unsure.status == 503 and unsure.json()["error"] == "cannot_check", unsure.body
     assert not [e for e in fresh.events() if e.get("msg") == "attempt started"]
+
+
+def test_a_prune_builds_the_archive_again_without_the_pruned_results(serve_factory, tmp_path,
+                                                                     git_daemon):
+    """Layout 2's archive keeps every folded result reachable, the only ref of one whose result ref
+    went. `runs prune` replaces it, in its one push, by folds of every other published run, and
+    sends none of their results again: the server's gc then deletes the pruned result and keeps
+    the others. A prune of every run leaves a fold of none, which lookups still need, and a pod
+    publishes again after the gc."""
+    archive = "refs/inflight-archive/results"
+    git(git_daemon.bare, "config", "receive.fsckObjects", "true")  # a stub's bytes would fail
+    pod = unreffing_pod(serve_factory, tmp_path, git_daemon)
+    kept, pruned = published(pod, tests=2, test_ms=1), published(pod, tests=2, test_ms=1)
+    results = {run_id: git(git_daemon.bare, "rev-parse", f"refs/inflight-results/{run_id}").strip()
+               for run_id in (kept, pruned)}
+    pod.submit(tests=600, test_ms=100)  # a run whose checkpoints are the pushes after them
+    wait_for(lambda: not git(git_daemon.bare, "for-each-ref", f"refs/inflight-results/{kept}"),
+             60, "the kept run's result ref deleted")
+    pod.stop()  # no fold of its own after the prune's
+
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    r = runs(operator, git_daemon, "prune", "--run-id", pruned)
+    assert r.returncode == 0 and f"deleted {pruned}" in r.stdout, r.stdout + r.stderr
+    reached = git(git_daemon.bare, "rev-list", "--objects", archive)
+    assert results[kept] in reached and results[pruned] not in reached, reached
+    assert git(git_daemon.bare, "ls-tree", "--name-only", archive).split() == [".archive", kept]
+    git(git_daemon.bare, "gc", "--quiet", "--prune=now")
+    for run_id, stored in ((kept, True), (pruned, False)):
+        found = subprocess.run(["git", "-C", str(git_daemon.bare), "cat-file", "-e",
+                                results[run_id]], capture_output=True).returncode == 0
+        assert found == stored, run_id
+    git(git_daemon.bare, "fsck", "--strict", "--no-dangling")
+    rows = listed(operator, git_daemon)[0]
+    assert sorted(i for i, row in rows.items() if row["state"] == "succeeded") == [kept], rows
+
+    r = runs(operator, git_daemon, "prune", "--run-id", kept)
+    assert r.returncode == 0 and f"deleted {kept}" in r.stdout, r.stdout + r.stderr
+    assert git(git_daemon.bare, "ls-tree", "--name-only", archive).split() == [".archive"]
+    git(git_daemon.bare, "gc", "--quiet", "--prune=now")
+    pod_b = tmp_path / "pod-b"
+    again = start(serve_factory, pod_b, git_daemon, "pod-b")
+    fresh = published(again, tests=2, test_ms=1)
+    wait_for(lambda: fresh in git(git_daemon.bare, "ls-tree", "--name-only", archive).split(), 30,
+             "a new run folded")
 
 
 # What a server's hook declines: every push that deletes a result ref (the unref), or that

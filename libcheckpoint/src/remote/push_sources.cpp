@@ -5,11 +5,13 @@
 #include <git2/sys/refs.h>
 #include <git2/sys/repository.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
 #include "git/cache_repo_impl.hpp"
 #include "git/git_error.hpp"
+#include "git/oid_text.hpp"
 #include "git/repo_objects.hpp"
 
 namespace inflight::checkpoint {
@@ -152,7 +154,31 @@ void PushSources::use_own_objects() {
 
 void PushSources::stub(const git_oid& commit) {
   use_own_objects();
-  stubs_.insert(commit);
+  stubs_.try_emplace(commit);
+}
+
+void PushSources::stub(const git_oid& commit, const std::vector<std::string>& parents) {
+  use_own_objects();
+  // libgit2 reads at most 2^16 parents of a commit: more are reached through stubs of groups of
+  // them, with ids that no real object has.
+  constexpr std::size_t kParentsPerStub = 1000;
+  std::vector<std::string> reached = parents;
+  for (int level = 0; reached.size() > kParentsPerStub; ++level) {
+    std::vector<std::string> groups;
+    for (std::size_t first = 0; first < reached.size(); first += kParentsPerStub) {
+      const auto end = std::min(reached.size(), first + kParentsPerStub);
+      const std::string name = "inflight: the stubs of group " + std::to_string(level) + "/" +
+                               std::to_string(first) + " under " + oid_hex(commit);
+      git_oid group;
+      git_check(git_odb_hash(&group, name.data(), name.size(), GIT_OBJECT_COMMIT),
+                "make the push's objects");
+      stubs_.insert_or_assign(group, stub_reaching({reached.begin() + static_cast<long>(first),
+                                                    reached.begin() + static_cast<long>(end)}));
+      groups.push_back(oid_hex(group));
+    }
+    reached = std::move(groups);
+  }
+  stubs_.insert_or_assign(commit, stub_reaching(reached));
 }
 
 std::string PushSources::add(const std::string& ref, const git_oid& commit) {

@@ -12,6 +12,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "git/git_handle.hpp"
 #include "inflight/checkpoint/git_store.hpp"
@@ -35,6 +36,9 @@ class PushSources {
   // The server holds `commit`, a parent of a commit this push sends, which the cache lacks: a
   // stub stands in for it. Uses the push's own objects.
   void stub(const git_oid& commit);
+  // … and the server's `commit` reaches `parents` (hex): libgit2 hides them with it, and never
+  // sends those the cache holds, nor a stub of those it lacks.
+  void stub(const git_oid& commit, const std::vector<std::string>& parents);
   // The repository to push from: its refs are the sources alone.
   git_repository* git() const { return repo_.get(); }
 
@@ -42,7 +46,7 @@ class PushSources {
   // Outlive repo_, whose refdb and object database read them.
   std::map<std::string, git_oid> refs_;
   OdbHandle cache_objects_;
-  OidSet stubs_;
+  Stubs stubs_;
   bool own_objects_ = false;
   RepositoryHandle repo_;
 };

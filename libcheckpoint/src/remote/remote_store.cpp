@@ -386,6 +386,22 @@ std::optional<std::string> RemoteStore::archived_status(const std::string& run_i
   return std::nullopt;
 }
 
+RemoteStore::Reachable RemoteStore::serves_markers() {
+  const auto known = oid_hex(marker_id(archive_known()));
+  const auto& location = impl_->location;
+  if (location.local_path) return reachable_in(*location.local_path, known);
+  switch (impl_->fetch_by_id(known)) {
+    case Impl::ById::fetched:
+      return Reachable::yes;
+    case Impl::ById::not_allowed:
+      return Reachable::unknown;
+    case Impl::ById::refused_or_lost:
+      break;
+  }
+  throw GitError(Failure::unreachable, "look up the archive's marker " + known + " on " +
+                                           location.display + ": refused, or the connection ended");
+}
+
 RemoteStore::Reachable RemoteStore::Impl::archived(const std::string& run_id) {
   return reachable(oid_hex(marker_id(published_marker(run_id))),
                    oid_hex(marker_id(archive_known())));

@@ -32,7 +32,7 @@ struct ForwardBackend {
 // Plain fields only: libgit2 holds a pointer to `backend`, cast back to this.
 struct StubBackend {
   git_odb_backend backend;
-  const OidSet* stubs;
+  const Stubs* stubs;
   git_oid tree;
   const std::string* commit;  // the bytes of each stub
 };
@@ -79,9 +79,10 @@ std::optional<std::pair<git_object_t, std::string_view>> stub_object(git_odb_bac
                                                                      const git_oid* oid) {
   const auto& stub = stub_of(backend);
   if (git_oid_equal(oid, &stub.tree)) return std::pair(GIT_OBJECT_TREE, std::string_view(""));
-  if (stub.stubs->contains(*oid))
-    return std::pair(GIT_OBJECT_COMMIT, std::string_view(*stub.commit));
-  return std::nullopt;
+  const auto found = stub.stubs->find(*oid);
+  if (found == stub.stubs->end()) return std::nullopt;
+  return std::pair(GIT_OBJECT_COMMIT,
+                   std::string_view(found->second.empty() ? *stub.commit : found->second));
 }
 
 int stub_read(void** data, std::size_t* size, git_object_t* type, git_odb_backend* backend,
@@ -105,12 +106,11 @@ int stub_exists(git_odb_backend* backend, const git_oid* oid) {
   return stub_object(backend, oid) ? 1 : 0;
 }
 
-// The id of a stub's tree, and the bytes of every stub.
-std::pair<git_oid, std::string> stub_bytes() {
+git_oid stub_tree() {
   git_oid tree;
   git_check(git_odb_hash(&tree, kStubTreeBytes.data(), kStubTreeBytes.size(), GIT_OBJECT_TREE),
             "make the push's objects");
-  return {tree, commit_bytes(oid_hex(tree), {}, 0, "a commit of the server's, not downloaded\n")};
+  return tree;
 }
 
 // Adds `backend` to `odb`, which frees it from then on.
@@ -123,7 +123,12 @@ void add(git_odb* odb, git_odb_backend* backend, int priority) {
 
 }  // namespace
 
-OdbHandle push_objects(git_odb* cache, const OidSet& stubs) {
+std::string stub_reaching(const std::vector<std::string>& parents) {
+  static const auto tree = oid_hex(stub_tree());
+  return commit_bytes(tree, parents, 0, "a commit of the server's, not downloaded\n");
+}
+
+OdbHandle push_objects(git_odb* cache, const Stubs& stubs) {
   git_odb* raw = nullptr;
   git_check(git_odb_new(&raw), "make the push's objects");
   OdbHandle odb(raw);
@@ -137,7 +142,8 @@ OdbHandle push_objects(git_odb* cache, const OidSet& stubs) {
   forward->backend.exists = forward_exists;
   forward->backend.free = [](git_odb_backend* b) { delete reinterpret_cast<ForwardBackend*>(b); };
   add(odb.get(), &forward->backend, 2);  // a real object wins over its stub
-  static const auto [tree, commit] = stub_bytes();
+  static const auto tree = stub_tree();
+  static const auto commit = stub_reaching({});
   auto* stub = new StubBackend{.backend = {}, .stubs = &stubs, .tree = tree, .commit = &commit};
   stub->backend.version = GIT_ODB_BACKEND_VERSION;
   stub->backend.read = stub_read;

@@ -2,6 +2,7 @@
 #include "store/archive_fold.hpp"
 
 #include <charconv>
+#include <set>
 #include <span>
 #include <stdexcept>
 
@@ -52,7 +53,7 @@ git_oid fold_tree(git_repository* git, std::span<const ArchivedRun> runs) {
                                    &known, GIT_FILEMODE_TREE),
             "add the archive's known marker to a fold");
   for (const auto& run : runs) {
-    if (git_treebuilder_get(tree.get(), run.run_id.c_str()) != nullptr) continue;
+    if (!run.marked || git_treebuilder_get(tree.get(), run.run_id.c_str()) != nullptr) continue;
     git_oid marker = write_marker(git, published_marker(run.run_id));
     if (!run.final_status.empty())
       marker = write_marker(git, status_marker(run.run_id, run.final_status));
@@ -66,12 +67,14 @@ git_oid fold_tree(git_repository* git, std::span<const ArchivedRun> runs) {
 }
 
 // The chain of folds of `runs`, kRunsPerFold to a commit, on `tip` (on a new genesis where it is
-// empty), built in the push's own objects; its last commit.
+// empty), built in the push's own objects; its last commit. One fold at least, even of no run:
+// lookups need the marker K that each fold holds.
 std::string fold_chain(const std::vector<ArchivedRun>& runs, const std::string& tip,
                        PushSources& objects) {
   git_repository* git = objects.git();
   std::string parent = tip.empty() ? oid_hex(write_marker(git, archive_genesis())) : tip;
-  for (std::size_t first = 0; first < runs.size(); first += kRunsPerFold) {
+  std::size_t first = 0;
+  do {
     const auto end = std::min(runs.size(), first + kRunsPerFold);
     std::vector<std::string> parents{parent};
     for (std::size_t i = first; i < end; ++i) {
@@ -83,7 +86,8 @@ std::string fold_chain(const std::vector<ArchivedRun>& runs, const std::string& 
     const auto tree = fold_tree(git, std::span(runs).subspan(first, end - first));
     parent = oid_hex(write_commit_on(
         git, tree, parents, "inflight archive: " + std::to_string(end - first) + " runs\n"));
-  }
+    first = end;
+  } while (first < runs.size());
   return parent;
 }
 
@@ -104,7 +108,13 @@ RefUpdate archive_rebuilt(std::vector<ArchivedRun> runs, std::string tip) {
   return {.ref = std::string(kArchiveRef),
           .commit = "",
           .from = std::move(tip),
-          .build = [runs = std::move(runs)](const std::string&, PushSources& objects) {
+          .build = [runs = std::move(runs)](const std::string& tip, PushSources& objects) {
+            // The tip reaches every result folded: hidden with it, those the new archive keeps
+            // are not sent again (a result the cache lacks would go as a stub's bytes).
+            std::set<std::string> results;
+            for (const auto& run : runs)
+              if (!run.result.empty()) results.insert(run.result);
+            if (!tip.empty()) objects.stub(parse_oid(tip), {results.begin(), results.end()});
             return fold_chain(runs, "", objects);
           }};
 }

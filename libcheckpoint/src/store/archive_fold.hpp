@@ -43,6 +43,9 @@ struct ArchivedRun {
   std::string run_id;
   std::string result;        // the result commit the run's ref holds (hex); none when empty
   std::string final_status;  // succeeded, failed or cancelled; empty: M(id) alone, no S(id, …)
+  // false: no marker, the result alone. A result ref with no entry yet is a release under way: a
+  // marker would make its own retry find the run published by another pod.
+  bool marked;
 };
 
 std::string fold_record(std::string_view run_id);

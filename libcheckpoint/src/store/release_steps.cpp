@@ -296,7 +296,8 @@ CheckpointStore::FoldPush CheckpointStore::add_fold(std::vector<RefUpdate>& upda
       const auto text = read_file_at(cache_, result, kRunParamsFile, kMaxRunParamsBytes);
       const auto status = text ? run_params_from_text(*text).final_status : std::nullopt;
       if (!status || !makes_markers(run_id, *status)) throw std::runtime_error("no markers");
-      fold.runs.push_back({.run_id = run_id, .result = result, .final_status = *status});
+      fold.runs.push_back(
+          {.run_id = run_id, .result = result, .final_status = *status, .marked = true});
     } catch (const GitError& e) {
       if (e.kind() == Failure::cache) throw;
       cache_.forget_pushed(record);

@@ -141,10 +141,9 @@ std::optional<std::vector<PublishedRun>> CheckpointStore::unread_log_runs(
       static_cast<std::size_t>(branches) + request.local.size() + request.finished.size();
   if (asked > kMaxRestoreLookups) return std::nullopt;
   try {
-    // Any run id asks the server whether it serves markers by id: published or not, it answers.
-    if (remote_.archived("inflight-probe") == RemoteStore::Reachable::unknown) return std::nullopt;
+    if (remote_.serves_markers() != RemoteStore::Reachable::yes) return std::nullopt;
   } catch (const GitError& e) {
-    // A server that serves only its tips by id ends both fetches ("unreachable"): the log
+    // A server that serves only its tips by id, or no tree, refuses K ("unreachable"): the log
     // answers instead, and a network that is down fails that read as it would have.
     if (e.kind() == Failure::cache || e.kind() == Failure::auth) throw;
     return std::nullopt;

@@ -357,7 +357,7 @@ std::optional<std::string> index_without(CacheRepo& cache, const std::string& ti
 
 // What the archive keeps after a prune: every published run but the pruned ones, each with its
 // markers and its result (its ref's, else the one its entry names); a run with a ref and no entry
-// with its publish marker alone.
+// (a release under way) with its result alone.
 std::vector<ArchivedRun> archive_without(const RefMap& refs, const FinishedEntries& finished,
                                          const std::vector<std::string>& pruned) {
   const std::set<std::string> gone(pruned.begin(), pruned.end());
@@ -368,11 +368,13 @@ std::vector<ArchivedRun> archive_without(const RefMap& refs, const FinishedEntri
     kept[id] = {
         .run_id = id,
         .result = ref != refs.results.end() ? ref->second : entry.result_commit.value_or(""),
-        .final_status = makes_markers(id, entry.final_status) ? entry.final_status : ""};
+        .final_status = makes_markers(id, entry.final_status) ? entry.final_status : "",
+        .marked = true};
   }
   for (const auto& [id, result] : refs.results)
     if (!gone.contains(id))
-      kept.try_emplace(id, ArchivedRun{.run_id = id, .result = result, .final_status = ""});
+      kept.try_emplace(
+          id, ArchivedRun{.run_id = id, .result = result, .final_status = "", .marked = false});
   std::vector<ArchivedRun> runs;
   for (auto& [id, run] : kept) runs.push_back(std::move(run));
   return runs;
@@ -384,7 +386,10 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
                           std::int64_t now) {
   RunPruneReport report;
   const auto refs = map_refs(remote.list("refs/"), report.problems);
+  const auto unread = report.problems.size();
   const auto finished = finished_entries(cache, remote, refs, report.problems);
+  // Every entry of every index: a file of layout 1's skipped is a run the archive would lose.
+  const bool whole = finished.whole && report.problems.size() == unread;
   const auto chosen = runs_to_prune(finished.entries, refs.published, request, now, report);
   if (request.dry_run || chosen.empty()) {
     report.deleted = chosen;
@@ -412,7 +417,7 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
   // Layout 2's archive keeps every folded result reachable, a pruned one too, until it is built
   // again without them, from the indexes: only from whole ones, since a run left out of it may
   // have no other ref, and the server's gc would delete its result.
-  if (refs.archive && !finished.whole)
+  if (refs.archive && !whole)
     report.problems.push_back(std::string(kArchiveRef) +
                               " still keeps the pruned results: an index was not read whole");
   else if (refs.archive)
@@ -420,7 +425,12 @@ RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneR
   const auto results = remote.update(updates);
   for (std::size_t i = 0; i < updates.size(); ++i)
     if (results[i].outcome != RefOutcome::updated)
-      report.failed.push_back(updates[i].ref + ": " + results[i].detail);
+      report.failed.push_back(updates[i].ref == kArchiveRef
+                                  ? updates[i].ref +
+                                        " not rebuilt, so the pruned results stay "
+                                        "stored until a later prune: " +
+                                        results[i].detail
+                                  : updates[i].ref + " not updated: " + results[i].detail);
   const auto landed = [&](std::optional<std::size_t> at) {
     return !at || results[*at].outcome == RefOutcome::updated;
   };
@@ -464,7 +474,8 @@ MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run
     report.folded += folds_result;
     runs.push_back({.run_id = id,
                     .result = folds_result ? result->second : "",
-                    .final_status = status_marker ? entry.final_status : ""});
+                    .final_status = status_marker ? entry.final_status : "",
+                    .marked = true});
     lines += write_index_line(entry);
     ++report.copied;
   }

@@ -186,6 +186,11 @@ class RemoteStore {
   // Whether layout 2's archive holds run `run_id`: reachable() of its publish marker, with the
   // marker every fold holds as the object known to be there.
   Reachable archived(const std::string& run_id);
+  // Whether the server serves layout 2's markers by id, in one fetch: of K, which every fold holds.
+  // `yes`, or `unknown` where it allows no want by id; a GitError where it refused (a server that
+  // serves no tree by id) or the connection ended: libgit2 tells the two apart no more than for
+  // reachable().
+  Reachable serves_markers();
   // How run `run_id` ended, by its status markers: the first of succeeded, failed and cancelled
   // whose S(id, status) the server serves; nullopt when none is, or the server cannot say.
   std::optional<std::string> archived_status(const std::string& run_id);

@@ -83,7 +83,7 @@ struct RunPruneReport {
   std::vector<std::string> deleted;
   std::vector<std::string> missing;   // named, but not published
   std::vector<std::string> problems;  // index files that could not be read
-  std::vector<std::string> failed;    // refs the server did not update
+  std::vector<std::string> failed;    // refs the server did not update, each with why
 };
 RunPruneReport prune_runs(CacheRepo& cache, RemoteStore& remote, const RunPruneRequest& request,
                           std::int64_t now);

@@ -534,7 +534,14 @@ TEST_F(GitDaemonTest, AMarkerIsLookedUpByIdWithoutDownloadingIntoTheCache) {
   RemoteStore other(elsewhere, config(url()));
   const auto reachable = [&](const std::string& commit) { return other.reachable(commit, folded); };
   EXPECT_EQ(reachable(folded), RemoteStore::Reachable::unknown);
+  EXPECT_EQ(other.serves_markers(), RemoteStore::Reachable::unknown);
   git(remote_path(), "config uploadpack.allowReachableSHA1InWant true");
+  // Whether it serves markers at all is one fetch, of the marker every fold holds.
+  EXPECT_EQ(kind_of([&] { other.serves_markers(); }), Failure::unreachable);  // no fold holds K
+  write_file(temp_.path() / "known", archive_known().bytes);
+  git(remote_path(),
+      "hash-object -w -t tree --stdin < '" + (temp_.path() / "known").string() + "'");
+  EXPECT_EQ(other.serves_markers(), RemoteStore::Reachable::yes);
   EXPECT_EQ(reachable(folded), RemoteStore::Reachable::yes);
   EXPECT_EQ(reachable(stored), RemoteStore::Reachable::no);
   EXPECT_EQ(reachable(stored_tree), RemoteStore::Reachable::yes);
