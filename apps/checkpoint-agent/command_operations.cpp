@@ -266,4 +266,15 @@ agent::RunsMigrated migrate_runs(Context& c, const agent::MigrateRuns& call) {
           .failed = std::move(report.failed)};
 }
 
+agent::RunsCompacted compact_runs(Context& c, const agent::CompactRuns& call) {
+  auto report = ck::compact_runs(c.store.cache(), c.store.remote(), call.dry_run);
+  return {.url = c.store.remote().display_url(),
+          .entries = report.entries,
+          .removals = report.removals,
+          .commits_before = report.commits_before,
+          .commits_after = report.commits_after,
+          .problems = std::move(report.problems),
+          .failed = std::move(report.failed)};
+}
+
 }  // namespace inflight::agent_ops

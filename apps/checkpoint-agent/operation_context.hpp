@@ -47,6 +47,7 @@ agent::RunShown show_run(Context& c, const agent::ShowRun& call);
 agent::RunLogWritten run_log(Context& c, const agent::WriteRunLog& call);
 agent::RunsPruned prune_runs(Context& c, const agent::PruneRuns& call);
 agent::RunsMigrated migrate_runs(Context& c, const agent::MigrateRuns& call);
+agent::RunsCompacted compact_runs(Context& c, const agent::CompactRuns& call);
 
 // A ref judged against this pod is `rejected`: another instance owns the run.
 Error ref_failure(ck::RefOutcome outcome, std::string message);

@@ -84,7 +84,8 @@ const std::map<std::string_view, Operation>& operations() {
       operation(agent_ops::show),         operation(agent_ops::prune),
       operation(agent_ops::list_runs),    operation(agent_ops::show_run),
       operation(agent_ops::run_log),      operation(agent_ops::prune_runs),
-      operation(agent_ops::migrate_runs), operation(agent_ops::look_up)};
+      operation(agent_ops::migrate_runs), operation(agent_ops::look_up),
+      operation(agent_ops::compact_runs)};
   return all;
 }
 

@@ -75,11 +75,14 @@ RunsCommand::RunsCommand(CLI::App& app, const std::function<void(CLI::App*)>& ad
   migrate_ = group->add_subcommand(
       "migrate", "copy the index into the history layout's log, and fold the results");
   migrate_->add_flag("--dry-run", dry_run_, "count what would be copied and folded, write nothing");
-  for (auto* command : {list_, show_, logs_, prune_, migrate_}) add_store_flags(command);
+  compact_ = group->add_subcommand(
+      "compact", "rewrite the history layout's log as few commits, which runs list reads faster");
+  compact_->add_flag("--dry-run", dry_run_, "count the commits it would write, write nothing");
+  for (auto* command : {list_, show_, logs_, prune_, migrate_, compact_}) add_store_flags(command);
 }
 
 CLI::App* RunsCommand::parsed() const {
-  for (auto* command : {list_, show_, logs_, prune_, migrate_})
+  for (auto* command : {list_, show_, logs_, prune_, migrate_, compact_})
     if (command->parsed()) return command;
   return nullptr;
 }
@@ -90,6 +93,7 @@ int RunsCommand::run(const OptionSources& sources) const {
   if (show_->parsed()) return show(store);
   if (logs_->parsed()) return logs(store);
   if (migrate_->parsed()) return migrate(store);
+  if (compact_->parsed()) return compact(store);
   return prune(store);
 }
 
@@ -231,6 +235,23 @@ int RunsCommand::migrate(const StoreSettings& store) const {
   std::cout << (dry_run_ ? "would copy " : "copied ") << reply->copied
             << " index entries into the log of " << reply->url << ", and "
             << (dry_run_ ? "fold " : "folded ") << reply->folded << " results into its archive\n";
+  return kExitSuccess;
+}
+
+// Exit 1 when the log was not rewritten: not read whole, or a publish moved it meanwhile (nothing
+// is lost; run it again).
+int RunsCommand::compact(const StoreSettings& store) const {
+  const auto reply = call_agent(store, agent::CompactRuns{.dry_run = dry_run_});
+  if (!reply) return report_failure(reply.error(), kRunsListed);
+  warn_problems(reply->problems);
+  for (const auto& failed : reply->failed) std::cerr << "inflight: " << failed << "\n";
+  if (!reply->failed.empty()) return kExitFailure;
+  std::cout << "the log of " << reply->url << " lists " << reply->entries << " runs and "
+            << reply->removals << " removed in " << reply->commits_before << " commits; ";
+  if (reply->commits_after >= reply->commits_before)
+    std::cout << "it is compact already\n";
+  else
+    std::cout << (dry_run_ ? "it would take " : "it now takes ") << reply->commits_after << "\n";
   return kExitSuccess;
 }
 

@@ -33,6 +33,7 @@ class RunsCommand {
   int logs(const StoreSettings& store) const;
   int prune(const StoreSettings& store) const;
   int migrate(const StoreSettings& store) const;
+  int compact(const StoreSettings& store) const;
   agent::PruneRuns prune_request() const;
 
   CLI::App* list_ = nullptr;
@@ -40,6 +41,7 @@ class RunsCommand {
   CLI::App* logs_ = nullptr;
   CLI::App* prune_ = nullptr;
   CLI::App* migrate_ = nullptr;
+  CLI::App* compact_ = nullptr;
   bool json_ = false;
   std::string state_;
   std::string run_id_;

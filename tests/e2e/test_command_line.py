@@ -51,7 +51,7 @@ def test_every_option_of_serve_says_its_type_default_and_variable():
     (["bogus"], "unknown command 'bogus' (one of: help, version, completion, serve, resume"),
     (["--bogus"], "unknown option '--bogus'"),
     (["checkpoints", "bogus"], "checkpoints: unknown command 'bogus' (one of: list, show, prune)"),
-    (["runs"], "runs: a command is required (one of: list, show, logs, prune, migrate)"),
+    (["runs"], "runs: a command is required (one of: list, show, logs, prune, migrate, compact)"),
     (["serve", "--bogus"], "--bogus"),
     (["completion", "fish"], "unknown shell 'fish'"),
 ])

@@ -276,6 +276,46 @@ def test_a_new_repo_starts_in_layout_2(serve_factory, tmp_path, git_daemon):
     assert removal == {"id": run_id, "removed": True}, removal
 
 
+def test_runs_compact_rewrites_the_log_as_few_commits(serve_factory, tmp_path, git_daemon):
+    """Each publish adds a commit to layout 2's log. `runs compact` rewrites it as a new root and
+    one commit of a line per run it lists and per run it removed: `runs list` lists the same runs
+    with every field, a pruned run stays out, and the next publish adds its commit to the new log.
+    A log compact already is left as it is."""
+    log = "refs/heads/inflight-runs-log"
+    pod = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
+    ids = [published(pod, tests=2, test_ms=1) for _ in range(3)]
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    r = runs(operator, git_daemon, "prune", "--run-id", ids[0])
+    assert r.returncode == 0, r.stderr
+    tip = git(git_daemon.bare, "rev-parse", log).strip()
+    assert git(git_daemon.bare, "rev-list", "--count", log).strip() == "5"  # root, 3 runs, a prune
+    before, _ = listed(operator, git_daemon)
+    assert sorted(before) == sorted(ids[1:]), before
+
+    dry = runs(operator, git_daemon, "compact", "--dry-run")
+    assert dry.returncode == 0 and "lists 2 runs and 1 removed in 4 commits; it would take 1" \
+        in dry.stdout, dry.stdout + dry.stderr
+    assert git(git_daemon.bare, "rev-parse", log).strip() == tip
+    done = runs(operator, git_daemon, "compact")
+    assert done.returncode == 0 and "it now takes 1" in done.stdout, done.stdout + done.stderr
+    assert git(git_daemon.bare, "rev-list", "--count", log).strip() == "2"
+    lines = [json.loads(line) for line in
+             git(git_daemon.bare, "show", f"{log}:entries.jsonl").splitlines()]
+    assert {line["id"]: line.get("removed", False) for line in lines} == \
+        {ids[0]: True, ids[1]: False, ids[2]: False}, lines
+    fresh_dir = tmp_path / "operator-2"
+    fresh_dir.mkdir()
+    after, _ = listed(fresh_dir, git_daemon)
+    assert after == before
+    again = runs(operator, git_daemon, "compact")
+    assert again.returncode == 0 and "compact already" in again.stdout, again.stdout
+
+    published(pod, tests=2, test_ms=1)
+    assert git(git_daemon.bare, "rev-list", "--count", log).strip() == "3"
+    git(git_daemon.bare, "fsck", "--strict", "--no-dangling")
+
+
 # The shortest retention a pod takes: a git step's deadline (docs/results.md "The history layout").
 RETAIN_BRIEFLY = ("--git-timeout", "8s", "--results-ref-retention", "8s")
 

@@ -181,6 +181,7 @@ struct FinishedEntries {
   std::set<std::string> logged;               // the ids layout 2's index lists or removed
   std::string flat_tip;                       // layout 1's index, when there is one
   bool whole = true;                          // every listed index was read
+  std::size_t log_commits = 0;                // layout 2's log's, after its root
 };
 
 // Each index on its own: one that cannot be read (a tip that is no commit) is a problem, and the
@@ -223,6 +224,7 @@ FinishedEntries finished_entries(CacheRepo& cache, RemoteStore& remote, const Re
       }
       problems.insert(problems.end(), index.problems.begin(), index.problems.end());
       if (!index.problems.empty()) finished.whole = false;  // a line or a commit left unread
+      finished.log_commits = index.log_commits;
     });
   return finished;
 }
@@ -496,6 +498,40 @@ MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run
     if (!pushed(archive_fold({at(first), at(first + kRunsFoldedPerPush)}))) return report;
   }
   pushed(runs_log_delta(std::move(lines)));
+  return report;
+}
+
+CompactionReport compact_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run) {
+  CompactionReport report;
+  const auto refs = map_refs(remote.list("refs/"), report.problems);
+  if (!refs.runs_log) {
+    report.failed.push_back(std::string(kRunsLogRef) + " is not there: no log to compact");
+    return report;
+  }
+  const auto unread = report.problems.size();
+  const auto finished = finished_entries(cache, remote, refs, report.problems);
+  report.commits_before = finished.log_commits;
+  if (!finished.whole || report.problems.size() != unread) {
+    report.failed.push_back(std::string(kRunsLogRef) + " not compacted: it was not read whole");
+    return report;
+  }
+  // What a reader takes from the log, and only that: layout 1's files are read beside it.
+  std::string lines;
+  for (const auto& id : finished.logged) {
+    const auto entry = finished.entries.find(id);
+    if (entry == finished.entries.end()) {
+      lines += write_removal_line(id);  // wins over layout 1's file of it still
+      ++report.removals;
+    } else {
+      lines += write_index_line(entry->second);
+      ++report.entries;
+    }
+  }
+  report.commits_after = runs_log_deltas(lines);
+  if (dry_run || report.commits_after >= report.commits_before) return report;
+  const auto result = remote.update({runs_log_compacted(std::move(lines), refs.runs_log->oid)});
+  if (result[0].outcome != RefOutcome::updated)
+    report.failed.push_back(std::string(kRunsLogRef) + " not compacted: " + result[0].detail);
   return report;
 }
 

@@ -35,6 +35,7 @@ struct RunsIndex {
   std::map<std::string, IndexEntry> entries;  // by run id
   std::set<std::string> removed;              // the ids whose last line is a removal (a prune's)
   std::vector<std::string> problems;
+  std::size_t log_commits = 0;  // read after the log's root
 };
 
 // The entries of the snapshot at `snapshot` and of the log from `log_tip` back to its root, each
@@ -48,5 +49,12 @@ RunsIndex read_runs_index(CacheRepo& cache, const std::optional<std::string>& sn
 // kMaxIndexFileBytes). A log that went between the listing that chose it and the push starts
 // again from a root of its own.
 RefUpdate runs_log_delta(std::string lines);
+
+// The update that replaces the log at `tip` by a new root and the fewest deltas that hold `lines`
+// (compaction: a reader then walks a few commits, not one per publish). A delta that landed since
+// the caller read the log at `tip` makes it `taken`: nothing is lost, and it can be asked again.
+RefUpdate runs_log_compacted(std::string lines, std::string tip);
+// The deltas that hold `lines` after a compaction.
+std::size_t runs_log_deltas(std::string_view lines);
 
 }  // namespace inflight::checkpoint

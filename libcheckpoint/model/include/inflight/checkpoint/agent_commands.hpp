@@ -225,4 +225,24 @@ struct MigrateRuns {
 };
 INFLIGHT_AGENT_MESSAGE(MigrateRuns, dry_run)
 
+// `inflight runs compact`: layout 2's log rewritten as few commits (checkpoint::compact_runs).
+struct RunsCompacted {
+  std::string url;
+  std::uint64_t entries = 0;
+  std::uint64_t removals = 0;
+  std::uint64_t commits_before = 0;
+  std::uint64_t commits_after = 0;  // or, with dry_run, would be
+  std::vector<std::string> problems;
+  std::vector<std::string> failed;
+};
+INFLIGHT_AGENT_MESSAGE(RunsCompacted, url, entries, removals, commits_before, commits_after,
+                       problems, failed)
+
+struct CompactRuns {
+  static constexpr std::string_view op = "compact_runs";
+  using Answer = RunsCompacted;
+  bool dry_run = false;
+};
+INFLIGHT_AGENT_MESSAGE(CompactRuns, dry_run)
+
 }  // namespace inflight::agent
