@@ -22,6 +22,8 @@ refs/inflight-results/, by `git update-ref --stdin`, then packed). On it:
   bytes each way of that one push;
 - the release of that run (final checkpoint, result, index entry, branch
   deleted), with its bytes each way;
+- a claim: a small run that pod-a checkpointed, with no lease, taken by pod-b's
+  restore from an empty cache, with its bytes each way;
 - `inflight runs list --json` from an empty directory, then again from it, and
   `--state live` from an empty directory (no index read).
 
@@ -111,8 +113,8 @@ def write_history(bare, n):
 class Measures:
     """Every figure of one history size, repetition by repetition."""
 
-    def __init__(self, tmp, url, proxy, work_dir):
-        self.tmp, self.url, self.proxy, self.run_dir = tmp, url, proxy, work_dir
+    def __init__(self, tmp, bare, url, proxy, work_dir):
+        self.tmp, self.bare, self.url, self.proxy, self.run_dir = tmp, bare, url, proxy, work_dir
         self.figures = {}
 
     def add(self, name, value):
@@ -168,6 +170,33 @@ class Measures:
             self.run_dir, cache, self.url, run_id=run_id, reason="final", op="release")[0])
         shutil.rmtree(cache)
 
+    def claim(self, rep):
+        """A waiting run (pod-a's checkpoint, no lease) claimed by pod-b from an empty disk: the
+        restore's listing, the run looked up in the archive, its branch downloaded and taken."""
+        run_id = f"claimed-{rep}"
+        where = tempfile.mkdtemp(dir=self.tmp, prefix="claim-")
+        run_dir, runs = os.path.join(where, "run"), os.path.join(where, "runs")
+        gitbench.make_run_dir(run_dir, files=5, file_bytes=1000, index_bytes=2000)
+        with open(os.path.join(run_dir, "run-params.json"), "w") as f:
+            f.write(gitbench.resumable_run_params(run_id))
+        gitbench.agent_save(run_dir, os.path.join(where, "a.git"), self.url, run_id=run_id,
+                            reason="periodic")
+        os.makedirs(runs)
+        answers = []
+
+        def restore():
+            seconds, answer = gitbench.agent_restore(runs, os.path.join(where, "b.git"), self.url)
+            answers.append(answer)
+            return seconds
+        self.traffic("a claim of a waiting run, empty cache", restore)
+        if not os.path.isdir(os.path.join(runs, run_id)):
+            raise RuntimeError(f"{run_id} was not claimed: {answers}")
+        # Gone again, so that the next pod's start finds no run to take.
+        for ref in git(self.bare, "for-each-ref", "--format=%(refname)").split():
+            if ref.endswith(f"/{run_id}") or ref.startswith("refs/heads/inflight-lease/"):
+                git(self.bare, "update-ref", "-d", ref)
+        shutil.rmtree(where)
+
     def runs_list(self, rep):
         cwd = tempfile.mkdtemp(dir=self.tmp, prefix="operator-")
         lists = (("runs list, empty cache", []), ("runs list, warm cache", []),
@@ -189,6 +218,7 @@ class Measures:
         self.add("inflight run, start to published s", self.inflight_run(rep))
         self.add("a pod's start (restore look), empty cache s", self.start(rep))
         self.checkpoints(rep)
+        self.claim(rep)
         self.runs_list(rep)
 
     def medians(self):
@@ -222,7 +252,7 @@ def prepare(tmp, server, proxy, n, layout, no_repack):
     print(f"history of {n} runs written in {time.monotonic() - t0:.1f} s", flush=True)
     work = os.path.join(tmp, f"run-{n}")
     gitbench.make_run_dir(work)
-    return Measures(tmp, url, proxy, work)
+    return Measures(tmp, bare, url, proxy, work)
 
 
 def main():

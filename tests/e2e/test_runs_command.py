@@ -278,9 +278,9 @@ def test_a_new_repo_starts_in_layout_2(serve_factory, tmp_path, git_daemon):
 
 def test_runs_compact_rewrites_the_log_as_few_commits(serve_factory, tmp_path, git_daemon):
     """Each publish adds a commit to layout 2's log. `runs compact` rewrites it as a new root and
-    one commit of a line per run it lists and per run it removed: `runs list` lists the same runs
-    with every field, a pruned run stays out, and the next publish adds its commit to the new log.
-    A log compact already is left as it is."""
+    one commit of the last line of each run it lists or removed, as written (a field of a newer
+    release included): `runs list` lists the same runs, a pruned run stays out, and the next
+    publish adds its commit to the new log. A log compact already is left as it is."""
     log = "refs/heads/inflight-runs-log"
     pod = start(serve_factory, tmp_path / "pod-a", git_daemon, "pod-a")
     ids = [published(pod, tests=2, test_ms=1) for _ in range(3)]
@@ -288,22 +288,34 @@ def test_runs_compact_rewrites_the_log_as_few_commits(serve_factory, tmp_path, g
     operator.mkdir()
     r = runs(operator, git_daemon, "prune", "--run-id", ids[0])
     assert r.returncode == 0, r.stderr
+    # A pod of a newer release wrote ids[1]'s entry again, with a field this one does not know.
+    written = {}
+    for commit in git(git_daemon.bare, "rev-list", log).split()[:-1]:
+        for text in git(git_daemon.bare, "show", f"{commit}:entries.jsonl").splitlines():
+            written.setdefault(json.loads(text)["id"], text)
+    newer = written[ids[1]][:-1] + ',"from_a_newer_release":{"kept":[1,2]}}'
+    (tmp_path / "newer.jsonl").write_text(newer + "\n")
+    blob = git(git_daemon.bare, "hash-object", "-w", str(tmp_path / "newer.jsonl")).strip()
+    tree = git(git_daemon.bare, "mktree", input=f"100644 blob {blob}\tentries.jsonl\n").strip()
+    delta = git(git_daemon.bare, "commit-tree", "-p", log, "-m", "inflight runs: 1 lines",
+                tree).strip()
+    git(git_daemon.bare, "update-ref", log, delta)
     tip = git(git_daemon.bare, "rev-parse", log).strip()
-    assert git(git_daemon.bare, "rev-list", "--count", log).strip() == "5"  # root, 3 runs, a prune
+    assert git(git_daemon.bare, "rev-list", "--count", log).strip() == "6"  # root, 3, prune, newer
     before, _ = listed(operator, git_daemon)
     assert sorted(before) == sorted(ids[1:]), before
 
     dry = runs(operator, git_daemon, "compact", "--dry-run")
-    assert dry.returncode == 0 and "lists 2 runs and 1 removed in 4 commits; it would take 1" \
+    assert dry.returncode == 0 and "lists 2 runs and 1 removed in 5 commits; it would take 1" \
         in dry.stdout, dry.stdout + dry.stderr
     assert git(git_daemon.bare, "rev-parse", log).strip() == tip
     done = runs(operator, git_daemon, "compact")
     assert done.returncode == 0 and "it now takes 1" in done.stdout, done.stdout + done.stderr
     assert git(git_daemon.bare, "rev-list", "--count", log).strip() == "2"
-    lines = [json.loads(line) for line in
-             git(git_daemon.bare, "show", f"{log}:entries.jsonl").splitlines()]
-    assert {line["id"]: line.get("removed", False) for line in lines} == \
+    lines = git(git_daemon.bare, "show", f"{log}:entries.jsonl").splitlines()
+    assert {json.loads(line)["id"]: json.loads(line).get("removed", False) for line in lines} == \
         {ids[0]: True, ids[1]: False, ids[2]: False}, lines
+    assert newer in lines and written[ids[2]] in lines, lines  # byte for byte
     fresh_dir = tmp_path / "operator-2"
     fresh_dir.mkdir()
     after, _ = listed(fresh_dir, git_daemon)

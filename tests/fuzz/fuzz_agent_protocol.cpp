@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "inflight/checkpoint/agent_commands.hpp"
 #include "inflight/checkpoint/agent_protocol.hpp"
 
 namespace {
@@ -30,5 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   read_as<Published>(output);
   read_as<Released>(output);
   read_as<LookedUpRuns>(output);
+  read_as<RunsMigrated>(output);
+  read_as<RunsCompacted>(output);
   return 0;
 }

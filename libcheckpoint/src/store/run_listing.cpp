@@ -1,6 +1,7 @@
 #include "inflight/checkpoint/run_listing.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -181,7 +182,6 @@ struct FinishedEntries {
   std::set<std::string> logged;               // the ids layout 2's index lists or removed
   std::string flat_tip;                       // layout 1's index, when there is one
   bool whole = true;                          // every listed index was read
-  std::size_t log_commits = 0;                // layout 2's log's, after its root
 };
 
 // Each index on its own: one that cannot be read (a tip that is no commit) is a problem, and the
@@ -224,7 +224,6 @@ FinishedEntries finished_entries(CacheRepo& cache, RemoteStore& remote, const Re
       }
       problems.insert(problems.end(), index.problems.begin(), index.problems.end());
       if (!index.problems.empty()) finished.whole = false;  // a line or a commit left unread
-      finished.log_commits = index.log_commits;
     });
   return finished;
 }
@@ -505,33 +504,30 @@ CompactionReport compact_runs(CacheRepo& cache, RemoteStore& remote, bool dry_ru
   CompactionReport report;
   const auto refs = map_refs(remote.list("refs/"), report.problems);
   if (!refs.runs_log) {
-    report.failed.push_back(std::string(kRunsLogRef) + " is not there: no log to compact");
+    report.problems.push_back(std::string(kRunsLogRef) + " is not there (layout 1): no log");
     return report;
   }
-  const auto unread = report.problems.size();
-  const auto finished = finished_entries(cache, remote, refs, report.problems);
-  report.commits_before = finished.log_commits;
-  if (!finished.whole || report.problems.size() != unread) {
+  // The log alone, however long, each id's last line kept as written: a field this release does
+  // not know is a newer pod's, and stays.
+  const auto index =
+      read_runs_index(cache, std::nullopt, remote.fetch_listed(*refs.runs_log),
+                      {.keep_lines = true, .max_commits = std::numeric_limits<std::size_t>::max()});
+  report.commits_before = index.log_commits;
+  report.entries = index.entries.size();
+  report.removals = index.removed.size();  // each wins over a file of inflight-index still
+  if (!index.problems.empty()) {
+    report.problems.insert(report.problems.end(), index.problems.begin(), index.problems.end());
     report.failed.push_back(std::string(kRunsLogRef) + " not compacted: it was not read whole");
     return report;
   }
-  // What a reader takes from the log, and only that: layout 1's files are read beside it.
   std::string lines;
-  for (const auto& id : finished.logged) {
-    const auto entry = finished.entries.find(id);
-    if (entry == finished.entries.end()) {
-      lines += write_removal_line(id);  // wins over layout 1's file of it still
-      ++report.removals;
-    } else {
-      lines += write_index_line(entry->second);
-      ++report.entries;
-    }
-  }
+  for (const auto& [id, line] : index.lines) (lines += line) += '\n';
   report.commits_after = runs_log_deltas(lines);
   if (dry_run || report.commits_after >= report.commits_before) return report;
   const auto result = remote.update({runs_log_compacted(std::move(lines), refs.runs_log->oid)});
   if (result[0].outcome != RefOutcome::updated)
-    report.failed.push_back(std::string(kRunsLogRef) + " not compacted: " + result[0].detail);
+    report.failed.push_back(std::string(kRunsLogRef) +
+                            " not compacted (run it again): " + result[0].detail);
   return report;
 }
 

@@ -22,6 +22,7 @@ namespace {
 // than kMaxIndexFileLines lines: the rest is not read.
 struct ParsedFile {
   std::vector<Result<IndexLine>> lines;
+  std::vector<std::string_view> raw;  // each line's text, in the text parsed
   bool cut = false;
 };
 
@@ -33,7 +34,8 @@ ParsedFile parse_lines(std::string_view text, Removals removals) {
       break;
     }
     const auto end = text.find('\n');
-    file.lines.push_back(parse_index_line(text.substr(0, end), removals));
+    file.raw.push_back(text.substr(0, end));
+    file.lines.push_back(parse_index_line(file.raw.back(), removals));
     text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
   }
   return file;
@@ -67,7 +69,8 @@ std::vector<ParsedFile> parse_files(const std::vector<std::string>& texts, Remov
 
 class IndexReader {
  public:
-  explicit IndexReader(CacheRepo& cache) : git_(raw_repo(cache)), odb_(open_odb(git_)) {}
+  IndexReader(CacheRepo& cache, const LogReading& how)
+      : git_(raw_repo(cache)), odb_(open_odb(git_)), how_(how) {}
 
   void read_snapshot(const std::string& commit) {
     const TreeHandle root = tree_of(lookup_commit(git_, commit).get());
@@ -83,8 +86,8 @@ class IndexReader {
     std::vector<CommitHandle> deltas;  // newest first
     CommitHandle commit = lookup_commit(git_, tip);
     while (git_commit_parentcount(commit.get()) > 0) {
-      if (deltas.size() == kMaxLogCommits) {
-        problem("the log is longer than " + std::to_string(kMaxLogCommits) +
+      if (deltas.size() == how_.max_commits) {
+        problem("the log is longer than " + std::to_string(how_.max_commits) +
                 " commits: the older ones are not read (inflight runs compact)");
         index_.log_commits = deltas.size();
         return apply(deltas);
@@ -170,12 +173,15 @@ class IndexReader {
         problem(where + ": " + parsed.error().message);
       } else if (bucket && runs_bucket(parsed->id) != *bucket) {
         problem(where + ": run " + parsed->id + " belongs in bucket " + runs_bucket(parsed->id));
-      } else if (parsed->entry) {
-        index_.removed.erase(parsed->id);
-        index_.entries.insert_or_assign(parsed->id, std::move(*parsed->entry));
       } else {
-        index_.entries.erase(parsed->id);
-        index_.removed.insert(parsed->id);
+        if (how_.keep_lines) index_.lines.insert_or_assign(parsed->id, std::string(file.raw[i]));
+        if (parsed->entry) {
+          index_.removed.erase(parsed->id);
+          index_.entries.insert_or_assign(parsed->id, std::move(*parsed->entry));
+        } else {
+          index_.entries.erase(parsed->id);
+          index_.removed.insert(parsed->id);
+        }
       }
     }
     if (file.cut)
@@ -218,6 +224,7 @@ class IndexReader {
 
   git_repository* git_;
   OdbHandle odb_;
+  LogReading how_;
   RunsIndex index_;
 };
 
@@ -276,8 +283,8 @@ std::string log_chain(const std::vector<std::string>& files, const std::string& 
 
 // A compacted log's lines per commit. git's receive-pack stores a pushed pack of fewer than 100
 // objects (receive.unpackLimit) as loose objects, which its upload-pack then compresses, and tries
-// to delta, at every fetch until its next gc: 3.7 s for a log of 50,000 entries in 4,096-line
-// commits. In 256-line commits (100 kB each) the pack of any log this long stays a pack.
+// to delta, at every fetch until its next gc: a listing of a log of 50,000 entries in 4,096-line
+// commits took 4 s. In 256-line commits (100 kB each) the pack of any log this long stays a pack.
 constexpr std::size_t kCompactedLines = 256;
 
 }  // namespace
@@ -307,8 +314,8 @@ std::size_t runs_log_deltas(std::string_view lines) {
 }
 
 RunsIndex read_runs_index(CacheRepo& cache, const std::optional<std::string>& snapshot,
-                          const std::optional<std::string>& log_tip) {
-  IndexReader reader(cache);
+                          const std::optional<std::string>& log_tip, const LogReading& how) {
+  IndexReader reader(cache, how);
   if (snapshot) reader.read_snapshot(*snapshot);
   if (log_tip) reader.read_log(*log_tip);
   return reader.take();

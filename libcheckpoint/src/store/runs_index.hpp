@@ -36,12 +36,19 @@ struct RunsIndex {
   std::set<std::string> removed;              // the ids whose last line is a removal (a prune's)
   std::vector<std::string> problems;
   std::size_t log_commits = 0;  // read after the log's root
+  // With LogReading::keep_lines, the text of each id's last line, as it was written.
+  std::map<std::string, std::string> lines;
+};
+
+struct LogReading {
+  bool keep_lines = false;
+  std::size_t max_commits = kMaxLogCommits;  // after the root; the older ones are a problem
 };
 
 // The entries of the snapshot at `snapshot` and of the log from `log_tip` back to its root, each
 // a commit the cache holds with what it reaches (either may be absent).
 RunsIndex read_runs_index(CacheRepo& cache, const std::optional<std::string>& snapshot,
-                          const std::optional<std::string>& log_tip);
+                          const std::optional<std::string>& log_tip, const LogReading& how = {});
 
 // The update that adds `lines` (entry and removal lines, each ending in a newline) to the log,
 // built on the tip the server advertises, which is never downloaded: one delta, or a chain of

@@ -102,18 +102,19 @@ struct MigrationReport {
 };
 MigrationReport migrate_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run);
 
-// Layout 2's log rewritten as a new root and the fewest deltas that hold what it says: one line
-// per run it lists, and one per run it removed (docs/results.md "The history layout"). Each
+// Layout 2's log rewritten as a new root and few deltas that hold what it says: the last line of
+// each run it lists or removed, byte for byte (docs/results.md "The history layout"). Each
 // publish adds a commit to the log, and a reader walks them all. Only a log read whole is
-// rewritten, expecting the tip it was read at: a publish since makes the rewrite fail, and
-// loses nothing. Unless `dry_run`, one push.
+// rewritten, expecting the tip it was read at: on a server, a publish since makes the rewrite
+// fail, and loses nothing (a local path's transport forces it). Unless `dry_run`, one push; none
+// for a repo with no log.
 struct CompactionReport {
   std::size_t entries = 0;         // runs the log lists
   std::size_t removals = 0;        // runs it removed
   std::size_t commits_before = 0;  // after the root
   std::size_t commits_after = 0;   // after the new root (or that would be)
   std::vector<std::string> problems;
-  std::vector<std::string> failed;  // the log, when the server did not take the rewrite
+  std::vector<std::string> failed;  // the log, when it was not rewritten
 };
 CompactionReport compact_runs(CacheRepo& cache, RemoteStore& remote, bool dry_run);
 
