@@ -353,6 +353,14 @@ RemoteStore::Reachable RemoteStore::Impl::reachable(const std::string& object,
   parse_oid(object);
   parse_oid(known);
   if (location.local_path) return reachable_in(*location.local_path, object);
+  if (const auto answer = served(object)) return *answer;
+  if (const auto answer = served(known))  // the server answers, and did not serve `object`
+    return *answer == Reachable::yes ? Reachable::no : *answer;
+  throw GitError(Failure::unreachable, "look up " + object + " on " + location.display +
+                                           ": the connection ended before an answer, twice");
+}
+
+std::optional<RemoteStore::Reachable> RemoteStore::Impl::served(const std::string& object) {
   switch (fetch_by_id(object)) {
     case Impl::ById::fetched:
       return Reachable::yes;
@@ -361,16 +369,7 @@ RemoteStore::Reachable RemoteStore::Impl::reachable(const std::string& object,
     case Impl::ById::refused_or_lost:
       break;
   }
-  switch (fetch_by_id(known)) {
-    case Impl::ById::fetched:
-      return Reachable::no;  // the server answers, and did not serve `object`
-    case Impl::ById::not_allowed:
-      return Reachable::unknown;
-    case Impl::ById::refused_or_lost:
-      break;
-  }
-  throw GitError(Failure::unreachable, "look up " + object + " on " + location.display +
-                                           ": the connection ended before an answer, twice");
+  return std::nullopt;
 }
 
 RemoteStore::Reachable RemoteStore::archived(const std::string& run_id) {
@@ -390,14 +389,7 @@ RemoteStore::Reachable RemoteStore::serves_markers() {
   const auto known = oid_hex(marker_id(archive_known()));
   const auto& location = impl_->location;
   if (location.local_path) return reachable_in(*location.local_path, known);
-  switch (impl_->fetch_by_id(known)) {
-    case Impl::ById::fetched:
-      return Reachable::yes;
-    case Impl::ById::not_allowed:
-      return Reachable::unknown;
-    case Impl::ById::refused_or_lost:
-      break;
-  }
+  if (const auto answer = impl_->served(known)) return *answer;
   throw GitError(Failure::unreachable, "look up the archive's marker " + known + " on " +
                                            location.display + ": refused, or the connection ended");
 }

@@ -5,6 +5,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -132,6 +133,9 @@ struct RemoteStore::Impl {
   // connection that follows, as it would a connection lost: the two are one outcome here.
   enum class ById { fetched, refused_or_lost, not_allowed };
   ById fetch_by_id(const std::string& object);
+  // fetch_by_id() as an answer: `yes` (fetched), `unknown` (no want by id allowed), or nullopt
+  // (refused, or the connection ended).
+  std::optional<RemoteStore::Reachable> served(const std::string& object);
   RemoteStore::Reachable reachable(const std::string& object, const std::string& known);
   RemoteStore::Reachable archived(const std::string& run_id);
   // Whether layout 2's archive, advertised in `tips`, holds the marker of run `run_id`: a run
