@@ -2,9 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace inflight {
 
@@ -138,6 +143,57 @@ char escape_letter(unsigned char c) {
   }
 }
 
+// Writes the escape of `byte`, one that kEscapedWidth does not keep as it is, at `to`.
+char* append_escape(char* to, unsigned char byte) {
+  *to++ = '\\';
+  if (kEscapedWidth[byte] == 2) {
+    *to++ = escape_letter(byte);
+    return to;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  to = std::copy_n("u00", 3, to);
+  *to++ = kHex[byte >> 4];
+  *to++ = kHex[byte & 0xf];
+  return to;
+}
+
+// Text is escaped a block of kBlock bytes at a time, led by the block's mask of bytes to escape.
+constexpr std::size_t kBlock = 16;
+
+// One block of text, copied out, with zeros past its end: the writer copies a whole block's
+// width from any place of it in one move, where the copy of each short run between escapes
+// cost a call.
+struct Block {
+  Block(std::string_view text, std::size_t at) : size(std::min(kBlock, text.size() - at)) {
+    std::memcpy(bytes.data(), text.data() + at, size);
+    mask = escape_mask() & ((std::uint32_t{1} << size) - 1);
+  }
+
+  std::array<char, 2 * kBlock> bytes{};
+  std::size_t size;
+  std::uint32_t mask;  // bit i: bytes[i] is escaped
+
+ private:
+#if defined(__SSE2__)  // every x86-64: the whole block at once
+  std::uint32_t escape_mask() const {
+    const __m128i chars = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes.data()));
+    const __m128i quote = _mm_cmpeq_epi8(chars, _mm_set1_epi8('"'));
+    const __m128i backslash = _mm_cmpeq_epi8(chars, _mm_set1_epi8('\\'));
+    // A byte below 0x20 is its own minimum with 0x1f (unsigned).
+    const __m128i control = _mm_cmpeq_epi8(_mm_min_epu8(chars, _mm_set1_epi8(0x1f)), chars);
+    return static_cast<std::uint32_t>(
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)));
+  }
+#else
+  std::uint32_t escape_mask() const {
+    std::uint32_t found = 0;
+    for (std::size_t i = 0; i < kBlock; ++i)
+      if (kEscapedWidth[static_cast<unsigned char>(bytes[i])] != 1) found |= 1u << i;
+    return found;
+  }
+#endif
+};
+
 }  // namespace
 
 void append_json_string(std::string& out, std::string_view text) {
@@ -148,29 +204,30 @@ void append_json_string(std::string& out, std::string_view text) {
 void append_utf8_json_string(std::string& out, std::string_view text) {
   // Measured first, then written in place, plain runs copied whole: an answer of a few KB has a
   // quote every few bytes, and an append per escape cost more than the two passes.
-  std::size_t width = 2;
-  for (const char c : text) width += kEscapedWidth[static_cast<unsigned char>(c)];
-  const auto start = out.size();
-  out.resize(start + width);
-  char* at = out.data() + start;
-  *at++ = '"';
-  for (std::size_t i = 0; i < text.size();) {
-    const auto run_start = i;
-    while (i < text.size() && kEscapedWidth[static_cast<unsigned char>(text[i])] == 1) ++i;
-    at = std::copy(text.data() + run_start, text.data() + i, at);
-    if (i == text.size()) break;
-    const auto byte = static_cast<unsigned char>(text[i++]);
-    *at++ = '\\';
-    if (kEscapedWidth[byte] == 2) {
-      *at++ = escape_letter(byte);
-    } else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      at = std::copy_n("u00", 3, at);
-      *at++ = kHex[byte >> 4];
-      *at++ = kHex[byte & 0xf];
-    }
+  std::size_t width = 2 + text.size();
+  for (std::size_t at = 0; at < text.size(); at += kBlock) {
+    const Block block(text, at);
+    for (auto mask = block.mask; mask != 0; mask &= mask - 1)
+      width += kEscapedWidth[static_cast<unsigned char>(block.bytes[std::countr_zero(mask)])] - 1;
   }
-  *at = '"';
+  const auto start = out.size();
+  out.resize(start + width + kBlock);  // a block's copy may pass the end: cut below
+  char* to = out.data() + start;
+  *to++ = '"';
+  for (std::size_t at = 0; at < text.size(); at += kBlock) {
+    const Block block(text, at);
+    std::size_t copied = 0;
+    for (auto mask = block.mask; mask != 0; mask &= mask - 1) {
+      const auto i = static_cast<std::size_t>(std::countr_zero(mask));
+      std::memcpy(to, block.bytes.data() + copied, kBlock);  // the run up to i, and more
+      to = append_escape(to + (i - copied), static_cast<unsigned char>(block.bytes[i]));
+      copied = i + 1;
+    }
+    std::memcpy(to, block.bytes.data() + copied, kBlock);
+    to += block.size - copied;
+  }
+  *to = '"';
+  out.resize(start + width);
 }
 
 std::string printable(std::string_view text) {

@@ -62,64 +62,116 @@ std::string_view level_name(Level level) {
   return "info";
 }
 
-std::string text_line(Level level, std::string_view message, const nlohmann::json& fields) {
-  std::string line = iso8601_utc(SystemClock::now()) + " " + std::string(level_name(level)) + " " +
-                     std::string(message);
-  if (fields.is_object()) {
-    for (const auto& [key, value] : fields.items())
-      line += " " + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
-  }
-  return line + "\n";
-}
+// Writes a field of a line, given as json or as a Field, in the line's format.
+struct FieldWriter {
+  std::string& line;
+  Format format;
 
-// A field's value as nlohmann dumps it; strings and integers, nearly all of them, are written
-// without a dump's temporary string.
-void append_json_value(std::string& line, const nlohmann::json& value) {
-  char digits[24];
-  switch (value.type()) {
-    case nlohmann::json::value_t::string:
-      return append_json_string(line, value.get_ref<const std::string&>());
-    case nlohmann::json::value_t::number_unsigned:
-      line.append(digits, std::to_chars(digits, std::end(digits), value.get<std::uint64_t>()).ptr);
+  void name(std::string_view name) {
+    if (format == Format::text) {
+      line += ' ';
+      line += name;
+      line += '=';
       return;
-    case nlohmann::json::value_t::number_integer:
-      line.append(digits, std::to_chars(digits, std::end(digits), value.get<std::int64_t>()).ptr);
-      return;
-    default:
-      line += value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  }
-}
-
-// {"time":…,"level":…,"msg":…, then the fields in their order}; a field named time, level or
-// msg replaces that value in place. Written piece by piece: serve logs two lines a model call,
-// and copying the fields into an ordered json first cost more than the dump.
-std::string json_line(Level level, std::string_view message, const nlohmann::json& fields) {
-  std::string line;
-  line.reserve(256);
-  const auto key = [&](std::string_view name) {
+    }
     line += line.empty() ? '{' : ',';
     append_json_string(line, name);
     line += ':';
-  };
-  const auto head = [&](std::string_view name, std::string_view value) {
-    key(name);
-    const auto it = fields.is_object() ? fields.find(name) : fields.end();
-    if (it != fields.end())
-      append_json_value(line, *it);
+  }
+  void value(const nlohmann::json& value) {
+    if (format == Format::text)
+      line += value.is_string() ? value.get_ref<const std::string&>() : value.dump();
     else
-      append_json_string(line, value);
+      append_json_value(value);
+  }
+  void value(const Field& field) {
+    char digits[24];
+    if (const auto* number = std::get_if<std::uint64_t>(&field.value))
+      line.append(digits, std::to_chars(digits, std::end(digits), *number).ptr);
+    else if (format == Format::text)
+      line += std::get<std::string_view>(field.value);
+    else
+      append_json_string(line, std::get<std::string_view>(field.value));
+  }
+
+  // A field's value as nlohmann dumps it; strings and integers, nearly all of them, are written
+  // without a dump's temporary string.
+  void append_json_value(const nlohmann::json& value) {
+    char digits[24];
+    switch (value.type()) {
+      case nlohmann::json::value_t::string:
+        return append_json_string(line, value.get_ref<const std::string&>());
+      case nlohmann::json::value_t::number_unsigned:
+        line.append(digits,
+                    std::to_chars(digits, std::end(digits), value.get<std::uint64_t>()).ptr);
+        return;
+      case nlohmann::json::value_t::number_integer:
+        line.append(digits, std::to_chars(digits, std::end(digits), value.get<std::int64_t>()).ptr);
+        return;
+      default:
+        line += value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+  }
+};
+
+bool is_head(std::string_view name) {
+  return name == "time" || name == "level" || name == "msg";
+}
+
+// text: `time level message key=value…`; json: {"time":…,"level":…,"msg":…, then the fields in
+// their order}, where a field named time, level or msg replaces that value in place. Written
+// piece by piece: copying the fields into an ordered json first cost more than the dump.
+// each_field(f) calls f(name, value) for each field, in order.
+template <class Each>
+std::string format_line(Level level, std::string_view message, Each each_field) {
+  std::string line;
+  line.reserve(256);
+  FieldWriter writer{line, g_format};
+  const auto now = iso8601_utc(SystemClock::now());
+  if (g_format == Format::text) {
+    line = now + " " + std::string(level_name(level)) + " " + std::string(message);
+    each_field([&](std::string_view name, const auto& value) {
+      writer.name(name);
+      writer.value(value);
+    });
+    return line + "\n";
+  }
+  const auto head = [&](std::string_view name, std::string_view value) {
+    writer.name(name);
+    bool replaced = false;
+    each_field([&](std::string_view field, const auto& given) {
+      if (field == name && !replaced) {
+        writer.value(given);
+        replaced = true;
+      }
+    });
+    if (!replaced) append_json_string(line, value);
   };
-  head("time", iso8601_utc(SystemClock::now()));
+  head("time", now);
   head("level", level_name(level));
   head("msg", message);
-  if (fields.is_object())
-    for (const auto& [name, value] : fields.items())
-      if (name != "time" && name != "level" && name != "msg") {
-        key(name);
-        append_json_value(line, value);
-      }
+  each_field([&](std::string_view name, const auto& value) {
+    if (is_head(name)) return;
+    writer.name(name);
+    writer.value(value);
+  });
   line += "}\n";
   return line;
+}
+
+// Adds a finished line to the batch, or writes it.
+void emit(Level level, const std::string& line) {
+  auto& p = pending();
+  const std::lock_guard lock(p.mutex);
+  if (!p.schedule_flush) return write_out(line);
+  p.lines += line;
+  if (level != Level::info || p.lines.size() >= kMaxPending) {
+    write_out(p.lines);
+    p.lines.clear();
+  } else if (!p.flush_scheduled) {
+    p.flush_scheduled = true;
+    p.schedule_flush();
+  }
 }
 
 }  // namespace
@@ -133,19 +185,16 @@ Format default_format() {
 }
 
 void write(Level level, std::string_view message, const nlohmann::json& fields) {
-  const auto line = g_format == Format::json ? json_line(level, message, fields)
-                                             : text_line(level, message, fields);
-  auto& p = pending();
-  const std::lock_guard lock(p.mutex);
-  if (!p.schedule_flush) return write_out(line);
-  p.lines += line;
-  if (level != Level::info || p.lines.size() >= kMaxPending) {
-    write_out(p.lines);
-    p.lines.clear();
-  } else if (!p.flush_scheduled) {
-    p.flush_scheduled = true;
-    p.schedule_flush();
-  }
+  emit(level, format_line(level, message, [&](const auto& each) {
+         if (fields.is_object())
+           for (const auto& [name, value] : fields.items()) each(name, value);
+       }));
+}
+
+void write(Level level, std::string_view message, std::initializer_list<Field> fields) {
+  emit(level, format_line(level, message, [&](const auto& each) {
+         for (const auto& field : fields) each(field.name, field);
+       }));
 }
 
 void flush() {

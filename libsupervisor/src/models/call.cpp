@@ -20,8 +20,9 @@ namespace http = beast::http;
 
 namespace {
 
-OrderedJson tokens_json(const std::optional<std::uint64_t>& tokens) {
-  return tokens ? OrderedJson(*tokens) : OrderedJson("unknown");
+log::Field tokens_field(std::string_view name, const std::optional<std::uint64_t>& tokens) {
+  if (tokens) return {name, *tokens};
+  return {name, std::string_view("unknown")};
 }
 
 }  // namespace
@@ -34,10 +35,12 @@ Call::Call(Hub& hub, std::shared_ptr<Attempt> attempt, beast::tcp_stream& child,
   handle_.child = &child;
   position_ = hub_.calls.insert(hub_.calls.end(), &handle_);
   hub_.call_started(*attempt_, target_.model);
-  log::info("model call started", {{"run_id", attempt_->run_id},
-                                   {"model", target.model},
-                                   {"attempt", attempt_->number},
-                                   {"request_bytes", request_bytes}});
+  // Fields, named in order as a json object orders them: the lines stay as they were.
+  log::write(log::Level::info, "model call started",
+             {{"attempt", static_cast<std::uint64_t>(attempt_->number)},
+              {"model", target.model},
+              {"request_bytes", request_bytes},
+              {"run_id", attempt_->run_id}});
 }
 
 Call::~Call() {
@@ -47,15 +50,16 @@ Call::~Call() {
 
 void Call::ended(unsigned status, std::string_view source, std::string_view outcome,
                  const Usage& usage) {
-  log::info("model call ended", {{"run_id", attempt_->run_id},
-                                 {"model", target_.model},
-                                 {"attempt", attempt_->number},
-                                 {"status", status},
-                                 {"ms", elapsed_ms()},
-                                 {"input_tokens", tokens_json(usage.input)},
-                                 {"output_tokens", tokens_json(usage.output)},
-                                 {"source", source},
-                                 {"outcome", outcome}});
+  log::write(log::Level::info, "model call ended",
+             {{"attempt", static_cast<std::uint64_t>(attempt_->number)},
+              tokens_field("input_tokens", usage.input),
+              {"model", target_.model},
+              {"ms", elapsed_ms()},
+              {"outcome", outcome},
+              tokens_field("output_tokens", usage.output),
+              {"run_id", attempt_->run_id},
+              {"source", source},
+              {"status", std::uint64_t{status}}});
   hub_.count(target_.model, source, outcome, usage);
   if (outcome != "ok") return;
   auto& counts = *attempt_->counts;

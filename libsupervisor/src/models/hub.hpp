@@ -68,7 +68,7 @@ class Attempt {
   std::optional<JournalWriter> writer;
   bool journal_full_logged = false;
   bool journal_error_logged = false;
-  std::map<std::string, std::size_t> asked;  // digest → requests of this attempt so far
+  std::map<std::string, std::size_t> asked;  // recorded digest → requests of this attempt so far
 
   std::size_t connections = 0;
 

@@ -15,10 +15,13 @@ namespace http = beast::http;
 
 std::optional<JournalRecord> recorded_answer(Attempt& attempt, const ModelRoute& route,
                                              const std::string& digest) {
-  const auto k = attempt.asked[digest]++;
   if (!route.spec.replay || attempt.journal.problem) return std::nullopt;
   const auto it = attempt.journal.by_digest.find(digest);
-  if (it == attempt.journal.by_digest.end() || k >= it->second.size()) return std::nullopt;
+  // Only a recorded identity is counted: `asked` stays as small as the journal read, where
+  // counting every request grew it by one entry a call for the attempt's life.
+  if (it == attempt.journal.by_digest.end()) return std::nullopt;
+  const auto k = attempt.asked[digest]++;
+  if (k >= it->second.size()) return std::nullopt;
   auto entry = read_journal_entry(attempt.journal, it->second[k]);
   // The run dir is the child's to write: what was read is checked again.
   if (entry && entry->digest == digest) return std::move(*entry);

@@ -50,14 +50,26 @@ class Serve:
         self.port = int(listening["address"].rsplit(":", 1)[1])
 
     def _read(self):
-        for line in self.proc.stderr:
-            event = self._parsed(line)
+        """What serve wrote, as it comes: each read's whole lines are kept under one lock with
+        one wake-up, so that a serve logging thousands of lines a second (two per model call)
+        costs the reader little of the CPU it shares with what is measured."""
+        fd = self.proc.stderr.fileno()
+        partial = b""
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            data = partial + chunk
+            end = data.rfind(b"\n") + 1 if chunk else len(data)
+            partial = data[end:]
+            lines = data[:end].decode(errors="replace").split("\n")
+            last = lines.pop()  # empty but at the end, where the last line may lack its newline
+            lines = [line + "\n" for line in lines] + ([last] if last else [])
+            events = [self._parsed(line) for line in lines]
             with self.changed:
-                self.lines.append(line)
-                self._events.append(event)
+                self.lines.extend(lines)
+                self._events.extend(events)
                 self.changed.notify_all()
-        with self.changed:
-            self.changed.notify_all()
+            if not chunk:
+                return
 
     def _parsed(self, line):
         """One log line as the event kept; a subclass may add to it."""

@@ -127,5 +127,33 @@ TEST_F(LogBatchTest, AJsonLineKeepsItsFormByteForByte) {
   EXPECT_EQ(expected["msg"], "replaced");
 }
 
+// A model call's lines are written from Fields, every other line from json: both give the same
+// line, in either format, a field named like the head included (a json object's fields come in
+// the order of their names, which a caller of Fields keeps).
+TEST_F(LogBatchTest, FieldsGiveTheLineJsonGives) {
+  const auto without_time = [](std::string line) {
+    const auto start = line.starts_with("{") ? line.find(':') + 1 : 0;
+    return line.erase(start, line.find(line.starts_with("{") ? ',' : ' ') - start);
+  };
+  for (const auto format : {Format::json, Format::text}) {
+    set_format(format);
+    warn("model call ended", {{"run_id", "r\"1\n\xff"},
+                              {"status", 200u},
+                              {"tokens", "unknown"},
+                              {"level", "replaced"},
+                              {"ms", 18446744073709551615u}});
+    write(Level::warn, "model call ended",
+          {{"level", "replaced"},
+           {"ms", std::uint64_t{18446744073709551615u}},
+           {"run_id", "r\"1\n\xff"},
+           {"status", std::uint64_t{200}},
+           {"tokens", "unknown"}});
+    const auto out = writes();
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(without_time(out[1]), without_time(out[0]));
+    EXPECT_NE(out[0].find("18446744073709551615"), std::string::npos) << out[0];
+  }
+}
+
 }  // namespace
 }  // namespace inflight::log
