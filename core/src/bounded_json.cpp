@@ -165,7 +165,10 @@ constexpr std::size_t kBlock = 16;
 // cost a call.
 struct Block {
   Block(std::string_view text, std::size_t at) : size(std::min(kBlock, text.size() - at)) {
-    std::memcpy(bytes.data(), text.data() + at, size);
+    if (size == kBlock)
+      std::memcpy(bytes.data(), text.data() + at, kBlock);  // a constant size: one move, no call
+    else
+      std::memcpy(bytes.data(), text.data() + at, size);
     mask = escape_mask() & ((std::uint32_t{1} << size) - 1);
   }
 
