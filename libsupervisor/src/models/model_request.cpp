@@ -92,7 +92,9 @@ struct DigestContextFree {
 class PartsDigest {
  public:
   PartsDigest() : context_(EVP_MD_CTX_new()) {
-    if (!context_ || EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr) != 1)
+    // Fetched once: OpenSSL 3 fetches EVP_sha256() again at each init, under a lock.
+    static EVP_MD* const kSha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    if (!context_ || !kSha256 || EVP_DigestInit_ex(context_.get(), kSha256, nullptr) != 1)
       throw std::runtime_error("SHA-256 is not available");
   }
   void part(std::string_view bytes) {

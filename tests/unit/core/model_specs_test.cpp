@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "inflight/core/child_templates.hpp"
 
 namespace inflight {
@@ -49,6 +51,16 @@ TEST(ModelSpecs, ReadsEachKeyWithItsDefault) {
   EXPECT_EQ(claude.timeout, Duration(90'000));
   EXPECT_FALSE(claude.replay);
   EXPECT_EQ(claude.ignore_fields, std::vector<std::string>{"/metadata/user_id"});
+}
+
+// A model's name is [A-Za-z0-9_][A-Za-z0-9_.-]{0,63}: what the listener's paths may carry.
+TEST(ModelSpecs, AModelNameIsAWordOfAtMost64Bytes) {
+  for (const std::string& good :
+       std::vector<std::string>{"openai", "a", "_x", "gpt-4.1_mini", "9", std::string(64, 'm')})
+    EXPECT_TRUE(is_model_name(good)) << good;
+  for (const std::string& bad : std::vector<std::string>{
+           "", ".x", "-x", "a/b", "a b", "caf\xc3\xa9", "a\n", "a:b", std::string(65, 'm')})
+    EXPECT_FALSE(is_model_name(bad)) << bad;
 }
 
 TEST(ModelSpecs, RefusesWhatCannotWorkNamingTheKey) {
