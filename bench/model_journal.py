@@ -1006,8 +1006,8 @@ def main():
         print(f"  {name:7} {r['per_second']:.0f} calls/s ({r['calls']} in {r['seconds']:.1f} s, "
               f"{r['bad']} bad {r.get('first_bad', '')}); CPU per call: serve {per['serve']:.0f} us, "
               f"provider {per['provider']:.0f} us, client "
-              f"{1e6 * r['client_cpu'] / max(1, r['calls']):.0f} us, serve's log reader "
-              f"{per['bench']:.0f} us; calls/s of each turn {r['turns']}")
+              f"{1e6 * r['client_cpu'] / max(1, r['calls']):.0f} us, the bench's process "
+              f"(serve's log reader) {per['bench']:.0f} us; calls/s of each turn {r['turns']}")
     print("3. replay (ms)")
     print(f"  recorded {rec['recorded']} calls in {rec['seconds']:.1f} s; exit 75 -> attempt 2's "
           f"child running {attempt2_s:.2f} s later (backoff 1 s); first replayed call "

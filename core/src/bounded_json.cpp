@@ -1,3 +1,5 @@
+// See bounded_json.hpp: JSON read within limits, UTF-8 checks, and JSON strings written byte
+// for byte as nlohmann dumps them.
 #include "inflight/core/bounded_json.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// See log.hpp: structured log lines, batched per turn of the event loop.
 #include "inflight/core/log.hpp"
 
 #include <limits.h>
@@ -129,7 +130,7 @@ std::string format_line(Level level, std::string_view message, Each each_field) 
   FieldWriter writer{line, g_format};
   const auto now = iso8601_utc(SystemClock::now());
   if (g_format == Format::text) {
-    line = now + " " + std::string(level_name(level)) + " " + std::string(message);
+    line.append(now).append(" ").append(level_name(level)).append(" ").append(message);
     each_field([&](std::string_view name, const auto& value) {
       writer.name(name);
       writer.value(value);
@@ -191,7 +192,7 @@ void write(Level level, std::string_view message, const nlohmann::json& fields) 
        }));
 }
 
-void write(Level level, std::string_view message, std::initializer_list<Field> fields) {
+void write_fields(Level level, std::string_view message, std::initializer_list<Field> fields) {
   emit(level, format_line(level, message, [&](const auto& each) {
          for (const auto& field : fields) each(field.name, field);
        }));

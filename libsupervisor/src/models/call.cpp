@@ -36,11 +36,11 @@ Call::Call(Hub& hub, std::shared_ptr<Attempt> attempt, beast::tcp_stream& child,
   position_ = hub_.calls.insert(hub_.calls.end(), &handle_);
   hub_.call_started(*attempt_, target_.model);
   // Fields, named in order as a json object orders them: the lines stay as they were.
-  log::write(log::Level::info, "model call started",
-             {{"attempt", static_cast<std::uint64_t>(attempt_->number)},
-              {"model", target.model},
-              {"request_bytes", request_bytes},
-              {"run_id", attempt_->run_id}});
+  log::write_fields(log::Level::info, "model call started",
+                    {{"attempt", static_cast<std::uint64_t>(attempt_->number)},
+                     {"model", target.model},
+                     {"request_bytes", request_bytes},
+                     {"run_id", attempt_->run_id}});
 }
 
 Call::~Call() {
@@ -50,16 +50,16 @@ Call::~Call() {
 
 void Call::ended(unsigned status, std::string_view source, std::string_view outcome,
                  const Usage& usage) {
-  log::write(log::Level::info, "model call ended",
-             {{"attempt", static_cast<std::uint64_t>(attempt_->number)},
-              tokens_field("input_tokens", usage.input),
-              {"model", target_.model},
-              {"ms", elapsed_ms()},
-              {"outcome", outcome},
-              tokens_field("output_tokens", usage.output),
-              {"run_id", attempt_->run_id},
-              {"source", source},
-              {"status", std::uint64_t{status}}});
+  log::write_fields(log::Level::info, "model call ended",
+                    {{"attempt", static_cast<std::uint64_t>(attempt_->number)},
+                     tokens_field("input_tokens", usage.input),
+                     {"model", target_.model},
+                     {"ms", elapsed_ms()},
+                     {"outcome", outcome},
+                     tokens_field("output_tokens", usage.output),
+                     {"run_id", attempt_->run_id},
+                     {"source", source},
+                     {"status", std::uint64_t{status}}});
   hub_.count(target_.model, source, outcome, usage);
   if (outcome != "ok") return;
   auto& counts = *attempt_->counts;

@@ -37,12 +37,13 @@ class Serve:
         self.lines = []
         self._events = []
         self.changed = threading.Condition()
+        self._ended = False  # the reader saw stderr's end
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("INFLIGHT_")}
         full_env.update(env or {})
         self.proc = subprocess.Popen(
             [str(binary), "serve", "--listen", "127.0.0.1:0", "--log-format", "json", *args],
             cwd=self.workdir, env=full_env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         listening = self.wait_log(lambda e: e.get("msg") == "listening", 15)
@@ -60,13 +61,17 @@ class Serve:
             data = partial + chunk
             end = data.rfind(b"\n") + 1 if chunk else len(data)
             partial = data[end:]
-            lines = data[:end].decode(errors="replace").split("\n")
+            text = data[:end].decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+            lines = text.split("\n")
             last = lines.pop()  # empty but at the end, where the last line may lack its newline
             lines = [line + "\n" for line in lines] + ([last] if last else [])
+            if chunk and not lines:
+                continue
             events = [self._parsed(line) for line in lines]
             with self.changed:
                 self.lines.extend(lines)
                 self._events.extend(events)
+                self._ended = not chunk
                 self.changed.notify_all()
             if not chunk:
                 return
@@ -95,7 +100,7 @@ class Serve:
                         return event
                 seen = len(self._events)
                 left = deadline - time.monotonic()
-                if left <= 0 or (self.proc.poll() is not None and not self.reader.is_alive()):
+                if left <= 0 or self._ended:
                     raise AssertionError("no matching log line; stderr was:\n" + "".join(self.lines))
                 self.changed.wait(left)
 

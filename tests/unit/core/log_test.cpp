@@ -142,12 +142,12 @@ TEST_F(LogBatchTest, FieldsGiveTheLineJsonGives) {
                               {"tokens", "unknown"},
                               {"level", "replaced"},
                               {"ms", 18446744073709551615u}});
-    write(Level::warn, "model call ended",
-          {{"level", "replaced"},
-           {"ms", std::uint64_t{18446744073709551615u}},
-           {"run_id", "r\"1\n\xff"},
-           {"status", std::uint64_t{200}},
-           {"tokens", "unknown"}});
+    write_fields(Level::warn, "model call ended",
+                 {{"level", "replaced"},
+                  {"ms", std::uint64_t{18446744073709551615u}},
+                  {"run_id", "r\"1\n\xff"},
+                  {"status", std::uint64_t{200}},
+                  {"tokens", "unknown"}});
     const auto out = writes();
     ASSERT_EQ(out.size(), 2u);
     EXPECT_EQ(without_time(out[1]), without_time(out[0]));

@@ -22,12 +22,13 @@ void write(Level level, std::string_view message, const nlohmann::json& fields =
 
 // A field of a line written from its values, with no json object built first: a model call
 // logs two lines, and building their objects cost more than writing them. The line is the
-// one write() gives for the same fields.
+// one write() gives for the same fields, which a json object orders by name. A name of its own:
+// an overload of write() would take any braced list of fields that fit.
 struct Field {
   std::string_view name;
   std::variant<std::string_view, std::uint64_t> value;
 };
-void write(Level level, std::string_view message, std::initializer_list<Field> fields);
+void write_fields(Level level, std::string_view message, std::initializer_list<Field> fields);
 
 // While a Batch lives, info lines are gathered in memory and written by
 // flush(), which `schedule_flush` arranges to run soon: an event loop posts
