@@ -1,9 +1,9 @@
 // See model_answer.hpp: an answer's end and usage, read as its bytes pass.
 #include "inflight/supervisor/models/model_answer.hpp"
 
+#include <array>
 #include <nlohmann/json.hpp>
-
-#include "inflight/core/bounded_json.hpp"
+#include <vector>
 
 namespace inflight::models {
 
@@ -51,16 +51,131 @@ bool event_may_matter(std::string_view data) {
   return false;
 }
 
-std::optional<std::uint64_t> token_count(const AnswerJson& usage, const char* key) {
-  const auto it = usage.find(key);
-  if (it == usage.end() || !it->is_number_unsigned()) return std::nullopt;
-  return it->get<std::uint64_t>();
+}  // namespace
+
+// The token counts of one usage object of any of the three APIs.
+struct UsageCounts {
+  std::optional<std::uint64_t> prompt, completion, output, input, cache_creation, cache_read;
+
+  // The count a key names, or nullptr for a key we do not read.
+  std::optional<std::uint64_t>* named(std::string_view key) {
+    if (key == "prompt_tokens") return &prompt;
+    if (key == "completion_tokens") return &completion;
+    if (key == "output_tokens") return &output;
+    if (key == "input_tokens") return &input;
+    if (key == "cache_creation_input_tokens") return &cache_creation;
+    if (key == "cache_read_input_tokens") return &cache_read;
+    return nullptr;
+  }
+};
+
+// What an event's data or a body says: the top's "type" when it is a string, and the usage
+// objects where each API puts one: at the top (chat completions, Anthropic's message_delta and
+// every non-stream body), in "message" (Anthropic's message_start), in "response" (the Responses
+// API's last events). As in a parsed document, a key given twice keeps its last value.
+struct AnswerFacts {
+  static constexpr std::size_t kTop = 0, kMessage = 1, kResponse = 2;
+  std::optional<std::string> type;
+  std::array<std::optional<UsageCounts>, 3> usages;
+};
+
+namespace {
+
+// Reads AnswerFacts by SAX, building no document: the usage event of each streamed call was
+// parsed whole, and that parse cost more than the rest of watching the stream. A count is one
+// only as an unsigned integer; JSON that does not parse, is nested deeper than `max_depth` or is
+// not an object says nothing.
+class FactsReader : public nlohmann::json_sax<AnswerJson> {
+ public:
+  explicit FactsReader(std::size_t max_depth) : max_depth_(max_depth) {}
+  const AnswerFacts& facts() const { return facts_; }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t value) override {
+    if (count_ != nullptr) *count_ = value;
+    return true;
+  }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t& value) override {
+    if (frames_.size() == 1 && frames_.back().key == "type") facts_.type = value;
+    return true;
+  }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return enter(true); }
+  bool end_object() override { return leave(); }
+  bool start_array(std::size_t) override { return enter(false); }
+  bool end_array() override { return leave(); }
+  bool key(string_t& key) override;
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  // Where an object or an array is: which usage it is, or which usage its "usage" key holds.
+  struct Frame {
+    std::string key;                        // an object's key whose value comes next
+    std::optional<std::size_t> usage;       // this object is facts_.usages[*usage]
+    std::optional<std::size_t> usage_slot;  // this object's "usage" is facts_.usages[*slot]
+  };
+
+  bool enter(bool object);
+  bool leave() {
+    frames_.pop_back();
+    count_ = nullptr;
+    return true;
+  }
+
+  std::size_t max_depth_;
+  AnswerFacts facts_;
+  std::vector<Frame> frames_;
+  std::optional<std::uint64_t>* count_ = nullptr;  // what the next value sets, when unsigned
+};
+
+bool FactsReader::enter(bool object) {
+  if (frames_.size() >= max_depth_ || (frames_.empty() && !object)) return false;
+  Frame frame;
+  if (frames_.empty()) {
+    frame.usage_slot = AnswerFacts::kTop;
+  } else if (object && frames_.size() == 1) {
+    const auto& key = frames_.back().key;
+    if (key == "usage") frame.usage = AnswerFacts::kTop;
+    if (key == "message") frame.usage_slot = AnswerFacts::kMessage;
+    if (key == "response") frame.usage_slot = AnswerFacts::kResponse;
+  } else if (object && frames_.back().usage_slot && frames_.back().key == "usage") {
+    frame.usage = frames_.back().usage_slot;
+  }
+  if (frame.usage) facts_.usages[*frame.usage].emplace();
+  frames_.push_back(std::move(frame));
+  count_ = nullptr;
+  return true;
 }
 
-// The object at json[key], or nullptr when there is none.
-const AnswerJson* answer_object_at(const AnswerJson& json, const char* key) {
-  const auto it = json.find(key);
-  return it != json.end() && it->is_object() ? &*it : nullptr;
+// A key given again replaces what its earlier value said: what it holds is forgotten here, and
+// its new value says it again if it does.
+bool FactsReader::key(string_t& key) {
+  auto& frame = frames_.back();
+  frame.key = key;
+  count_ = nullptr;
+  if (frame.usage) {
+    count_ = facts_.usages[*frame.usage]->named(key);
+    if (count_ != nullptr) count_->reset();
+    return true;
+  }
+  if (frame.usage_slot && key == "usage") facts_.usages[*frame.usage_slot].reset();
+  if (frames_.size() == 1) {
+    if (key == "type") facts_.type.reset();
+    if (key == "message") facts_.usages[AnswerFacts::kMessage].reset();
+    if (key == "response") facts_.usages[AnswerFacts::kResponse].reset();
+  }
+  return true;
+}
+
+std::optional<AnswerFacts> read_facts(std::string_view json) {
+  FactsReader reader(kAnswerJsonDepth);
+  if (!AnswerJson::sax_parse(json, &reader)) return std::nullopt;
+  return reader.facts();
 }
 
 // `value` with the one space SSE allows after the colon removed.
@@ -146,9 +261,11 @@ void AnswerWatcher::dispatch_event() {
     if (event_data_ == "[DONE]") {
       terminal_seen_ = true;
     } else if (event_may_matter(event_data_)) {
-      const auto json = parse_bounded_json(
-          event_data_, {.max_bytes = event_data_.size(), .max_depth = kAnswerJsonDepth});
-      if (json && json->is_object()) read_event_json(*json);
+      if (const auto facts = read_facts(event_data_)) {
+        if (facts->type && is_error_event(*facts->type)) error_seen_ = true;
+        if (facts->type && is_terminal_event(*facts->type)) terminal_seen_ = true;
+        read_usages(*facts);
+      }
     }
   }
   event_name_.clear();
@@ -157,39 +274,21 @@ void AnswerWatcher::dispatch_event() {
   event_data_lost_ = false;
 }
 
-void AnswerWatcher::read_event_json(const nlohmann::ordered_json& json) {
-  const auto type = json.find("type");
-  if (type != json.end() && type->is_string()) {
-    const auto& word = type->get_ref<const std::string&>();
-    if (is_error_event(word)) error_seen_ = true;
-    if (is_terminal_event(word)) terminal_seen_ = true;
+// A later report of a count replaces an earlier one; the usages of one event or body are read
+// in the order the APIs' places are listed in AnswerFacts.
+void AnswerWatcher::read_usages(const AnswerFacts& facts) {
+  for (const auto& usage : facts.usages) {
+    if (!usage) continue;
+    if (usage->prompt) usage_.input = usage->prompt;
+    if (usage->completion) usage_.output = usage->completion;
+    if (usage->output) usage_.output = usage->output;
+    if (usage->input) input_tokens_ = usage->input;
+    if (usage->cache_creation) cache_creation_tokens_ = usage->cache_creation;
+    if (usage->cache_read) cache_read_tokens_ = usage->cache_read;
+    if (input_tokens_)
+      usage_.input =
+          *input_tokens_ + cache_creation_tokens_.value_or(0) + cache_read_tokens_.value_or(0);
   }
-  read_usages(json);
-}
-
-// Where each API puts its usage: at the top (chat completions, Anthropic's message_delta and
-// every non-stream body), in "message" (Anthropic's message_start), in "response" (the
-// Responses API's last events).
-void AnswerWatcher::read_usages(const nlohmann::ordered_json& json) {
-  if (const auto* usage = answer_object_at(json, "usage")) read_usage(*usage);
-  for (const char* holder : {"message", "response"}) {
-    const auto* inner = answer_object_at(json, holder);
-    if (inner == nullptr) continue;
-    if (const auto* usage = answer_object_at(*inner, "usage")) read_usage(*usage);
-  }
-}
-
-// One usage object of any of the three APIs; a later report of a count replaces an earlier one.
-void AnswerWatcher::read_usage(const nlohmann::ordered_json& usage) {
-  if (const auto n = token_count(usage, "prompt_tokens")) usage_.input = n;
-  if (const auto n = token_count(usage, "completion_tokens")) usage_.output = n;
-  if (const auto n = token_count(usage, "output_tokens")) usage_.output = n;
-  if (const auto n = token_count(usage, "input_tokens")) input_tokens_ = n;
-  if (const auto n = token_count(usage, "cache_creation_input_tokens")) cache_creation_tokens_ = n;
-  if (const auto n = token_count(usage, "cache_read_input_tokens")) cache_read_tokens_ = n;
-  if (input_tokens_)
-    usage_.input =
-        *input_tokens_ + cache_creation_tokens_.value_or(0) + cache_read_tokens_.value_or(0);
 }
 
 AnswerEnd AnswerWatcher::finish() {
@@ -207,9 +306,7 @@ AnswerEnd AnswerWatcher::finish() {
 
 void AnswerWatcher::finish_body() {
   if (body_too_large_ || body_.empty()) return;
-  const auto json =
-      parse_bounded_json(body_, {.max_bytes = body_.size(), .max_depth = kAnswerJsonDepth});
-  if (json && json->is_object()) read_usages(*json);
+  if (const auto facts = read_facts(body_)) read_usages(*facts);
   std::string().swap(body_);
 }
 

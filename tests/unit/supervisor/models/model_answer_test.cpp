@@ -268,6 +268,49 @@ TEST(AnswerWatcher, ABodyWithoutUsageIsCompleteWithUsageUnknown) {
   }
 }
 
+// The usage is read as a parsed document would give it (no document is built): a key given
+// twice keeps its last value, a count is an unsigned integer, only the three places count, and
+// JSON that does not parse or is nested deeper than 64 levels says nothing.
+TEST(AnswerWatcher, ReadsTheUsageAsAParsedDocumentHoldsIt) {
+  const auto usage_of = [](const std::string& body) { return watched(false, body).usage; };
+  EXPECT_EQ(usage_of(R"({"usage":{"prompt_tokens":1},"usage":{"completion_tokens":2}})"),
+            (Usage{std::nullopt, 2}));
+  EXPECT_EQ(usage_of(R"({"usage":{"prompt_tokens":1},"usage":null})"), Usage{});
+  EXPECT_EQ(usage_of(R"({"usage":{"prompt_tokens":1,"prompt_tokens":2.5}})"), Usage{});
+  EXPECT_EQ(usage_of(R"({"usage":{"prompt_tokens":1,"prompt_tokens":3}})"),
+            (Usage{3, std::nullopt}));
+  EXPECT_EQ(usage_of(R"({"message":{"usage":{"input_tokens":4}},"message":{"id":1}})"), Usage{});
+  EXPECT_EQ(usage_of(R"({"response":{"usage":{"output_tokens":5}},"usage":{"input_tokens":1}})"),
+            tokens(1, 5));
+  EXPECT_EQ(usage_of(R"({"usage":{"completion_tokens":6,"output_tokens":7}})"),
+            (Usage{std::nullopt, 7}));
+  EXPECT_EQ(usage_of(R"({"usage":{"prompt_tokens":{"x":1},"completion_tokens":[8]}})"), Usage{});
+  for (const std::string nowhere :
+       {R"({"x":{"usage":{"prompt_tokens":1}}})",
+        R"({"x":{"message":{"usage":{"input_tokens":1}}}})",
+        R"({"message":{"x":{"usage":{"input_tokens":1}}}})", R"([{"usage":{"prompt_tokens":1}}])",
+        R"({"usage":[{"prompt_tokens":1}]})", R"({"usage":{"prompt_tokens":1}} x)",
+        R"({"usage":{"prompt_tokens":1})"})
+    EXPECT_EQ(usage_of(nowhere), Usage{}) << nowhere;
+  const auto nested = [](int levels) {
+    return R"({"usage":{"prompt_tokens":1},"deep":)" + std::string(levels - 1, '[') +
+           std::string(levels - 1, ']') + "}";
+  };
+  EXPECT_EQ(usage_of(nested(64)), (Usage{1, std::nullopt}));
+  EXPECT_EQ(usage_of(nested(65)), Usage{});
+}
+
+// An event's "type" counts at its top only, and its last value when given twice.
+TEST(AnswerWatcher, ReadsAnEventsTypeAtItsTopOnly) {
+  const auto end_of = [](const std::string& data) {
+    return watched(true, "data: " + data + "\n\n").end;
+  };
+  EXPECT_EQ(end_of(R"({"type":"message_stop"})"), AnswerEnd::complete);
+  EXPECT_EQ(end_of(R"({"x":{"type":"message_stop"}})"), AnswerEnd::error);
+  EXPECT_EQ(end_of(R"({"type":"message_stop","type":1})"), AnswerEnd::error);
+  EXPECT_EQ(end_of(R"({"type":"ping","type":"message_stop"})"), AnswerEnd::complete);
+}
+
 TEST(AnswerWatcher, ABodyOverTheLimitHasItsUsageUnknown) {
   const std::string head = R"({"usage":{"prompt_tokens":1,"completion_tokens":2},"pad":")";
   const std::string tail = "\"}";

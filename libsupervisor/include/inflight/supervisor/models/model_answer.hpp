@@ -25,6 +25,8 @@ struct Usage {
 
 enum class AnswerEnd { complete, error };
 
+struct AnswerFacts;  // what an event or a body says (model_answer.cpp)
+
 // One SSE line longer than this is skipped, not buffered: no event we read is that long except
 // a Responses API "response.completed" carrying a huge output, whose usage is then unknown.
 inline constexpr std::size_t kMaxEventLineBytes = 1 << 20;
@@ -52,9 +54,7 @@ class AnswerWatcher {
   void take_line(std::string_view line);
   void take_field(std::string_view name, std::string_view value);
   void dispatch_event();
-  void read_event_json(const nlohmann::ordered_json& json);
-  void read_usages(const nlohmann::ordered_json& json);
-  void read_usage(const nlohmann::ordered_json& usage);
+  void read_usages(const AnswerFacts& facts);
   void finish_body();
 
   bool event_stream_;
