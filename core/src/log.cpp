@@ -135,7 +135,8 @@ std::string format_line(Level level, std::string_view message, Each each_field) 
       writer.name(name);
       writer.value(value);
     });
-    return line + "\n";
+    line += '\n';
+    return line;
   }
   const auto head = [&](std::string_view name, std::string_view value) {
     writer.name(name);
