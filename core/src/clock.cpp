@@ -1,17 +1,25 @@
 // Wall-clock times as run-params.json and logs write them.
 #include "inflight/core/clock.hpp"
 
+#include <array>
 #include <ctime>
+#include <optional>
 
 namespace inflight {
 
 std::string iso8601_utc(SystemClock::time_point t) {
+  // Each model call writes three times (its two log lines, its journal
+  // record), 8,000 calls a second: a second's text is formatted once.
+  thread_local std::optional<std::time_t> formatted_secs;
+  thread_local std::array<char, 32> formatted{};
   const std::time_t secs = SystemClock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  if (secs != formatted_secs) {
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    std::strftime(formatted.data(), formatted.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    formatted_secs = secs;
+  }
+  return formatted.data();
 }
 
 std::optional<SystemClock::time_point> parse_iso8601_utc(std::string_view text) {

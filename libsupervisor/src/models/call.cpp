@@ -2,8 +2,6 @@
 #include "call.hpp"
 
 #include <array>
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -27,8 +25,8 @@ log::Field tokens_field(std::string_view name, const std::optional<std::uint64_t
 
 }  // namespace
 
-Call::Call(Hub& hub, std::shared_ptr<Attempt> attempt, beast::tcp_stream& child,
-           const CallTarget& target, std::size_t request_bytes)
+Call::Call(Hub& hub, std::shared_ptr<Attempt> attempt, Stream& child, const CallTarget& target,
+           std::size_t request_bytes)
     : hub_(hub), attempt_(std::move(attempt)), target_(target), started_(SteadyClock::now()) {
   handle_.run_id = attempt_->run_id;
   handle_.attempt = attempt_->number;
@@ -90,7 +88,7 @@ void AnswerSink::head(unsigned status, std::string_view content_type,
   held_head_ = beast::buffers_to_string(serialized.get());
 }
 
-net::awaitable<bool> AnswerSink::piece(std::string_view bytes, bool last) {
+Awaitable<bool> AnswerSink::piece(std::string_view bytes, bool last) {
   if (recording_) {
     if (recorded_.size() + bytes.size() > max_recorded_) {
       recording_ = false;
@@ -99,17 +97,16 @@ net::awaitable<bool> AnswerSink::piece(std::string_view bytes, bool last) {
       recorded_.append(bytes);
     }
   }
-  co_return co_await write(bytes, last);
+  return write(bytes, last);
 }
 
-net::awaitable<bool> AnswerSink::last() {
-  if (ended_) co_return child_ok_;
-  co_return co_await write({}, true);
+Awaitable<bool> AnswerSink::last() {
+  return write({}, !ended_);
 }
 
 // The held head, `bytes` as a chunk and the answer's end, as far as each is
 // there, in one write.
-net::awaitable<bool> AnswerSink::write(std::string_view bytes, bool last) {
+Awaitable<bool> AnswerSink::write(std::string_view bytes, bool last) {
   if (!child_ok_ || (held_head_.empty() && bytes.empty() && !last)) co_return child_ok_;
   std::array<char, 20> size_line{};  // the chunk's size in hex, and CRLF
   std::size_t size_length = 0;

@@ -4,8 +4,6 @@
 // upstream with them, replay.cpp answers one from the journal.
 #pragma once
 
-#include <boost/asio/awaitable.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -27,8 +25,8 @@ inline constexpr auto kChildWriteDeadline = std::chrono::seconds(30);
 // flight, its log lines and its counts.
 class Call {
  public:
-  Call(Hub& hub, std::shared_ptr<Attempt> attempt, boost::beast::tcp_stream& child,
-       const CallTarget& target, std::size_t request_bytes);
+  Call(Hub& hub, std::shared_ptr<Attempt> attempt, Stream& child, const CallTarget& target,
+       std::size_t request_bytes);
   ~Call();
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
@@ -59,7 +57,7 @@ class Call {
 // took twice the system calls of serve and of the child.
 class AnswerSink {
  public:
-  AnswerSink(boost::beast::tcp_stream& child, unsigned version, std::size_t max_recorded)
+  AnswerSink(Stream& child, unsigned version, std::size_t max_recorded)
       : child_(child), version_(version), max_recorded_(max_recorded) {}
 
   // Held until the first piece, or until flush().
@@ -67,19 +65,19 @@ class AnswerSink {
             const std::vector<std::pair<std::string, std::string>>& headers);
   // Each false once the child is gone (or stopped reading): the caller
   // decides whether the call goes on. `last` ends the answer with the piece.
-  boost::asio::awaitable<bool> flush() { return write({}, false); }
-  boost::asio::awaitable<bool> piece(std::string_view bytes, bool last = false);
+  Awaitable<bool> flush() { return write({}, false); }
+  Awaitable<bool> piece(std::string_view bytes, bool last = false);
   // Ends the answer, unless its last piece did.
-  boost::asio::awaitable<bool> last();
+  Awaitable<bool> last();
 
   bool child_ok() const { return child_ok_; }
   bool recording() const { return recording_; }
   std::string& recorded() { return recorded_; }
 
  private:
-  boost::asio::awaitable<bool> write(std::string_view bytes, bool last);
+  Awaitable<bool> write(std::string_view bytes, bool last);
 
-  boost::beast::tcp_stream& child_;
+  Stream& child_;
   unsigned version_;
   std::size_t max_recorded_;
   std::string held_head_;
@@ -95,7 +93,6 @@ std::optional<JournalRecord> recorded_answer(Attempt& attempt, const ModelRoute&
                                              const std::string& digest);
 // Answers the call with `answer`, as the child first got it: a stream as a
 // stream, event by event. Whether the child got it all.
-boost::asio::awaitable<bool> replay(Call& call, boost::beast::tcp_stream& child,
-                                    const JournalRecord& answer, unsigned version);
+Awaitable<bool> replay(Call& call, Stream& child, const JournalRecord& answer, unsigned version);
 
 }  // namespace inflight::models

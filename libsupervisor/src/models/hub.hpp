@@ -4,12 +4,7 @@
 // the coroutine, whatever the gateway's own lifetime.
 #pragma once
 
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <filesystem>
 #include <functional>
@@ -30,7 +25,7 @@ namespace inflight::models {
 struct CallHandle {
   std::string run_id;
   int attempt = 0;
-  boost::beast::tcp_stream* child = nullptr;
+  Stream* child = nullptr;
   UpstreamConnection* upstream = nullptr;
   bool cut = false;
   void end();
@@ -52,7 +47,7 @@ class Attempt {
         journal_read(io) {}
 
   // Waits until the journal was read (at once when it was).
-  boost::asio::awaitable<void> journal_ready();
+  Awaitable<void> journal_ready();
   void journal_loaded(JournalScan scan, std::optional<JournalWriter> writer);
 
   const std::string run_id;
@@ -73,7 +68,7 @@ class Attempt {
   std::size_t connections = 0;
 
  private:
-  boost::asio::steady_timer journal_read;
+  Timer journal_read;
 };
 
 class Hub : public std::enable_shared_from_this<Hub> {
@@ -98,7 +93,7 @@ class Hub : public std::enable_shared_from_this<Hub> {
   const ModelSettings settings;
   boost::asio::thread_pool workers{1};  // journal reads, large bodies' identities
   std::map<std::string, std::unique_ptr<UpstreamPool>> pools;
-  boost::asio::ip::tcp::acceptor acceptor;
+  Acceptor acceptor;
   std::map<std::string, std::shared_ptr<Attempt>> attempts;  // by run id
   std::map<std::string, std::string> tokens;                 // token → run id
   std::map<std::string, std::size_t> in_flight;              // by run id, of any attempt
@@ -115,11 +110,10 @@ class Hub : public std::enable_shared_from_this<Hub> {
   std::uint64_t refused_unlogged = 0;
 
  private:
-  boost::asio::awaitable<void> accept_loop();
+  Awaitable<void> accept_loop();
 };
 
 // One connection from a child: its requests, one after the other.
-boost::asio::awaitable<void> serve_connection(std::shared_ptr<Hub> hub,
-                                              boost::asio::ip::tcp::socket socket);
+Awaitable<void> serve_connection(std::shared_ptr<Hub> hub, Socket socket);
 
 }  // namespace inflight::models

@@ -1,9 +1,7 @@
 // See model_call.hpp.
 #include "model_call.hpp"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
 
@@ -50,8 +48,8 @@ auto off_loop(Hub& hub, F& work) {
       });
     });
   };
-  return net::async_initiate<decltype(net::use_awaitable), void(R)>(initiation, net::use_awaitable,
-                                                                    std::move(work));
+  return net::async_initiate<decltype(kUseAwaitable), void(R)>(initiation, kUseAwaitable,
+                                                               std::move(work));
 }
 
 RequestParts parts_of(const ChildRequest& request, const CallTarget& target) {
@@ -131,8 +129,8 @@ struct Sent {
 // Writes the request on a kept-alive connection, or a new one; a reused
 // connection that failed before a byte of the request left is replaced
 // once, since the provider cannot have seen that request.
-net::awaitable<Sent> send(Call& call, UpstreamPool& pool, http::request<http::string_body>& up,
-                          SteadyClock::time_point deadline) {
+Awaitable<Sent> send(Call& call, UpstreamPool& pool, http::request<http::string_body>& up,
+                     SteadyClock::time_point deadline) {
   for (int round = 0; round < 2; ++round) {
     // Two statements: GCC 12 miscompiles a co_await in each arm of `?:`.
     Result<Connection> acquired = Error{Failure::other, "no connection", {}};
@@ -175,8 +173,8 @@ std::optional<http::response<http::string_body>> over_limit(const Hub& hub, cons
 
 // A call that got no answer from upstream: the child gets an error of
 // ours, unless the call was cut.
-net::awaitable<bool> failed(Call& call, beast::tcp_stream& child, const ChildRequest& request,
-                            unsigned status, std::string_view code, std::string message) {
+Awaitable<bool> failed(Call& call, Stream& child, const ChildRequest& request, unsigned status,
+                       std::string_view code, std::string message) {
   const bool cut = call.handle().cut;
   call.ended(status, "upstream", cut ? "cut" : "error", {});
   if (cut) co_return false;
@@ -212,8 +210,8 @@ beast::error_code parse_buffered(http::response_parser<http::buffer_body>& parse
 
 // Upstream with the model's key; the answer streams back to the child while
 // it is recorded. In a shutdown, a child that went away does not end it.
-net::awaitable<bool> forward(Hub& hub, Call& call, beast::tcp_stream& child, ChildRequest& request,
-                             const CallTarget& target, const std::string& digest) {
+Awaitable<bool> forward(Hub& hub, Call& call, Stream& child, ChildRequest& request,
+                        const CallTarget& target, const std::string& digest) {
   const auto& route = hub.settings.models.at(target.model);
   const auto started_at = iso8601_utc(SystemClock::now());
   const auto deadline = SteadyClock::now() + route.spec.timeout;
@@ -289,9 +287,8 @@ http::response<http::string_body> error_answer(unsigned status, std::string_view
   return answer;
 }
 
-net::awaitable<bool> answer_call(std::shared_ptr<Hub> hub, std::shared_ptr<Attempt> attempt,
-                                 beast::tcp_stream& child, ChildRequest request,
-                                 CallTarget target) {
+Awaitable<bool> answer_call(std::shared_ptr<Hub> hub, std::shared_ptr<Attempt> attempt,
+                            Stream& child, ChildRequest request, CallTarget target) {
   if (const auto refusal = over_limit(*hub, *attempt, target, request.version())) {
     auto answer = *refusal;
     auto [ec, written] = co_await http::async_write(child, answer, kAwait);

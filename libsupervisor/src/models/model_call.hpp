@@ -4,8 +4,6 @@
 // recorded (docs/models.md "What is replayed").
 #pragma once
 
-#include <boost/asio/awaitable.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <memory>
 
@@ -15,9 +13,8 @@
 namespace inflight::models {
 
 // Whether the child's connection may carry its next request.
-boost::asio::awaitable<bool> answer_call(std::shared_ptr<Hub> hub, std::shared_ptr<Attempt> attempt,
-                                         boost::beast::tcp_stream& child, ChildRequest request,
-                                         CallTarget target);
+Awaitable<bool> answer_call(std::shared_ptr<Hub> hub, std::shared_ptr<Attempt> attempt,
+                            Stream& child, ChildRequest request, CallTarget target);
 
 // A JSON error the child's SDK can read: {"error": {"message", "type", "code"}}.
 boost::beast::http::response<boost::beast::http::string_body> error_answer(unsigned status,

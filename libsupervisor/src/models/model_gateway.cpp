@@ -4,11 +4,9 @@
 
 #include <openssl/rand.h>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include "hub.hpp"
 #include "inflight/core/bounded_json.hpp"
@@ -45,10 +43,10 @@ void CallHandle::end() {
   if (upstream) upstream->close();
 }
 
-net::awaitable<void> Attempt::journal_ready() {
+Awaitable<void> Attempt::journal_ready() {
   while (!loaded) {
     journal_read.expires_at(SteadyClock::time_point::max());
-    co_await journal_read.async_wait(net::as_tuple(net::use_awaitable));
+    co_await journal_read.async_wait(kAwait);
   }
 }
 
@@ -89,17 +87,17 @@ void Hub::stop() {
   workers.join();
 }
 
-net::awaitable<void> Hub::accept_loop() {
+Awaitable<void> Hub::accept_loop() {
   auto self = shared_from_this();
-  net::steady_timer backoff(io);
+  Timer backoff(io);
   while (acceptor.is_open()) {
-    auto [ec, socket] = co_await acceptor.async_accept(net::as_tuple(net::use_awaitable));
+    auto [ec, socket] = co_await acceptor.async_accept(kAwait);
     if (ec == net::error::operation_aborted) co_return;
     if (ec) {
       // Out of descriptors: accepting again at once would spin.
       log::warn("model listener cannot accept connections; retrying", {{"error", ec.message()}});
       backoff.expires_after(std::chrono::milliseconds(250));
-      co_await backoff.async_wait(net::as_tuple(net::use_awaitable));
+      co_await backoff.async_wait(kAwait);
       continue;
     }
     // An answer goes out in several writes (its head, its chunks): without

@@ -2,8 +2,6 @@
 // its limits, and admits it only with a live attempt's token for a model
 // its template names (docs/models.md "Keys and tokens"). Nothing a child
 // sends reaches an upstream before that.
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http.hpp>
 
 #include "child_request.hpp"
@@ -72,7 +70,7 @@ std::variant<Refusal, std::shared_ptr<Attempt>> admit(const Hub& hub, const Chil
 // (the body of a refused request) is read and dropped, within
 // kLingerDeadline, before the close: a client that reads the answer only
 // once its body is sent gets the refusal, not a reset.
-net::awaitable<void> refuse_and_close(beast::tcp_stream& child, Refusal& refusal) {
+Awaitable<void> refuse_and_close(Stream& child, Refusal& refusal) {
   refusal.keep_alive(false);
   child.expires_after(kLingerDeadline);
   auto [ec, written] = co_await http::async_write(child, refusal, kAwait);
@@ -104,8 +102,8 @@ std::optional<Refusal> before_body(const Hub& hub,
 
 }  // namespace
 
-net::awaitable<void> serve_connection(std::shared_ptr<Hub> hub, net::ip::tcp::socket socket) {
-  beast::tcp_stream child(std::move(socket));
+Awaitable<void> serve_connection(std::shared_ptr<Hub> hub, Socket socket) {
+  Stream child(std::move(socket));
   beast::flat_buffer buffer;
   ConnectionSlot slot;
   for (;;) {

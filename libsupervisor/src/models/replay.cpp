@@ -1,7 +1,5 @@
 // A call answered from the attempt's journal (docs/models.md "What is
 // replayed"): see call.hpp.
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
 #include "call.hpp"
@@ -31,8 +29,7 @@ std::optional<JournalRecord> recorded_answer(Attempt& attempt, const ModelRoute&
   return std::nullopt;
 }
 
-net::awaitable<bool> replay(Call& call, beast::tcp_stream& child, const JournalRecord& answer,
-                            unsigned version) {
+Awaitable<bool> replay(Call& call, Stream& child, const JournalRecord& answer, unsigned version) {
   bool ok = true;
   if (answer.stream) {
     AnswerSink sink(child, version, 0);

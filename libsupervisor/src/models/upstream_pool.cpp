@@ -4,11 +4,8 @@
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
 
 namespace inflight::models {
@@ -39,9 +36,8 @@ bool still_open(UpstreamConnection& connection) {
 
 }  // namespace
 
-beast::tcp_stream& UpstreamConnection::tcp() {
-  return with_stream(
-      [](auto& stream) -> beast::tcp_stream& { return beast::get_lowest_layer(stream); });
+Stream& UpstreamConnection::tcp() {
+  return with_stream([](auto& stream) -> Stream& { return beast::get_lowest_layer(stream); });
 }
 
 void UpstreamConnection::close() {
@@ -59,7 +55,7 @@ UpstreamPool::UpstreamPool(net::io_context& io, const ModelSpec& spec, std::size
     tls_.load_verify_file(spec.ca_file);
 }
 
-net::awaitable<Result<Connection>> UpstreamPool::acquire(SteadyClock::time_point deadline) {
+Awaitable<Result<Connection>> UpstreamPool::acquire(SteadyClock::time_point deadline) {
   while (!idle_.empty()) {
     auto connection = std::move(idle_.back());
     idle_.pop_back();
@@ -72,12 +68,12 @@ net::awaitable<Result<Connection>> UpstreamPool::acquire(SteadyClock::time_point
   co_return co_await connect(deadline);
 }
 
-net::awaitable<Result<Connection>> UpstreamPool::connect(SteadyClock::time_point deadline) {
+Awaitable<Result<Connection>> UpstreamPool::connect(SteadyClock::time_point deadline) {
   const auto& url = spec_.upstream;
   // The resolver has no deadline of its own: a timer cancels it (and holds
   // it, since its handler may run after this returns).
-  auto resolver = std::make_shared<tcp::resolver>(io_);
-  net::steady_timer timer(io_);
+  auto resolver = std::make_shared<Resolver>(io_);
+  Timer timer(io_);
   timer.expires_at(deadline);
   timer.async_wait([resolver](const boost::system::error_code& ec) {
     if (!ec) resolver->cancel();
@@ -85,7 +81,7 @@ net::awaitable<Result<Connection>> UpstreamPool::connect(SteadyClock::time_point
   auto [resolve_ec, endpoints] = co_await resolver->async_resolve(url.host, url.port, kAwait);
   timer.cancel();
   if (resolve_ec) co_return unreachable("resolve " + url.host, resolve_ec);
-  auto tcp_stream = std::make_unique<beast::tcp_stream>(io_);
+  auto tcp_stream = std::make_unique<Stream>(io_);
   tcp_stream->expires_at(deadline);
   auto [connect_ec, endpoint] = co_await tcp_stream->async_connect(endpoints, kAwait);
   if (connect_ec) co_return unreachable("connect to " + url.origin(), connect_ec);

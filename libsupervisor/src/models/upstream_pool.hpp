@@ -4,13 +4,8 @@
 #pragma once
 
 #include <array>
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <deque>
 #include <memory>
@@ -19,16 +14,14 @@
 #include "inflight/core/clock.hpp"
 #include "inflight/core/failure.hpp"
 #include "inflight/core/model_specs.hpp"
+#include "loop.hpp"
 
 namespace inflight::models {
 
-// Every wait of a call's coroutines: its error as a value, never thrown.
-inline constexpr auto kAwait = boost::asio::as_tuple(boost::asio::use_awaitable);
-
 class UpstreamConnection {
  public:
-  using Plain = boost::beast::tcp_stream;
-  using Tls = boost::beast::ssl_stream<boost::beast::tcp_stream>;
+  using Plain = Stream;
+  using Tls = boost::beast::ssl_stream<Stream>;
 
   explicit UpstreamConnection(std::unique_ptr<Plain> stream) : stream_(std::move(stream)) {
     reserve();
@@ -37,7 +30,7 @@ class UpstreamConnection {
     reserve();
   }
 
-  boost::beast::tcp_stream& tcp();
+  Stream& tcp();
   // Calls f with the stream itself, plain or TLS: every read and write goes
   // through here.
   template <class F>
@@ -78,9 +71,9 @@ class UpstreamPool {
   // An idle connection the provider has not closed, else a new one,
   // connected (and its TLS handshake done, the host name checked) by
   // `deadline`.
-  boost::asio::awaitable<Result<Connection>> acquire(SteadyClock::time_point deadline);
+  Awaitable<Result<Connection>> acquire(SteadyClock::time_point deadline);
   // A new connection, never an idle one.
-  boost::asio::awaitable<Result<Connection>> connect(SteadyClock::time_point deadline);
+  Awaitable<Result<Connection>> connect(SteadyClock::time_point deadline);
   // Kept for the next call, after a whole answer on a keep-alive connection.
   void release(Connection connection);
 

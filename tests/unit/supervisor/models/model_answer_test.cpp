@@ -106,6 +106,20 @@ TEST(AnswerWatcher, ChatStreamWithItsUsageChunkAndDoneIsComplete) {
   EXPECT_EQ(seen.usage, tokens(12, 5));
 }
 
+// An event is parsed only when a quote is followed by a word we read; quotes are found 16 bytes
+// at a time, so the word is tried at every place of a block, and at the data's end.
+TEST(AnswerWatcher, FindsTheUsageKeyAtEveryPlaceOfABlock) {
+  for (std::size_t pad = 0; pad < 40; ++pad) {
+    const auto usage_chunk = "data: {\"pad\":\"" + std::string(pad, 'x') +
+                             R"(","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}})";
+    const auto seen = watched(true, usage_chunk + "\n\ndata: [DONE]\n\n");
+    EXPECT_EQ(seen.usage, tokens(3, 4)) << "pad " << pad;
+    // A quote as the data's last byte, at every place of a block: nothing read past it.
+    const auto unfinished = watched(true, "data: " + std::string(pad, 'x') + "\"\n\n");
+    EXPECT_EQ(unfinished.usage, Usage{}) << "pad " << pad;
+  }
+}
+
 TEST(AnswerWatcher, ChatStreamWithoutUsageLeavesItUnknown) {
   const auto cut = kChatStream.find(
       "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion"
