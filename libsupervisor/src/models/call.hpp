@@ -43,7 +43,7 @@ class Call {
  private:
   Hub& hub_;
   std::shared_ptr<Attempt> attempt_;
-  CallTarget target_;
+  const CallTarget& target_;  // the call's coroutine holds it
   SteadyClock::time_point started_;
   CallHandle handle_;
   std::list<CallHandle*>::iterator position_;

@@ -51,10 +51,10 @@ std::optional<CallTarget> parse_call_target(std::string_view target) {
   return parsed;
 }
 
-std::string token_of(const ChildRequest& request) {
+std::string_view token_of(const ChildRequest& request) {
   const auto bearer = request[boost::beast::http::field::authorization];
-  if (bearer.starts_with("Bearer ")) return std::string(bearer.substr(7));
-  return std::string(request["x-api-key"]);
+  if (bearer.starts_with("Bearer ")) return bearer.substr(7);
+  return request["x-api-key"];
 }
 
 }  // namespace inflight::models

@@ -31,6 +31,6 @@ struct CallTarget {
 std::optional<CallTarget> parse_call_target(std::string_view target);
 
 // The token a child's SDK sends: OpenAI's as a bearer, Anthropic's as x-api-key.
-std::string token_of(const ChildRequest& request);
+std::string_view token_of(const ChildRequest& request);
 
 }  // namespace inflight::models

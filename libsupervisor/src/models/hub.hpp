@@ -79,7 +79,7 @@ class Hub : public std::enable_shared_from_this<Hub> {
   // Joins the worker thread: called by the gateway's destructor.
   void stop();
 
-  std::shared_ptr<Attempt> attempt_of_token(const std::string& token) const;
+  std::shared_ptr<Attempt> attempt_of_token(std::string_view token) const;
   void call_started(Attempt& attempt, const std::string& model);
   void call_ended(Attempt& attempt, const std::string& model);
   // Logs a request refused before any upstream (a bad token, a model the run
@@ -95,7 +95,7 @@ class Hub : public std::enable_shared_from_this<Hub> {
   std::map<std::string, std::unique_ptr<UpstreamPool>> pools;
   Acceptor acceptor;
   std::map<std::string, std::shared_ptr<Attempt>> attempts;  // by run id
-  std::map<std::string, std::string> tokens;                 // token → run id
+  std::map<std::string, std::string, std::less<>> tokens;    // token → run id
   std::map<std::string, std::size_t> in_flight;              // by run id, of any attempt
   std::map<std::string, std::size_t> in_flight_by_model;
   std::size_t in_flight_total = 0;

@@ -108,7 +108,7 @@ Awaitable<void> Hub::accept_loop() {
   }
 }
 
-std::shared_ptr<Attempt> Hub::attempt_of_token(const std::string& token) const {
+std::shared_ptr<Attempt> Hub::attempt_of_token(std::string_view token) const {
   const auto it = tokens.find(token);
   if (it == tokens.end()) return nullptr;
   const auto attempt = attempts.find(it->second);

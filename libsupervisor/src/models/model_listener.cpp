@@ -141,8 +141,8 @@ Awaitable<void> serve_connection(std::shared_ptr<Hub> hub, Socket socket) {
       co_return;
     }
     auto request = parser.release();
-    const bool keep_alive =
-        co_await answer_call(hub, std::move(attempt), child, std::move(request), *target);
+    const bool keep_alive = co_await answer_call(hub, std::move(attempt), child, std::move(request),
+                                                 std::move(*target));
     if (!keep_alive) co_return;
   }
 }
