@@ -5,9 +5,13 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <optional>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -75,19 +79,156 @@ std::size_t utf8_sequence(std::string_view text) {
 
 namespace {
 
-template <class Json>
-Result<Json> parse_within(std::string_view text, const JsonLimits& limits) {
-  const auto refused = [](std::string message) {
-    return Error{.kind = Failure::other, .message = std::move(message), .candidates = {}};
-  };
+Error refused(std::string message) {
+  return Error{.kind = Failure::other, .message = std::move(message), .candidates = {}};
+}
+
+// Why `text` is not parsed at all, before any parser runs.
+std::optional<Error> over_limits(std::string_view text, const JsonLimits& limits) {
   if (text.size() > limits.max_bytes)
     return refused("larger than " + std::to_string(limits.max_bytes) + " bytes");
   if (nesting_depth(text, limits.max_depth) > limits.max_depth)
     return refused("nested deeper than " + std::to_string(limits.max_depth) + " levels");
+  return std::nullopt;
+}
+
+Error not_parsed(std::string_view text) {
+  return refused(is_valid_utf8(text) ? "not valid JSON" : "not valid UTF-8");
+}
+
+template <class Json>
+Result<Json> parse_within(std::string_view text, const JsonLimits& limits) {
+  if (auto error = over_limits(text, limits)) return *error;
   auto json = Json::parse(text, nullptr, false);
-  if (json.is_discarded())
-    return refused(is_valid_utf8(text) ? "not valid JSON" : "not valid UTF-8");
+  if (json.is_discarded()) return not_parsed(text);
   return json;
+}
+
+// The canonical text written from the parser's events (nlohmann's SAX interface): scalars and
+// arrays go out as they come; an object's members are written one after another without their
+// keys, each noted with its key, and put in key order with their keys at the object's end. The
+// keys compared are the parsed ones, as a std::map compares them: their escaped forms may sort
+// otherwise ("\n" against " ").
+class CanonicalWriter {
+ public:
+  using Json = nlohmann::json;
+
+  bool null() { return scalar("null"); }
+  bool boolean(bool value) { return scalar(value ? "true" : "false"); }
+  bool number_integer(Json::number_integer_t value) { return number(value); }
+  bool number_unsigned(Json::number_unsigned_t value) { return number(value); }
+  // nlohmann's own float text (its shortest form, with ".0" when whole): rare in a request.
+  bool number_float(Json::number_float_t value, const Json::string_t&) {
+    return scalar(Json(value).dump());
+  }
+  bool string(Json::string_t& value) {
+    value_starts();
+    append_utf8_json_string(out_, value);
+    return true;
+  }
+  bool binary(Json::binary_t&) { return false; }  // JSON text has none
+  bool start_object(std::size_t) {
+    value_starts();
+    open_.push_back({.object = true,
+                     .start = out_.size(),
+                     .first_member = members_.size(),
+                     .first_key = keys_.size()});
+    return true;
+  }
+  bool key(Json::string_t& key) {
+    members_.push_back({.key = keys_.size(), .key_size = key.size(), .value = out_.size()});
+    keys_ += key;
+    return true;
+  }
+  bool end_object();
+  bool start_array(std::size_t) {
+    value_starts();
+    open_.push_back({.object = false, .start = out_.size()});
+    out_ += '[';
+    return true;
+  }
+  bool end_array() {
+    out_ += ']';
+    open_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
+    return false;
+  }
+
+  std::string take() { return std::move(out_); }
+
+ private:
+  struct Open {
+    bool object;
+    std::size_t start;  // of its text in out_
+    std::size_t first_member = 0, first_key = 0;
+    std::size_t values = 0;  // an array's so far
+  };
+  struct Member {
+    std::size_t key, key_size;  // in keys_
+    std::size_t value;          // where its value starts in out_; it ends where the next starts
+  };
+
+  void value_starts() {
+    if (open_.empty() || open_.back().object) return;
+    if (open_.back().values++ > 0) out_ += ',';
+  }
+  bool scalar(std::string_view text) {
+    value_starts();
+    out_ += text;
+    return true;
+  }
+  template <class N>
+  bool number(N value) {
+    char digits[24];
+    return scalar({digits, static_cast<std::size_t>(
+                               std::to_chars(digits, std::end(digits), value).ptr - digits)});
+  }
+  std::string_view key_of(const Member& member) const {
+    return std::string_view(keys_).substr(member.key, member.key_size);
+  }
+
+  std::string out_;
+  std::vector<Open> open_;
+  std::vector<Member> members_;  // of the objects open, the innermost's last
+  std::string keys_;
+  std::vector<std::size_t> order_;  // end_object's, kept for its capacity
+  std::string object_;
+};
+
+// A key given twice keeps its last value, as nlohmann's std::map does: a stable sort keeps the
+// members of one key in the order given, and the last of them is written.
+bool CanonicalWriter::end_object() {
+  const auto open = open_.back();
+  open_.pop_back();
+  const std::size_t count = members_.size() - open.first_member;
+  const auto member = [&](std::size_t i) -> const Member& {
+    return members_[open.first_member + i];
+  };
+  const auto value_end = [&](std::size_t i) {
+    return i + 1 < count ? member(i + 1).value : out_.size();
+  };
+  order_.resize(count);
+  for (std::size_t i = 0; i < count; ++i) order_[i] = i;
+  std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
+    return key_of(member(a)) < key_of(member(b));
+  });
+  object_.assign(1, '{');
+  for (std::size_t k = 0; k < count; ++k) {
+    const auto i = order_[k];
+    if (k + 1 < count && key_of(member(order_[k + 1])) == key_of(member(i))) continue;
+    if (object_.size() > 1) object_ += ',';
+    append_utf8_json_string(object_, key_of(member(i)));
+    object_ += ':';
+    object_.append(out_, member(i).value, value_end(i) - member(i).value);
+  }
+  object_ += '}';
+  out_.resize(open.start);
+  out_ += object_;
+  members_.resize(open.first_member);
+  keys_.resize(open.first_key);
+  return true;
 }
 
 }  // namespace
@@ -98,6 +239,13 @@ Result<nlohmann::ordered_json> parse_bounded_json(std::string_view text, const J
 
 Result<nlohmann::json> parse_bounded_json_sorted(std::string_view text, const JsonLimits& limits) {
   return parse_within<nlohmann::json>(text, limits);
+}
+
+Result<std::string> canonical_json(std::string_view text, const JsonLimits& limits) {
+  if (auto error = over_limits(text, limits)) return *error;
+  CanonicalWriter writer;
+  if (!nlohmann::json::sax_parse(text, &writer)) return not_parsed(text);
+  return writer.take();
 }
 
 bool is_valid_utf8(std::string_view text) {
@@ -165,7 +313,8 @@ constexpr std::size_t kBlock = 16;
 // One block of text: the writer copies a whole block's width from any place of it in one move,
 // where the copy of each short run between escapes cost a call. So 2 * kBlock bytes from the
 // block's start are read: the text's own where it has them (a copy of each block took a third
-// of the time), else a copy with zeros past the text's end (its last two blocks).
+// of the time), else a copy with zeros past the text's end (the blocks that start within its last
+// 31 bytes).
 struct Block {
   Block(std::string_view text, std::size_t at) : size(std::min(kBlock, text.size() - at)) {
     if (text.size() - at >= 2 * kBlock) {

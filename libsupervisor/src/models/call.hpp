@@ -13,6 +13,7 @@
 
 #include "hub.hpp"
 #include "inflight/supervisor/models/model_answer.hpp"
+#include "loop.hpp"
 #include "model_call.hpp"
 
 namespace inflight::models {

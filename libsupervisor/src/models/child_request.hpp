@@ -30,7 +30,8 @@ struct CallTarget {
 // the model's base path upstream.
 std::optional<CallTarget> parse_call_target(std::string_view target);
 
-// The token a child's SDK sends: OpenAI's as a bearer, Anthropic's as x-api-key.
+// The token a child's SDK sends: OpenAI's as a bearer, Anthropic's as x-api-key. A view of the
+// request's header: valid while the request lives unchanged.
 std::string_view token_of(const ChildRequest& request);
 
 }  // namespace inflight::models

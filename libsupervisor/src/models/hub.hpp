@@ -17,6 +17,7 @@
 
 #include "inflight/supervisor/models/model_gateway.hpp"
 #include "inflight/supervisor/models/model_journal.hpp"
+#include "loop.hpp"
 #include "upstream_pool.hpp"
 
 namespace inflight::models {
@@ -95,8 +96,9 @@ class Hub : public std::enable_shared_from_this<Hub> {
   std::map<std::string, std::unique_ptr<UpstreamPool>> pools;
   Acceptor acceptor;
   std::map<std::string, std::shared_ptr<Attempt>> attempts;  // by run id
-  std::map<std::string, std::string, std::less<>> tokens;    // token → run id
-  std::map<std::string, std::size_t> in_flight;              // by run id, of any attempt
+  // token → run id; looked up with a view of the child's header, not a copy
+  std::map<std::string, std::string, std::less<>> tokens;
+  std::map<std::string, std::size_t> in_flight;  // by run id, of any attempt
   std::map<std::string, std::size_t> in_flight_by_model;
   std::size_t in_flight_total = 0;
   std::list<CallHandle*> calls;  // every call in flight

@@ -12,6 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <chrono>
 
 namespace inflight::models {
 
@@ -26,6 +27,7 @@ using Timer = boost::asio::basic_waitable_timer<
 using Stream =
     boost::beast::basic_stream<boost::asio::ip::tcp, Executor, boost::beast::unlimited_rate_policy>;
 
+// The bare token, for an operation of our own (async_initiate) whose result is a value.
 inline constexpr boost::asio::use_awaitable_t<Executor> kUseAwaitable;
 // Every wait of a call's coroutines: its error as a value, never thrown.
 inline constexpr auto kAwait = boost::asio::as_tuple(kUseAwaitable);

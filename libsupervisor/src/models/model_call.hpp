@@ -9,6 +9,7 @@
 
 #include "child_request.hpp"
 #include "hub.hpp"
+#include "loop.hpp"
 
 namespace inflight::models {
 

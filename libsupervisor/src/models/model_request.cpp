@@ -130,10 +130,14 @@ class PartsDigest {
 }  // namespace
 
 std::string canonical_body(std::string_view body, const std::vector<std::string>& ignore_fields) {
-  // nlohmann::json keeps an object's keys in a std::map: sorted bytewise, and dump() writes
-  // no whitespace. A key given twice keeps its last value.
-  auto parsed =
-      parse_bounded_json_sorted(body, {.max_bytes = body.size(), .max_depth = kRequestJsonDepth});
+  const JsonLimits limits{.max_bytes = body.size(), .max_depth = kRequestJsonDepth};
+  if (ignore_fields.empty()) {
+    auto canonical = canonical_json(body, limits);
+    return canonical ? std::move(*canonical) : std::string(body);
+  }
+  // Fields to drop are found in the document: nlohmann::json keeps an object's keys in a
+  // std::map, sorted bytewise, and dump() writes what canonical_json writes.
+  auto parsed = parse_bounded_json_sorted(body, limits);
   if (!parsed) return std::string(body);
   for (const auto& pointer : ignore_fields) remove_pointer(*parsed, pointer);
   return parsed->dump();

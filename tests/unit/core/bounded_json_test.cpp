@@ -27,6 +27,35 @@ TEST(BoundedJson, RefusesDepthBeforeParsingAndSizeBeforeScanning) {
   EXPECT_EQ(parse_error("[\"\xff\"]"), "not valid UTF-8");
 }
 
+// canonical_json writes what the sorted document dumps, without the document; each text here
+// is one case where the two could part.
+TEST(CanonicalJson, IsWhatTheSortedDocumentDumps) {
+  const std::string texts[] = {
+      R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true})",
+      R"( { "b" : 1 , "a" : [ 1 , { "d" : null , "c" : false } , [ ] , { } ] } )",
+      R"({"k":1,"k":{"x":2},"j":0,"k":[3]})",  // a key given again keeps its last value
+      R"({"a\n":1,"a ":2,"a\"":3,"a\\":4,"\u00e9":5,"e":6,"":7})",  // escaped keys sort parsed
+      R"([0,-0,1.0,-0.0,1e2,1E-7,0.1,123456789012345678901234567890,-9223372036854775808])",
+      R"([18446744073709551615,18446744073709551616,9223372036854775807,1.7976931348623157e308])",
+      R"(["\u0000\u001f\u007f\"\\\/\b\f\n\r\t","\ud83d\ude42","caf\u00e9","café"])", R"("top")",
+      "42", "null", "true", "[]", "{}", R"({"a":{"b":{"c":{}}},"a":[]})",
+      R"({"z":[{"y":1,"x":2},{"w":[{"v":3,"u":4}]}],"m":"\u2028"})",
+      std::string(64, '[') + std::string(64, ']'),
+      // refused by both
+      std::string(65, '[') + std::string(65, ']'), R"({"a":})", R"({"a":1,})", "[1e400]",
+      "[\"\xff\"]", R"(["\ud800"])", "", "{} {}", "[1] x", "01", "[NaN]"};
+  const JsonLimits limits{.max_bytes = 1 << 20, .max_depth = 64};
+  for (const auto& text : texts) {
+    const auto sorted = parse_bounded_json_sorted(text, limits);
+    const auto canonical = canonical_json(text, limits);
+    ASSERT_EQ(canonical.has_value(), sorted.has_value()) << printable(text);
+    if (sorted)
+      EXPECT_EQ(*canonical, sorted->dump()) << printable(text);
+    else
+      EXPECT_EQ(canonical.error().message, sorted.error().message) << printable(text);
+  }
+}
+
 TEST(Utf8, ValidatesAndShowsInvalidBytesEscaped) {
   EXPECT_TRUE(is_valid_utf8("plain"));
   EXPECT_TRUE(is_valid_utf8("caf\xc3\xa9 \xf0\x9f\x99\x82"));

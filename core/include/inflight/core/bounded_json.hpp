@@ -25,6 +25,11 @@ Result<nlohmann::ordered_json> parse_bounded_json(std::string_view text, const J
 // The same into an nlohmann::json, whose objects keep their keys sorted (a
 // std::map): a canonical form without a copy of the ordered document.
 Result<nlohmann::json> parse_bounded_json_sorted(std::string_view text, const JsonLimits& limits);
+// The text that parse_bounded_json_sorted's document dumps (keys sorted bytewise, a key given
+// twice keeping its last value, no whitespace), written without building the document: a model
+// call's identity is this text, and building the document took a score of allocations a call.
+// The same Error when that refuses `text`.
+Result<std::string> canonical_json(std::string_view text, const JsonLimits& limits);
 
 // Whether `text` is well-formed UTF-8 (no overlong forms, no surrogates).
 bool is_valid_utf8(std::string_view text);
