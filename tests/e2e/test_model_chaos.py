@@ -72,6 +72,7 @@ from inflight_testing.seeded_trials import (argument_parser, ci_plans, failure, 
                                             parse_args, plans_of, run_trials)
 from inflight_testing.serve import Serve
 from inflight_testing.waiting import wait_for
+from test_model_journal import journal_entry, journal_records
 
 DEFAULT_SEED = 20261129
 CI_TRIALS = 7  # one of each fault
@@ -292,18 +293,19 @@ class Trial:
                     assert e.get("status") == 200 and e.get("outcome") == "ok", \
                         f"{pod.name} replayed what was not a whole answer: {e}"
         for run in self.plan.runs:
-            for line in self.published_journal(run.run_id).splitlines():
-                record = json.loads(line)
+            for record in self.published_journal(run.run_id):
                 whole = record["status"] == 200 and (
                     not record["stream"] or record["body"].endswith("data: [DONE]\n\n"))
-                assert whole, f"run {run.run_id} recorded what is not a whole answer: {line[:300]}"
+                assert whole, f"run {run.run_id} recorded what is not a whole answer: {record}"
 
     def published_journal(self, run_id):
+        """The entries of the run's published journal, segment after segment."""
         ref = f"refs/inflight-results/{run_id}"
         if self.file_at(ref, JOURNAL) is None:  # no call was ever recorded
-            return ""
+            return []
         names = git(self.bare, "ls-tree", "--name-only", f"{ref}:{JOURNAL}").split()
-        return "".join(git(self.bare, "show", f"{ref}:{JOURNAL}/{n}") for n in names)
+        return [journal_entry(record) for n in names for _, record in
+                journal_records(git(self.bare, "show", f"{ref}:{JOURNAL}/{n}", binary=True))]
 
     def check_results(self):
         for run in self.plan.runs:
@@ -453,10 +455,10 @@ def fault_journal_truncated(trial, pod):
     victim.write_bytes(data[:cut])
     run_id = victim.relative_to(pod.workdir / ".inflight" / "runs").parts[0]
     segments = sorted(victim.parent.glob("calls-*.jsonl"))
-    if victim != segments[-1]:  # a torn line mid-journal: nothing of the run is replayed
+    if victim != segments[-1]:  # a torn record mid-journal: nothing of the run is replayed
         lost = data
-    else:  # the lines from the torn one on are lost: their answers name their prompts
-        lost = data[data.rfind(b"\n", 0, cut) + 1:]
+    else:  # the records from the torn one on are lost: their answers name their prompts
+        lost = data[max(at for at, _ in journal_records(data) if at <= cut):]
     cases = {int(c) for c in re.findall(rb"%s/case-(\d+)" % re.escape(run_id.encode()), lost)}
     trial.excused |= {f"{run_id}/case-{c}" for c in cases}
     trial.notes.append(f"cut {victim.name} of {run_id} at {cut} of {len(data)} bytes, "

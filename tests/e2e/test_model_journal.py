@@ -15,10 +15,11 @@ model_probe.py (a child trying what it should not).
 
 What these tests take of the journal's format (the implementers', SPEC §13)
 is kept in the helpers under "the journal" below: files
-.inflight/model-calls/calls-NNNNNN.jsonl in the run dir, one JSON object per
-answered call, whose strings (or base64 strings: "body_base64") hold the
-answer's body as the child got it, a stream's events in order. A call is
-told by its answer, which repeats the prompt ("answer to case-3")."""
+.inflight/model-calls/calls-NNNNNN.jsonl in the run dir, one record per
+answered call: a JSON header line whose "body_bytes" gives the length of the
+answer's body that follows it as the child got it (a stream's events in
+order), then a newline. A call is told by its answer, which repeats the
+prompt ("answer to case-3")."""
 import base64
 import json
 import secrets
@@ -141,12 +142,31 @@ def metric_value(serve, name, **labels):
 # the journal (the one place that knows its format)
 
 
+def journal_records(data):
+    """The records of a segment's bytes, each (offset, its bytes): a header
+    line, then its "body_bytes" bytes and a newline."""
+    records, at = [], 0
+    while at < len(data):
+        end = data.index(b"\n", at) + 1
+        end += json.loads(data[at:end])["body_bytes"] + 1
+        records.append((at, data[at:end]))
+        at = end
+    return records
+
+
+def journal_entry(record):
+    """A record's header fields, its body as text in "body"."""
+    header, _, rest = record.partition(b"\n")
+    entry = json.loads(header)
+    entry["body"] = rest[:-1].decode(errors="replace")
+    return entry
+
+
 def journal_entries(directory):
-    """Every recorded call of the run dir, in file and line order."""
-    entries = []
-    for path in sorted((Path(directory) / JOURNAL).glob("calls-*.jsonl")):
-        entries += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return entries
+    """Every recorded call of the run dir, in file and record order."""
+    return [journal_entry(record)
+            for path in sorted((Path(directory) / JOURNAL).glob("calls-*.jsonl"))
+            for _, record in journal_records(path.read_bytes())]
 
 
 def journal_text(directory):
@@ -362,10 +382,10 @@ def pushed_journal(repo, ref):
     """The journal entries of a branch's tip (its first segment, stored whole
     while under 64 KiB)."""
     try:
-        text = git(repo.bare, "show", f"{ref}:{JOURNAL}/calls-000001.jsonl")
+        data = git(repo.bare, "show", f"{ref}:{JOURNAL}/calls-000001.jsonl", binary=True)
     except AssertionError:
         return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [journal_entry(record) for _, record in journal_records(data)]
 
 
 def test_a_sigkill_loses_at_most_the_calls_the_last_periodic_checkpoint_had_not_pushed(

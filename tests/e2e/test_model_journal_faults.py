@@ -26,9 +26,9 @@ from inflight_testing.model_provider import ModelProvider
 from inflight_testing.procfs import descendants_of
 from inflight_testing.waiting import wait_for
 from test_model_journal import (INPUT_TOKENS, JOURNAL, KEY_ENV, OUTPUT_TOKENS, caller,
-                                holds_stream, journal_entries, key, mentioning, metric_value,
-                                model_log, openai_model, probe_template, records, run_dir,
-                                shut_down, start_pod, views_of, write_config)
+                                holds_stream, journal_entries, journal_records, key, mentioning,
+                                metric_value, model_log, openai_model, probe_template, records,
+                                run_dir, shut_down, start_pod, views_of, write_config)
 from test_run_command import RunProcess
 
 __all__ = ["key"]  # the fixture, imported for pytest to find it here
@@ -449,12 +449,12 @@ def test_a_bad_line_mid_journal_replays_nothing_and_a_torn_last_line_is_dropped(
 
         segments = {name: run_dir(pod, run_id) / JOURNAL / "calls-000001.jsonl"
                     for name, run_id in runs.items()}
-        lines = segments["bad"].read_bytes().splitlines(keepends=True)
-        assert len(lines) >= 2, lines
-        corrupted = b"".join(lines[:-1]) + b"this is not a journal line\n" + lines[-1]
+        kept = [record for _, record in journal_records(segments["bad"].read_bytes())]
+        assert len(kept) >= 2, kept
+        corrupted = b"".join(kept[:-1]) + b"this is not a journal line\n" + kept[-1]
         segments["bad"].write_bytes(corrupted)
-        recorded_torn = len(segments["torn"].read_bytes().splitlines())
-        torn_tail = b'{"v": 1, "digest": "0123'
+        recorded_torn = len(journal_records(segments["torn"].read_bytes()))
+        torn_tail = b'{"v": 2, "digest": "0123'
         with open(segments["torn"], "ab") as f:
             f.write(torn_tail)
 

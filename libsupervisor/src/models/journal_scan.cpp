@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <functional>
 #include <memory>
 
 #include "inflight/core/bounded_json.hpp"
@@ -18,7 +17,7 @@ namespace inflight::models {
 
 namespace {
 
-// Reads of a segment, a block at a time: a record's line may span blocks.
+// Reads of a segment, a block at a time.
 constexpr std::size_t kJournalReadBlock = 1 << 20;
 
 // The numbers of the segments in the journal's folder, unsorted; an Error for any other name,
@@ -65,37 +64,59 @@ std::optional<std::size_t> count_segments(int dir, const JournalLimits& limits, 
   return numbers->size();
 }
 
-// Calls `take(offset, line)` for each line of the first `size` bytes of `fd` that ends in '\n'
-// (included in `line`), until it returns false. The bytes after the last '\n' (a torn tail) are
-// counted, and kept only while they may still turn out to be a line.
-using TakeLine = std::function<bool(std::uint64_t offset, std::string_view line)>;
-Result<std::uint64_t> for_each_journal_line(int fd, std::uint64_t size, const TakeLine& take) {
-  std::string block(std::min<std::uint64_t>(size, kJournalReadBlock), '\0');
-  std::string pending;  // a line begun in an earlier block
-  std::uint64_t at = 0;
-  while (at < size) {
-    const ssize_t n = ::pread(fd, block.data(), std::min<std::uint64_t>(block.size(), size - at),
-                              static_cast<off_t>(at));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return journal_errno_error("read");
-    if (n == 0) return journal_error("shorter than it was a moment ago");
-    const std::string_view read(block.data(), static_cast<std::size_t>(n));
-    std::size_t from = 0;
-    for (auto newline = read.find('\n'); newline != std::string_view::npos;
-         newline = read.find('\n', from)) {
-      const auto piece = read.substr(from, newline + 1 - from);
-      const std::uint64_t start = at + from - pending.size();
-      const bool whole = pending.empty();
-      if (!whole) pending.append(piece);
-      if (!take(start, whole ? piece : std::string_view(pending))) return std::uint64_t{0};
-      pending.clear();
-      from = newline + 1;
+// A segment read through a window of it, a block at a time: a header line is found without a
+// read(2) of its own, and a body is skipped without being read. A v1 line may span blocks.
+class SegmentReader {
+ public:
+  SegmentReader(int fd, std::uint64_t size) : fd_(fd), size_(size) {}
+
+  // The line at `offset`, its '\n' included; nullopt when the segment ends first. The view lives
+  // until the next call.
+  using Line = std::optional<std::string_view>;
+  Result<Line> line_at(std::uint64_t offset) {
+    if (offset < start_ || offset > start_ + window_.size()) {
+      window_.clear();
+      start_ = offset;
     }
-    pending.append(read.substr(from));
-    at += static_cast<std::uint64_t>(n);
+    std::size_t searched = offset - start_;
+    for (;;) {
+      const auto newline = window_.find('\n', searched);
+      if (newline != std::string::npos)
+        return Line(
+            std::string_view(window_).substr(offset - start_, newline + 1 - (offset - start_)));
+      searched = window_.size();
+      const auto more = read_more(offset);
+      if (!more) return more.error();
+      if (!*more) return Line();
+    }
   }
-  return static_cast<std::uint64_t>(pending.size());
-}
+
+ private:
+  // Appends the next block to the window, first dropping what lies before `keep_from`; false at
+  // the segment's end.
+  Result<bool> read_more(std::uint64_t keep_from) {
+    const std::uint64_t end = start_ + window_.size();
+    if (end >= size_) return false;
+    window_.erase(0, keep_from - start_);
+    start_ = keep_from;
+    const std::size_t had = window_.size();
+    window_.resize(had + std::min<std::uint64_t>(kJournalReadBlock, size_ - end));
+    for (;;) {
+      const ssize_t n =
+          ::pread(fd_, window_.data() + had, window_.size() - had, static_cast<off_t>(end));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return journal_errno_error("read");
+      if (n == 0) return journal_error("shorter than it was a moment ago");
+      window_.resize(had + static_cast<std::size_t>(n));
+      return true;
+    }
+  }
+
+  int fd_;
+  std::uint64_t size_;
+  std::uint64_t start_ = 0;  // the window holds the segment's bytes from here
+  std::string window_;
+};
 
 struct SegmentToRead {
   Fd fd;
@@ -122,25 +143,56 @@ struct SegmentInScan {
   std::uint64_t end = 0;  // of the last record kept
 };
 
-// One line of a segment into the scan: its record indexed, or the torn last line dropped;
-// false, with the scan's problem set, for a bad line anywhere else.
-bool take_journal_line(JournalScan& scan, SegmentInScan& segment, std::uint64_t offset,
-                       std::string_view line) {
-  const auto record = parse_journal_line(line);
-  if (!record && segment.last && offset + line.size() == segment.size) {
-    scan.torn_tail_dropped = true;
-    return true;
-  }
-  if (!record) {
-    scan.problem =
-        segment.name + " at byte " + std::to_string(offset) + ": " + record.error().message;
+// Whether the byte at `offset` is a '\n', as a v2 record's body must be followed by.
+Result<bool> newline_at(SegmentReader& reader, std::uint64_t offset) {
+  const auto line = reader.line_at(offset);
+  if (!line) return line.error();
+  return *line && (*line)->size() == 1;
+}
+
+// The record at `offset` of a segment into the scan: indexed, or a torn last record dropped;
+// false once the segment's records end, or, with the scan's problem set, at a bad record. A v2
+// record's body is skipped, only the '\n' after it checked.
+bool take_journal_record(JournalScan& scan, SegmentReader& reader, SegmentInScan& segment,
+                         std::uint64_t offset) {
+  const auto line = reader.line_at(offset);
+  if (!line) {
+    scan.problem = segment.name + ": " + line.error().message;
     return false;
   }
-  scan.by_digest[record->digest].push_back(
-      {.segment = segment.index, .offset = offset, .length = line.size()});
+  if (!*line) {  // bytes without a '\n' up to the end
+    if (segment.last)
+      scan.torn_tail_dropped = true;
+    else
+      scan.problem = segment.name + " ends without a newline";
+    return false;
+  }
+  const std::uint64_t line_end = offset + (*line)->size();
+  auto read = parse_journal_line(**line);
+  const std::uint64_t end = read ? line_end + read->follows : line_end;
+  if (read && end > line_end) {
+    const auto newline = newline_at(reader, end - 1);
+    if (!newline) {
+      scan.problem = segment.name + ": " + newline.error().message;
+      return false;
+    }
+    if (!*newline) read = journal_error("a journal record's body ends without a newline");
+  }
+  // What a write cut short by the pod's death leaves: the last record, reaching the end.
+  if (!read && segment.last && end >= segment.size) {
+    scan.torn_tail_dropped = true;
+    return false;
+  }
+  if (!read) {
+    scan.problem =
+        segment.name + " at byte " + std::to_string(offset) + ": " + read.error().message;
+    return false;
+  }
+  scan.by_digest[read->record.digest].push_back(
+      {.segment = segment.index, .offset = offset, .length = end - offset});
   ++scan.records;
-  scan.bytes += line.size();
-  segment.end = offset + line.size();
+  scan.bytes += end - offset;
+  segment.end = end;
   return true;
 }
 
@@ -158,15 +210,10 @@ void scan_segment(int dir, std::size_t number, bool last, const JournalLimits& l
     scan.problem = "the journal is larger than " + std::to_string(limits.max_bytes) + " bytes";
     return;
   }
-  const auto tail = for_each_journal_line(opened->fd.get(), segment.size,
-                                          [&](std::uint64_t offset, std::string_view line) {
-                                            return take_journal_line(scan, segment, offset, line);
-                                          });
-  if (!tail) scan.problem = segment.name + ": " + tail.error().message;
-  if (scan.problem) return;
-  if (*tail > 0 && !last) scan.problem = segment.name + " ends without a newline";
-  if (*tail > 0 && last) scan.torn_tail_dropped = true;
-  if (last) scan.last_segment_end = segment.end;
+  SegmentReader reader(opened->fd.get(), segment.size);
+  while (segment.end < segment.size && take_journal_record(scan, reader, segment, segment.end)) {
+  }
+  if (last && !scan.problem) scan.last_segment_end = segment.end;
 }
 
 }  // namespace
@@ -198,19 +245,19 @@ Result<JournalRecord> read_journal_entry(const JournalScan& scan, const JournalE
   struct stat st {};
   if (!fd || ::fstat(fd.get(), &st) != 0) return journal_errno_error("open " + name.string());
   if (!S_ISREG(st.st_mode)) return journal_error(name.string() + " is not a regular file");
-  std::string line(entry.length, '\0');
+  std::string bytes(entry.length, '\0');
   std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::pread(fd.get(), line.data() + done, line.size() - done,
+  while (done < bytes.size()) {
+    const ssize_t n = ::pread(fd.get(), bytes.data() + done, bytes.size() - done,
                               static_cast<off_t>(entry.offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return journal_errno_error("read " + name.string());
     if (n == 0) break;
     done += static_cast<std::size_t>(n);
   }
-  if (done < line.size() || line.back() != '\n')
+  if (done < bytes.size() || bytes.back() != '\n')
     return journal_error(name.string() + " changed since it was scanned");
-  return parse_journal_line(line);
+  return parse_journal_record(bytes);
 }
 
 }  // namespace inflight::models

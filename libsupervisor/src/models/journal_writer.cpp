@@ -1,5 +1,5 @@
 // See model_journal.hpp: appends a run's answers to its journal, a segment
-// after another, each record one whole line.
+// after another, each record whole.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -82,12 +82,12 @@ Result<void> JournalWriter::start_segment(std::size_t number) {
 Result<JournalWriter::Appended> JournalWriter::append(const JournalRecord& record) {
   if (broken_) return *broken_;
   if (stopped_) return Appended::over_limit;
-  const auto line = write_journal_line(record);
-  if (bytes_ + line.size() > limits_.max_bytes) {
+  const auto bytes = write_journal_record(record);
+  if (bytes_ + bytes.size() > limits_.max_bytes) {
     stopped_ = true;
     return Appended::over_limit;
   }
-  if (!segment_ || (segment_size_ > 0 && segment_size_ + line.size() > limits_.segment_bytes)) {
+  if (!segment_ || (segment_size_ > 0 && segment_size_ + bytes.size() > limits_.segment_bytes)) {
     if (segment_number_ >= limits_.max_segments) {
       stopped_ = true;
       return Appended::over_limit;
@@ -95,30 +95,30 @@ Result<JournalWriter::Appended> JournalWriter::append(const JournalRecord& recor
     const auto started = start_segment(segment_number_ + 1);
     if (!started) return started.error();
   }
-  const auto written = write_line(line);
+  const auto written = write_record(bytes);
   if (!written) return written.error();
   return Appended::recorded;
 }
 
-// One write(2) of the whole line; should it fall short, the rest follows, and should it fail,
-// what it wrote is cut off so that the segment still ends with a whole line.
-Result<void> JournalWriter::write_line(std::string_view line) {
+// One write(2) of the whole record; should it fall short, the rest follows, and should it fail,
+// what it wrote is cut off so that the segment still ends with a whole record.
+Result<void> JournalWriter::write_record(std::string_view record) {
   std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(segment_.get(), line.data() + done, line.size() - done);
+  while (done < record.size()) {
+    const ssize_t n = ::write(segment_.get(), record.data() + done, record.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       if (n == 0) errno = ENOSPC;
       auto failed = journal_errno_error("append to " + journal_segment_name(segment_number_));
       if (done > 0 && ::ftruncate(segment_.get(), static_cast<off_t>(segment_size_)) != 0)
         broken_ =
-            journal_errno_error("cut a torn line of " + journal_segment_name(segment_number_));
+            journal_errno_error("cut a torn record of " + journal_segment_name(segment_number_));
       return failed;
     }
     done += static_cast<std::size_t>(n);
   }
-  segment_size_ += line.size();
-  bytes_ += line.size();
+  segment_size_ += record.size();
+  bytes_ += record.size();
   return {};
 }
 

@@ -1,4 +1,4 @@
-// See model_journal.hpp: the journal's line format, written and parsed. Its
+// See model_journal.hpp: the journal's record format, written and parsed. Its
 // scan is journal_scan.cpp, its writer journal_writer.cpp.
 #include "inflight/supervisor/models/model_journal.hpp"
 
@@ -23,24 +23,14 @@ using JournalJson = nlohmann::ordered_json;
 // A line is one object holding one object ("usage"): deeper is not ours.
 constexpr int kJournalLineDepth = 4;
 
+// A body's length in a header is at most this (1 TiB), far beyond any journal's limit, so that
+// adding it to an offset cannot overflow.
+constexpr std::uint64_t kMaxBodyBytes = 1ull << 40;
+
 constexpr std::string_view kBase64Alphabet =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-std::string journal_base64(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
-    std::uint32_t group = 0;
-    for (std::size_t k = 0; k < 3; ++k)
-      group = group << 8 | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
-    for (std::size_t k = 0; k < 4; ++k)
-      out += k <= n ? kBase64Alphabet[(group >> (18 - 6 * k)) & 0x3f] : '=';
-  }
-  return out;
-}
-
-// The bytes of padded base64 text, or nullopt for anything journal_base64 would not write.
+// The bytes of padded base64 text (a v1 line's "body_base64"), or nullopt for anything else.
 std::optional<std::string> journal_unbase64(std::string_view text) {
   if (text.size() % 4 != 0) return std::nullopt;
   std::string out;
@@ -144,77 +134,101 @@ std::string JournalFields::body() {
 
 }  // namespace
 
-std::string write_journal_line(const JournalRecord& record) {
+std::string write_journal_record(const JournalRecord& record) {
   // Written field by field, in the order and the form that an ordered_json of these fields dumps
   // (a test holds the two equal): building that json copied every field, the answer most of all.
-  std::string line;
-  line.reserve(256 + record.path.size() + record.content_type.size() + record.body.size());
+  // The body goes as it is, so that a long answer costs a copy rather than an escape.
+  std::string bytes;
+  bytes.reserve(256 + record.path.size() + record.content_type.size() + record.body.size());
   const auto key = [&](std::string_view name) {
-    line += line.empty() ? "{\"" : ",\"";
-    line += name;
-    line += "\":";
+    bytes += bytes.empty() ? "{\"" : ",\"";
+    bytes += name;
+    bytes += "\":";
   };
   const auto text = [&](std::string_view name, const std::string& value) {
     key(name);
-    append_json_string(line, value);
+    append_json_string(bytes, value);
   };
   const auto count = [](const std::optional<std::uint64_t>& n) {
     return n ? std::to_string(*n) : std::string("null");
   };
   key("v");
-  line += '1';
+  bytes += '2';
   text("digest", record.digest);
   text("model", record.model);
   text("method", record.method);
   text("path", record.path);
   key("attempt");
-  line += std::to_string(record.attempt);
+  bytes += std::to_string(record.attempt);
   key("status");
-  line += std::to_string(record.status);
+  bytes += std::to_string(record.status);
   text("content_type", record.content_type);
   key("stream");
-  line += record.stream ? "true" : "false";
+  bytes += record.stream ? "true" : "false";
   text("started_at", record.started_at);
   key("ms");
-  line += std::to_string(record.ms);
+  bytes += std::to_string(record.ms);
   key("usage");
-  line += R"({"input":)" + count(record.usage.input) + R"(,"output":)" +
-          count(record.usage.output) + '}';
-  if (is_valid_utf8(record.body)) {
-    key("body");
-    append_utf8_json_string(line, record.body);
-  } else {
-    key("body_base64");
-    append_json_string(line, journal_base64(record.body));
-  }
-  line += "}\n";
-  return line;
+  bytes += R"({"input":)" + count(record.usage.input) + R"(,"output":)" +
+           count(record.usage.output) + '}';
+  key("body_bytes");
+  bytes += std::to_string(record.body.size());
+  bytes += "}\n";
+  bytes += record.body;
+  bytes += '\n';
+  return bytes;
 }
 
-Result<JournalRecord> parse_journal_line(std::string_view line) {
+Result<JournalLine> parse_journal_line(std::string_view line) {
   if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
   const auto json =
       parse_bounded_json(line, {.max_bytes = line.size(), .max_depth = kJournalLineDepth});
   if (!json) return journal_error("a journal line is " + json.error().message);
   if (!json->is_object()) return journal_error("a journal line is not an object");
   JournalFields fields(*json);
-  if (fields.count("v") != 1) fields.fail("v", "is not 1");
-  JournalRecord record{.digest = fields.text("digest"),
-                       .model = fields.text("model"),
-                       .method = fields.text("method"),
-                       .path = fields.text("path"),
-                       .attempt = fields.number("attempt", 0, INT_MAX),
-                       .status = fields.number("status", 100, 999),
-                       .content_type = fields.text("content_type"),
-                       .stream = fields.flag("stream"),
-                       .body = fields.body(),
-                       .started_at = fields.text("started_at"),
-                       .ms = fields.count("ms"),
-                       .usage = fields.usage()};
-  if (!fields.problem() && !is_request_digest(record.digest))
+  const auto version = fields.count("v");
+  if (version != 1 && version != 2) fields.fail("v", "is not 1 or 2");
+  JournalLine read{.record = {.digest = fields.text("digest"),
+                              .model = fields.text("model"),
+                              .method = fields.text("method"),
+                              .path = fields.text("path"),
+                              .attempt = fields.number("attempt", 0, INT_MAX),
+                              .status = fields.number("status", 100, 999),
+                              .content_type = fields.text("content_type"),
+                              .stream = fields.flag("stream"),
+                              .body = {},
+                              .started_at = fields.text("started_at"),
+                              .ms = fields.count("ms"),
+                              .usage = fields.usage()}};
+  if (version == 1) read.record.body = fields.body();
+  if (version == 2) {
+    const auto body_bytes = fields.count("body_bytes");
+    if (body_bytes > kMaxBodyBytes) fields.fail("body_bytes", "is over 1 TiB");
+    read.follows = body_bytes + 1;
+  }
+  if (!fields.problem() && !is_request_digest(read.record.digest))
     fields.fail("digest", "is not 64 lower-case hex digits");
   if (fields.problem()) return journal_error("a journal line's " + *fields.problem());
-  return record;
+  return read;
+}
+
+Result<JournalRecord> parse_journal_record(std::string_view bytes) {
+  const auto newline = bytes.find('\n');
+  const auto first =
+      bytes.substr(0, newline == std::string_view::npos ? bytes.size() : newline + 1);
+  auto line = parse_journal_line(first);
+  if (!line) return line.error();
+  if (bytes.size() - first.size() != line->follows)
+    return journal_error(line->follows == 0
+                             ? "a v1 journal line is followed by more bytes"
+                             : "a journal record's body is not the " +
+                                   std::to_string(line->follows - 1) + " bytes its header gives");
+  if (line->follows > 0) {
+    if (bytes.back() != '\n')
+      return journal_error("a journal record's body ends without a newline");
+    line->record.body = bytes.substr(first.size(), line->follows - 1);
+  }
+  return std::move(line->record);
 }
 
 }  // namespace inflight::models

@@ -1,6 +1,6 @@
-// The model-call journal on disk: its line format both ways, the writer's segments and limits,
-// and the scan's verdict on what a child may have left in the run dir (torn lines, bad lines,
-// strange names, symlinks).
+// The model-call journal on disk: its record format both ways (and the v1 lines of journals
+// written before it), the writer's segments and limits, and the scan's verdict on what a child
+// may have left in the run dir (torn records, bad records, strange names, symlinks).
 #include "inflight/supervisor/models/model_journal.hpp"
 
 #include <fcntl.h>
@@ -82,48 +82,16 @@ void record_all(JournalWriter& writer, int from, int to) {
   }
 }
 
-// ---------------------------------------------------------------- the line
+// ---------------------------------------------------------------- the record
 
-TEST(JournalLine, RoundTripsEveryField) {
-  auto record = journal_record(1);
-  record.stream = true;
-  record.content_type = "text/event-stream";
-  record.body = "data: {\"x\":\"caf\xc3\xa9\"}\n\ndata: [DONE]\n\n";
-  record.usage = {.input = 5, .output = std::nullopt};
-  const auto line = write_journal_line(record);
-  ASSERT_FALSE(line.empty());
-  EXPECT_EQ(line.back(), '\n');
-  EXPECT_EQ(line.find('\n'), line.size() - 1);
-  EXPECT_NE(line.find(R"("v":1)"), std::string::npos);
-  EXPECT_NE(line.find(R"("usage":{"input":5,"output":null})"), std::string::npos);
-  const auto parsed = parse_journal_line(line);
-  ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
-  EXPECT_EQ(*parsed, record);
-}
-
-TEST(JournalLine, WritesATextBodyAsNlohmannWouldByteForByte) {
-  std::string controls;
-  for (int c = 0; c < 0x20; ++c) controls += static_cast<char>(c);
-  for (const std::string& body : {std::string("plain"), controls, std::string("\"\\/\x7f"),
-                                  std::string("caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80\n"),
-                                  std::string("data: {\"a\":\"b\\n\"}\r\n\r\n")}) {
-    const auto line = write_journal_line(journal_record(3, body));
-    EXPECT_EQ(line, nlohmann::ordered_json::parse(line).dump() + "\n") << body;
-    const auto parsed = parse_journal_line(line);
-    ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
-    EXPECT_EQ(parsed->body, body);
-  }
-}
-
-// The line as the journal's first writer built it: an ordered_json of the fields, dumped with
-// U+FFFD for bytes that are not UTF-8. The writer now writes it field by field; lines already
-// in journals must keep reading the same, and the two forms must not drift.
-std::string ordered_json_line(const JournalRecord& record) {
+// The header line: an ordered_json of the fields, dumped with U+FFFD for bytes that are not
+// UTF-8. The writer writes it field by field; the two forms must not drift.
+nlohmann::ordered_json header_fields(const JournalRecord& record, int version) {
   const auto count = [](const std::optional<std::uint64_t>& n) {
     return n ? nlohmann::ordered_json(*n) : nlohmann::ordered_json(nullptr);
   };
-  nlohmann::ordered_json json{
-      {"v", 1},
+  return {
+      {"v", version},
       {"digest", record.digest},
       {"model", record.model},
       {"method", record.method},
@@ -135,11 +103,39 @@ std::string ordered_json_line(const JournalRecord& record) {
       {"started_at", record.started_at},
       {"ms", record.ms},
       {"usage", {{"input", count(record.usage.input)}, {"output", count(record.usage.output)}}}};
-  json["body"] = record.body;  // a UTF-8 one: the test below takes the other form apart
+}
+std::string dumped(const nlohmann::ordered_json& json) {
   return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-TEST(JournalLine, IsWhatAnOrderedJsonOfItsFieldsDumpsByteForByte) {
+// A line of the journal's first format, v1, as inflight wrote it before v2: the body inside,
+// base64 when it is not UTF-8. Journals of runs begun then must keep replaying.
+std::string v1_line(const JournalRecord& record, const std::string& body_base64 = "") {
+  auto json = header_fields(record, 1);
+  if (body_base64.empty())
+    json["body"] = record.body;
+  else
+    json["body_base64"] = body_base64;
+  return dumped(json);
+}
+
+TEST(JournalRecord, RoundTripsEveryField) {
+  auto record = journal_record(1);
+  record.stream = true;
+  record.content_type = "text/event-stream";
+  record.body = "data: {\"x\":\"caf\xc3\xa9\"}\n\ndata: [DONE]\n\n";
+  record.usage = {.input = 5, .output = std::nullopt};
+  const auto bytes = write_journal_record(record);
+  const auto header = bytes.substr(0, bytes.find('\n') + 1);
+  EXPECT_NE(header.find(R"({"v":2,)"), std::string::npos);
+  EXPECT_NE(header.find(R"("usage":{"input":5,"output":null})"), std::string::npos);
+  EXPECT_EQ(bytes, header + record.body + "\n");
+  const auto parsed = parse_journal_record(bytes);
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+  EXPECT_EQ(*parsed, record);
+}
+
+TEST(JournalRecord, HasAHeaderThatAnOrderedJsonOfItsFieldsDumpsByteForByte) {
   auto odd = journal_record(5, "caf\xc3\xa9 \"quoted\"\n\x01");
   odd.path = "/v1/chat/\xff\xfe\"x\"\\y\x7f";
   odd.content_type = "text/plain; q=\"1\"\t\x80";
@@ -150,54 +146,73 @@ TEST(JournalLine, IsWhatAnOrderedJsonOfItsFieldsDumpsByteForByte) {
   auto nulls = journal_record(6);
   nulls.usage = {};
   for (const auto& record : {journal_record(1), odd, nulls}) {
-    EXPECT_EQ(write_journal_line(record), ordered_json_line(record)) << record.path;
+    auto header = header_fields(record, 2);
+    header["body_bytes"] = record.body.size();
+    EXPECT_EQ(write_journal_record(record), dumped(header) + record.body + "\n") << record.path;
   }
-  auto binary = journal_record(7, std::string("\xff\x00\x01", 3));
-  const auto line = write_journal_line(binary);
-  const auto json = nlohmann::ordered_json::parse(line);
-  EXPECT_EQ(line, json.dump() + "\n");
-  EXPECT_EQ(json["body_base64"], "/wAB");
 }
 
-TEST(JournalLine, HoldsNoFieldForHeaders) {
-  const auto json = nlohmann::json::parse(write_journal_line(journal_record(1)));
-  std::set<std::string> keys;
-  for (const auto& [key, value] : json.items()) keys.insert(key);
-  EXPECT_EQ(keys,
-            (std::set<std::string>{"v", "digest", "model", "method", "path", "attempt", "status",
-                                   "content_type", "stream", "started_at", "ms", "usage", "body"}));
-}
-
-TEST(JournalLine, WritesABodyThatIsNotUtf8AsBase64AndGetsItsBytesBack) {
+TEST(JournalRecord, KeepsEveryByteOfABodyAsItIs) {
   std::string every_byte;
   for (int c = 0; c < 256; ++c) every_byte += static_cast<char>(c);
+  const auto looks_like_a_record = write_journal_record(journal_record(4));
   for (const std::string& body :
-       {every_byte, std::string("\xff"), std::string("\xff\xfe"), std::string("\xff\xfe\xfd"),
-        std::string("\x80\0z", 3), std::string("ok\xc3")}) {
-    const auto record = journal_record(2, body);
-    const auto line = write_journal_line(record);
-    EXPECT_NE(line.find("\"body_base64\":"), std::string::npos);
-    EXPECT_EQ(line.find("\"body\":"), std::string::npos);
-    const auto parsed = parse_journal_line(line);
+       {every_byte, std::string(), std::string("\n"), std::string("\n\n\n"), std::string("\xff"),
+        std::string("\x80\0z", 3), std::string("ok\xc3"), looks_like_a_record}) {
+    auto record = journal_record(2);
+    record.body = body;  // journal_record gives an empty one a default
+    const auto bytes = write_journal_record(record);
+    EXPECT_EQ(bytes.size(), bytes.find('\n') + 1 + body.size() + 1);
+    const auto parsed = parse_journal_record(bytes);
     ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
     EXPECT_EQ(parsed->body, body);
   }
 }
 
-TEST(JournalLine, RefusesALineNamingWhatIsWrong) {
-  const auto good = nlohmann::json::parse(write_journal_line(journal_record(1)));
+TEST(JournalRecord, HoldsNoFieldForHeaders) {
+  const auto bytes = write_journal_record(journal_record(1));
+  const auto json = nlohmann::json::parse(bytes.substr(0, bytes.find('\n')));
+  std::set<std::string> keys;
+  for (const auto& [key, value] : json.items()) keys.insert(key);
+  EXPECT_EQ(keys, (std::set<std::string>{"v", "digest", "model", "method", "path", "attempt",
+                                         "status", "content_type", "stream", "started_at", "ms",
+                                         "usage", "body_bytes"}));
+}
+
+TEST(JournalRecord, ReadsAV1LineAsItsFirstWriterWroteIt) {
+  std::string controls;
+  for (int c = 0; c < 0x20; ++c) controls += static_cast<char>(c);
+  for (const std::string& body : {std::string("plain"), controls, std::string("\"\\/\x7f"),
+                                  std::string("caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80\n"),
+                                  std::string("data: {\"a\":\"b\\n\"}\r\n\r\n")}) {
+    const auto record = journal_record(3, body);
+    const auto parsed = parse_journal_record(v1_line(record));
+    ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+    EXPECT_EQ(*parsed, record);
+    const auto line = parse_journal_line(v1_line(record));
+    ASSERT_TRUE(line.has_value());
+    EXPECT_EQ(line->follows, 0u);
+  }
+  const auto binary = journal_record(7, std::string("\xff\x00\x01", 3));
+  const auto parsed = parse_journal_record(v1_line(binary, "/wAB"));
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+  EXPECT_EQ(*parsed, binary);
+}
+
+TEST(JournalRecord, RefusesAV1LineNamingWhatIsWrong) {
+  const auto good = nlohmann::json::parse(v1_line(journal_record(1)));
   const auto refused = [&](const char* key, const nlohmann::json& value) {
     auto bad = good;
     if (value.is_discarded())
       bad.erase(key);
     else
       bad[key] = value;
-    const auto parsed = parse_journal_line(bad.dump() + "\n");
+    const auto parsed = parse_journal_record(bad.dump() + "\n");
     EXPECT_FALSE(parsed.has_value()) << key;
     return parsed ? std::string() : parsed.error().message;
   };
   const auto missing = nlohmann::json(nlohmann::json::value_t::discarded);
-  EXPECT_NE(refused("v", 2).find("v "), std::string::npos);
+  EXPECT_NE(refused("v", 3).find("v "), std::string::npos);
   EXPECT_NE(refused("digest", missing).find("digest"), std::string::npos);
   EXPECT_NE(refused("digest", std::string(64, 'A')).find("digest"), std::string::npos);
   EXPECT_NE(refused("status", 42).find("status"), std::string::npos);
@@ -210,11 +225,31 @@ TEST(JournalLine, RefusesALineNamingWhatIsWrong) {
   auto base64 = good;
   base64.erase("body");
   base64["body_base64"] = "not base64!";
-  EXPECT_FALSE(parse_journal_line(base64.dump()).has_value());
+  EXPECT_FALSE(parse_journal_record(base64.dump()).has_value());
   base64["body_base64"] = "QUJD";
-  EXPECT_EQ(parse_journal_line(base64.dump())->body, "ABC");
-  EXPECT_FALSE(parse_journal_line("{\"v\":1,").has_value());
-  EXPECT_FALSE(parse_journal_line("[]").has_value());
+  EXPECT_EQ(parse_journal_record(base64.dump())->body, "ABC");
+  EXPECT_FALSE(parse_journal_record(v1_line(journal_record(1)) + "more\n").has_value());
+  EXPECT_FALSE(parse_journal_record("{\"v\":1,").has_value());
+  EXPECT_FALSE(parse_journal_record("[]").has_value());
+}
+
+TEST(JournalRecord, RefusesARecordWhoseBodyIsNotWhereItsHeaderSays) {
+  const auto bytes = write_journal_record(journal_record(1));
+  const auto header_size = bytes.find('\n') + 1;
+  const auto refusal = [](const std::string& text) {
+    const auto parsed = parse_journal_record(text);
+    return parsed ? std::string("read") : parsed.error().message;
+  };
+  EXPECT_NE(refusal(bytes.substr(0, bytes.size() - 1)).find("not the"), std::string::npos);
+  EXPECT_NE(refusal(bytes + "x").find("not the"), std::string::npos);
+  EXPECT_NE(refusal(bytes.substr(0, bytes.size() - 1) + "x").find("without a newline"),
+            std::string::npos);
+  EXPECT_NE(refusal(bytes.substr(0, header_size)).find("not the"), std::string::npos);
+  auto header = nlohmann::ordered_json::parse(bytes.substr(0, header_size));
+  header["body_bytes"] = 1ull << 41;
+  EXPECT_NE(refusal(header.dump() + "\n").find("body_bytes"), std::string::npos);
+  header.erase("body_bytes");
+  EXPECT_NE(refusal(header.dump() + "\n").find("body_bytes"), std::string::npos);
 }
 
 // ---------------------------------------------------------------- writer and scan
@@ -262,7 +297,9 @@ TEST(JournalWriter, GoesOnAfterWhatAnEarlierWriterRecorded) {
   EXPECT_EQ(scan_journal(run.path(), {}).records, 3u);
 }
 
-TEST(JournalScan, DropsATornLastLineWhichTheWriterCutsOff) {
+// Two whole records and then `tail`, as a pod's death mid-write leaves them: the scan drops the
+// tail, the writer cuts it off and records after the two.
+void expect_torn_tail_dropped(const std::string& tail) {
   TempDir run;
   {
     auto writer = open_writer(run.path());
@@ -270,7 +307,7 @@ TEST(JournalScan, DropsATornLastLineWhichTheWriterCutsOff) {
   }
   const auto segment = segment_of(run.path(), 1);
   const auto whole = fs::file_size(segment);
-  append_raw(segment, write_journal_line(journal_record(9)).substr(0, 40));
+  append_raw(segment, tail);
 
   auto scan = scan_journal(run.path(), {});
   ASSERT_FALSE(scan.problem) << *scan.problem;
@@ -286,6 +323,15 @@ TEST(JournalScan, DropsATornLastLineWhichTheWriterCutsOff) {
   EXPECT_FALSE(scan.problem);
   EXPECT_FALSE(scan.torn_tail_dropped);
   EXPECT_EQ(scan.records, 3u);
+}
+
+TEST(JournalScan, DropsATornLastRecordWhichTheWriterCutsOff) {
+  // Cut within the header, within the body, and just before the last '\n'.
+  const auto record = write_journal_record(journal_record(9));
+  for (const auto cut : {std::size_t{40}, record.find('\n') + 20, record.size() - 1}) {
+    SCOPED_TRACE(cut);
+    expect_torn_tail_dropped(record.substr(0, cut));
+  }
 }
 
 TEST(JournalScan, DropsAnUnparsableLastLine) {
@@ -310,7 +356,7 @@ TEST(JournalScan, ABadLineBeforeTheLastIsAProblem) {
     auto writer = open_writer(run.path());
     record_all(writer, 0, 1);
   }
-  append_raw(segment_of(run.path(), 1), "not a record\n" + write_journal_line(journal_record(1)));
+  append_raw(segment_of(run.path(), 1), "not a record\n" + write_journal_record(journal_record(1)));
   const auto scan = scan_journal(run.path(), {});
   ASSERT_TRUE(scan.problem);
   EXPECT_NE(scan.problem->find("calls-000001.jsonl"), std::string::npos);
@@ -319,10 +365,68 @@ TEST(JournalScan, ABadLineBeforeTheLastIsAProblem) {
   EXPECT_FALSE(writer.has_value());
 }
 
+TEST(JournalScan, ABodyNotFollowedByItsNewlineIsAProblem) {
+  TempDir run;
+  fs::create_directories(journal_dir_of(run.path()));
+  auto first = write_journal_record(journal_record(0));
+  first.back() = 'x';
+  append_raw(segment_of(run.path(), 1), first + write_journal_record(journal_record(1)));
+  const auto scan = scan_journal(run.path(), {});
+  ASSERT_TRUE(scan.problem);
+  EXPECT_NE(scan.problem->find("calls-000001.jsonl at byte 0"), std::string::npos) << *scan.problem;
+  EXPECT_NE(scan.problem->find("without a newline"), std::string::npos) << *scan.problem;
+}
+
+TEST(JournalScan, ReadsV1LinesAndTheV2RecordsAppendedAfterThem) {
+  TempDir run;
+  fs::create_directories(journal_dir_of(run.path()));
+  append_raw(segment_of(run.path(), 1), v1_line(journal_record(0)) + v1_line(journal_record(1)));
+  {
+    auto writer = open_writer(run.path());
+    record_all(writer, 2, 4);
+  }
+  const auto scan = scan_journal(run.path(), {});
+  ASSERT_FALSE(scan.problem) << *scan.problem;
+  EXPECT_EQ(scan.records, 4u);
+  for (int n : {0, 1}) {
+    const auto& answers = scan.by_digest.at(journal_record(n).digest);
+    ASSERT_EQ(answers.size(), 2u);
+    for (int k : {0, 1}) {
+      const auto read = read_journal_entry(scan, answers[static_cast<std::size_t>(k)]);
+      ASSERT_TRUE(read.has_value()) << read.error().message;
+      EXPECT_EQ(*read, journal_record(n + 2 * k));
+    }
+  }
+}
+
+TEST(JournalScan, ReadsRecordsLargerThanItsReadBlock) {
+  TempDir run;
+  fs::create_directories(journal_dir_of(run.path()));
+  const auto long_v1 = journal_record(0, std::string(2'500'000, 'a') + "\n");
+  append_raw(segment_of(run.path(), 1), v1_line(long_v1));
+  const auto long_v2 = journal_record(1, std::string(3'000'000, '\n'));
+  {
+    auto writer = open_writer(run.path());
+    ASSERT_TRUE(writer.append(long_v2).has_value());
+    record_all(writer, 2, 4);
+  }
+  const auto scan = scan_journal(run.path(), {});
+  ASSERT_FALSE(scan.problem) << *scan.problem;
+  EXPECT_EQ(scan.records, 4u);
+  EXPECT_EQ(scan.bytes, fs::file_size(segment_of(run.path(), 1)));
+  const auto& evens = scan.by_digest.at(long_v1.digest);
+  const auto& odds = scan.by_digest.at(long_v2.digest);
+  ASSERT_EQ(evens.size(), 2u);
+  ASSERT_EQ(odds.size(), 2u);
+  EXPECT_EQ(*read_journal_entry(scan, evens[0]), long_v1);
+  EXPECT_EQ(*read_journal_entry(scan, odds[0]), long_v2);
+  EXPECT_EQ(*read_journal_entry(scan, odds[1]), journal_record(3));
+}
+
 TEST(JournalWriter, RollsOverToANewSegmentWithoutSplittingARecord) {
   TempDir run;
-  const auto line_size = write_journal_line(journal_record(0)).size();
-  const JournalLimits limits{.max_bytes = 1 << 20, .segment_bytes = 2 * line_size + 10};
+  const auto record_size = write_journal_record(journal_record(0)).size();
+  const JournalLimits limits{.max_bytes = 1 << 20, .segment_bytes = 2 * record_size + 10};
   auto writer = open_writer(run.path(), limits);
   record_all(writer, 0, 5);
   ASSERT_TRUE(fs::exists(segment_of(run.path(), 3)));
@@ -351,17 +455,17 @@ TEST(JournalWriter, WritesARecordLargerThanASegmentWhole) {
   const JournalLimits limits{.max_bytes = 1 << 20, .segment_bytes = 100};
   auto writer = open_writer(run.path(), limits);
   record_all(writer, 0, 2);
-  EXPECT_EQ(file_text(segment_of(run.path(), 1)), write_journal_line(journal_record(0)));
-  EXPECT_EQ(file_text(segment_of(run.path(), 2)), write_journal_line(journal_record(1)));
+  EXPECT_EQ(file_text(segment_of(run.path(), 1)), write_journal_record(journal_record(0)));
+  EXPECT_EQ(file_text(segment_of(run.path(), 2)), write_journal_record(journal_record(1)));
 }
 
 TEST(JournalWriter, StopsRecordingAtTheJournalsLimit) {
   TempDir run;
-  const auto line_size = write_journal_line(journal_record(0)).size();
+  const auto record_size = write_journal_record(journal_record(0)).size();
   const auto small_record = journal_record(3, "{}");
-  const auto small_size = write_journal_line(small_record).size();
-  ASSERT_LT(small_size, line_size);
-  const JournalLimits limits{.max_bytes = 2 * line_size + small_size};
+  const auto small_size = write_journal_record(small_record).size();
+  ASSERT_LT(small_size, record_size);
+  const JournalLimits limits{.max_bytes = 2 * record_size + small_size};
   auto writer = open_writer(run.path(), limits);
   record_all(writer, 0, 2);
   auto appended = writer.append(journal_record(2));
@@ -371,8 +475,8 @@ TEST(JournalWriter, StopsRecordingAtTheJournalsLimit) {
   appended = writer.append(small_record);
   ASSERT_TRUE(appended.has_value());
   EXPECT_EQ(*appended, JournalWriter::Appended::over_limit);
-  EXPECT_EQ(writer.bytes(), 2 * line_size);
-  EXPECT_EQ(fs::file_size(segment_of(run.path(), 1)), 2 * line_size);
+  EXPECT_EQ(writer.bytes(), 2 * record_size);
+  EXPECT_EQ(fs::file_size(segment_of(run.path(), 1)), 2 * record_size);
 }
 
 TEST(JournalWriter, StopsRecordingAtTheSegmentsLimit) {
@@ -405,7 +509,7 @@ TEST(JournalScan, ASymlinkedSegmentIsAProblemNotFollowed) {
   TempDir run;
   TempDir elsewhere;
   const auto target = elsewhere.path() / "calls.jsonl";
-  append_raw(target, write_journal_line(journal_record(0)));
+  append_raw(target, write_journal_record(journal_record(0)));
   fs::create_directories(journal_dir_of(run.path()));
   fs::create_symlink(target, segment_of(run.path(), 1));
   const auto scan = scan_journal(run.path(), {});
@@ -444,7 +548,7 @@ TEST(JournalScan, AnythingButNumberedSegmentsIsAProblem) {
   EXPECT_NE(problem_with([](const fs::path& dir) { append_raw(dir / "notes.txt", "x"); }), "");
   EXPECT_NE(problem_with([](const fs::path& dir) { append_raw(dir / "calls-2.jsonl", ""); }), "");
   EXPECT_NE(problem_with([](const fs::path& dir) {
-              append_raw(dir / journal_segment_name(3), write_journal_line(journal_record(1)));
+              append_raw(dir / journal_segment_name(3), write_journal_record(journal_record(1)));
             }).find("calls-000002.jsonl is missing"),
             std::string::npos);
   EXPECT_NE(problem_with([](const fs::path& dir) {
@@ -463,7 +567,7 @@ TEST(JournalScan, ATornLineInAnEarlierSegmentIsAProblem) {
     record_all(writer, 0, 1);
   }
   append_raw(segment_of(run.path(), 1), "{\"v\":");
-  append_raw(segment_of(run.path(), 2), write_journal_line(journal_record(1)));
+  append_raw(segment_of(run.path(), 2), write_journal_record(journal_record(1)));
   const auto scan = scan_journal(run.path(), {});
   ASSERT_TRUE(scan.problem);
   EXPECT_NE(scan.problem->find("without a newline"), std::string::npos);
@@ -491,7 +595,7 @@ TEST(JournalScan, ReadsNoEntryItDoesNotHold) {
   const auto scan = scan_journal(run.path(), {});
   EXPECT_FALSE(read_journal_entry(scan, {.segment = 1, .offset = 0, .length = 10}).has_value());
   EXPECT_FALSE(read_journal_entry(scan, {.segment = 0, .offset = 0, .length = 0}).has_value());
-  // An entry that no longer lies on a whole line (the file changed since the scan).
+  // An entry that no longer lies on a whole record (the file changed since the scan).
   const auto& entry = scan.by_digest.begin()->second.front();
   EXPECT_FALSE(
       read_journal_entry(scan, {.segment = 0, .offset = 1, .length = entry.length}).has_value());
