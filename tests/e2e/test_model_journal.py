@@ -144,11 +144,15 @@ def metric_value(serve, name, **labels):
 
 def journal_records(data):
     """The records of a segment's bytes, each (offset, its bytes): a header
-    line, then its "body_bytes" bytes and a newline."""
+    line, then for "v": 2 its "body_bytes" bytes and a newline (a "v": 1
+    line, written before, holds its body)."""
     records, at = [], 0
     while at < len(data):
         end = data.index(b"\n", at) + 1
-        end += json.loads(data[at:end])["body_bytes"] + 1
+        header = json.loads(data[at:end])
+        if header["v"] == 2:
+            end += header["body_bytes"] + 1
+        assert end <= len(data) and data[end - 1:end] == b"\n", f"a torn record at {at}"
         records.append((at, data[at:end]))
         at = end
     return records
@@ -158,7 +162,8 @@ def journal_entry(record):
     """A record's header fields, its body as text in "body"."""
     header, _, rest = record.partition(b"\n")
     entry = json.loads(header)
-    entry["body"] = rest[:-1].decode(errors="replace")
+    if entry["v"] == 2:
+        entry["body"] = rest[:-1].decode(errors="replace")
     return entry
 
 
@@ -186,8 +191,8 @@ def strings_of(value):
 
 def views_of(entry):
     """The texts an entry may keep a request or an answer in: its strings as
-    they are, its base64 strings decoded, and the entry as compact JSON (for
-    events kept parsed)."""
+    they are, its base64 strings decoded (a v1 line's body that was not
+    UTF-8), and the entry as compact JSON (for events kept parsed)."""
     strings = list(strings_of(entry))
     decoded = []
     for s in strings:

@@ -17,9 +17,6 @@ namespace inflight::models {
 
 namespace {
 
-// Reads of a segment, a block at a time.
-constexpr std::size_t kJournalReadBlock = 1 << 20;
-
 // The numbers of the segments in the journal's folder, unsorted; an Error for any other name,
 // or for more than the limit.
 Result<std::vector<std::size_t>> list_segment_numbers(int dir, const JournalLimits& limits) {
@@ -64,56 +61,77 @@ std::optional<std::size_t> count_segments(int dir, const JournalLimits& limits, 
   return numbers->size();
 }
 
-// A segment read through a window of it, a block at a time: a header line is found without a
-// read(2) of its own, and a body is skipped without being read. A v1 line may span blocks.
+// A segment read through a window of it, `block` bytes at a time: a header line is found without
+// a read(2) of its own, and a body is skipped without being read. A v1 line may span blocks.
 class SegmentReader {
  public:
-  SegmentReader(int fd, std::uint64_t size) : fd_(fd), size_(size) {}
+  SegmentReader(int fd, std::uint64_t size, std::size_t block)
+      : fd_(fd), size_(size), block_(std::max<std::size_t>(block, 1)) {}
 
   // The line at `offset`, its '\n' included; nullopt when the segment ends first. The view lives
   // until the next call.
   using Line = std::optional<std::string_view>;
   Result<Line> line_at(std::uint64_t offset) {
-    if (offset < start_ || offset > start_ + window_.size()) {
+    if (offset < start_ || offset > window_end()) {
       window_.clear();
       start_ = offset;
     }
-    std::size_t searched = offset - start_;
+    std::uint64_t searched_to = offset;  // the bytes from `offset` to here hold no '\n'
     for (;;) {
-      const auto newline = window_.find('\n', searched);
+      const auto newline = window_.find('\n', searched_to - start_);
       if (newline != std::string::npos)
         return Line(
-            std::string_view(window_).substr(offset - start_, newline + 1 - (offset - start_)));
-      searched = window_.size();
+            std::string_view(window_).substr(offset - start_, start_ + newline + 1 - offset));
+      searched_to = window_end();
       const auto more = read_more(offset);
       if (!more) return more.error();
       if (!*more) return Line();
     }
   }
 
+  // The byte at `offset`, read alone when the window does not hold it (the end of a long body);
+  // nullopt past the segment's end.
+  Result<std::optional<char>> byte_at(std::uint64_t offset) {
+    if (offset >= size_) return std::optional<char>();
+    if (offset >= start_ && offset < window_end()) return std::optional(window_[offset - start_]);
+    char byte = 0;
+    const auto read = read_at(offset, &byte, 1);
+    if (!read) return read.error();
+    return std::optional(byte);
+  }
+
  private:
+  std::uint64_t window_end() const { return start_ + window_.size(); }
+
   // Appends the next block to the window, first dropping what lies before `keep_from`; false at
   // the segment's end.
   Result<bool> read_more(std::uint64_t keep_from) {
-    const std::uint64_t end = start_ + window_.size();
+    const std::uint64_t end = window_end();
     if (end >= size_) return false;
     window_.erase(0, keep_from - start_);
     start_ = keep_from;
     const std::size_t had = window_.size();
-    window_.resize(had + std::min<std::uint64_t>(kJournalReadBlock, size_ - end));
+    window_.resize(had + std::min<std::uint64_t>(block_, size_ - end));
+    const auto read = read_at(end, window_.data() + had, window_.size() - had);
+    if (!read) return read.error();
+    window_.resize(had + *read);
+    return true;
+  }
+
+  // Some of `length` bytes at `offset`, at least one.
+  Result<std::size_t> read_at(std::uint64_t offset, char* into, std::size_t length) {
     for (;;) {
-      const ssize_t n =
-          ::pread(fd_, window_.data() + had, window_.size() - had, static_cast<off_t>(end));
+      const ssize_t n = ::pread(fd_, into, length, static_cast<off_t>(offset));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return journal_errno_error("read");
       if (n == 0) return journal_error("shorter than it was a moment ago");
-      window_.resize(had + static_cast<std::size_t>(n));
-      return true;
+      return static_cast<std::size_t>(n);
     }
   }
 
   int fd_;
   std::uint64_t size_;
+  std::size_t block_;
   std::uint64_t start_ = 0;  // the window holds the segment's bytes from here
   std::string window_;
 };
@@ -143,13 +161,6 @@ struct SegmentInScan {
   std::uint64_t end = 0;  // of the last record kept
 };
 
-// Whether the byte at `offset` is a '\n', as a v2 record's body must be followed by.
-Result<bool> newline_at(SegmentReader& reader, std::uint64_t offset) {
-  const auto line = reader.line_at(offset);
-  if (!line) return line.error();
-  return *line && (*line)->size() == 1;
-}
-
 // The record at `offset` of a segment into the scan: indexed, or a torn last record dropped;
 // false once the segment's records end, or, with the scan's problem set, at a bad record. A v2
 // record's body is skipped, only the '\n' after it checked.
@@ -168,27 +179,29 @@ bool take_journal_record(JournalScan& scan, SegmentReader& reader, SegmentInScan
     return false;
   }
   const std::uint64_t line_end = offset + (*line)->size();
-  auto read = parse_journal_line(**line);
-  const std::uint64_t end = read ? line_end + read->follows : line_end;
-  if (read && end > line_end) {
-    const auto newline = newline_at(reader, end - 1);
-    if (!newline) {
-      scan.problem = segment.name + ": " + newline.error().message;
+  auto header = parse_journal_line(**line);
+  const std::uint64_t end = header ? line_end + header->bytes_after_line : line_end;
+  if (header && end > line_end) {
+    const auto last = reader.byte_at(end - 1);
+    if (!last) {
+      scan.problem = segment.name + ": " + last.error().message;
       return false;
     }
-    if (!*newline) read = journal_error("a journal record's body ends without a newline");
+    if (*last != '\n') header = journal_error("a journal record's body ends without a newline");
   }
-  // What a write cut short by the pod's death leaves: the last record, reaching the end.
-  if (!read && segment.last && end >= segment.size) {
+  // A record that reaches the last segment's end may be the prefix of one that a pod's death cut
+  // short: it is dropped, and the writer cuts it off. A header whose body_bytes a child inflated
+  // looks the same and swallows the records after it; nothing tells the two apart.
+  if (!header && segment.last && end >= segment.size) {
     scan.torn_tail_dropped = true;
     return false;
   }
-  if (!read) {
+  if (!header) {
     scan.problem =
-        segment.name + " at byte " + std::to_string(offset) + ": " + read.error().message;
+        segment.name + " at byte " + std::to_string(offset) + ": " + header.error().message;
     return false;
   }
-  scan.by_digest[read->record.digest].push_back(
+  scan.by_digest[header->record.digest].push_back(
       {.segment = segment.index, .offset = offset, .length = end - offset});
   ++scan.records;
   scan.bytes += end - offset;
@@ -210,7 +223,7 @@ void scan_segment(int dir, std::size_t number, bool last, const JournalLimits& l
     scan.problem = "the journal is larger than " + std::to_string(limits.max_bytes) + " bytes";
     return;
   }
-  SegmentReader reader(opened->fd.get(), segment.size);
+  SegmentReader reader(opened->fd.get(), segment.size, limits.scan_block);
   while (segment.end < segment.size && take_journal_record(scan, reader, segment, segment.end)) {
   }
   if (last && !scan.problem) scan.last_segment_end = segment.end;

@@ -188,28 +188,30 @@ Result<JournalLine> parse_journal_line(std::string_view line) {
   JournalFields fields(*json);
   const auto version = fields.count("v");
   if (version != 1 && version != 2) fields.fail("v", "is not 1 or 2");
-  JournalLine read{.record = {.digest = fields.text("digest"),
-                              .model = fields.text("model"),
-                              .method = fields.text("method"),
-                              .path = fields.text("path"),
-                              .attempt = fields.number("attempt", 0, INT_MAX),
-                              .status = fields.number("status", 100, 999),
-                              .content_type = fields.text("content_type"),
-                              .stream = fields.flag("stream"),
-                              .body = {},
-                              .started_at = fields.text("started_at"),
-                              .ms = fields.count("ms"),
-                              .usage = fields.usage()}};
-  if (version == 1) read.record.body = fields.body();
+  JournalLine parsed{.record = {.digest = fields.text("digest"),
+                                .model = fields.text("model"),
+                                .method = fields.text("method"),
+                                .path = fields.text("path"),
+                                .attempt = fields.number("attempt", 0, INT_MAX),
+                                .status = fields.number("status", 100, 999),
+                                .content_type = fields.text("content_type"),
+                                .stream = fields.flag("stream"),
+                                .body = {},
+                                .started_at = fields.text("started_at"),
+                                .ms = fields.count("ms"),
+                                .usage = fields.usage()}};
+  if (version == 1) parsed.record.body = fields.body();
   if (version == 2) {
     const auto body_bytes = fields.count("body_bytes");
-    if (body_bytes > kMaxBodyBytes) fields.fail("body_bytes", "is over 1 TiB");
-    read.follows = body_bytes + 1;
+    if (body_bytes > kMaxBodyBytes)
+      fields.fail("body_bytes", "is over 1 TiB");
+    else
+      parsed.bytes_after_line = body_bytes + 1;
   }
-  if (!fields.problem() && !is_request_digest(read.record.digest))
+  if (!fields.problem() && !is_request_digest(parsed.record.digest))
     fields.fail("digest", "is not 64 lower-case hex digits");
   if (fields.problem()) return journal_error("a journal line's " + *fields.problem());
-  return read;
+  return parsed;
 }
 
 Result<JournalRecord> parse_journal_record(std::string_view bytes) {
@@ -218,15 +220,16 @@ Result<JournalRecord> parse_journal_record(std::string_view bytes) {
       bytes.substr(0, newline == std::string_view::npos ? bytes.size() : newline + 1);
   auto line = parse_journal_line(first);
   if (!line) return line.error();
-  if (bytes.size() - first.size() != line->follows)
-    return journal_error(line->follows == 0
+  if (bytes.size() - first.size() != line->bytes_after_line)
+    return journal_error(line->bytes_after_line == 0
                              ? "a v1 journal line is followed by more bytes"
                              : "a journal record's body is not the " +
-                                   std::to_string(line->follows - 1) + " bytes its header gives");
-  if (line->follows > 0) {
+                                   std::to_string(line->bytes_after_line - 1) +
+                                   " bytes its header gives");
+  if (line->bytes_after_line > 0) {
     if (bytes.back() != '\n')
       return journal_error("a journal record's body ends without a newline");
-    line->record.body = bytes.substr(first.size(), line->follows - 1);
+    line->record.body = bytes.substr(first.size(), line->bytes_after_line - 1);
   }
   return std::move(line->record);
 }

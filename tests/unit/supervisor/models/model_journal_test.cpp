@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "inflight/supervisor/models/model_request.hpp"
 #include "temp_dir.hpp"
@@ -191,7 +192,7 @@ TEST(JournalRecord, ReadsAV1LineAsItsFirstWriterWroteIt) {
     EXPECT_EQ(*parsed, record);
     const auto line = parse_journal_line(v1_line(record));
     ASSERT_TRUE(line.has_value());
-    EXPECT_EQ(line->follows, 0u);
+    EXPECT_EQ(line->bytes_after_line, 0u);
   }
   const auto binary = journal_record(7, std::string("\xff\x00\x01", 3));
   const auto parsed = parse_journal_record(v1_line(binary, "/wAB"));
@@ -421,6 +422,39 @@ TEST(JournalScan, ReadsRecordsLargerThanItsReadBlock) {
   EXPECT_EQ(*read_journal_entry(scan, evens[0]), long_v1);
   EXPECT_EQ(*read_journal_entry(scan, odds[0]), long_v2);
   EXPECT_EQ(*read_journal_entry(scan, odds[1]), journal_record(3));
+}
+
+TEST(JournalScan, ReadsEveryRecordWhereverItsReadsEnd) {
+  // Records of many lengths, v1 and v2 in turn, over several of the scan's blocks, and scanned
+  // again with blocks so small that a header or a v1 line spans many of them.
+  TempDir run;
+  fs::create_directories(journal_dir_of(run.path()));
+  std::vector<JournalRecord> written;
+  std::string segment;
+  for (int n = 0; segment.size() < 3'200'000; ++n) {
+    auto record = journal_record(n);
+    record.body = std::string(static_cast<std::size_t>(n * 7919 % 1500), n % 2 ? '\n' : 'b');
+    segment += n % 3 ? write_journal_record(record) : v1_line(record);
+    written.push_back(std::move(record));
+  }
+  append_raw(segment_of(run.path(), 1), segment);
+  for (const std::size_t block : {std::size_t{1} << 20, std::size_t{61}}) {
+    SCOPED_TRACE(block);
+    const auto scan = scan_journal(run.path(), {.scan_block = block});
+    ASSERT_FALSE(scan.problem) << *scan.problem;
+    EXPECT_EQ(scan.records, written.size());
+    EXPECT_EQ(scan.bytes, segment.size());
+    EXPECT_FALSE(scan.torn_tail_dropped);
+    for (int parity : {0, 1}) {
+      const auto& answers = scan.by_digest.at(journal_record(parity).digest);
+      ASSERT_EQ(answers.size(), (written.size() + 1 - static_cast<std::size_t>(parity)) / 2);
+      for (std::size_t k = 0; k < answers.size(); k += 97) {
+        const auto read = read_journal_entry(scan, answers[k]);
+        ASSERT_TRUE(read.has_value()) << read.error().message;
+        EXPECT_EQ(*read, written[2 * k + static_cast<std::size_t>(parity)]);
+      }
+    }
+  }
 }
 
 TEST(JournalWriter, RollsOverToANewSegmentWithoutSplittingARecord) {

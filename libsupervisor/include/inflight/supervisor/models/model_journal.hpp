@@ -48,12 +48,12 @@ struct JournalRecord {
 std::string write_journal_record(const JournalRecord& record);
 
 // A record's first line read, its '\n' optional. A v2 header gives its record without the body,
-// and `follows` counts the bytes after the line: the body and its '\n'. A v1 line (written by
+// and `bytes_after_line` counts the body and its '\n'. A v1 line (written by
 // inflight before the journal's v2) holds a whole record, its body JSON text in "body", or base64
 // in "body_base64" when not UTF-8; nothing follows it.
 struct JournalLine {
   JournalRecord record;
-  std::uint64_t follows = 0;
+  std::uint64_t bytes_after_line = 0;
 };
 Result<JournalLine> parse_journal_line(std::string_view line);
 // A whole record of either version, or an Error whose message names what is wrong.
@@ -69,6 +69,8 @@ struct JournalLimits {
   // Segments at most: the writer stops recording beyond it, and a scan that finds more files
   // stops there, so that a folder filled by a child costs a bounded listing.
   std::size_t max_segments = 4096;
+  // A scan reads a segment this many bytes at a time (more for a v1 line that is longer).
+  std::size_t scan_block = 1 << 20;
 };
 
 // Where a record lies, so that a replay reads it from disk rather than holding every answer in
@@ -77,6 +79,8 @@ struct JournalEntry {
   std::size_t segment = 0;
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
+
+  bool operator==(const JournalEntry&) const = default;
 };
 
 struct JournalScan {
