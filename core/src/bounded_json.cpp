@@ -250,8 +250,7 @@ Result<std::string> canonical_json(std::string_view text, const JsonLimits& limi
 
 bool is_valid_utf8(std::string_view text) {
   while (!text.empty()) {
-    // Answers are mostly ASCII: skip it eight bytes at a time (a journal line checks every
-    // answer byte).
+    // Text is mostly ASCII: skip it eight bytes at a time.
     std::uint64_t word;
     while (text.size() >= sizeof word) {
       std::memcpy(&word, text.data(), sizeof word);
@@ -259,7 +258,8 @@ bool is_valid_utf8(std::string_view text) {
       text.remove_prefix(sizeof word);
     }
     if (text.empty()) break;
-    const auto length = utf8_sequence(text);
+    // An ASCII byte of the tail, or of a short string, without a call.
+    const auto length = static_cast<unsigned char>(text[0]) < 0x80 ? 1 : utf8_sequence(text);
     if (length == 0) return false;
     text.remove_prefix(length);
   }
@@ -365,6 +365,23 @@ void append_json_string(std::string& out, std::string_view text) {
 }
 
 void append_utf8_json_string(std::string& out, std::string_view text) {
+  if (text.size() < 2 * kBlock) {
+    // A byte at a time into a buffer of the widest escape: a call writes some fifty short strings
+    // (keys, names, the log's fields), and a block's setup cost each more than its bytes did.
+    std::array<char, 2 + 6 * 2 * kBlock> escaped;
+    char* to = escaped.data();
+    *to++ = '"';
+    for (const char c : text) {
+      const auto byte = static_cast<unsigned char>(c);
+      if (kEscapedWidth[byte] == 1)
+        *to++ = c;
+      else
+        to = append_escape(to, byte);
+    }
+    *to++ = '"';
+    out.append(escaped.data(), to);
+    return;
+  }
   // Measured first, then written in place, plain runs copied whole: an answer of a few KB has a
   // quote every few bytes, and an append per escape cost more than the two passes.
   std::size_t width = 2 + text.size();

@@ -101,29 +101,34 @@ TEST(JsonString, IsWhatNlohmannDumpsForEveryByte) {
     EXPECT_EQ(appended(text), dumped(text)) << printable(text);
 }
 
-// Text is escaped sixteen bytes at a time: each byte that needs an escape is found at every
-// place of a block, beside others, and in the short block at the end.
+// Text of 32 bytes or more is escaped sixteen bytes at a time, shorter text a byte at a time:
+// each byte that needs an escape is found at every place of a block, beside others, and in the
+// short block at the end, on both sides of the 32 bytes.
 TEST(JsonString, FindsEveryEscapeAtEveryPlaceOfABlock) {
   const auto dumped = [](std::string_view text) {
     return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   };
-  for (int byte = 0; byte < 0x80; ++byte)
-    for (std::size_t at = 0; at < 40; ++at) {
-      std::string text(40, 'a');
-      text[at] = static_cast<char>(byte);
-      text.replace(at / 3, 2, "\"\n");
-      std::string out = "x";
-      append_utf8_json_string(out, text);
-      EXPECT_EQ(out.substr(1), dumped(text)) << byte << " at " << at;
-    }
+  for (const std::size_t length :
+       {std::size_t{3}, std::size_t{31}, std::size_t{32}, std::size_t{40}})
+    for (int byte = 0; byte < 0x80; ++byte)
+      for (std::size_t at = 0; at < length; ++at) {
+        std::string text(length, 'a');
+        text[at] = static_cast<char>(byte);
+        text.replace(at / 3, 2, "\"\n");
+        std::string out = "x";
+        append_utf8_json_string(out, text);
+        EXPECT_EQ(out.substr(1), dumped(text)) << byte << " at " << at << " of " << length;
+      }
   const std::string mixed = "caf\xc3\xa9 \"\xf0\x9f\x99\x82\"\x01\t\\ " + std::string(30, '\x7f');
-  std::string out;
-  append_utf8_json_string(out, mixed);
-  EXPECT_EQ(out, dumped(mixed));
+  const std::string widest(31, '\x01');  // every byte six wide
+  for (const auto& text : {mixed, widest, mixed.substr(0, 20)}) {
+    std::string out;
+    append_utf8_json_string(out, text);
+    EXPECT_EQ(out, dumped(text)) << printable(text);
+  }
 }
 
-// A journal body is checked for UTF-8 once, by the journal line, which then
-// appends it unchecked: the same bytes as the checked form.
+// Text known to be UTF-8 is appended unchecked: the same bytes as the checked form.
 TEST(JsonString, TheUncheckedFormOfValidUtf8IsTheCheckedOne) {
   for (const std::string_view text :
        {"", "caf\xc3\xa9 \xf0\x9f\x99\x82\n\t\"q\"\x01\x7f", "data: {\"usage\":null}\n\n"}) {

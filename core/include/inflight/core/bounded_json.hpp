@@ -40,13 +40,11 @@ std::string printable(std::string_view text);
 // Appends `text` as a JSON string in the form nlohmann's dump(-1, ' ', false,
 // error_handler_t::replace) gives it: quotes, backslashes and control
 // characters escaped, every other byte as it is, and text that is not valid
-// UTF-8 with U+FFFD where nlohmann puts it (one for each bad sequence). Journal and log lines are
-// written field by field with it: building a json value first copied each field, an answer most of
-// all.
+// UTF-8 with U+FFFD where nlohmann puts it (one for each bad sequence). Journal headers and log
+// lines are written field by field with it: building a json value first copied each field.
 void append_json_string(std::string& out, std::string_view text);
-// append_json_string() of text its caller found valid UTF-8 (is_valid_utf8):
-// a journal line's body, which is written as base64 otherwise, is not
-// checked a second time.
+// append_json_string() of text known to be valid UTF-8 (a parsed document's strings, which
+// canonical_json writes): not checked a second time.
 void append_utf8_json_string(std::string& out, std::string_view valid_utf8);
 
 }  // namespace inflight
