@@ -4,8 +4,9 @@
 // "\n--\n"; its first byte picks small limits, so that the limits' edges are
 // reached. Either the scan names a problem and offers nothing to replay, or
 // every answer it offers reads back with the digest it is filed under, and
-// what it counts adds up. A scan that reads 61 bytes at a time, so that a
-// header or a line spans its reads, must find the same.
+// what it counts adds up. A scan that reads 1 to 64 bytes at a time (the
+// input's last byte picks), so that a header or a line spans its reads, must
+// find the same.
 #include <unistd.h>
 
 #include <cstdint>
@@ -62,10 +63,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   write_segments(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
   const auto scan = scan_journal(run_dir(), limits);
   auto small_reads = limits;
-  small_reads.scan_block = 61;
+  small_reads.scan_block = 1 + data[size - 1] % 64;
   const auto again = scan_journal(run_dir(), small_reads);
   if (again.problem != scan.problem || again.by_digest != scan.by_digest ||
-      again.bytes != scan.bytes || again.torn_tail_dropped != scan.torn_tail_dropped ||
+      again.bytes != scan.bytes || again.records != scan.records ||
+      again.segments != scan.segments || again.torn_tail_dropped != scan.torn_tail_dropped ||
       again.last_segment_end != scan.last_segment_end)
     std::abort();
   if (scan.problem) {

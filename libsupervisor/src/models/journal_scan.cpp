@@ -187,11 +187,13 @@ bool take_journal_record(JournalScan& scan, SegmentReader& reader, SegmentInScan
       scan.problem = segment.name + ": " + last.error().message;
       return false;
     }
-    if (*last != '\n') header = journal_error("a journal record's body ends without a newline");
+    if (!*last || **last != '\n')
+      header = journal_error("a journal record's body ends without a newline");
   }
-  // A record that reaches the last segment's end may be the prefix of one that a pod's death cut
-  // short: it is dropped, and the writer cuts it off. A header whose body_bytes a child inflated
-  // looks the same and swallows the records after it; nothing tells the two apart.
+  // A record unreadable up to the last segment's end may be the prefix of one that a pod's death
+  // cut short, or the zeros a crash can leave after it: it is dropped, and the writer cuts it off.
+  // A header whose body_bytes a child inflated looks the same and swallows the records after it;
+  // nothing tells the two apart.
   if (!header && segment.last && end >= segment.size) {
     scan.torn_tail_dropped = true;
     return false;
