@@ -61,6 +61,19 @@ std::optional<std::size_t> count_segments(int dir, const JournalLimits& limits, 
   return numbers->size();
 }
 
+// Up to `length` bytes at `offset` of `fd`: fewer only where the file ends.
+Result<std::size_t> pread_fully(int fd, std::uint64_t offset, char* into, std::size_t length) {
+  std::size_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, into + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return journal_errno_error("read");
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
 // A segment read through a window of it, `block` bytes at a time: a header line is found without
 // a read(2) of its own, and a body is skipped without being read. A v1 line may span blocks.
 class SegmentReader {
@@ -114,19 +127,15 @@ class SegmentReader {
     window_.resize(had + std::min<std::uint64_t>(block_, size_ - end));
     const auto read = read_at(end, window_.data() + had, window_.size() - had);
     if (!read) return read.error();
-    window_.resize(had + *read);
     return true;
   }
 
-  // Some of `length` bytes at `offset`, at least one.
-  Result<std::size_t> read_at(std::uint64_t offset, char* into, std::size_t length) {
-    for (;;) {
-      const ssize_t n = ::pread(fd_, into, length, static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return journal_errno_error("read");
-      if (n == 0) return journal_error("shorter than it was a moment ago");
-      return static_cast<std::size_t>(n);
-    }
+  // `length` bytes at `offset`, which the segment's size at the scan's start says are there.
+  Result<void> read_at(std::uint64_t offset, char* into, std::size_t length) {
+    const auto read = pread_fully(fd_, offset, into, length);
+    if (!read) return read.error();
+    if (*read < length) return journal_error("shorter than it was a moment ago");
+    return {};
   }
 
   int fd_;
@@ -261,16 +270,9 @@ Result<JournalRecord> read_journal_entry(const JournalScan& scan, const JournalE
   if (!fd || ::fstat(fd.get(), &st) != 0) return journal_errno_error("open " + name.string());
   if (!S_ISREG(st.st_mode)) return journal_error(name.string() + " is not a regular file");
   std::string bytes(entry.length, '\0');
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::pread(fd.get(), bytes.data() + done, bytes.size() - done,
-                              static_cast<off_t>(entry.offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return journal_errno_error("read " + name.string());
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  if (done < bytes.size() || bytes.back() != '\n')
+  const auto done = pread_fully(fd.get(), entry.offset, bytes.data(), bytes.size());
+  if (!done) return journal_error(name.string() + ": " + done.error().message);
+  if (*done < bytes.size() || bytes.back() != '\n')
     return journal_error(name.string() + " changed since it was scanned");
   return parse_journal_record(bytes);
 }
